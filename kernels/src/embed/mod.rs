@@ -1,0 +1,147 @@
+//! Embedding gathers: rows of the token table into the residual stream.
+use crate::ops::{bf16s, blocks, i32_arg, require, words, Ops};
+use crate::parity::{Buffer, Case, CaseSet, Gen};
+use switchyard_core::codec::{bf16_round, bytes};
+use switchyard_core::compare::Tolerance;
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+
+declare_kernel! {
+    /// `out[r, j] = bf16(bf16(e4m3(table[ids[r], j]) · row_scale[ids[r]]) · scale)`.
+    ///
+    /// Rounds twice: the dequantised row to bf16 (the table's own precision),
+    /// then the product with the embedding scale (`sqrt(hidden)` for Gemma).
+    /// An id outside `[0, vocab)` writes a row of bf16 NaN (0x7fc0) instead of reading
+    /// outside the table. Shapes: out bf16 `[rows, h]`, table u8 `[vocab, h]`,
+    /// row_scale f32 `[vocab]`, ids i32 `[rows]`; `h % 8 == 0`.
+    EMBED_GATHER_FP8 = "embed"::"embed_gather_fp8"(
+        A::output("out"), A::input("table"), A::input("row_scale"), A::input("ids"),
+        A::i32("h"), A::i32("vocab"), A::f32("scale"))
+}
+
+declare_kernel! {
+    /// `out[r, j] = bf16(table[ids[r], j] · scale)` over a bf16 table; one
+    /// rounding. An id outside `[0, vocab)` writes a NaN row. Shapes: out and
+    /// table bf16, `h` even.
+    EMBED_GATHER_BF16 = "embed"::"embed_gather_bf16"(
+        A::output("out"), A::input("table"), A::input("ids"),
+        A::i32("h"), A::i32("vocab"), A::f32("scale"))
+}
+
+declare_kernel! {
+    /// `out[r, :] = src[idx[r], :]`, bit-exact copy of bf16 rows. An index
+    /// outside `[0, n_src)` writes a NaN row. `h` even.
+    GATHER_ROWS_BF16 = "embed"::"gather_rows_bf16"(
+        A::output("out"), A::input("src"), A::input("idx"), A::i32("h"), A::i32("n_src"))
+}
+
+const BLOCK: u32 = 256;
+
+impl Ops {
+    /// Embedding lookup from the fp8 per-row table. See [`EMBED_GATHER_FP8`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn embed_gather_fp8(&self, out: u64, table: u64, row_scale: u64, ids: u64, rows: usize, vocab: usize, h: usize, scale: f32) -> Result<()> {
+        let k = EMBED_GATHER_FP8.symbol;
+        require(h > 0 && h % 8 == 0, k, "h", || format!("h = {h} must be a positive multiple of 8"))?;
+        require(rows > 0, k, "rows", || "rows must be > 0".into())?;
+        self.go(&EMBED_GATHER_FP8, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
+            (P(out), bf16s(rows * h)), (P(table), vocab * h), (P(row_scale), words(vocab)), (P(ids), words(rows)),
+            (I(i32_arg(k, "h", h)?), 0), (I(i32_arg(k, "vocab", vocab)?), 0), (F(scale), 0),
+        ])
+    }
+
+    /// Scaled embedding lookup from a bf16 table. See [`EMBED_GATHER_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn embed_gather_bf16(&self, out: u64, table: u64, ids: u64, rows: usize, vocab: usize, h: usize, scale: f32) -> Result<()> {
+        let k = EMBED_GATHER_BF16.symbol;
+        require(h > 0 && h % 2 == 0, k, "h", || format!("h = {h} must be positive and even"))?;
+        require(rows > 0, k, "rows", || "rows must be > 0".into())?;
+        self.go(&EMBED_GATHER_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
+            (P(out), bf16s(rows * h)), (P(table), bf16s(vocab * h)), (P(ids), words(rows)),
+            (I(i32_arg(k, "h", h)?), 0), (I(i32_arg(k, "vocab", vocab)?), 0), (F(scale), 0),
+        ])
+    }
+
+    /// Row gather. See [`GATHER_ROWS_BF16`].
+    pub fn gather_rows_bf16(&self, out: u64, src: u64, idx: u64, rows: usize, n_src: usize, h: usize) -> Result<()> {
+        let k = GATHER_ROWS_BF16.symbol;
+        require(h > 0 && h % 2 == 0, k, "h", || format!("h = {h} must be positive and even"))?;
+        require(rows > 0, k, "rows", || "rows must be > 0".into())?;
+        self.go(&GATHER_ROWS_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
+            (P(out), bf16s(rows * h)), (P(src), bf16s(n_src * h)), (P(idx), words(rows)),
+            (I(i32_arg(k, "h", h)?), 0), (I(i32_arg(k, "n_src", n_src)?), 0),
+        ])
+    }
+}
+
+fn ids_with_bad(g: &mut Gen, rows: usize, vocab: usize) -> Vec<u8> {
+    let (mut ids, _) = g.i32(rows, 0, vocab as i32);
+    // One out-of-range id per case when there is room: the NaN-row contract is part of parity.
+    if rows > 2 {
+        ids[rows / 2] = vocab as i32 + 3;
+    }
+    bytes::i32_bytes(&ids)
+}
+
+fn fp8_cases(g: &mut Gen) -> Vec<Case> {
+    [(1, 8, 16), (7, 40, 200), (33, 136, 97)]
+        .into_iter()
+        .map(|(rows, h, vocab)| {
+            let (codes, scales, _) = g.fp8_table(vocab, h);
+            let scale = (h as f32).sqrt();
+            Case {
+                kernel: &EMBED_GATHER_FP8,
+                label: format!("rows={rows} h={h} vocab={vocab}"),
+                buffers: vec![
+                    Buffer::output("out", DType::BF16, rows * h, Tolerance::Bf16Ulp(1)),
+                    Buffer::input("table", codes),
+                    Buffer::input("row_scale", bytes::f32_bytes(&scales)),
+                    Buffer::input("ids", ids_with_bad(g, rows, vocab)),
+                ],
+                run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, h, scale)),
+            }
+        })
+        .collect()
+}
+
+fn bf16_cases(g: &mut Gen) -> Vec<Case> {
+    [(1, 2, 5), (9, 42, 61), (20, 130, 300)]
+        .into_iter()
+        .map(|(rows, h, vocab)| {
+            let (_, table) = g.bf16(vocab * h, 0.01, 2.0);
+            let scale = bf16_round((h as f32).sqrt());
+            Case {
+                kernel: &EMBED_GATHER_BF16,
+                label: format!("rows={rows} h={h} vocab={vocab}"),
+                buffers: vec![
+                    Buffer::output("out", DType::BF16, rows * h, Tolerance::Bf16Ulp(1)),
+                    Buffer::input("table", table),
+                    Buffer::input("ids", ids_with_bad(g, rows, vocab)),
+                ],
+                run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, h, scale)),
+            }
+        })
+        .collect()
+}
+
+fn gather_cases(g: &mut Gen) -> Vec<Case> {
+    [(1, 2, 3), (11, 38, 17), (64, 256, 64)]
+        .into_iter()
+        .map(|(rows, h, n_src)| {
+            let (_, src) = g.bf16(n_src * h, 0.01, 4.0);
+            Case {
+                kernel: &GATHER_ROWS_BF16,
+                label: format!("rows={rows} h={h} n_src={n_src}"),
+                buffers: vec![
+                    Buffer::output("out", DType::BF16, rows * h, Tolerance::Exact),
+                    Buffer::input("src", src),
+                    Buffer::input("idx", ids_with_bad(g, rows, n_src)),
+                ],
+                run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, n_src, h)),
+            }
+        })
+        .collect()
+}
+
+inventory::submit! { CaseSet { kernel: &EMBED_GATHER_FP8, cases: fp8_cases } }
+inventory::submit! { CaseSet { kernel: &EMBED_GATHER_BF16, cases: bf16_cases } }
+inventory::submit! { CaseSet { kernel: &GATHER_ROWS_BF16, cases: gather_cases } }

@@ -1,0 +1,230 @@
+//! The output head: logits over the tied embedding table, argmax, and the
+//! option-letter readout. Logits are f32; `softcap(x) = c · tanh(x / c)`,
+//! `c = 0` meaning none.
+use crate::ops::{bf16s, blocks, i32_arg, require, words, Ops};
+use crate::parity::{Buffer, Case, CaseSet, Gen};
+use switchyard_core::codec::{bytes, fp8};
+use switchyard_core::compare::Tolerance;
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+
+/// Largest `m` the decode-shaped head kernels take.
+pub const MAX_HEAD_ROWS: usize = 16;
+
+declare_kernel! {
+    /// `out[i, v] = softcap(row_scale[v] · Σₖ h[i, k] · e4m3(e8[v, k]))`, f32
+    /// accumulation, no rounding (f32 output). Shapes: out f32 `[m, vocab]`,
+    /// h bf16 `[m, hdim]`, e8 u8 `[vocab, hdim]`, row_scale f32 `[vocab]`;
+    /// `m <= 16`, `hdim % 8 == 0`.
+    LM_HEAD_LOGITS_FP8 = "head"::"lm_head_logits_fp8"(
+        A::output("out"), A::input("h"), A::input("e8"), A::input("row_scale"),
+        A::i32("m"), A::i32("vocab"), A::i32("hdim"), A::f32("softcap"))
+}
+
+declare_kernel! {
+    /// `out[i, v] = softcap(Σₖ h[i, k] · table[v, k])` over a bf16 table, f32
+    /// accumulation. Shapes as [`LM_HEAD_LOGITS_FP8`] with table bf16
+    /// `[vocab, hdim]`; `m <= 16`, `hdim % 8 == 0`.
+    LM_HEAD_LOGITS_BF16 = "head"::"lm_head_logits_bf16"(
+        A::output("out"), A::input("h"), A::input("table"),
+        A::i32("m"), A::i32("vocab"), A::i32("hdim"), A::f32("softcap"))
+}
+
+declare_kernel! {
+    /// Per row `i` of f32 logits `[m, vocab]`: the index of the largest value,
+    /// lowest index on ties, never `ex0` or `ex1` (-1 = no exclusion); NaN
+    /// never wins. `idx[i]` i32, `val[i]` f32 its logit; a row with no
+    /// eligible value gives `idx = -1`, `val = -inf`.
+    ARGMAX_ROWS = "head"::"argmax_rows"(
+        A::output("idx"), A::output("val"), A::input("logits"), A::i32("vocab"), A::i32("ex0"), A::i32("ex1"))
+}
+
+declare_kernel! {
+    /// `out[r, j] = softcap(row_scale[l] · Σₖ hidden[r, k] · e4m3(e8[l, k]))`
+    /// with `l = label_ids[j]`; an id outside `[0, vocab)` gives NaN. Shapes:
+    /// out f32 `[rows, n_labels]`, hidden bf16 `[rows, hdim]`; `hdim % 8 == 0`.
+    LETTER_LOGITS_FP8 = "head"::"letter_logits_fp8"(
+        A::output("out"), A::input("hidden"), A::input("e8"), A::input("row_scale"), A::input("label_ids"),
+        A::i32("n_labels"), A::i32("hdim"), A::i32("vocab"), A::f32("softcap"))
+}
+
+fn check_head(kernel: &str, m: usize, vocab: usize, hdim: usize, softcap: f32) -> Result<()> {
+    require((1..=MAX_HEAD_ROWS).contains(&m), kernel, "m", || format!("m = {m} must be in 1..={MAX_HEAD_ROWS} (decode-shaped kernel)"))?;
+    require(vocab > 0, kernel, "vocab", || "vocab must be > 0".into())?;
+    require(hdim > 0 && hdim % 8 == 0, kernel, "hdim", || format!("hdim = {hdim} must be a positive multiple of 8"))?;
+    require(softcap.is_finite() && softcap >= 0.0, kernel, "softcap", || format!("softcap = {softcap} must be finite and >= 0"))
+}
+
+impl Ops {
+    /// See [`LM_HEAD_LOGITS_FP8`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn lm_head_logits_fp8(&self, out: u64, h: u64, e8: u64, row_scale: u64, m: usize, vocab: usize, hdim: usize, softcap: f32) -> Result<()> {
+        let k = LM_HEAD_LOGITS_FP8.symbol;
+        check_head(k, m, vocab, hdim, softcap)?;
+        self.go(&LM_HEAD_LOGITS_FP8, [blocks(k, vocab, 4)?, 1, 1], 128, &[
+            (P(out), words(m * vocab)), (P(h), bf16s(m * hdim)), (P(e8), vocab * hdim), (P(row_scale), words(vocab)),
+            (I(i32_arg(k, "m", m)?), 0), (I(i32_arg(k, "vocab", vocab)?), 0), (I(i32_arg(k, "hdim", hdim)?), 0), (F(softcap), 0),
+        ])
+    }
+
+    /// See [`LM_HEAD_LOGITS_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn lm_head_logits_bf16(&self, out: u64, h: u64, table: u64, m: usize, vocab: usize, hdim: usize, softcap: f32) -> Result<()> {
+        let k = LM_HEAD_LOGITS_BF16.symbol;
+        check_head(k, m, vocab, hdim, softcap)?;
+        self.go(&LM_HEAD_LOGITS_BF16, [blocks(k, vocab, 4)?, 1, 1], 128, &[
+            (P(out), words(m * vocab)), (P(h), bf16s(m * hdim)), (P(table), bf16s(vocab * hdim)),
+            (I(i32_arg(k, "m", m)?), 0), (I(i32_arg(k, "vocab", vocab)?), 0), (I(i32_arg(k, "hdim", hdim)?), 0), (F(softcap), 0),
+        ])
+    }
+
+    /// See [`ARGMAX_ROWS`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn argmax_rows(&self, idx: u64, val: u64, logits: u64, m: usize, vocab: usize, ex0: i32, ex1: i32) -> Result<()> {
+        let k = ARGMAX_ROWS.symbol;
+        require(m > 0, k, "m", || "m must be > 0".into())?;
+        require(vocab > 0, k, "vocab", || "vocab must be > 0".into())?;
+        for (name, ex) in [("ex0", ex0), ("ex1", ex1)] {
+            require(ex >= -1, k, name, || format!("{ex}: an exclusion is a token id or -1"))?;
+        }
+        self.go(&ARGMAX_ROWS, [blocks(k, m, 1)?, 1, 1], 1024, &[
+            (P(idx), words(m)), (P(val), words(m)), (P(logits), words(m * vocab)),
+            (I(i32_arg(k, "vocab", vocab)?), 0), (I(ex0), 0), (I(ex1), 0),
+        ])
+    }
+
+    /// See [`LETTER_LOGITS_FP8`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn letter_logits_fp8(&self, out: u64, hidden: u64, e8: u64, row_scale: u64, label_ids: u64, rows: usize, n_labels: usize, hdim: usize, vocab: usize, softcap: f32) -> Result<()> {
+        let k = LETTER_LOGITS_FP8.symbol;
+        require(rows > 0, k, "rows", || "rows must be > 0".into())?;
+        require(n_labels > 0, k, "n_labels", || "n_labels must be > 0".into())?;
+        check_head(k, 1, vocab, hdim, softcap)?;
+        self.go(&LETTER_LOGITS_FP8, [blocks(k, rows, 1)?, 1, 1], 256, &[
+            (P(out), words(rows * n_labels)), (P(hidden), bf16s(rows * hdim)), (P(e8), vocab * hdim), (P(row_scale), words(vocab)),
+            (P(label_ids), words(n_labels)), (I(i32_arg(k, "n_labels", n_labels)?), 0), (I(i32_arg(k, "hdim", hdim)?), 0),
+            (I(i32_arg(k, "vocab", vocab)?), 0), (F(softcap), 0),
+        ])
+    }
+}
+
+/// Σₖ |h[i,k] · t[v,k]| · |scale[v]| per output: the magnitude the f32 dot
+/// tolerance (1e-5 · Σ|ab|) is relative to.
+fn dot_bounds(h: &[f32], t: &[f32], scale: Option<&[f32]>, rows: &[usize], m: usize, hdim: usize) -> Vec<f64> {
+    let mut b = Vec::with_capacity(m * rows.len());
+    for i in 0..m {
+        for &v in rows {
+            let s: f64 = (0..hdim).map(|k| (h[i * hdim + k] as f64 * t[v * hdim + k] as f64).abs()).sum();
+            b.push(s * scale.map_or(1.0, |sc| sc[v].abs() as f64));
+        }
+    }
+    b
+}
+
+const HEAD_SHAPES: [(usize, usize, usize, f32); 4] = [(1, 97, 64, 0.0), (3, 1001, 136, 30.0), (16, 250, 256, 15.0), (5, 33, 8, 0.0)];
+
+fn fp8_codes_as_f32(codes: &[u8]) -> Vec<f32> {
+    codes.iter().map(|&c| fp8::e4m3_to_f32(c)).collect()
+}
+
+fn lm_head_fp8_cases(g: &mut Gen) -> Vec<Case> {
+    HEAD_SHAPES
+        .iter()
+        .map(|&(m, vocab, hdim, cap)| {
+            let (codes, scales, _) = g.fp8_table(vocab, hdim);
+            let (hv, hb) = g.bf16(m * hdim, 0.01, 2.0);
+            let all: Vec<usize> = (0..vocab).collect();
+            let bound = dot_bounds(&hv, &fp8_codes_as_f32(&codes), Some(&scales), &all, m, hdim);
+            Case {
+                kernel: &LM_HEAD_LOGITS_FP8,
+                label: format!("m={m} vocab={vocab} hdim={hdim} softcap={cap}"),
+                buffers: vec![
+                    Buffer::output("out", DType::F32, m * vocab, Tolerance::dot(bound)),
+                    Buffer::input("h", hb),
+                    Buffer::input("e8", codes),
+                    Buffer::input("row_scale", bytes::f32_bytes(&scales)),
+                ],
+                run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, hdim, cap)),
+            }
+        })
+        .collect()
+}
+
+fn lm_head_bf16_cases(g: &mut Gen) -> Vec<Case> {
+    HEAD_SHAPES
+        .iter()
+        .map(|&(m, vocab, hdim, cap)| {
+            let (tv, tb) = g.bf16(vocab * hdim, 0.001, 0.2);
+            let (hv, hb) = g.bf16(m * hdim, 0.01, 2.0);
+            let all: Vec<usize> = (0..vocab).collect();
+            let bound = dot_bounds(&hv, &tv, None, &all, m, hdim);
+            Case {
+                kernel: &LM_HEAD_LOGITS_BF16,
+                label: format!("m={m} vocab={vocab} hdim={hdim} softcap={cap}"),
+                buffers: vec![Buffer::output("out", DType::F32, m * vocab, Tolerance::dot(bound)), Buffer::input("h", hb), Buffer::input("table", tb)],
+                run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, hdim, cap)),
+            }
+        })
+        .collect()
+}
+
+fn argmax_cases(g: &mut Gen) -> Vec<Case> {
+    [(1, 7, -1, -1), (16, 4099, 3, -1), (3, 262, 5, 9), (2, 2, 0, 1)]
+        .into_iter()
+        .map(|(m, vocab, ex0, ex1)| {
+            let (mut l, _) = g.f32(m * vocab, -20.0, 20.0);
+            for i in 0..m {
+                let row = &mut l[i * vocab..(i + 1) * vocab];
+                if vocab > 10 {
+                    // Ties at the top (lowest index must win), the maximum on an excluded id, and a NaN.
+                    row[ex0.max(0) as usize] = 50.0;
+                    row[vocab - 1] = 40.0;
+                    row[vocab / 2] = 40.0;
+                    row[vocab / 3] = f32::NAN;
+                }
+            }
+            Case {
+                kernel: &ARGMAX_ROWS,
+                label: format!("m={m} vocab={vocab} ex=({ex0},{ex1})"),
+                buffers: vec![
+                    Buffer::output("idx", DType::I32, m, Tolerance::Exact),
+                    Buffer::output("val", DType::F32, m, Tolerance::Exact),
+                    Buffer::input("logits", bytes::f32_bytes(&l)),
+                ],
+                run: Box::new(move |o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, ex0, ex1)),
+            }
+        })
+        .collect()
+}
+
+fn letter_cases(g: &mut Gen) -> Vec<Case> {
+    [(1, 4, 64, 50, 0.0), (7, 5, 136, 301, 30.0), (20, 1, 8, 9, 0.0)]
+        .into_iter()
+        .map(|(rows, n_labels, hdim, vocab, cap)| {
+            let (codes, scales, _) = g.fp8_table(vocab, hdim);
+            let (hv, hb) = g.bf16(rows * hdim, 0.01, 2.0);
+            let (mut labels, _) = g.i32(n_labels, 0, vocab as i32);
+            if n_labels > 4 {
+                labels[4] = vocab as i32; // out of range: NaN by contract
+            }
+            let safe: Vec<usize> = labels.iter().map(|&l| if (0..vocab as i32).contains(&l) { l as usize } else { 0 }).collect();
+            let bound = dot_bounds(&hv, &fp8_codes_as_f32(&codes), Some(&scales), &safe, rows, hdim);
+            Case {
+                kernel: &LETTER_LOGITS_FP8,
+                label: format!("rows={rows} labels={n_labels} hdim={hdim} vocab={vocab}"),
+                buffers: vec![
+                    Buffer::output("out", DType::F32, rows * n_labels, Tolerance::dot(bound)),
+                    Buffer::input("hidden", hb),
+                    Buffer::input("e8", codes),
+                    Buffer::input("row_scale", bytes::f32_bytes(&scales)),
+                    Buffer::input("label_ids", bytes::i32_bytes(&labels)),
+                ],
+                run: Box::new(move |o, a| o.letter_logits_fp8(a[0], a[1], a[2], a[3], a[4], rows, n_labels, hdim, vocab, cap)),
+            }
+        })
+        .collect()
+}
+
+inventory::submit! { CaseSet { kernel: &LM_HEAD_LOGITS_FP8, cases: lm_head_fp8_cases } }
+inventory::submit! { CaseSet { kernel: &LM_HEAD_LOGITS_BF16, cases: lm_head_bf16_cases } }
+inventory::submit! { CaseSet { kernel: &ARGMAX_ROWS, cases: argmax_cases } }
+inventory::submit! { CaseSet { kernel: &LETTER_LOGITS_FP8, cases: letter_cases } }

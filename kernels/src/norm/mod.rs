@@ -1,0 +1,165 @@
+//! RMSNorm family (Gemma 4: `y = x · (mean(x²) + eps)^-0.5 · w`, no `1 + w`
+//! offset; a null `w` means unscaled). All statistics in f32.
+use crate::ops::{bf16s, blocks, i32_arg, opt, require, words, Ops};
+use crate::parity::{Buffer, Case, CaseSet, Gen};
+use switchyard_core::compare::Tolerance;
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+
+declare_kernel! {
+    /// `out[r, j] = bf16(x[r, j] · inv_r · w[j])`, `inv_r = (Σⱼ x² / dim + eps)^-0.5`
+    /// in f32; one rounding at the store. `w` null: `out = bf16(x · inv)`.
+    /// Shapes: bf16 `[rows, dim]`, `w` bf16 `[dim]`, `dim` even.
+    RMSNORM_BF16 = "norm"::"rmsnorm_bf16"(
+        A::output("out"), A::input("x"), A::input("w").or_null(), A::i32("dim"), A::f32("eps"))
+}
+
+declare_kernel! {
+    /// The sandwich between sub-blocks:
+    /// `t = bf16(rmsnorm(x; w_post))`, `resid_out = bf16(resid + t)`, then
+    /// `normed = bf16(rmsnorm(resid_out; w_pre))` computed from the rounded
+    /// `resid_out`. Three roundings, at those three stores. `w_post` null:
+    /// unscaled. `w_pre` null: the second output is skipped and `normed` may
+    /// be null. `resid_out` may alias `resid`.
+    POST_NORM_ADD_PRE_NORM_BF16 = "norm"::"post_norm_add_pre_norm_bf16"(
+        A::output("resid_out"), A::output("normed").or_null(), A::input("resid"), A::input("x"),
+        A::input("w_post").or_null(), A::input("w_pre").or_null(), A::i32("dim"), A::f32("eps"))
+}
+
+declare_kernel! {
+    /// A layer's output: `t = bf16(rmsnorm(x; w))`, `s = bf16(mid + t)`,
+    /// `out = bf16(s · layer_scalar[0])`; `layer_scalar` is one f32 in device
+    /// memory. Three roundings, as HF's bf16 graph does them.
+    LAYER_OUT_BF16 = "norm"::"layer_out_bf16"(
+        A::output("out"), A::input("mid"), A::input("x"), A::input("w").or_null(),
+        A::input("layer_scalar"), A::i32("dim"), A::f32("eps"))
+}
+
+const BLOCK: u32 = 256;
+
+fn check_rows(kernel: &str, rows: usize, dim: usize, eps: f32) -> Result<()> {
+    require(rows > 0, kernel, "rows", || "rows must be > 0".into())?;
+    require(dim > 0 && dim % 2 == 0, kernel, "dim", || format!("dim = {dim} must be positive and even (bf16 moves in pairs)"))?;
+    require(eps.is_finite() && eps >= 0.0, kernel, "eps", || format!("eps = {eps} must be finite and >= 0"))
+}
+
+impl Ops {
+    /// See [`RMSNORM_BF16`].
+    pub fn rmsnorm(&self, out: u64, x: u64, w: u64, rows: usize, dim: usize, eps: f32) -> Result<()> {
+        let k = RMSNORM_BF16.symbol;
+        check_rows(k, rows, dim, eps)?;
+        self.go(&RMSNORM_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
+            (P(out), bf16s(rows * dim)), (P(x), bf16s(rows * dim)), (P(w), opt(w, bf16s(dim))),
+            (I(i32_arg(k, "dim", dim)?), 0), (F(eps), 0),
+        ])
+    }
+
+    /// See [`POST_NORM_ADD_PRE_NORM_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn sandwich(&self, resid_out: u64, normed: u64, resid: u64, x: u64, w_post: u64, w_pre: u64, rows: usize, dim: usize, eps: f32) -> Result<()> {
+        let k = POST_NORM_ADD_PRE_NORM_BF16.symbol;
+        check_rows(k, rows, dim, eps)?;
+        require(w_pre == 0 || normed != 0, k, "normed", || "null while w_pre is set: the second output has nowhere to go".into())?;
+        let n = bf16s(rows * dim);
+        self.go(&POST_NORM_ADD_PRE_NORM_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
+            (P(resid_out), n), (P(normed), opt(normed, n)), (P(resid), n), (P(x), n),
+            (P(w_post), opt(w_post, bf16s(dim))), (P(w_pre), opt(w_pre, bf16s(dim))),
+            (I(i32_arg(k, "dim", dim)?), 0), (F(eps), 0),
+        ])
+    }
+
+    /// See [`LAYER_OUT_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer_out(&self, out: u64, mid: u64, x: u64, w: u64, layer_scalar: u64, rows: usize, dim: usize, eps: f32) -> Result<()> {
+        let k = LAYER_OUT_BF16.symbol;
+        check_rows(k, rows, dim, eps)?;
+        let n = bf16s(rows * dim);
+        self.go(&LAYER_OUT_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
+            (P(out), n), (P(mid), n), (P(x), n), (P(w), opt(w, bf16s(dim))), (P(layer_scalar), words(1)),
+            (I(i32_arg(k, "dim", dim)?), 0), (F(eps), 0),
+        ])
+    }
+}
+
+/// Shapes every norm case runs: rows = 1, dims not a multiple of 8 or 32, and a wide row.
+const SHAPES: [(usize, usize); 4] = [(1, 64), (5, 42), (3, 1030), (17, 2048)];
+
+fn rmsnorm_cases(g: &mut Gen) -> Vec<Case> {
+    SHAPES
+        .iter()
+        .enumerate()
+        .map(|(i, &(rows, dim))| {
+            let (_, x) = g.bf16(rows * dim, 0.01, 3.0);
+            let (_, w) = g.bf16(dim, 0.1, 2.0);
+            let weighted = i % 2 == 0;
+            let mut buffers = vec![Buffer::output("out", DType::BF16, rows * dim, Tolerance::Bf16Ulp(1)), Buffer::input("x", x)];
+            if weighted {
+                buffers.push(Buffer::input("w", w));
+            }
+            Case {
+                kernel: &RMSNORM_BF16,
+                label: format!("rows={rows} dim={dim}{}", if weighted { "" } else { " w=null" }),
+                buffers,
+                run: Box::new(move |o, a| o.rmsnorm(a[0], a[1], if weighted { a[2] } else { 0 }, rows, dim, 1e-6)),
+            }
+        })
+        .collect()
+}
+
+fn sandwich_cases(g: &mut Gen) -> Vec<Case> {
+    SHAPES
+        .iter()
+        .enumerate()
+        .map(|(i, &(rows, dim))| {
+            let (_, resid) = g.bf16(rows * dim, 0.5, 4.0);
+            let (_, x) = g.bf16(rows * dim, 0.01, 3.0);
+            let (_, wpost) = g.bf16(dim, 0.05, 0.5);
+            let (_, wpre) = g.bf16(dim, 0.1, 2.0);
+            let second = i != 1;
+            let mut buffers = vec![Buffer::output("resid_out", DType::BF16, rows * dim, Tolerance::Bf16Ulp(1))];
+            buffers.push(if second {
+                Buffer::output("normed", DType::BF16, rows * dim, Tolerance::Bf16Ulp(1))
+            } else {
+                Buffer::input("normed", vec![0u8; 2])
+            });
+            buffers.extend([Buffer::input("resid", resid), Buffer::input("x", x), Buffer::input("w_post", wpost), Buffer::input("w_pre", wpre)]);
+            Case {
+                kernel: &POST_NORM_ADD_PRE_NORM_BF16,
+                label: format!("rows={rows} dim={dim}{}", if second { "" } else { " w_pre=null" }),
+                buffers,
+                run: Box::new(move |o, a| {
+                    let (normed, wpre) = if second { (a[1], a[5]) } else { (0, 0) };
+                    o.sandwich(a[0], normed, a[2], a[3], a[4], wpre, rows, dim, 1e-6)
+                }),
+            }
+        })
+        .collect()
+}
+
+fn layer_out_cases(g: &mut Gen) -> Vec<Case> {
+    SHAPES
+        .iter()
+        .map(|&(rows, dim)| {
+            let (_, mid) = g.bf16(rows * dim, 0.5, 4.0);
+            let (_, x) = g.bf16(rows * dim, 0.01, 3.0);
+            let (_, w) = g.bf16(dim, 0.05, 0.5);
+            let (_, scalar) = g.f32(1, 0.2, 1.5);
+            Case {
+                kernel: &LAYER_OUT_BF16,
+                label: format!("rows={rows} dim={dim}"),
+                buffers: vec![
+                    Buffer::output("out", DType::BF16, rows * dim, Tolerance::Bf16Ulp(1)),
+                    Buffer::input("mid", mid),
+                    Buffer::input("x", x),
+                    Buffer::input("w", w),
+                    Buffer::input("layer_scalar", scalar),
+                ],
+                run: Box::new(move |o, a| o.layer_out(a[0], a[1], a[2], a[3], a[4], rows, dim, 1e-6)),
+            }
+        })
+        .collect()
+}
+
+inventory::submit! { CaseSet { kernel: &RMSNORM_BF16, cases: rmsnorm_cases } }
+inventory::submit! { CaseSet { kernel: &POST_NORM_ADD_PRE_NORM_BF16, cases: sandwich_cases } }
+inventory::submit! { CaseSet { kernel: &LAYER_OUT_BF16, cases: layer_out_cases } }
+

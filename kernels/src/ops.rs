@@ -1,0 +1,74 @@
+use std::sync::Arc;
+use switchyard_core::{Arg, Backend, Error, KernelSig, Result};
+
+/// Typed launchers. Each method (defined in the kernel's family module)
+/// validates shapes, checks that every buffer it will touch is large enough,
+/// computes the launch geometry and calls [`Backend::launch`].
+#[derive(Clone)]
+pub struct Ops {
+    /// The backend every launch goes to.
+    pub be: Arc<dyn Backend>,
+}
+
+/// A launch argument together with the bytes the kernel may touch through it
+/// (0 for scalars and for null pointers).
+pub(crate) type Sized = (Arg, usize);
+
+impl Ops {
+    /// Launchers bound to `be`.
+    pub fn new(be: Arc<dyn Backend>) -> Self {
+        Ops { be }
+    }
+
+    /// Checks each pointer's extent against its allocation, then launches.
+    pub(crate) fn go(&self, sig: &'static KernelSig, grid: [u32; 3], block: u32, args: &[Sized]) -> Result<()> {
+        if args.len() != sig.args.len() {
+            return Err(Error::invalid(sig.symbol, "<argument list>", format!("launcher passed {} arguments, signature has {}", args.len(), sig.args.len())));
+        }
+        for ((arg, bytes), spec) in args.iter().zip(sig.args) {
+            if let Arg::P(addr) = *arg {
+                if addr != 0 && *bytes > 0 {
+                    self.be.check_range(addr, *bytes).map_err(|d| Error::oob(sig.symbol, spec.name, d))?;
+                }
+            }
+        }
+        let plain: Vec<Arg> = args.iter().map(|a| a.0).collect();
+        self.be.launch(sig.module, sig.symbol, grid, [block, 1, 1], &plain)
+    }
+}
+
+/// `ceil(a / b)` as a grid dimension, refusing grids past u32.
+pub(crate) fn blocks(kernel: &str, a: usize, b: usize) -> Result<u32> {
+    u32::try_from(a.div_ceil(b)).map_err(|_| Error::invalid(kernel, "<geometry>", format!("{a} elements need more than 2^32 blocks")))
+}
+
+/// Converts a size to the kernel's i32, naming the argument on overflow.
+pub(crate) fn i32_arg(kernel: &str, name: &str, v: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::invalid(kernel, name, format!("{v} does not fit in i32")))
+}
+
+/// Requires `cond`, else an `InvalidArgument` naming the argument and constraint.
+pub(crate) fn require(cond: bool, kernel: &str, name: &str, constraint: impl FnOnce() -> String) -> Result<()> {
+    if cond {
+        Ok(())
+    } else {
+        Err(Error::invalid(kernel, name, constraint()))
+    }
+}
+
+/// bytes of `n` bf16 elements.
+pub(crate) const fn bf16s(n: usize) -> usize {
+    n * 2
+}
+/// bytes of `n` 4-byte elements.
+pub(crate) const fn words(n: usize) -> usize {
+    n * 4
+}
+/// bytes for an optional pointer: 0 when null (nothing to check).
+pub(crate) fn opt(addr: u64, bytes: usize) -> usize {
+    if addr == 0 {
+        0
+    } else {
+        bytes
+    }
+}

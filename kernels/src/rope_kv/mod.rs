@@ -1,0 +1,255 @@
+//! Attention input preparation: q/k/v RMSNorm, rotate-half RoPE and the write
+//! of K and V into the paged KV pool.
+//!
+//! The pool is `[num_slots, nkv, hd]` bf16 for K and for V; with pages of `P`
+//! tokens a slot is `page · P + offset`, so the paged layout is the same
+//! memory viewed as `[pages, P, nkv, hd]`. `slot[r]` is the slot row `r`
+//! writes to.
+use crate::ops::{bf16s, blocks, i32_arg, opt, require, words, Ops};
+use crate::parity::{Buffer, Case, CaseSet, Gen};
+use switchyard_core::codec::bytes;
+use switchyard_core::compare::Tolerance;
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+
+declare_kernel! {
+    /// For each row `r` and head: source row `s = pmap[r]` (`pmap` null: `s = r`).
+    /// `pmap` lets a launcher prepare a subset of rows (say the last token of
+    /// each sequence) straight from the projection output, with no gather copy.
+    ///
+    /// Query head `h < nh`: `n = bf16(rmsnorm(q_raw[s, h]; q_norm))`, then
+    /// rotate-half RoPE with `(cos, sin) = cos_sin[pos[r]][i]`:
+    /// `q_out[r, h, i] = bf16(n[i]·cos − n[i+hd/2]·sin)`,
+    /// `q_out[r, h, i+hd/2] = bf16(n[i+hd/2]·cos + n[i]·sin)` (f32 math).
+    /// KV head `j = h − nh < nkv`: K the same with `k_norm` into
+    /// `k_pool[slot[r], j]`; V is `bf16(rmsnorm(v_raw[s, j]))` without weight
+    /// and without RoPE into `v_pool[slot[r], j]`. `v_raw` may equal `k_raw`
+    /// (Gemma's `attention_k_eq_v`). `q_norm` / `k_norm` null: unscaled.
+    ///
+    /// Rows: `slot[r]` outside `[0, num_slots)` skips the KV write (negative
+    /// slots are padding). `pos[r]` outside `[0, max_pos)` or `s` outside
+    /// `[0, src_rows)` makes that row's q and KV outputs bf16 NaN (0x7fc0).
+    /// `nkv = 0`: queries only, and the KV pointers may be null.
+    /// Shapes: q_raw `[src_rows, nh·hd]`, k_raw/v_raw `[src_rows, nkv·hd]`,
+    /// q_out `[rows, nh·hd]`, cos_sin f32 `[max_pos][hd/2][2]`, pos/slot/pmap i32 `[rows]`; hd even, ≤ 512.
+    QKV_PREP_BF16 = "rope_kv"::"qkv_prep_bf16"(
+        A::output("q_out"), A::inout("k_pool").or_null(), A::inout("v_pool").or_null(),
+        A::input("q_raw"), A::input("k_raw").or_null(), A::input("v_raw").or_null(),
+        A::input("q_norm").or_null(), A::input("k_norm").or_null(), A::input("cos_sin"),
+        A::input("pos"), A::input("slot").or_null(),
+        A::i32("nh"), A::i32("nkv"), A::i32("hd"), A::f32("eps"), A::input("pmap").or_null(),
+        A::i32("src_rows"), A::i32("max_pos"), A::i32("num_slots"))
+}
+
+/// Tensors and sizes of one [`Ops::qkv_prep`] call.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QkvPrep {
+    /// Output queries `[rows, nh·hd]`.
+    pub q_out: u64,
+    /// K pool `[num_slots, nkv, hd]`.
+    pub k_pool: u64,
+    /// V pool `[num_slots, nkv, hd]`.
+    pub v_pool: u64,
+    /// Projected queries `[src_rows, nh·hd]`.
+    pub q_raw: u64,
+    /// Projected keys `[src_rows, nkv·hd]`.
+    pub k_raw: u64,
+    /// Projected values (may equal `k_raw`).
+    pub v_raw: u64,
+    /// q_norm weight `[hd]` or 0.
+    pub q_norm: u64,
+    /// k_norm weight `[hd]` or 0.
+    pub k_norm: u64,
+    /// RoPE table f32 `[max_pos][hd/2][2]`.
+    pub cos_sin: u64,
+    /// Positions i32 `[rows]`.
+    pub pos: u64,
+    /// KV slots i32 `[rows]` (0 when nkv = 0).
+    pub slot: u64,
+    /// Source-row map i32 `[rows]` or 0.
+    pub pmap: u64,
+    /// Output rows.
+    pub rows: usize,
+    /// Rows of the raw projections.
+    pub src_rows: usize,
+    /// Query heads.
+    pub nh: usize,
+    /// KV heads (0: queries only).
+    pub nkv: usize,
+    /// Head dimension.
+    pub hd: usize,
+    /// Positions in the RoPE table.
+    pub max_pos: usize,
+    /// Slots in the KV pools.
+    pub num_slots: usize,
+    /// RMSNorm epsilon.
+    pub eps: f32,
+}
+
+impl Ops {
+    /// See [`QKV_PREP_BF16`].
+    pub fn qkv_prep(&self, p: &QkvPrep) -> Result<()> {
+        let k = QKV_PREP_BF16.symbol;
+        require(p.rows > 0 && p.src_rows > 0, k, "rows", || "rows and src_rows must be > 0".into())?;
+        require(p.pmap != 0 || p.src_rows >= p.rows, k, "src_rows", || format!("src_rows = {} < rows = {} with no pmap", p.src_rows, p.rows))?;
+        require(p.nh > 0, k, "nh", || "nh must be > 0".into())?;
+        require(p.hd > 0 && p.hd % 2 == 0 && p.hd <= 512, k, "hd", || format!("hd = {} must be even and in 2..=512", p.hd))?;
+        require(p.max_pos > 0, k, "max_pos", || "max_pos must be > 0".into())?;
+        require(p.eps.is_finite() && p.eps >= 0.0, k, "eps", || format!("eps = {} must be finite and >= 0", p.eps))?;
+        if p.nkv > 0 {
+            for (name, addr) in [("k_pool", p.k_pool), ("v_pool", p.v_pool), ("k_raw", p.k_raw), ("v_raw", p.v_raw), ("slot", p.slot)] {
+                require(addr != 0, k, name, || "null while nkv > 0".into())?;
+            }
+            require(p.num_slots > 0, k, "num_slots", || "num_slots must be > 0 when nkv > 0".into())?;
+        }
+        let kv = p.nkv > 0;
+        let kv_raw = bf16s(p.src_rows * p.nkv * p.hd);
+        let pool = bf16s(p.num_slots * p.nkv * p.hd);
+        let heads = p.nh + p.nkv;
+        let block = (p.hd / 2).next_multiple_of(32).clamp(32, 256) as u32;
+        self.go(&QKV_PREP_BF16, [blocks(k, p.rows, 1)?, blocks(k, heads, 1)?, 1], block, &[
+            (P(p.q_out), bf16s(p.rows * p.nh * p.hd)),
+            (P(p.k_pool), if kv { opt(p.k_pool, pool) } else { 0 }),
+            (P(p.v_pool), if kv { opt(p.v_pool, pool) } else { 0 }),
+            (P(p.q_raw), bf16s(p.src_rows * p.nh * p.hd)),
+            (P(p.k_raw), if kv { opt(p.k_raw, kv_raw) } else { 0 }),
+            (P(p.v_raw), if kv { opt(p.v_raw, kv_raw) } else { 0 }),
+            (P(p.q_norm), opt(p.q_norm, bf16s(p.hd))),
+            (P(p.k_norm), opt(p.k_norm, bf16s(p.hd))),
+            (P(p.cos_sin), words(p.max_pos * p.hd)),
+            (P(p.pos), words(p.rows)),
+            (P(p.slot), if kv { opt(p.slot, words(p.rows)) } else { 0 }),
+            (I(i32_arg(k, "nh", p.nh)?), 0),
+            (I(i32_arg(k, "nkv", p.nkv)?), 0),
+            (I(i32_arg(k, "hd", p.hd)?), 0),
+            (F(p.eps), 0),
+            (P(p.pmap), opt(p.pmap, words(p.rows))),
+            (I(i32_arg(k, "src_rows", p.src_rows)?), 0),
+            (I(i32_arg(k, "max_pos", p.max_pos)?), 0),
+            (I(i32_arg(k, "num_slots", p.num_slots)?), 0),
+        ])
+    }
+}
+
+/// A RoPE table `[max_pos][hd/2][2]` for `theta`, with only the first
+/// `rotated` frequency pairs non-trivial (the rest cos = 1, sin = 0: Gemma's
+/// "proportional" RoPE with `partial_rotary_factor`).
+pub fn rope_table(max_pos: usize, hd: usize, theta: f64, rotated: usize) -> Vec<f32> {
+    let half = hd / 2;
+    let mut t = Vec::with_capacity(max_pos * hd);
+    for p in 0..max_pos {
+        for i in 0..half {
+            if i < rotated {
+                let inv_freq = theta.powf(-(2.0 * i as f64) / hd as f64);
+                let a = p as f64 * inv_freq;
+                t.extend([a.cos() as f32, a.sin() as f32]);
+            } else {
+                t.extend([1.0, 0.0]);
+            }
+        }
+    }
+    t
+}
+
+struct Shape {
+    rows: usize,
+    nh: usize,
+    nkv: usize,
+    hd: usize,
+    k_eq_v: bool,
+    pmap: bool,
+    norms: bool,
+}
+
+fn cases(g: &mut Gen) -> Vec<Case> {
+    let shapes = [
+        Shape { rows: 1, nh: 2, nkv: 1, hd: 64, k_eq_v: false, pmap: false, norms: true },
+        Shape { rows: 5, nh: 4, nkv: 2, hd: 42, k_eq_v: true, pmap: false, norms: true },
+        Shape { rows: 3, nh: 3, nkv: 0, hd: 128, k_eq_v: false, pmap: false, norms: true },
+        Shape { rows: 6, nh: 2, nkv: 2, hd: 256, k_eq_v: false, pmap: true, norms: false },
+        Shape { rows: 4, nh: 8, nkv: 1, hd: 512, k_eq_v: true, pmap: false, norms: true },
+    ];
+    shapes
+        .into_iter()
+        .map(|s| {
+            let (rows, nh, nkv, hd) = (s.rows, s.nh, s.nkv, s.hd);
+            let src_rows = if s.pmap { rows + 3 } else { rows };
+            let max_pos = 40;
+            let num_slots = rows * 2 + 5;
+            let (_, q_raw) = g.bf16(src_rows * nh * hd, 0.01, 3.0);
+            let (_, k_raw) = g.bf16(src_rows * nkv.max(1) * hd, 0.01, 3.0);
+            let (_, v_raw) = g.bf16(src_rows * nkv.max(1) * hd, 0.01, 3.0);
+            let (_, q_norm) = g.bf16(hd, 0.1, 2.0);
+            let (_, k_norm) = g.bf16(hd, 0.1, 2.0);
+            let table = rope_table(max_pos, hd, 10000.0, hd / 4 + 1);
+            let (mut pos, _) = g.i32(rows, 0, max_pos as i32);
+            // Distinct slots; the last row is padding (slot -1) when there are several rows.
+            let mut slots: Vec<i32> = (0..num_slots as i32).collect();
+            for i in (1..slots.len()).rev() {
+                let j = rand::Rng::random_range(&mut g.rng, 0..=i);
+                slots.swap(i, j);
+            }
+            slots.truncate(rows);
+            if rows > 2 {
+                slots[rows - 1] = -1;
+                pos[1] = max_pos as i32 + 2; // out of the table: the NaN-row contract
+            }
+            let (pmap, _) = g.i32(rows, 0, src_rows as i32);
+            let (_, k_pool) = g.bf16(num_slots * nkv.max(1) * hd, 0.5, 1.0);
+            let (_, v_pool) = g.bf16(num_slots * nkv.max(1) * hd, 0.5, 1.0);
+            let pool_check = |name, data| if nkv > 0 { Buffer::inout(name, data, DType::BF16, Tolerance::Bf16Ulp(1)) } else { Buffer::input(name, data) };
+            let buffers = vec![
+                Buffer::output("q_out", DType::BF16, rows * nh * hd, Tolerance::Bf16Ulp(1)),
+                pool_check("k_pool", k_pool),
+                pool_check("v_pool", v_pool),
+                Buffer::input("q_raw", q_raw),
+                Buffer::input("k_raw", k_raw),
+                Buffer::input("v_raw", v_raw),
+                Buffer::input("q_norm", q_norm),
+                Buffer::input("k_norm", k_norm),
+                Buffer::input("cos_sin", bytes::f32_bytes(&table)),
+                Buffer::input("pos", bytes::i32_bytes(&pos)),
+                Buffer::input("slot", bytes::i32_bytes(&slots)),
+                Buffer::input("pmap", bytes::i32_bytes(&pmap)),
+            ];
+            let label = format!(
+                "rows={rows} nh={nh} nkv={nkv} hd={hd}{}{}{}",
+                if s.k_eq_v { " k_eq_v" } else { "" },
+                if s.pmap { " pmap" } else { "" },
+                if s.norms { "" } else { " norms=null" }
+            );
+            let (k_eq_v, use_pmap, norms) = (s.k_eq_v, s.pmap, s.norms);
+            Case {
+                kernel: &QKV_PREP_BF16,
+                label,
+                buffers,
+                run: Box::new(move |o, a| {
+                    let kv = |x: u64| if nkv > 0 { x } else { 0 };
+                    o.qkv_prep(&QkvPrep {
+                        q_out: a[0],
+                        k_pool: kv(a[1]),
+                        v_pool: kv(a[2]),
+                        q_raw: a[3],
+                        k_raw: kv(a[4]),
+                        v_raw: kv(if k_eq_v { a[4] } else { a[5] }),
+                        q_norm: if norms { a[6] } else { 0 },
+                        k_norm: if norms { a[7] } else { 0 },
+                        cos_sin: a[8],
+                        pos: a[9],
+                        slot: kv(a[10]),
+                        pmap: if use_pmap { a[11] } else { 0 },
+                        rows,
+                        src_rows,
+                        nh,
+                        nkv,
+                        hd,
+                        max_pos,
+                        num_slots,
+                        eps: 1e-6,
+                    })
+                }),
+            }
+        })
+        .collect()
+}
+
+inventory::submit! { CaseSet { kernel: &QKV_PREP_BF16, cases } }
