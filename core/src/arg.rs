@@ -121,11 +121,7 @@ impl KernelSig {
         }
         for (spec, arg) in self.args.iter().zip(args) {
             if arg.kind() != spec.kind {
-                return Err(Error::invalid(
-                    self.symbol,
-                    spec.name,
-                    format!("expected {:?}, got {:?}", spec.kind, arg),
-                ));
+                return Err(Error::invalid(self.symbol, spec.name, format!("expected {:?}, got {:?}", spec.kind, arg)));
             }
             if let Arg::P(0) = arg {
                 if !spec.nullable {

@@ -75,11 +75,7 @@ pub trait Backend: Send + Sync {
     fn launch(&self, module: &str, symbol: &str, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
         let sig = registry::lookup(module, symbol)?;
         if !registry::implements(self.name(), sig) {
-            return Err(Error::UnknownKernel {
-                module: module.into(),
-                symbol: symbol.into(),
-                backend: Some(self.name().into()),
-            });
+            return Err(Error::UnknownKernel { module: module.into(), symbol: symbol.into(), backend: Some(self.name().into()) });
         }
         sig.check(args)?;
         for (spec, arg) in sig.args.iter().zip(args) {

@@ -185,15 +185,8 @@ pub fn max_abs_diff(actual: &[f64], expected: &[f64]) -> (f64, usize) {
 /// and length; a mismatch there is reported as a failure of every element.
 pub fn compare(actual: &Values, expected: &Values, tol: &Tolerance) -> Report {
     let total = expected.len();
-    let mut rep = Report {
-        max_err: 0.0,
-        worst: 0,
-        failures: 0,
-        total,
-        actual: String::new(),
-        expected: String::new(),
-        tolerance: tol.to_string(),
-    };
+    let mut rep =
+        Report { max_err: 0.0, worst: 0, failures: 0, total, actual: String::new(), expected: String::new(), tolerance: tol.to_string() };
     if std::mem::discriminant(actual) != std::mem::discriminant(expected) || actual.len() != total {
         rep.failures = total.max(1);
         rep.max_err = f64::INFINITY;
@@ -236,7 +229,11 @@ pub fn compare(actual: &Values, expected: &Values, tol: &Tolerance) -> Report {
                 let (a, e) = (actual.as_f64(i), expected.as_f64(i));
                 let lim = rel * bound.get(i).copied().unwrap_or(0.0);
                 let d = if a.is_nan() || e.is_nan() {
-                    if actual.bits(i) == expected.bits(i) { 0.0 } else { f64::INFINITY }
+                    if actual.bits(i) == expected.bits(i) {
+                        0.0
+                    } else {
+                        f64::INFINITY
+                    }
                 } else if a == e {
                     0.0
                 } else {

@@ -62,9 +62,5 @@ pub fn implements(backend: &str, sig: &KernelSig) -> bool {
 /// Registrations that name no declared kernel (a typo in a backend). Empty
 /// when the registry is consistent; the test suite asserts that.
 pub fn orphan_implementations() -> Vec<String> {
-    implemented()
-        .iter()
-        .filter(|i| !declared().contains_key(&(i.1, i.2)))
-        .map(|i| format!("{}: {}::{}", i.0, i.1, i.2))
-        .collect()
+    implemented().iter().filter(|i| !declared().contains_key(&(i.1, i.2))).map(|i| format!("{}: {}::{}", i.0, i.1, i.2)).collect()
 }

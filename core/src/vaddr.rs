@@ -115,9 +115,7 @@ impl<T> VirtualAllocs<T> {
 fn check_within(addr: u64, off: u64, bytes: u64, len: u64) -> Result<(), String> {
     match off.checked_add(bytes) {
         Some(end) if end <= len => Ok(()),
-        _ => Err(format!(
-            "range [{addr:#x}, +{bytes}) runs past the end of its allocation ({len} bytes, offset {off})"
-        )),
+        _ => Err(format!("range [{addr:#x}, +{bytes}) runs past the end of its allocation ({len} bytes, offset {off})")),
     }
 }
 

@@ -23,7 +23,11 @@ impl Ops {
     /// Checks each pointer's extent against its allocation, then launches.
     pub(crate) fn go(&self, sig: &'static KernelSig, grid: [u32; 3], block: u32, args: &[Sized]) -> Result<()> {
         if args.len() != sig.args.len() {
-            return Err(Error::invalid(sig.symbol, "<argument list>", format!("launcher passed {} arguments, signature has {}", args.len(), sig.args.len())));
+            return Err(Error::invalid(
+                sig.symbol,
+                "<argument list>",
+                format!("launcher passed {} arguments, signature has {}", args.len(), sig.args.len()),
+            ));
         }
         for ((arg, bytes), spec) in args.iter().zip(sig.args) {
             if let Arg::P(addr) = *arg {

@@ -164,9 +164,7 @@ mod tests {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
         // Midpoints between neighbouring codes exercise ties; random values the rest.
-        let mut xs: Vec<f64> = (0u8..0x7e)
-            .map(|c| (E4M3_TABLE[c as usize] as f64 + E4M3_TABLE[c as usize + 1] as f64) / 2.0)
-            .collect();
+        let mut xs: Vec<f64> = (0u8..0x7e).map(|c| (E4M3_TABLE[c as usize] as f64 + E4M3_TABLE[c as usize + 1] as f64) / 2.0).collect();
         xs.extend((0..20000).map(|_| {
             let e: i32 = rng.random_range(-12..10);
             rng.random_range(-1.0..1.0) * 2f64.powi(e)

@@ -39,14 +39,34 @@ const BLOCK: u32 = 256;
 impl Ops {
     /// Embedding lookup from the fp8 per-row table. See [`EMBED_GATHER_FP8`].
     #[allow(clippy::too_many_arguments)]
-    pub fn embed_gather_fp8(&self, out: u64, table: u64, row_scale: u64, ids: u64, rows: usize, vocab: usize, h: usize, scale: f32) -> Result<()> {
+    pub fn embed_gather_fp8(
+        &self,
+        out: u64,
+        table: u64,
+        row_scale: u64,
+        ids: u64,
+        rows: usize,
+        vocab: usize,
+        h: usize,
+        scale: f32,
+    ) -> Result<()> {
         let k = EMBED_GATHER_FP8.symbol;
         require(h > 0 && h % 8 == 0, k, "h", || format!("h = {h} must be a positive multiple of 8"))?;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
-        self.go(&EMBED_GATHER_FP8, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
-            (P(out), bf16s(rows * h)), (P(table), vocab * h), (P(row_scale), words(vocab)), (P(ids), words(rows)),
-            (I(i32_arg(k, "h", h)?), 0), (I(i32_arg(k, "vocab", vocab)?), 0), (F(scale), 0),
-        ])
+        self.go(
+            &EMBED_GATHER_FP8,
+            [blocks(k, rows, 1)?, 1, 1],
+            BLOCK,
+            &[
+                (P(out), bf16s(rows * h)),
+                (P(table), vocab * h),
+                (P(row_scale), words(vocab)),
+                (P(ids), words(rows)),
+                (I(i32_arg(k, "h", h)?), 0),
+                (I(i32_arg(k, "vocab", vocab)?), 0),
+                (F(scale), 0),
+            ],
+        )
     }
 
     /// Scaled embedding lookup from a bf16 table. See [`EMBED_GATHER_BF16`].
@@ -55,10 +75,19 @@ impl Ops {
         let k = EMBED_GATHER_BF16.symbol;
         require(h > 0 && h % 2 == 0, k, "h", || format!("h = {h} must be positive and even"))?;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
-        self.go(&EMBED_GATHER_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
-            (P(out), bf16s(rows * h)), (P(table), bf16s(vocab * h)), (P(ids), words(rows)),
-            (I(i32_arg(k, "h", h)?), 0), (I(i32_arg(k, "vocab", vocab)?), 0), (F(scale), 0),
-        ])
+        self.go(
+            &EMBED_GATHER_BF16,
+            [blocks(k, rows, 1)?, 1, 1],
+            BLOCK,
+            &[
+                (P(out), bf16s(rows * h)),
+                (P(table), bf16s(vocab * h)),
+                (P(ids), words(rows)),
+                (I(i32_arg(k, "h", h)?), 0),
+                (I(i32_arg(k, "vocab", vocab)?), 0),
+                (F(scale), 0),
+            ],
+        )
     }
 
     /// Row gather. See [`GATHER_ROWS_BF16`].
@@ -66,10 +95,18 @@ impl Ops {
         let k = GATHER_ROWS_BF16.symbol;
         require(h > 0 && h % 2 == 0, k, "h", || format!("h = {h} must be positive and even"))?;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
-        self.go(&GATHER_ROWS_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
-            (P(out), bf16s(rows * h)), (P(src), bf16s(n_src * h)), (P(idx), words(rows)),
-            (I(i32_arg(k, "h", h)?), 0), (I(i32_arg(k, "n_src", n_src)?), 0),
-        ])
+        self.go(
+            &GATHER_ROWS_BF16,
+            [blocks(k, rows, 1)?, 1, 1],
+            BLOCK,
+            &[
+                (P(out), bf16s(rows * h)),
+                (P(src), bf16s(n_src * h)),
+                (P(idx), words(rows)),
+                (I(i32_arg(k, "h", h)?), 0),
+                (I(i32_arg(k, "n_src", n_src)?), 0),
+            ],
+        )
     }
 }
 

@@ -57,13 +57,34 @@ fn check_head(kernel: &str, m: usize, vocab: usize, hdim: usize, softcap: f32) -
 impl Ops {
     /// See [`LM_HEAD_LOGITS_FP8`].
     #[allow(clippy::too_many_arguments)]
-    pub fn lm_head_logits_fp8(&self, out: u64, h: u64, e8: u64, row_scale: u64, m: usize, vocab: usize, hdim: usize, softcap: f32) -> Result<()> {
+    pub fn lm_head_logits_fp8(
+        &self,
+        out: u64,
+        h: u64,
+        e8: u64,
+        row_scale: u64,
+        m: usize,
+        vocab: usize,
+        hdim: usize,
+        softcap: f32,
+    ) -> Result<()> {
         let k = LM_HEAD_LOGITS_FP8.symbol;
         check_head(k, m, vocab, hdim, softcap)?;
-        self.go(&LM_HEAD_LOGITS_FP8, [blocks(k, vocab, 4)?, 1, 1], 128, &[
-            (P(out), words(m * vocab)), (P(h), bf16s(m * hdim)), (P(e8), vocab * hdim), (P(row_scale), words(vocab)),
-            (I(i32_arg(k, "m", m)?), 0), (I(i32_arg(k, "vocab", vocab)?), 0), (I(i32_arg(k, "hdim", hdim)?), 0), (F(softcap), 0),
-        ])
+        self.go(
+            &LM_HEAD_LOGITS_FP8,
+            [blocks(k, vocab, 4)?, 1, 1],
+            128,
+            &[
+                (P(out), words(m * vocab)),
+                (P(h), bf16s(m * hdim)),
+                (P(e8), vocab * hdim),
+                (P(row_scale), words(vocab)),
+                (I(i32_arg(k, "m", m)?), 0),
+                (I(i32_arg(k, "vocab", vocab)?), 0),
+                (I(i32_arg(k, "hdim", hdim)?), 0),
+                (F(softcap), 0),
+            ],
+        )
     }
 
     /// See [`LM_HEAD_LOGITS_BF16`].
@@ -71,10 +92,20 @@ impl Ops {
     pub fn lm_head_logits_bf16(&self, out: u64, h: u64, table: u64, m: usize, vocab: usize, hdim: usize, softcap: f32) -> Result<()> {
         let k = LM_HEAD_LOGITS_BF16.symbol;
         check_head(k, m, vocab, hdim, softcap)?;
-        self.go(&LM_HEAD_LOGITS_BF16, [blocks(k, vocab, 4)?, 1, 1], 128, &[
-            (P(out), words(m * vocab)), (P(h), bf16s(m * hdim)), (P(table), bf16s(vocab * hdim)),
-            (I(i32_arg(k, "m", m)?), 0), (I(i32_arg(k, "vocab", vocab)?), 0), (I(i32_arg(k, "hdim", hdim)?), 0), (F(softcap), 0),
-        ])
+        self.go(
+            &LM_HEAD_LOGITS_BF16,
+            [blocks(k, vocab, 4)?, 1, 1],
+            128,
+            &[
+                (P(out), words(m * vocab)),
+                (P(h), bf16s(m * hdim)),
+                (P(table), bf16s(vocab * hdim)),
+                (I(i32_arg(k, "m", m)?), 0),
+                (I(i32_arg(k, "vocab", vocab)?), 0),
+                (I(i32_arg(k, "hdim", hdim)?), 0),
+                (F(softcap), 0),
+            ],
+        )
     }
 
     /// See [`ARGMAX_ROWS`].
@@ -86,24 +117,56 @@ impl Ops {
         for (name, ex) in [("ex0", ex0), ("ex1", ex1)] {
             require(ex >= -1, k, name, || format!("{ex}: an exclusion is a token id or -1"))?;
         }
-        self.go(&ARGMAX_ROWS, [blocks(k, m, 1)?, 1, 1], 1024, &[
-            (P(idx), words(m)), (P(val), words(m)), (P(logits), words(m * vocab)),
-            (I(i32_arg(k, "vocab", vocab)?), 0), (I(ex0), 0), (I(ex1), 0),
-        ])
+        self.go(
+            &ARGMAX_ROWS,
+            [blocks(k, m, 1)?, 1, 1],
+            1024,
+            &[
+                (P(idx), words(m)),
+                (P(val), words(m)),
+                (P(logits), words(m * vocab)),
+                (I(i32_arg(k, "vocab", vocab)?), 0),
+                (I(ex0), 0),
+                (I(ex1), 0),
+            ],
+        )
     }
 
     /// See [`LETTER_LOGITS_FP8`].
     #[allow(clippy::too_many_arguments)]
-    pub fn letter_logits_fp8(&self, out: u64, hidden: u64, e8: u64, row_scale: u64, label_ids: u64, rows: usize, n_labels: usize, hdim: usize, vocab: usize, softcap: f32) -> Result<()> {
+    pub fn letter_logits_fp8(
+        &self,
+        out: u64,
+        hidden: u64,
+        e8: u64,
+        row_scale: u64,
+        label_ids: u64,
+        rows: usize,
+        n_labels: usize,
+        hdim: usize,
+        vocab: usize,
+        softcap: f32,
+    ) -> Result<()> {
         let k = LETTER_LOGITS_FP8.symbol;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
         require(n_labels > 0, k, "n_labels", || "n_labels must be > 0".into())?;
         check_head(k, 1, vocab, hdim, softcap)?;
-        self.go(&LETTER_LOGITS_FP8, [blocks(k, rows, 1)?, 1, 1], 256, &[
-            (P(out), words(rows * n_labels)), (P(hidden), bf16s(rows * hdim)), (P(e8), vocab * hdim), (P(row_scale), words(vocab)),
-            (P(label_ids), words(n_labels)), (I(i32_arg(k, "n_labels", n_labels)?), 0), (I(i32_arg(k, "hdim", hdim)?), 0),
-            (I(i32_arg(k, "vocab", vocab)?), 0), (F(softcap), 0),
-        ])
+        self.go(
+            &LETTER_LOGITS_FP8,
+            [blocks(k, rows, 1)?, 1, 1],
+            256,
+            &[
+                (P(out), words(rows * n_labels)),
+                (P(hidden), bf16s(rows * hdim)),
+                (P(e8), vocab * hdim),
+                (P(row_scale), words(vocab)),
+                (P(label_ids), words(n_labels)),
+                (I(i32_arg(k, "n_labels", n_labels)?), 0),
+                (I(i32_arg(k, "hdim", hdim)?), 0),
+                (I(i32_arg(k, "vocab", vocab)?), 0),
+                (F(softcap), 0),
+            ],
+        )
     }
 }
 
@@ -160,7 +223,11 @@ fn lm_head_bf16_cases(g: &mut Gen) -> Vec<Case> {
             Case {
                 kernel: &LM_HEAD_LOGITS_BF16,
                 label: format!("m={m} vocab={vocab} hdim={hdim} softcap={cap}"),
-                buffers: vec![Buffer::output("out", DType::F32, m * vocab, Tolerance::dot(bound)), Buffer::input("h", hb), Buffer::input("table", tb)],
+                buffers: vec![
+                    Buffer::output("out", DType::F32, m * vocab, Tolerance::dot(bound)),
+                    Buffer::input("h", hb),
+                    Buffer::input("table", tb),
+                ],
                 run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, hdim, cap)),
             }
         })

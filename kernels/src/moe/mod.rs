@@ -46,34 +46,70 @@ impl Ops {
         check(k, n, e)?;
         self.be.check_range(counts, words(e)).map_err(|d| switchyard_core::Error::oob(k, "counts", d))?;
         self.be.memset0(counts, words(e))?;
-        self.go(&MOE_COUNT, [blocks(k, n, 256)?, 1, 1], 256, &[
-            (P(counts), words(e)), (P(topk_ids), words(n)), (I(i32_arg(k, "n", n)?), 0), (I(i32_arg(k, "e", e)?), 0),
-        ])
+        self.go(
+            &MOE_COUNT,
+            [blocks(k, n, 256)?, 1, 1],
+            256,
+            &[(P(counts), words(e)), (P(topk_ids), words(n)), (I(i32_arg(k, "n", n)?), 0), (I(i32_arg(k, "e", e)?), 0)],
+        )
     }
 
     /// Exclusive prefix sum of the counts. See [`MOE_OFFSETS`].
     pub fn moe_offsets(&self, offsets: u64, cursor: u64, counts: u64, e: usize) -> Result<()> {
         let k = MOE_OFFSETS.symbol;
         check(k, 1, e)?;
-        self.go(&MOE_OFFSETS, [1, 1, 1], 256, &[
-            (P(offsets), words(e + 1)), (P(cursor), words(e)), (P(counts), words(e)), (I(i32_arg(k, "e", e)?), 0),
-        ])
+        self.go(
+            &MOE_OFFSETS,
+            [1, 1, 1],
+            256,
+            &[(P(offsets), words(e + 1)), (P(cursor), words(e)), (P(counts), words(e)), (I(i32_arg(k, "e", e)?), 0)],
+        )
     }
 
     /// Deterministic scatter into expert order. See [`MOE_SCATTER`].
     #[allow(clippy::too_many_arguments)]
-    pub fn moe_scatter(&self, pair_of_slot: u64, slot_of_pair: u64, cursor: u64, offsets: u64, topk_ids: u64, n: usize, e: usize) -> Result<()> {
+    pub fn moe_scatter(
+        &self,
+        pair_of_slot: u64,
+        slot_of_pair: u64,
+        cursor: u64,
+        offsets: u64,
+        topk_ids: u64,
+        n: usize,
+        e: usize,
+    ) -> Result<()> {
         let k = MOE_SCATTER.symbol;
         check(k, n, e)?;
-        self.go(&MOE_SCATTER, [blocks(k, e, 1)?, 1, 1], 256, &[
-            (P(pair_of_slot), words(n)), (P(slot_of_pair), words(n)), (P(cursor), words(e)), (P(offsets), words(e + 1)),
-            (P(topk_ids), words(n)), (I(i32_arg(k, "n", n)?), 0), (I(i32_arg(k, "e", e)?), 0),
-        ])
+        self.go(
+            &MOE_SCATTER,
+            [blocks(k, e, 1)?, 1, 1],
+            256,
+            &[
+                (P(pair_of_slot), words(n)),
+                (P(slot_of_pair), words(n)),
+                (P(cursor), words(e)),
+                (P(offsets), words(e + 1)),
+                (P(topk_ids), words(n)),
+                (I(i32_arg(k, "n", n)?), 0),
+                (I(i32_arg(k, "e", e)?), 0),
+            ],
+        )
     }
 
     /// The whole routing: count, offsets, scatter. `cursor` is scratch `[e]`.
     #[allow(clippy::too_many_arguments)]
-    pub fn moe_route(&self, counts: u64, offsets: u64, cursor: u64, pair_of_slot: u64, slot_of_pair: u64, topk_ids: u64, rows: usize, k: usize, e: usize) -> Result<()> {
+    pub fn moe_route(
+        &self,
+        counts: u64,
+        offsets: u64,
+        cursor: u64,
+        pair_of_slot: u64,
+        slot_of_pair: u64,
+        topk_ids: u64,
+        rows: usize,
+        k: usize,
+        e: usize,
+    ) -> Result<()> {
         let n = rows * k;
         self.moe_count(counts, topk_ids, n, e)?;
         self.moe_offsets(offsets, cursor, counts, e)?;
@@ -113,7 +149,10 @@ fn count_cases(g: &mut Gen) -> Vec<Case> {
         .map(|&(n, e)| Case {
             kernel: &MOE_COUNT,
             label: format!("n={n} e={e}"),
-            buffers: vec![Buffer::output("counts", DType::I32, e, Tolerance::Exact), Buffer::input("topk_ids", bytes::i32_bytes(&ids(g, n, e)))],
+            buffers: vec![
+                Buffer::output("counts", DType::I32, e, Tolerance::Exact),
+                Buffer::input("topk_ids", bytes::i32_bytes(&ids(g, n, e))),
+            ],
             run: Box::new(move |o, a| o.moe_count(a[0], a[1], n, e)),
         })
         .collect()

@@ -47,24 +47,53 @@ impl Ops {
     pub fn rmsnorm(&self, out: u64, x: u64, w: u64, rows: usize, dim: usize, eps: f32) -> Result<()> {
         let k = RMSNORM_BF16.symbol;
         check_rows(k, rows, dim, eps)?;
-        self.go(&RMSNORM_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
-            (P(out), bf16s(rows * dim)), (P(x), bf16s(rows * dim)), (P(w), opt(w, bf16s(dim))),
-            (I(i32_arg(k, "dim", dim)?), 0), (F(eps), 0),
-        ])
+        self.go(
+            &RMSNORM_BF16,
+            [blocks(k, rows, 1)?, 1, 1],
+            BLOCK,
+            &[
+                (P(out), bf16s(rows * dim)),
+                (P(x), bf16s(rows * dim)),
+                (P(w), opt(w, bf16s(dim))),
+                (I(i32_arg(k, "dim", dim)?), 0),
+                (F(eps), 0),
+            ],
+        )
     }
 
     /// See [`POST_NORM_ADD_PRE_NORM_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn sandwich(&self, resid_out: u64, normed: u64, resid: u64, x: u64, w_post: u64, w_pre: u64, rows: usize, dim: usize, eps: f32) -> Result<()> {
+    pub fn sandwich(
+        &self,
+        resid_out: u64,
+        normed: u64,
+        resid: u64,
+        x: u64,
+        w_post: u64,
+        w_pre: u64,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+    ) -> Result<()> {
         let k = POST_NORM_ADD_PRE_NORM_BF16.symbol;
         check_rows(k, rows, dim, eps)?;
         require(w_pre == 0 || normed != 0, k, "normed", || "null while w_pre is set: the second output has nowhere to go".into())?;
         let n = bf16s(rows * dim);
-        self.go(&POST_NORM_ADD_PRE_NORM_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
-            (P(resid_out), n), (P(normed), opt(normed, n)), (P(resid), n), (P(x), n),
-            (P(w_post), opt(w_post, bf16s(dim))), (P(w_pre), opt(w_pre, bf16s(dim))),
-            (I(i32_arg(k, "dim", dim)?), 0), (F(eps), 0),
-        ])
+        self.go(
+            &POST_NORM_ADD_PRE_NORM_BF16,
+            [blocks(k, rows, 1)?, 1, 1],
+            BLOCK,
+            &[
+                (P(resid_out), n),
+                (P(normed), opt(normed, n)),
+                (P(resid), n),
+                (P(x), n),
+                (P(w_post), opt(w_post, bf16s(dim))),
+                (P(w_pre), opt(w_pre, bf16s(dim))),
+                (I(i32_arg(k, "dim", dim)?), 0),
+                (F(eps), 0),
+            ],
+        )
     }
 
     /// See [`LAYER_OUT_BF16`].
@@ -73,10 +102,20 @@ impl Ops {
         let k = LAYER_OUT_BF16.symbol;
         check_rows(k, rows, dim, eps)?;
         let n = bf16s(rows * dim);
-        self.go(&LAYER_OUT_BF16, [blocks(k, rows, 1)?, 1, 1], BLOCK, &[
-            (P(out), n), (P(mid), n), (P(x), n), (P(w), opt(w, bf16s(dim))), (P(layer_scalar), words(1)),
-            (I(i32_arg(k, "dim", dim)?), 0), (F(eps), 0),
-        ])
+        self.go(
+            &LAYER_OUT_BF16,
+            [blocks(k, rows, 1)?, 1, 1],
+            BLOCK,
+            &[
+                (P(out), n),
+                (P(mid), n),
+                (P(x), n),
+                (P(w), opt(w, bf16s(dim))),
+                (P(layer_scalar), words(1)),
+                (I(i32_arg(k, "dim", dim)?), 0),
+                (F(eps), 0),
+            ],
+        )
     }
 }
 
@@ -121,7 +160,12 @@ fn sandwich_cases(g: &mut Gen) -> Vec<Case> {
             } else {
                 Buffer::input("normed", vec![0u8; 2])
             });
-            buffers.extend([Buffer::input("resid", resid), Buffer::input("x", x), Buffer::input("w_post", wpost), Buffer::input("w_pre", wpre)]);
+            buffers.extend([
+                Buffer::input("resid", resid),
+                Buffer::input("x", x),
+                Buffer::input("w_post", wpost),
+                Buffer::input("w_pre", wpre),
+            ]);
             Case {
                 kernel: &POST_NORM_ADD_PRE_NORM_BF16,
                 label: format!("rows={rows} dim={dim}{}", if second { "" } else { " w_pre=null" }),
@@ -162,4 +206,3 @@ fn layer_out_cases(g: &mut Gen) -> Vec<Case> {
 inventory::submit! { CaseSet { kernel: &RMSNORM_BF16, cases: rmsnorm_cases } }
 inventory::submit! { CaseSet { kernel: &POST_NORM_ADD_PRE_NORM_BF16, cases: sandwich_cases } }
 inventory::submit! { CaseSet { kernel: &LAYER_OUT_BF16, cases: layer_out_cases } }
-

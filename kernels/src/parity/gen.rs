@@ -23,7 +23,11 @@ impl Gen {
                 let m = self.rng.random_range(lo..hi);
                 let s = if self.rng.random_bool(0.5) { -1.0 } else { 1.0 };
                 let b = bf16_value(bf16_bits(s * m));
-                if b == 0.0 { s * hi } else { b }
+                if b == 0.0 {
+                    s * hi
+                } else {
+                    b
+                }
             })
             .collect();
         let b = bytes::bf16_bytes(&v);

@@ -158,7 +158,12 @@ fn check_case(reference: &Ops, candidate: &Ops, case: &Case) -> Vec<Row> {
         }
         if let Some(g) = act_guard.iter().position(|&x| x != GUARD) {
             let n = act_guard.iter().filter(|&&x| x != GUARD).count();
-            rows.push(row(b.name, f64::NAN, tol, Status::GuardCorrupted(format!("{n} guard bytes overwritten, first at {} bytes past the end", g))));
+            rows.push(row(
+                b.name,
+                f64::NAN,
+                tol,
+                Status::GuardCorrupted(format!("{n} guard bytes overwritten, first at {} bytes past the end", g)),
+            ));
             continue;
         }
         let width = (check.dtype.bits() / 8).max(1);
@@ -176,7 +181,12 @@ fn check_case(reference: &Ops, candidate: &Ops, case: &Case) -> Vec<Row> {
                 b.name,
                 f64::NAN,
                 tol,
-                Status::Unwritten(format!("{} of {} elements never written, first at index {}", unwritten.len(), exp.len() / width, unwritten[0])),
+                Status::Unwritten(format!(
+                    "{} of {} elements never written, first at index {}",
+                    unwritten.len(),
+                    exp.len() / width,
+                    unwritten[0]
+                )),
             ));
             continue;
         }
@@ -224,7 +234,17 @@ fn fxhash(s: &str) -> u64 {
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::from("| kernel | case | backend | output | max error | tolerance | result |\n|---|---|---|---|---|---|---|\n");
     for r in rows {
-        let _ = writeln!(s, "| {} | {} | {} | {} | {:.3e} | {} | {} |", r.kernel, r.case, r.backend, r.output, r.max_err, r.tol, r.status.word());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.3e} | {} | {} |",
+            r.kernel,
+            r.case,
+            r.backend,
+            r.output,
+            r.max_err,
+            r.tol,
+            r.status.word()
+        );
     }
     for r in rows.iter().filter(|r| !r.status.passed()) {
         let _ = writeln!(s, "\n- {} [{}] {} on {}: {} {}", r.kernel, r.case, r.output, r.backend, r.status.word(), r.status.detail());

@@ -90,7 +90,9 @@ impl Ops {
     pub fn qkv_prep(&self, p: &QkvPrep) -> Result<()> {
         let k = QKV_PREP_BF16.symbol;
         require(p.rows > 0 && p.src_rows > 0, k, "rows", || "rows and src_rows must be > 0".into())?;
-        require(p.pmap != 0 || p.src_rows >= p.rows, k, "src_rows", || format!("src_rows = {} < rows = {} with no pmap", p.src_rows, p.rows))?;
+        require(p.pmap != 0 || p.src_rows >= p.rows, k, "src_rows", || {
+            format!("src_rows = {} < rows = {} with no pmap", p.src_rows, p.rows)
+        })?;
         require(p.nh > 0, k, "nh", || "nh must be > 0".into())?;
         require(p.hd > 0 && p.hd % 2 == 0 && p.hd <= 512, k, "hd", || format!("hd = {} must be even and in 2..=512", p.hd))?;
         require(p.max_pos > 0, k, "max_pos", || "max_pos must be > 0".into())?;
@@ -106,27 +108,32 @@ impl Ops {
         let pool = bf16s(p.num_slots * p.nkv * p.hd);
         let heads = p.nh + p.nkv;
         let block = (p.hd / 2).next_multiple_of(32).clamp(32, 256) as u32;
-        self.go(&QKV_PREP_BF16, [blocks(k, p.rows, 1)?, blocks(k, heads, 1)?, 1], block, &[
-            (P(p.q_out), bf16s(p.rows * p.nh * p.hd)),
-            (P(p.k_pool), if kv { opt(p.k_pool, pool) } else { 0 }),
-            (P(p.v_pool), if kv { opt(p.v_pool, pool) } else { 0 }),
-            (P(p.q_raw), bf16s(p.src_rows * p.nh * p.hd)),
-            (P(p.k_raw), if kv { opt(p.k_raw, kv_raw) } else { 0 }),
-            (P(p.v_raw), if kv { opt(p.v_raw, kv_raw) } else { 0 }),
-            (P(p.q_norm), opt(p.q_norm, bf16s(p.hd))),
-            (P(p.k_norm), opt(p.k_norm, bf16s(p.hd))),
-            (P(p.cos_sin), words(p.max_pos * p.hd)),
-            (P(p.pos), words(p.rows)),
-            (P(p.slot), if kv { opt(p.slot, words(p.rows)) } else { 0 }),
-            (I(i32_arg(k, "nh", p.nh)?), 0),
-            (I(i32_arg(k, "nkv", p.nkv)?), 0),
-            (I(i32_arg(k, "hd", p.hd)?), 0),
-            (F(p.eps), 0),
-            (P(p.pmap), opt(p.pmap, words(p.rows))),
-            (I(i32_arg(k, "src_rows", p.src_rows)?), 0),
-            (I(i32_arg(k, "max_pos", p.max_pos)?), 0),
-            (I(i32_arg(k, "num_slots", p.num_slots)?), 0),
-        ])
+        self.go(
+            &QKV_PREP_BF16,
+            [blocks(k, p.rows, 1)?, blocks(k, heads, 1)?, 1],
+            block,
+            &[
+                (P(p.q_out), bf16s(p.rows * p.nh * p.hd)),
+                (P(p.k_pool), if kv { opt(p.k_pool, pool) } else { 0 }),
+                (P(p.v_pool), if kv { opt(p.v_pool, pool) } else { 0 }),
+                (P(p.q_raw), bf16s(p.src_rows * p.nh * p.hd)),
+                (P(p.k_raw), if kv { opt(p.k_raw, kv_raw) } else { 0 }),
+                (P(p.v_raw), if kv { opt(p.v_raw, kv_raw) } else { 0 }),
+                (P(p.q_norm), opt(p.q_norm, bf16s(p.hd))),
+                (P(p.k_norm), opt(p.k_norm, bf16s(p.hd))),
+                (P(p.cos_sin), words(p.max_pos * p.hd)),
+                (P(p.pos), words(p.rows)),
+                (P(p.slot), if kv { opt(p.slot, words(p.rows)) } else { 0 }),
+                (I(i32_arg(k, "nh", p.nh)?), 0),
+                (I(i32_arg(k, "nkv", p.nkv)?), 0),
+                (I(i32_arg(k, "hd", p.hd)?), 0),
+                (F(p.eps), 0),
+                (P(p.pmap), opt(p.pmap, words(p.rows))),
+                (I(i32_arg(k, "src_rows", p.src_rows)?), 0),
+                (I(i32_arg(k, "max_pos", p.max_pos)?), 0),
+                (I(i32_arg(k, "num_slots", p.num_slots)?), 0),
+            ],
+        )
     }
 }
 
@@ -196,7 +203,13 @@ fn cases(g: &mut Gen) -> Vec<Case> {
             let (pmap, _) = g.i32(rows, 0, src_rows as i32);
             let (_, k_pool) = g.bf16(num_slots * nkv.max(1) * hd, 0.5, 1.0);
             let (_, v_pool) = g.bf16(num_slots * nkv.max(1) * hd, 0.5, 1.0);
-            let pool_check = |name, data| if nkv > 0 { Buffer::inout(name, data, DType::BF16, Tolerance::Bf16Ulp(1)) } else { Buffer::input(name, data) };
+            let pool_check = |name, data| {
+                if nkv > 0 {
+                    Buffer::inout(name, data, DType::BF16, Tolerance::Bf16Ulp(1))
+                } else {
+                    Buffer::input(name, data)
+                }
+            };
             let buffers = vec![
                 Buffer::output("q_out", DType::BF16, rows * nh * hd, Tolerance::Bf16Ulp(1)),
                 pool_check("k_pool", k_pool),

@@ -1,0 +1,1 @@
+//! backend-cpu-ref (in progress)

@@ -1,0 +1,1 @@
+//! backend-cuda (in progress)
