@@ -21,7 +21,7 @@ impl Ops {
     }
 
     /// Checks each pointer's extent against its allocation, then launches.
-    pub(crate) fn go(&self, sig: &'static KernelSig, grid: [u32; 3], block: u32, args: &[Sized]) -> Result<()> {
+    pub(crate) fn go(&self, sig: &'static KernelSig, grid: [u32; 3], block: [u32; 3], args: &[Sized]) -> Result<()> {
         if args.len() != sig.args.len() {
             return Err(Error::invalid(
                 sig.symbol,
@@ -37,7 +37,7 @@ impl Ops {
             }
         }
         let plain: Vec<Arg> = args.iter().map(|a| a.0).collect();
-        self.be.launch(sig.module, sig.symbol, grid, [block, 1, 1], &plain)
+        self.be.launch(sig.module, sig.symbol, grid, block, &plain)
     }
 }
 

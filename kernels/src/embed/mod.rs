@@ -56,7 +56,7 @@ impl Ops {
         self.go(
             &EMBED_GATHER_FP8,
             [blocks(k, rows, 1)?, 1, 1],
-            BLOCK,
+            [BLOCK, 1, 1],
             &[
                 (P(out), bf16s(rows * h)),
                 (P(table), vocab * h),
@@ -78,7 +78,7 @@ impl Ops {
         self.go(
             &EMBED_GATHER_BF16,
             [blocks(k, rows, 1)?, 1, 1],
-            BLOCK,
+            [BLOCK, 1, 1],
             &[
                 (P(out), bf16s(rows * h)),
                 (P(table), bf16s(vocab * h)),
@@ -98,7 +98,7 @@ impl Ops {
         self.go(
             &GATHER_ROWS_BF16,
             [blocks(k, rows, 1)?, 1, 1],
-            BLOCK,
+            [BLOCK, 1, 1],
             &[
                 (P(out), bf16s(rows * h)),
                 (P(src), bf16s(n_src * h)),

@@ -73,7 +73,7 @@ impl Ops {
         self.go(
             &LM_HEAD_LOGITS_FP8,
             [blocks(k, vocab, 4)?, 1, 1],
-            128,
+            [128, 1, 1],
             &[
                 (P(out), words(m * vocab)),
                 (P(h), bf16s(m * hdim)),
@@ -95,7 +95,7 @@ impl Ops {
         self.go(
             &LM_HEAD_LOGITS_BF16,
             [blocks(k, vocab, 4)?, 1, 1],
-            128,
+            [128, 1, 1],
             &[
                 (P(out), words(m * vocab)),
                 (P(h), bf16s(m * hdim)),
@@ -120,7 +120,7 @@ impl Ops {
         self.go(
             &ARGMAX_ROWS,
             [blocks(k, m, 1)?, 1, 1],
-            1024,
+            [1024, 1, 1],
             &[
                 (P(idx), words(m)),
                 (P(val), words(m)),
@@ -154,7 +154,7 @@ impl Ops {
         self.go(
             &LETTER_LOGITS_FP8,
             [blocks(k, rows, 1)?, 1, 1],
-            256,
+            [256, 1, 1],
             &[
                 (P(out), words(rows * n_labels)),
                 (P(hidden), bf16s(rows * hdim)),

@@ -49,7 +49,7 @@ impl Ops {
         self.go(
             &MOE_COUNT,
             [blocks(k, n, 256)?, 1, 1],
-            256,
+            [256, 1, 1],
             &[(P(counts), words(e)), (P(topk_ids), words(n)), (I(i32_arg(k, "n", n)?), 0), (I(i32_arg(k, "e", e)?), 0)],
         )
     }
@@ -61,7 +61,7 @@ impl Ops {
         self.go(
             &MOE_OFFSETS,
             [1, 1, 1],
-            256,
+            [256, 1, 1],
             &[(P(offsets), words(e + 1)), (P(cursor), words(e)), (P(counts), words(e)), (I(i32_arg(k, "e", e)?), 0)],
         )
     }
@@ -83,7 +83,7 @@ impl Ops {
         self.go(
             &MOE_SCATTER,
             [blocks(k, e, 1)?, 1, 1],
-            256,
+            [256, 1, 1],
             &[
                 (P(pair_of_slot), words(n)),
                 (P(slot_of_pair), words(n)),

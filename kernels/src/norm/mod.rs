@@ -50,7 +50,7 @@ impl Ops {
         self.go(
             &RMSNORM_BF16,
             [blocks(k, rows, 1)?, 1, 1],
-            BLOCK,
+            [BLOCK, 1, 1],
             &[
                 (P(out), bf16s(rows * dim)),
                 (P(x), bf16s(rows * dim)),
@@ -82,7 +82,7 @@ impl Ops {
         self.go(
             &POST_NORM_ADD_PRE_NORM_BF16,
             [blocks(k, rows, 1)?, 1, 1],
-            BLOCK,
+            [BLOCK, 1, 1],
             &[
                 (P(resid_out), n),
                 (P(normed), opt(normed, n)),
@@ -105,7 +105,7 @@ impl Ops {
         self.go(
             &LAYER_OUT_BF16,
             [blocks(k, rows, 1)?, 1, 1],
-            BLOCK,
+            [BLOCK, 1, 1],
             &[
                 (P(out), n),
                 (P(mid), n),

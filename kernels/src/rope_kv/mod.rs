@@ -111,7 +111,7 @@ impl Ops {
         self.go(
             &QKV_PREP_BF16,
             [blocks(k, p.rows, 1)?, blocks(k, heads, 1)?, 1],
-            block,
+            [block, 1, 1],
             &[
                 (P(p.q_out), bf16s(p.rows * p.nh * p.hd)),
                 (P(p.k_pool), if kv { opt(p.k_pool, pool) } else { 0 }),

@@ -1,0 +1,213 @@
+use super::{BenchCase, BufSpec, Fill};
+use switchyard_kernels::rope_kv::{rope_table, QkvPrep};
+
+/// Shape scale: production shapes for GPUs, a reduced set for the CPU
+/// reference (whose absolute times mean nothing, DESIGN.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// rows = 4096, hidden = 5376, vocab = 262144 (issues 3 and 4).
+    Production,
+    /// rows and vocab divided by 64.
+    Small,
+}
+
+fn buf(bytes: usize, fill: Fill) -> BufSpec {
+    BufSpec { bytes, fill }
+}
+
+/// The bench cases at `scale`.
+pub fn cases(scale: Scale) -> Vec<BenchCase> {
+    let div = if scale == Scale::Production { 1 } else { 64 };
+    let rows = 4096 / div;
+    let dim = 5376;
+    let vocab = 262144 / div;
+    let n = rows * dim;
+    let mut v = Vec::new();
+
+    v.push(BenchCase {
+        kernel: "rmsnorm_bf16",
+        shape: format!("rows={rows} dim={dim}"),
+        buffers: vec![buf(2 * n, Fill::Output), buf(2 * n, Fill::Bf16(3.0)), buf(2 * dim, Fill::Bf16(2.0))],
+        bytes: (4 * n + 2 * dim) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| o.rmsnorm(a[0], a[1], a[2], rows, dim, 1e-6)),
+    });
+    v.push(BenchCase {
+        kernel: "post_norm_add_pre_norm_bf16",
+        shape: format!("rows={rows} dim={dim}"),
+        buffers: vec![
+            buf(2 * n, Fill::Output),
+            buf(2 * n, Fill::Output),
+            buf(2 * n, Fill::Bf16(3.0)),
+            buf(2 * n, Fill::Bf16(3.0)),
+            buf(2 * dim, Fill::Bf16(1.0)),
+            buf(2 * dim, Fill::Bf16(1.0)),
+        ],
+        bytes: (8 * n + 4 * dim) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| o.sandwich(a[0], a[1], a[2], a[3], a[4], a[5], rows, dim, 1e-6)),
+    });
+    v.push(BenchCase {
+        kernel: "layer_out_bf16",
+        shape: format!("rows={rows} dim={dim}"),
+        buffers: vec![buf(2 * n, Fill::Output), buf(2 * n, Fill::Bf16(3.0)), buf(2 * n, Fill::Bf16(3.0)), buf(2 * dim, Fill::Bf16(1.0)), buf(4, Fill::F32(1.0))],
+        bytes: (6 * n + 2 * dim) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| o.layer_out(a[0], a[1], a[2], a[3], a[4], rows, dim, 1e-6)),
+    });
+
+    // Gemma-4-31B-like attention heads: 32 query heads, 16 KV heads, head_dim 256.
+    let (nh, nkv, hd, max_pos) = (32, 16, 256, rows);
+    let slots = rows;
+    let qn = rows * nh * hd;
+    let kn = rows * nkv * hd;
+    let table = rope_table(max_pos, hd, 10000.0, hd / 2);
+    v.push(BenchCase {
+        kernel: "qkv_prep_bf16",
+        shape: format!("rows={rows} nh={nh} nkv={nkv} hd={hd}"),
+        buffers: vec![
+            buf(2 * qn, Fill::Output),
+            buf(2 * kn, Fill::Output),
+            buf(2 * kn, Fill::Output),
+            buf(2 * qn, Fill::Bf16(3.0)),
+            buf(2 * kn, Fill::Bf16(3.0)),
+            buf(2 * kn, Fill::Bf16(3.0)),
+            buf(2 * hd, Fill::Bf16(2.0)),
+            buf(2 * hd, Fill::Bf16(2.0)),
+            buf(4 * table.len(), Fill::Bytes(table.iter().flat_map(|x| x.to_le_bytes()).collect())),
+            buf(4 * rows, Fill::Permutation),
+            buf(4 * rows, Fill::Permutation),
+        ],
+        // q, k, v read and written once; one cos/sin row per token.
+        bytes: (4 * qn + 8 * kn + 4 * rows * hd + 8 * rows) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| {
+            o.qkv_prep(&QkvPrep {
+                q_out: a[0],
+                k_pool: a[1],
+                v_pool: a[2],
+                q_raw: a[3],
+                k_raw: a[4],
+                v_raw: a[5],
+                q_norm: a[6],
+                k_norm: a[7],
+                cos_sin: a[8],
+                pos: a[9],
+                slot: a[10],
+                pmap: 0,
+                rows,
+                src_rows: rows,
+                nh,
+                nkv,
+                hd,
+                max_pos,
+                num_slots: slots,
+                eps: 1e-6,
+            })
+        }),
+    });
+
+    v.push(BenchCase {
+        kernel: "embed_gather_fp8",
+        shape: format!("rows={rows} h={dim} vocab={vocab}"),
+        buffers: vec![buf(2 * n, Fill::Output), buf(vocab * dim, Fill::Fp8), buf(4 * vocab, Fill::F32(0.01)), buf(4 * rows, Fill::I32(0, vocab as i32))],
+        bytes: (3 * n + 8 * rows) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
+    });
+    v.push(BenchCase {
+        kernel: "embed_gather_bf16",
+        shape: format!("rows={rows} h={dim} vocab={vocab}"),
+        buffers: vec![buf(2 * n, Fill::Output), buf(2 * vocab * dim, Fill::Bf16(0.1)), buf(4 * rows, Fill::I32(0, vocab as i32))],
+        bytes: (4 * n + 4 * rows) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
+    });
+    v.push(BenchCase {
+        kernel: "gather_rows_bf16",
+        shape: format!("rows={rows} h={dim}"),
+        buffers: vec![buf(2 * n, Fill::Output), buf(2 * n, Fill::Bf16(1.0)), buf(4 * rows, Fill::Permutation)],
+        bytes: (4 * n + 4 * rows) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, rows, dim)),
+    });
+
+    for m in [1usize, 16] {
+        v.push(BenchCase {
+            kernel: "lm_head_logits_fp8",
+            shape: format!("m={m} vocab={vocab} hdim={dim}"),
+            buffers: vec![buf(4 * m * vocab, Fill::Output), buf(2 * m * dim, Fill::Bf16(1.0)), buf(vocab * dim, Fill::Fp8), buf(4 * vocab, Fill::F32(0.01))],
+            bytes: (vocab * dim + 4 * vocab + 4 * m * vocab + 2 * m * dim) as f64,
+            flops: (2 * m * vocab * dim) as f64,
+            run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, dim, 30.0)),
+        });
+        v.push(BenchCase {
+            kernel: "lm_head_logits_bf16",
+            shape: format!("m={m} vocab={vocab} hdim={dim}"),
+            buffers: vec![buf(4 * m * vocab, Fill::Output), buf(2 * m * dim, Fill::Bf16(1.0)), buf(2 * vocab * dim, Fill::Bf16(0.05))],
+            bytes: (2 * vocab * dim + 4 * m * vocab + 2 * m * dim) as f64,
+            flops: (2 * m * vocab * dim) as f64,
+            run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, dim, 30.0)),
+        });
+    }
+
+    let m = 16;
+    v.push(BenchCase {
+        kernel: "argmax_rows",
+        shape: format!("m={m} vocab={vocab}"),
+        buffers: vec![buf(4 * m, Fill::Output), buf(4 * m, Fill::Output), buf(4 * m * vocab, Fill::F32(30.0))],
+        bytes: (4 * m * vocab + 8 * m) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, 0, 1)),
+    });
+    let labels = 4;
+    v.push(BenchCase {
+        kernel: "letter_logits_fp8",
+        shape: format!("rows={rows} labels={labels} hdim={dim}"),
+        buffers: vec![
+            buf(4 * rows * labels, Fill::Output),
+            buf(2 * n, Fill::Bf16(1.0)),
+            buf(vocab * dim, Fill::Fp8),
+            buf(4 * vocab, Fill::F32(0.01)),
+            buf(4 * labels, Fill::I32(0, vocab as i32)),
+        ],
+        bytes: (2 * n + labels * dim + 4 * rows * labels) as f64,
+        flops: (2 * rows * labels * dim) as f64,
+        run: Box::new(move |o, a| o.letter_logits_fp8(a[0], a[1], a[2], a[3], a[4], rows, labels, dim, vocab, 30.0)),
+    });
+
+    // MoE routing at 4096 tokens, top-8 of 128 experts.
+    let (pairs, e) = (rows * 8, 128);
+    v.push(BenchCase {
+        kernel: "moe_count",
+        shape: format!("pairs={pairs} e={e}"),
+        buffers: vec![buf(4 * e, Fill::Output), buf(4 * pairs, Fill::I32(0, e as i32))],
+        bytes: (4 * pairs + 4 * e) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| o.moe_count(a[0], a[1], pairs, e)),
+    });
+    v.push(BenchCase {
+        kernel: "moe_scatter",
+        shape: format!("pairs={pairs} e={e}"),
+        buffers: vec![
+            buf(4 * pairs, Fill::Output),
+            buf(4 * pairs, Fill::Output),
+            buf(4 * e, Fill::Output),
+            buf(4 * (e + 1), Fill::Bytes(uniform_offsets(pairs, e))),
+            buf(4 * pairs, Fill::Bytes(round_robin_ids(pairs, e))),
+        ],
+        bytes: (12 * pairs + 8 * e) as f64,
+        flops: 0.0,
+        run: Box::new(move |o, a| o.moe_scatter(a[0], a[1], a[2], a[3], a[4], pairs, e)),
+    });
+    v
+}
+
+/// Ids `p % e`: every expert gets `pairs / e` pairs, matching [`uniform_offsets`].
+fn round_robin_ids(pairs: usize, e: usize) -> Vec<u8> {
+    (0..pairs).flat_map(|p| ((p % e) as i32).to_le_bytes()).collect()
+}
+
+fn uniform_offsets(pairs: usize, e: usize) -> Vec<u8> {
+    (0..=e).flat_map(|x| ((x * pairs / e) as i32).to_le_bytes()).collect()
+}
