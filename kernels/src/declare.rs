@@ -10,4 +10,13 @@ macro_rules! declare_kernel {
         };
         inventory::submit! { switchyard_core::registry::Declared(&$name) }
     };
+    ($(#[$doc:meta])* $name:ident = $module:literal :: $symbol:literal => $args:expr) => {
+        $(#[$doc])*
+        pub static $name: switchyard_core::KernelSig = switchyard_core::KernelSig {
+            module: $module,
+            symbol: $symbol,
+            args: $args,
+        };
+        inventory::submit! { switchyard_core::registry::Declared(&$name) }
+    };
 }

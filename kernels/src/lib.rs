@@ -17,6 +17,7 @@ pub mod parity;
 pub mod sources;
 
 pub mod embed;
+pub mod gemm;
 pub mod head;
 pub mod moe;
 pub mod norm;

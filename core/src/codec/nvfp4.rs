@@ -120,6 +120,26 @@ impl Nvfp4Matrix {
         e2m1_to_f32(code) * e4m3_to_f32(self.scales[idx / BLOCK]) * self.global_scale
     }
 
+    /// The K-major ("transposed") device layout the W4A16 kernels read, with
+    /// row stride `ldb >= n` bytes and the pad columns zero-filled:
+    /// `packed[kp][col] = code(col, 2kp) | code(col, 2kp+1) << 4` (`[k/2, ldb]`)
+    /// and `scales[kb][col]` (`[k/16, ldb]`). Consecutive output columns are
+    /// adjacent in memory, so a warp's loads along N coalesce.
+    pub fn k_major(&self, ldb: usize) -> (Vec<u8>, Vec<u8>) {
+        assert!(ldb >= self.n, "k_major: ldb {ldb} < n {}", self.n);
+        let mut packed = vec![0u8; self.k / 2 * ldb];
+        let mut scales = vec![0u8; self.k / BLOCK * ldb];
+        for col in 0..self.n {
+            for kp in 0..self.k / 2 {
+                packed[kp * ldb + col] = self.packed[(col * self.k) / 2 + kp];
+            }
+            for kb in 0..self.k / BLOCK {
+                scales[kb * ldb + col] = self.scales[col * (self.k / BLOCK) + kb];
+            }
+        }
+        (packed, scales)
+    }
+
     /// The whole matrix decoded, row-major.
     pub fn dequantize(&self) -> Vec<f32> {
         (0..self.n * self.k).map(|i| self.get(i / self.k, i % self.k)).collect()
@@ -175,6 +195,27 @@ mod tests {
                 assert_eq!(deq, expect, "[{r}, {c}]: x = {x}");
                 // And the grid is fine enough: error ≤ half of the largest step (2 · step) in the block.
                 assert!((deq - x).abs() <= step + 1e-12 || (x / step).abs() > 6.0, "[{r}, {c}]");
+            }
+        }
+    }
+
+    #[test]
+    fn k_major_layout_holds_the_same_codes() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        let (n, k, ldb) = (5, 32, 16);
+        let v: Vec<f32> = (0..n * k).map(|_| rng.random_range(-2.0f32..2.0)).collect();
+        let q = quantize(&v, n, k).unwrap();
+        let (p, s) = q.k_major(ldb);
+        for col in 0..ldb {
+            for kk in 0..k {
+                let code = (p[(kk / 2) * ldb + col] >> (4 * (kk % 2))) & 0xf;
+                let scale = s[(kk / BLOCK) * ldb + col];
+                if col < n {
+                    let d = e2m1_to_f32(code) * e4m3_to_f32(scale) * q.global_scale;
+                    assert_eq!(d, q.get(col, kk), "[{col}, {kk}]");
+                } else {
+                    assert_eq!((code, scale), (0, 0), "pad column {col} must be zero");
+                }
             }
         }
     }
