@@ -26,7 +26,10 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// Shared by both lm_head variants: `out[i, v] = softcap(scale(v) · h[i] · row(v))`,
 /// where `row(v)` decodes table row `v` and `scale(v)` is 1 for bf16.
-fn lm_head(c: &mut Ctx<'_>, row: &dyn Fn(&Ctx<'_>, usize, usize) -> Result<(Vec<f32>, f32)>) -> Result<()> {
+/// Decodes table row `v` of `hdim` elements: `(values, row scale)`.
+type RowFn<'f> = &'f dyn Fn(&Ctx<'_>, usize, usize) -> Result<(Vec<f32>, f32)>;
+
+fn lm_head(c: &mut Ctx<'_>, row: RowFn<'_>) -> Result<()> {
     let (out, h) = (c.buf("out")?, c.buf("h")?);
     let (m, vocab, hdim, cap) = (c.size("m")?, c.size("vocab")?, c.size("hdim")?, c.f32("softcap")?);
     if m > MAX_HEAD_ROWS {

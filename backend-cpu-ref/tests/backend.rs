@@ -1,0 +1,230 @@
+//! The CPU backend's own guarantees: bounds-checked memory and kernels,
+//! typed errors, aliasing, and a failed kernel leaving memory untouched.
+//! Numeric contracts are tested independently (f64) in the tests crate; the
+//! few exact spot checks here pin behaviour only this backend defines.
+use std::sync::Arc;
+use switchyard_core::codec::bytes::{bf16_bits_from_bytes, bf16_bytes, f32_bytes, f32_from_bytes, i32_bytes, i32_from_bytes};
+use switchyard_core::{Arg, ArgSpec, Backend, Error, KernelSig};
+use switchyard_cpu_ref::{cpu_backend, CpuBackend};
+use switchyard_kernels::rope_kv::QkvPrep;
+use switchyard_kernels::{norm, Ops};
+
+fn up(be: &Arc<dyn Backend>, data: &[u8]) -> u64 {
+    let a = be.alloc(data.len()).unwrap();
+    be.upload(a, data).unwrap();
+    a
+}
+
+fn down(be: &Arc<dyn Backend>, addr: u64, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    be.download(addr, &mut v).unwrap();
+    v
+}
+
+fn oob(e: Error) -> (String, String, String) {
+    match e {
+        Error::OutOfBounds { kernel, arg, detail } => (kernel, arg, detail),
+        other => panic!("expected OutOfBounds, got {other:?}"),
+    }
+}
+
+#[test]
+fn memory_operations_are_bounds_checked() {
+    let be = cpu_backend();
+    assert_eq!(be.name(), "cpu");
+    let a = be.alloc(16).unwrap();
+    let b = be.alloc(8).unwrap();
+    assert_eq!(be.live_bytes(), 24);
+    be.upload(a, &[7u8; 16]).unwrap();
+    assert_eq!(oob(be.upload(a + 10, &[0u8; 8]).unwrap_err()).0, "upload");
+    let (k, arg, _) = oob(be.download(a + 9, &mut [0u8; 8]).unwrap_err());
+    assert_eq!((k.as_str(), arg.as_str()), ("download", "src"));
+    assert_eq!(oob(be.memset0(b, 9).unwrap_err()).1, "dst");
+    assert_eq!(oob(be.copy(b, a, 9).unwrap_err()).1, "dst");
+    assert_eq!(oob(be.copy(a, b, 9).unwrap_err()).1, "src");
+    assert!(matches!(be.copy(a + 4, a, 8).unwrap_err(), Error::InvalidArgument { .. }), "overlapping copy");
+    be.copy(b, a + 8, 8).unwrap();
+    assert_eq!(down(&be, b, 8), vec![7u8; 8]);
+    be.memset0(a + 4, 4).unwrap();
+    assert_eq!(down(&be, a, 8), [7, 7, 7, 7, 0, 0, 0, 0]);
+    assert!(be.check_range(a, 16).is_ok() && be.check_range(a, 17).is_err());
+    assert!(matches!(be.alloc(0).unwrap_err(), Error::InvalidArgument { .. }));
+
+    be.free(a).unwrap();
+    assert_eq!(be.live_bytes(), 8);
+    let (k, _, detail) = oob(be.download(a, &mut [0u8; 1]).unwrap_err());
+    assert_eq!(k, "download");
+    assert!(detail.contains("freed"), "{detail}");
+    assert!(oob(be.free(a).unwrap_err()).2.contains("freed"));
+    be.free(b).unwrap();
+    assert_eq!(be.live_bytes(), 0);
+}
+
+#[test]
+fn kernel_reads_past_an_allocation_name_kernel_and_argument() {
+    let be = cpu_backend();
+    let x = up(&be, &bf16_bytes(&[1.0; 8]));
+    let out = be.alloc(64).unwrap();
+    // Four rows of 4 through the raw launch (Ops would refuse the shape): x holds two.
+    let args = [Arg::P(out), Arg::P(x), Arg::P(0), Arg::I(4), Arg::F(1e-6)];
+    let e = be.launch("norm", "rmsnorm_bf16", [4, 1, 1], [32, 1, 1], &args).unwrap_err();
+    let (k, arg, _) = oob(e);
+    assert_eq!((k.as_str(), arg.as_str()), ("rmsnorm_bf16", "x"));
+    // Nothing of the failed launch was written: the first two rows were valid but are not committed.
+    assert_eq!(down(&be, out, 64), vec![0u8; 64]);
+
+    // Output too small for the rows.
+    let small = be.alloc(8).unwrap();
+    let args = [Arg::P(small), Arg::P(x), Arg::P(0), Arg::I(4), Arg::F(1e-6)];
+    let (_, arg, _) = oob(be.launch("norm", "rmsnorm_bf16", [2, 1, 1], [32, 1, 1], &args).unwrap_err());
+    assert_eq!(arg, "out");
+
+    // A freed weight buffer.
+    let w = up(&be, &bf16_bytes(&[1.0; 4]));
+    be.free(w).unwrap();
+    let args = [Arg::P(out), Arg::P(x), Arg::P(w), Arg::I(4), Arg::F(1e-6)];
+    let (_, arg, detail) = oob(be.launch("norm", "rmsnorm_bf16", [1, 1, 1], [32, 1, 1], &args).unwrap_err());
+    assert_eq!(arg, "w");
+    assert!(detail.contains("freed"), "{detail}");
+}
+
+static NOT_IMPLEMENTED: KernelSig = KernelSig { module: "norm", symbol: "no_such_kernel", args: &[ArgSpec::i32("n")] };
+
+#[test]
+fn unknown_kernels_are_typed_errors() {
+    let be = CpuBackend::new();
+    match be.enqueue(&NOT_IMPLEMENTED, [1, 1, 1], [1, 1, 1], &[Arg::I(1)]).unwrap_err() {
+        Error::UnknownKernel { backend, symbol, .. } => {
+            assert_eq!(backend.as_deref(), Some("cpu"));
+            assert_eq!(symbol, "no_such_kernel");
+        }
+        other => panic!("expected UnknownKernel, got {other:?}"),
+    }
+    assert!(matches!(be.launch("norm", "no_such_kernel", [1, 1, 1], [1, 1, 1], &[]).unwrap_err(), Error::UnknownKernel { .. }));
+}
+
+#[test]
+fn every_kernel_in_the_five_families_is_registered() {
+    let names: Vec<_> = switchyard_core::registry::kernels()
+        .into_iter()
+        .filter(|k| switchyard_core::registry::implements("cpu", k))
+        .map(|k| k.symbol)
+        .collect();
+    for s in [
+        "embed_gather_fp8",
+        "embed_gather_bf16",
+        "gather_rows_bf16",
+        "rmsnorm_bf16",
+        "post_norm_add_pre_norm_bf16",
+        "layer_out_bf16",
+        "qkv_prep_bf16",
+        "moe_count",
+        "moe_offsets",
+        "moe_scatter",
+        "lm_head_logits_fp8",
+        "lm_head_logits_bf16",
+        "argmax_rows",
+        "letter_logits_fp8",
+    ] {
+        assert!(names.contains(&s), "{s} missing from {names:?}");
+    }
+    assert!(switchyard_core::registry::orphan_implementations().is_empty());
+}
+
+#[test]
+fn sandwich_in_place_equals_out_of_place() {
+    let be = cpu_backend();
+    let ops = Ops::new(be.clone());
+    let (rows, dim) = (3, 10);
+    let resid: Vec<f32> = (0..rows * dim).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+    let x: Vec<f32> = (0..rows * dim).map(|i| (i as f32 * 0.91).cos()).collect();
+    let w: Vec<f32> = (0..dim).map(|i| 0.5 + i as f32 * 0.1).collect();
+    let (r1, xa, wa) = (up(&be, &bf16_bytes(&resid)), up(&be, &bf16_bytes(&x)), up(&be, &bf16_bytes(&w)));
+    let (out, n1, n2) = (be.alloc(rows * dim * 2).unwrap(), be.alloc(rows * dim * 2).unwrap(), be.alloc(rows * dim * 2).unwrap());
+    ops.sandwich(out, n1, r1, xa, wa, wa, rows, dim, 1e-6).unwrap();
+    ops.sandwich(r1, n2, r1, xa, wa, wa, rows, dim, 1e-6).unwrap();
+    assert_eq!(down(&be, out, rows * dim * 2), down(&be, r1, rows * dim * 2));
+    assert_eq!(down(&be, n1, rows * dim * 2), down(&be, n2, rows * dim * 2));
+}
+
+#[test]
+fn rmsnorm_null_weight_is_unscaled() {
+    let be = cpu_backend();
+    let ops = Ops::new(be.clone());
+    // mean(x²) = (9 + 16) / 2 = 12.5 → x / sqrt(12.5).
+    let x = up(&be, &bf16_bytes(&[3.0, -4.0]));
+    let out = be.alloc(4).unwrap();
+    ops.rmsnorm(out, x, 0, 1, 2, 0.0).unwrap();
+    let got = bf16_bits_from_bytes(&down(&be, out, 4));
+    let inv = 1.0 / 12.5f32.sqrt();
+    assert_eq!(got, vec![switchyard_core::codec::bf16_bits(3.0 * inv), switchyard_core::codec::bf16_bits(-4.0 * inv)]);
+    assert_eq!(norm::RMSNORM_BF16.symbol, "rmsnorm_bf16");
+}
+
+#[test]
+fn qkv_prep_k_eq_v_and_padding_slots() {
+    let be = cpu_backend();
+    let ops = Ops::new(be.clone());
+    let (rows, nh, nkv, hd, max_pos, num_slots) = (2, 1, 1, 4, 4, 3);
+    let raw: Vec<f32> = (0..rows * hd).map(|i| i as f32 + 1.0).collect();
+    let table = switchyard_kernels::rope_kv::rope_table(max_pos, hd, 10000.0, hd / 2);
+    let q_raw = up(&be, &bf16_bytes(&raw));
+    let k_raw = up(&be, &bf16_bytes(&raw));
+    let pool_init = bf16_bytes(&vec![9.0; num_slots * nkv * hd]);
+    let (k_pool, v_pool) = (up(&be, &pool_init), up(&be, &pool_init));
+    let q_out = be.alloc(rows * nh * hd * 2).unwrap();
+    let p = QkvPrep {
+        q_out,
+        k_pool,
+        v_pool,
+        q_raw,
+        k_raw,
+        v_raw: k_raw,
+        cos_sin: up(&be, &f32_bytes(&table)),
+        pos: up(&be, &i32_bytes(&[0, 1])),
+        slot: up(&be, &i32_bytes(&[2, -1])),
+        rows,
+        src_rows: rows,
+        nh,
+        nkv,
+        hd,
+        max_pos,
+        num_slots,
+        eps: 1e-6,
+        ..Default::default()
+    };
+    ops.qkv_prep(&p).unwrap();
+    let k = bf16_bits_from_bytes(&down(&be, k_pool, num_slots * hd * 2));
+    let v = bf16_bits_from_bytes(&down(&be, v_pool, num_slots * hd * 2));
+    let q = bf16_bits_from_bytes(&down(&be, q_out, rows * hd * 2));
+    let nine = switchyard_core::codec::bf16_bits(9.0);
+    // Slot -1 (row 1) writes nothing; slot 2 (row 0) is written; slots 0 and 1 keep their contents.
+    assert!(k[..2 * hd].iter().chain(&v[..2 * hd]).all(|&b| b == nine));
+    // Position 0 is the identity rotation, so row 0's K equals its Q (same raw values, no weights), and V too.
+    assert_eq!(&k[2 * hd..], &q[..hd]);
+    assert_eq!(&v[2 * hd..], &q[..hd]);
+}
+
+#[test]
+fn argmax_and_moe_follow_their_tie_rules() {
+    let be = cpu_backend();
+    let ops = Ops::new(be.clone());
+    // Row 0: the excluded 9 would win, then a tie between 2 and 3. Row 1: only NaN and the excluded id.
+    let logits = [9.0, f32::NAN, 5.0, 5.0, 9.0, f32::NAN, f32::NAN, f32::NAN];
+    let (idx, val) = (be.alloc(8).unwrap(), be.alloc(8).unwrap());
+    ops.argmax_rows(idx, val, up(&be, &f32_bytes(&logits)), 2, 4, -1, 0).unwrap();
+    assert_eq!(i32_from_bytes(&down(&be, idx, 8)), [2, -1]);
+    assert_eq!(f32_from_bytes(&down(&be, val, 8)), [5.0, f32::NEG_INFINITY]);
+
+    let ids = [1, 0, 1, 7, 0, 1];
+    let (n, e) = (ids.len(), 2);
+    let topk = up(&be, &i32_bytes(&ids));
+    let (counts, offsets, cursor) = (be.alloc(4 * e).unwrap(), be.alloc(4 * (e + 1)).unwrap(), be.alloc(4 * e).unwrap());
+    let (pos, sop) = (be.alloc(4 * n).unwrap(), be.alloc(4 * n).unwrap());
+    ops.moe_route(counts, offsets, cursor, pos, sop, topk, n, 1, e).unwrap();
+    assert_eq!(i32_from_bytes(&down(&be, counts, 4 * e)), [2, 3]);
+    assert_eq!(i32_from_bytes(&down(&be, offsets, 4 * (e + 1))), [0, 2, 5]);
+    assert_eq!(i32_from_bytes(&down(&be, cursor, 4 * e)), [2, 5]);
+    assert_eq!(i32_from_bytes(&down(&be, pos, 4 * n)), [1, 4, 0, 2, 5, -1]);
+    assert_eq!(i32_from_bytes(&down(&be, sop, 4 * n)), [2, 0, 3, -1, 1, 4]);
+}
