@@ -1,1 +1,47 @@
-//! backend-cuda (in progress)
+//! # switchyard-cuda
+//!
+//! Switchyard's production backend: the CUDA driver API through cudarc
+//! (`dynamic-loading`, so this crate builds with no CUDA toolkit and loads
+//! `libcuda` / `libnvrtc` at run time), kernels compiled from the `.cu`
+//! sources in `switchyard-kernels` by NVRTC on first use.
+//!
+//! - [`cuda_backend`] opens the device, or returns
+//!   [`switchyard_core::Error::Unavailable`] with the reason (no driver, no
+//!   device, no NVRTC) — it never panics, even though cudarc panics when a
+//!   library is missing: every library and symbol is looked up first.
+//! - Device addresses are real `CUdeviceptr`s; every pointer argument is
+//!   checked against the live allocations before a launch.
+//! - One stream; launches are asynchronous; [`switchyard_core::Backend::synchronize`]
+//!   reports deferred faults with the CUDA error name.
+//! - Modules are cached in memory and on disk ([`compile::cache_dir`],
+//!   overridable with `SWITCHYARD_CUDA_CACHE`).
+//!
+//! All `unsafe` code lives in the private `raw` module.
+#![warn(missing_docs)]
+
+mod backend;
+pub mod compile;
+mod raw;
+
+pub use backend::{cuda_backend, CudaBackend, DEVICE_ENV};
+pub use compile::{compile_module, nvrtc_version};
+
+/// Registers `module::symbol` of each kernel static as implemented on CUDA;
+/// names come from the declarations, so they are written once.
+macro_rules! implemented {
+    ($($kernel:path),* $(,)?) => {
+        $(inventory::submit! {
+            switchyard_core::registry::Implemented { backend: "cuda", module: $kernel.module, symbol: $kernel.symbol }
+        })*
+    };
+}
+
+use switchyard_kernels::{embed, head, moe, norm, rope_kv};
+
+implemented! {
+    embed::EMBED_GATHER_FP8, embed::EMBED_GATHER_BF16, embed::GATHER_ROWS_BF16,
+    norm::RMSNORM_BF16, norm::POST_NORM_ADD_PRE_NORM_BF16, norm::LAYER_OUT_BF16,
+    rope_kv::QKV_PREP_BF16,
+    moe::MOE_COUNT, moe::MOE_OFFSETS, moe::MOE_SCATTER,
+    head::LM_HEAD_LOGITS_FP8, head::LM_HEAD_LOGITS_BF16, head::ARGMAX_ROWS, head::LETTER_LOGITS_FP8,
+}

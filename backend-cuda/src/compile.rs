@@ -1,0 +1,258 @@
+//! NVRTC compilation of the kernel modules and the on-disk cubin cache.
+//!
+//! A module's program is `prelude.cuh` followed by `<module>.cu`, each behind
+//! a `#line` directive so that NVRTC's diagnostics name the real file and
+//! line. The output is a cubin for the device's exact architecture
+//! (`sm_XY`), so the driver never JIT-compiles PTX at load time.
+//!
+//! A `.cu` file may ask for extra NVRTC options with a line of the form
+//! `// nvrtc-options: --fmad=false` (for example a GEMM that must be
+//! bit-identical to a scalar loop). Those options are part of the cache key.
+use crate::raw;
+use std::path::{Path, PathBuf};
+use switchyard_core::{Error, Result};
+use switchyard_kernels::sources::{self, Source};
+
+/// Environment variable naming the cubin cache directory. Empty disables
+/// the disk cache.
+pub const CACHE_ENV: &str = "SWITCHYARD_CUDA_CACHE";
+
+/// Bumped whenever the cache entry format or the key recipe changes.
+const CACHE_FORMAT: &str = "switchyard-cubin-v1";
+const MAGIC: &[u8; 8] = b"SYCUBIN1";
+
+/// Options every module is compiled with. fmad stays on (the default): the
+/// kernels here have ≤ 1 bf16 ulp or 1e-5·Σ|ab| tolerances, which contraction
+/// stays well inside; modules that need IEEE-separate multiply and add say so
+/// with an `nvrtc-options` line.
+fn base_options(arch: &str) -> Vec<String> {
+    vec![format!("--gpu-architecture={arch}"), "-default-device".into(), "--std=c++17".into(), "-lineinfo".into()]
+}
+
+/// Extra options requested by the source itself (`// nvrtc-options: ...`).
+fn source_options(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("// nvrtc-options:"))
+        .flat_map(|rest| rest.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .collect()
+}
+
+/// The program text NVRTC compiles for `src`.
+pub(crate) fn program_text(src: &Source) -> String {
+    let pre = sources::CUDA_PRELUDE;
+    format!("#line 1 \"{}\"\n{}\n#line 1 \"{}\"\n{}\n", pre.path, pre.text, src.path, src.text)
+}
+
+/// Everything that decides a module's cubin.
+pub(crate) struct Job {
+    pub module: String,
+    pub source: Source,
+    pub arch: String,
+    pub options: Vec<String>,
+    pub text: String,
+}
+
+impl Job {
+    /// The job for `module` on `arch` (`sm_90`), or `UnknownKernel` when
+    /// there is no CUDA source for it.
+    pub(crate) fn new(module: &str, arch: &str) -> Result<Job> {
+        let source = sources::cuda(module).ok_or_else(|| Error::UnknownKernel {
+            module: module.into(),
+            symbol: "*".into(),
+            backend: Some("cuda".into()),
+        })?;
+        let mut options = base_options(arch);
+        options.extend(source_options(source.text));
+        Ok(Job { module: module.into(), source, arch: arch.into(), options, text: program_text(&source) })
+    }
+
+    /// Cache key: source text, architecture, NVRTC version and options.
+    fn key(&self, nvrtc: (i32, i32)) -> u128 {
+        let mut h = Fnv128::new();
+        for part in [CACHE_FORMAT, &self.arch, &format!("nvrtc {}.{}", nvrtc.0, nvrtc.1), &self.options.join(" "), &self.text] {
+            h.write(part.as_bytes());
+            h.write(&[0xff]);
+        }
+        h.finish()
+    }
+
+    /// Compiles with NVRTC. A compile error names the `.cu` file and carries
+    /// NVRTC's log.
+    pub(crate) fn compile(&self) -> Result<Vec<u8>> {
+        let name = self.source.path.to_string();
+        match raw::guarded("nvrtc", || raw::nvrtc_compile(&self.text, &name, &self.options))? {
+            raw::Compiled::Cubin(cubin, _log) => Ok(cubin),
+            raw::Compiled::Failed(code, log) => Err(Error::driver(
+                "cuda",
+                format!(
+                    "NVRTC failed to compile {} (module `{}`, {}, options {}): {:?}\n{}",
+                    self.source.path,
+                    self.module,
+                    self.arch,
+                    self.options.join(" "),
+                    code,
+                    log.trim_end()
+                ),
+            )),
+        }
+    }
+}
+
+/// Compiles `module`'s CUDA source for `arch` (e.g. `sm_90`) with NVRTC and
+/// returns the cubin. Needs libnvrtc only (no GPU, no driver): the NVRTC
+/// compile test uses it on machines without a GPU.
+pub fn compile_module(module: &str, arch: &str) -> Result<Vec<u8>> {
+    raw::load_nvrtc()?;
+    Job::new(module, arch)?.compile()
+}
+
+/// NVRTC's version when libnvrtc can be loaded, else `Unavailable` with the reason.
+pub fn nvrtc_version() -> Result<(i32, i32)> {
+    raw::load_nvrtc()?;
+    raw::guarded("nvrtc", raw::nvrtc_version)
+}
+
+/// On-disk cubin cache. Entries are written atomically (temp file, rename);
+/// an entry that is unreadable, truncated or fails its checksum is treated as
+/// a miss and rewritten.
+pub(crate) struct DiskCache {
+    dir: Option<PathBuf>,
+    nvrtc: (i32, i32),
+}
+
+impl DiskCache {
+    pub(crate) fn new(nvrtc: (i32, i32)) -> DiskCache {
+        DiskCache { dir: cache_dir(), nvrtc }
+    }
+
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    fn path(&self, job: &Job) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("{}-{}-{:032x}.cubin", job.module, job.arch, job.key(self.nvrtc))))
+    }
+
+    /// The cached cubin for `job`, if a valid entry exists.
+    pub(crate) fn get(&self, job: &Job) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(self.path(job)?).ok()?;
+        decode_entry(&bytes)
+    }
+
+    /// Stores `cubin`; failures (read-only disk, full disk) only cost a recompile later.
+    pub(crate) fn put(&self, job: &Job, cubin: &[u8]) {
+        let (Some(dir), Some(path)) = (self.dir.as_ref(), self.path(job)) else { return };
+        if std::fs::create_dir_all(dir).is_err() {
+            return;
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, encode_entry(cubin)).is_ok() && std::fs::rename(&tmp, &path).is_ok() {
+            return;
+        }
+        let _ = std::fs::remove_file(&tmp);
+    }
+
+    /// Deletes `job`'s entry (used when the driver rejects a cached image).
+    pub(crate) fn evict(&self, job: &Job) {
+        if let Some(p) = self.path(job) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// `$SWITCHYARD_CUDA_CACHE`, else `$XDG_CACHE_HOME/switchyard/cuda`, else
+/// `$HOME/.cache/switchyard/cuda`, else the system temp dir. `None` when the
+/// variable is set but empty (cache disabled).
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(v) = std::env::var_os(CACHE_ENV) {
+        return if v.is_empty() { None } else { Some(PathBuf::from(v)) };
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    Some(base.join("switchyard").join("cuda"))
+}
+
+fn encode_entry(payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(payload.len() + 24);
+    v.extend_from_slice(MAGIC);
+    v.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    v.extend_from_slice(&fnv64(payload).to_le_bytes());
+    v.extend_from_slice(payload);
+    v
+}
+
+fn decode_entry(bytes: &[u8]) -> Option<Vec<u8>> {
+    if bytes.len() < 24 || &bytes[..8] != MAGIC {
+        return None;
+    }
+    let len = u64::from_le_bytes(bytes[8..16].try_into().ok()?) as usize;
+    let sum = u64::from_le_bytes(bytes[16..24].try_into().ok()?);
+    let payload = &bytes[24..];
+    (payload.len() == len && len > 0 && fnv64(payload) == sum).then(|| payload.to_vec())
+}
+
+fn fnv64(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in data {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// FNV-1a, 128-bit: stable across Rust releases (unlike `DefaultHasher`),
+/// which a key persisted on disk needs.
+struct Fnv128(u128);
+
+impl Fnv128 {
+    fn new() -> Self {
+        Fnv128(0x6c62_272e_07bb_0142_62b8_2175_6295_c58d)
+    }
+    fn write(&mut self, data: &[u8]) {
+        for &b in data {
+            self.0 ^= b as u128;
+            self.0 = self.0.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+        }
+    }
+    fn finish(&self) -> u128 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_reject_corruption() {
+        let e = encode_entry(b"cubin bytes");
+        assert_eq!(decode_entry(&e).as_deref(), Some(&b"cubin bytes"[..]));
+        let mut bad = e.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        assert_eq!(decode_entry(&bad), None, "flipped payload bit must fail the checksum");
+        assert_eq!(decode_entry(&e[..e.len() - 1]), None, "truncated entry");
+        assert_eq!(decode_entry(b"garbage"), None);
+    }
+
+    #[test]
+    fn source_options_are_read_from_the_file() {
+        let t = "// nvrtc-options: --fmad=false -DX=1\n__global__ void k() {}\n";
+        assert_eq!(source_options(t), vec!["--fmad=false".to_string(), "-DX=1".to_string()]);
+        assert!(source_options("// plain comment").is_empty());
+    }
+
+    #[test]
+    fn keys_depend_on_arch_version_and_options() {
+        let src = Source { path: "src/x/x.cu", text: "x" };
+        let job =
+            |arch: &str, opts: Vec<String>| Job { module: "x".into(), source: src, arch: arch.into(), options: opts, text: "t".into() };
+        let a = job("sm_90", vec!["-a".into()]);
+        assert_ne!(a.key((13, 0)), a.key((13, 1)));
+        assert_ne!(a.key((13, 0)), job("sm_80", vec!["-a".into()]).key((13, 0)));
+        assert_ne!(a.key((13, 0)), job("sm_90", vec!["-b".into()]).key((13, 0)));
+        assert_eq!(a.key((13, 0)), job("sm_90", vec!["-a".into()]).key((13, 0)));
+    }
+}
