@@ -16,6 +16,7 @@ mod ops;
 pub mod parity;
 pub mod sources;
 
+pub mod attn;
 pub mod embed;
 pub mod gemm;
 pub mod head;

@@ -27,7 +27,10 @@ declare_kernel! {
     /// `slot = offsets[x] + |{q < p : topk_ids[q] == x}|`,
     /// `pair_of_slot[slot] = p`, `slot_of_pair[p] = slot`. Pairs with an id
     /// outside `[0, e)` get `slot_of_pair[p] = -1`, and the slots past the last
-    /// valid one get `pair_of_slot = -1`. Afterwards `cursor[x] = offsets[x+1]`.
+    /// valid one (`[offsets[e], n)`) get `pair_of_slot = -1`. Afterwards
+    /// `cursor[x] = offsets[x+1]`. `offsets` must be the exclusive prefix sum of
+    /// the per-expert counts of these ids, as [`MOE_OFFSETS`] produces; the CPU
+    /// reference rejects inconsistent offsets, GPUs cannot check them.
     /// Shapes: pair_of_slot, slot_of_pair, topk_ids i32 `[n]`.
     MOE_SCATTER = "moe"::"moe_scatter"(
         A::output("pair_of_slot"), A::output("slot_of_pair"), A::inout("cursor"), A::input("offsets"),

@@ -27,7 +27,8 @@ declare_kernel! {
     ///
     /// Rows: `slot[r]` outside `[0, num_slots)` skips the KV write (negative
     /// slots are padding). `pos[r]` outside `[0, max_pos)` or `s` outside
-    /// `[0, src_rows)` makes that row's q and KV outputs bf16 NaN (0x7fc0).
+    /// `[0, src_rows)` makes that row's q output bf16 NaN (0x7fc0), and its K
+    /// and V rows NaN too when its slot is valid, so the bad row is loud.
     /// `nkv = 0`: queries only, and the KV pointers may be null.
     /// Shapes: q_raw `[src_rows, nh·hd]`, k_raw/v_raw `[src_rows, nkv·hd]`,
     /// q_out `[rows, nh·hd]`, cos_sin f32 `[max_pos][hd/2][2]`, pos/slot/pmap i32 `[rows]`; hd even, ≤ 512.
