@@ -1,1 +1,820 @@
-//! backend-wgpu (in progress)
+//! # switchyard-wgpu
+//!
+//! The portable backend: every catalogue kernel as WGSL, run through wgpu
+//! (Vulkan, Metal, DX12).
+//!
+//! - Addresses are virtual ([`switchyard_core::vaddr`]): each resolves to a
+//!   `wgpu::Buffer` and a byte offset. Offsets reach the shader as u32 word
+//!   offsets in a uniform `Params` block (see `kernels/src/prelude.wgsl`);
+//!   buffers are bound whole, or from an aligned window.
+//! - Pipelines are built on first use and cached per (program, entry point,
+//!   override constants); bind groups are cached per buffer set.
+//! - Launches, copies and clears are recorded into one command encoder and
+//!   submitted at a synchronize, download, upload or timing call, or after
+//!   [`WgpuOptions::max_batch`] dispatches. [`launch_overhead`] measures what
+//!   a launch costs.
+#![warn(missing_docs)]
+
+use std::collections::HashMap;
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::Instant;
+use switchyard_core::vaddr::{self, VirtualAllocs};
+use switchyard_core::{Arg, ArgKind, Backend, BackendInfo, Error, Grid, KernelSig, Result};
+
+mod plan;
+pub mod shader;
+
+/// The backend name in the registry and on the command line.
+pub const NAME: &str = "wgpu";
+
+/// Environment variable: a substring of the adapter name to use.
+pub const ADAPTER_ENV: &str = "SWITCHYARD_WGPU_ADAPTER";
+
+macro_rules! register {
+    ($($family:ident :: $sig:ident),* $(,)?) => {
+        $(inventory::submit! {
+            switchyard_core::registry::Implemented {
+                backend: NAME,
+                module: switchyard_kernels::$family::$sig.module,
+                symbol: switchyard_kernels::$family::$sig.symbol,
+            }
+        })*
+    };
+}
+
+register!(
+    embed::EMBED_GATHER_FP8,
+    embed::EMBED_GATHER_BF16,
+    embed::GATHER_ROWS_BF16,
+    norm::RMSNORM_BF16,
+    norm::POST_NORM_ADD_PRE_NORM_BF16,
+    norm::LAYER_OUT_BF16,
+    rope_kv::QKV_PREP_BF16,
+    moe::MOE_COUNT,
+    moe::MOE_OFFSETS,
+    moe::MOE_SCATTER,
+    head::LM_HEAD_LOGITS_FP8,
+    head::LM_HEAD_LOGITS_BF16,
+    head::ARGMAX_ROWS,
+    head::LETTER_LOGITS_FP8,
+);
+
+/// Bytes of one launch's Params slot (>= every adapter's uniform offset alignment).
+const SLOT: u64 = 256;
+/// Words in the Params tail: gx, gy, gz, fold, x0..x3.
+const TAIL: usize = 8;
+/// Allocations are padded to this, so word views never run past the buffer.
+const PAD: u64 = 16;
+
+/// Construction options.
+#[derive(Clone, Debug)]
+pub struct WgpuOptions {
+    /// Case-insensitive substring of the adapter name; `None` picks the
+    /// best adapter (discrete GPU first). Defaults to `$SWITCHYARD_WGPU_ADAPTER`.
+    pub adapter: Option<String>,
+    /// Dispatches recorded before the encoder is submitted.
+    pub max_batch: usize,
+}
+
+impl Default for WgpuOptions {
+    fn default() -> Self {
+        WgpuOptions { adapter: std::env::var(ADAPTER_ENV).ok().filter(|s| !s.is_empty()), max_batch: 64 }
+    }
+}
+
+/// The wgpu backend with default options.
+pub fn wgpu_backend() -> Result<Arc<dyn Backend>> {
+    Ok(WgpuBackend::new(WgpuOptions::default())?)
+}
+
+/// The wgpu backend with `opts`.
+pub fn wgpu_backend_with(opts: WgpuOptions) -> Result<Arc<dyn Backend>> {
+    Ok(WgpuBackend::new(opts)?)
+}
+
+fn unavailable(reason: impl Into<String>) -> Error {
+    Error::Unavailable { backend: NAME.into(), reason: reason.into() }
+}
+
+fn driver(msg: impl Into<String>) -> Error {
+    Error::driver(NAME, msg)
+}
+
+/// A compiled WGSL program: shader module and its bind group layout.
+struct Program {
+    module: wgpu::ShaderModule,
+    bgl: wgpu::BindGroupLayout,
+    layout: wgpu::PipelineLayout,
+}
+
+/// Bind id of a temporary buffer: bind groups holding one are not cached.
+const TEMP_ID: u64 = u64::MAX;
+
+/// One storage binding: allocation id (0 = dummy, [`TEMP_ID`] = temporary,
+/// `u64::MAX - n` = scratch generation n),
+/// buffer, and the window `[base, base + size)` that is bound.
+#[derive(Clone)]
+struct Bind {
+    id: u64,
+    buf: wgpu::Buffer,
+    base: u64,
+    size: u64,
+}
+
+type BindKey = (&'static str, Vec<(u64, u64, u64)>);
+
+struct State {
+    allocs: VirtualAllocs<wgpu::Buffer>,
+    programs: HashMap<&'static str, Arc<Program>>,
+    pipelines: HashMap<(&'static str, &'static str, Vec<(&'static str, u32)>), wgpu::ComputePipeline>,
+    bind_groups: HashMap<BindKey, wgpu::BindGroup>,
+    encoder: Option<wgpu::CommandEncoder>,
+    /// Host image of this batch's Params slots.
+    params: Vec<u8>,
+    slots: usize,
+    params_buf: wgpu::Buffer,
+    scratch: Option<Bind>,
+    scratch_gen: u64,
+}
+
+/// The wgpu device, queue and caches. Construct with [`wgpu_backend`] or
+/// [`WgpuBackend::new`].
+pub struct WgpuBackend {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    limits: wgpu::Limits,
+    info: BackendInfo,
+    max_batch: usize,
+    dummy: wgpu::Buffer,
+    /// Errors the device reported outside an error scope, drained after each operation.
+    errors: Arc<Mutex<Vec<String>>>,
+    st: Mutex<State>,
+}
+
+fn rank(t: wgpu::DeviceType) -> u8 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+fn pick_adapter(instance: &wgpu::Instance, wanted: Option<&str>) -> Result<wgpu::Adapter> {
+    let all = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    let usable: Vec<wgpu::Adapter> =
+        all.into_iter().filter(|a| a.get_downlevel_capabilities().flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS)).collect();
+    let describe = |a: &wgpu::Adapter| {
+        let i = a.get_info();
+        format!("{} ({:?}, {:?})", i.name, i.backend, i.device_type)
+    };
+    if usable.is_empty() {
+        return Err(unavailable(
+            "no adapter with compute shaders (Vulkan, Metal or DX12) was found; on Linux install a Vulkan driver \
+             (mesa-vulkan-drivers gives the lavapipe CPU adapter) or the GPU vendor's Vulkan ICD",
+        ));
+    }
+    if let Some(w) = wanted {
+        let w = w.to_lowercase();
+        return usable.into_iter().find(|a| a.get_info().name.to_lowercase().contains(&w)).ok_or_else(|| {
+            let names: Vec<String> = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all())).iter().map(describe).collect();
+            unavailable(format!("no adapter name contains {w:?} (from {ADAPTER_ENV} or options); adapters: {}", names.join(", ")))
+        });
+    }
+    let mut v: Vec<(usize, wgpu::Adapter)> = usable.into_iter().enumerate().collect();
+    v.sort_by_key(|(i, a)| {
+        let info = a.get_info();
+        (rank(info.device_type), info.backend != wgpu::Backend::Vulkan, *i)
+    });
+    Ok(v.remove(0).1)
+}
+
+fn limit_details(l: &wgpu::Limits) -> Vec<(String, String)> {
+    [
+        ("max_buffer_size", l.max_buffer_size),
+        ("max_storage_buffer_binding_size", l.max_storage_buffer_binding_size),
+        ("max_storage_buffers_per_shader_stage", l.max_storage_buffers_per_shader_stage as u64),
+        ("max_compute_workgroups_per_dimension", l.max_compute_workgroups_per_dimension as u64),
+        ("max_compute_invocations_per_workgroup", l.max_compute_invocations_per_workgroup as u64),
+        ("max_compute_workgroup_storage_size", l.max_compute_workgroup_storage_size as u64),
+        ("min_storage_buffer_offset_alignment", l.min_storage_buffer_offset_alignment as u64),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+impl WgpuBackend {
+    /// Picks an adapter, opens a device with the adapter's own limits, and
+    /// makes the backend. No adapter: [`Error::Unavailable`].
+    pub fn new(opts: WgpuOptions) -> Result<Arc<WgpuBackend>> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
+        let instance = wgpu::Instance::new(desc);
+        let adapter = pick_adapter(&instance, opts.adapter.as_deref())?;
+        let ai = adapter.get_info();
+        let limits = adapter.limits();
+        if limits.max_storage_buffers_per_shader_stage < 4 {
+            return Err(unavailable(format!(
+                "adapter {} allows only {} storage buffers per shader stage",
+                ai.name, limits.max_storage_buffers_per_shader_stage
+            )));
+        }
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("switchyard"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits.clone(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            ..Default::default()
+        }))
+        .map_err(|e| unavailable(format!("adapter {} refused a device: {e}", ai.name)))?;
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+        let sink = errors.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(format!("device lost ({reason:?}): {msg}"));
+            }
+        });
+        let max_batch = opts.max_batch.max(1);
+        let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+        let dummy =
+            device.create_buffer(&wgpu::BufferDescriptor { label: Some("null"), size: PAD, usage: storage, mapped_at_creation: false });
+        let params_buf = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("params"),
+            size: SLOT * max_batch as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut details = vec![
+            ("adapter_backend".to_string(), format!("{:?}", ai.backend)),
+            ("device_type".to_string(), format!("{:?}", ai.device_type)),
+            ("max_batch".to_string(), max_batch.to_string()),
+        ];
+        details.extend(limit_details(&limits));
+        let info = BackendInfo {
+            backend: NAME,
+            device: ai.name.clone(),
+            driver: format!("{} {}", ai.driver, ai.driver_info).trim().to_string(),
+            max_alloc_bytes: limits.max_buffer_size,
+            details,
+        };
+        Ok(Arc::new(WgpuBackend {
+            device,
+            queue,
+            limits,
+            info,
+            max_batch,
+            dummy,
+            errors,
+            st: Mutex::new(State {
+                allocs: VirtualAllocs::default(),
+                programs: HashMap::new(),
+                pipelines: HashMap::new(),
+                bind_groups: HashMap::new(),
+                encoder: None,
+                params: vec![0u8; SLOT as usize * max_batch],
+                slots: 0,
+                params_buf,
+                scratch: None,
+                scratch_gen: 0,
+            }),
+        }))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves caches that are still consistent.
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Turns errors the device reported since the last check into one `Error::Driver`.
+    fn check(&self, what: &str) -> Result<()> {
+        let mut v = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        if v.is_empty() {
+            return Ok(());
+        }
+        let msg = v.join("; ");
+        v.clear();
+        Err(driver(format!("{what}: {msg}")))
+    }
+
+    fn flush(&self, st: &mut State) {
+        if let Some(enc) = st.encoder.take() {
+            if st.slots > 0 {
+                self.queue.write_buffer(&st.params_buf, 0, &st.params[..st.slots * SLOT as usize]);
+            }
+            self.queue.submit([enc.finish()]);
+            st.slots = 0;
+        }
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| driver(format!("waiting for the device: {e}")))?;
+        Ok(())
+    }
+
+    fn encoder<'a>(&self, st: &'a mut State) -> &'a mut wgpu::CommandEncoder {
+        st.encoder.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("batch") }))
+    }
+
+    /// Resolves `[addr, addr + bytes)` to (allocation id, buffer, offset).
+    fn resolve(&self, st: &State, op: &str, arg: &str, addr: u64, bytes: u64) -> Result<(u64, wgpu::Buffer, u64)> {
+        let (buf, off) = st.allocs.resolve(addr, bytes).map_err(|d| Error::oob(op, arg, d))?;
+        Ok((vaddr::unpack(addr).0, buf.clone(), off))
+    }
+
+    /// A storage window of `buf` holding byte `off` and everything after it
+    /// up to the end of the allocation, within the binding-size limit.
+    fn window(&self, kernel: &str, arg: &str, id: u64, buf: &wgpu::Buffer, off: u64) -> Result<Bind> {
+        let align = self.limits.min_storage_buffer_offset_alignment.max(4) as u64;
+        let base = off - off % align;
+        let size = buf.size() - base;
+        if size > self.limits.max_storage_buffer_binding_size {
+            return Err(Error::invalid(
+                kernel,
+                arg,
+                format!(
+                    "binding {size} bytes (from offset {base} to the end of the allocation) exceeds this adapter's \
+                     max_storage_buffer_binding_size of {}; split the allocation",
+                    self.limits.max_storage_buffer_binding_size
+                ),
+            ));
+        }
+        Ok(Bind { id, buf: buf.clone(), base, size })
+    }
+
+    fn program(&self, st: &mut State, name: &'static str, storage: usize) -> Result<Arc<Program>> {
+        if let Some(p) = st.programs.get(name) {
+            return Ok(p.clone());
+        }
+        if storage as u32 > self.limits.max_storage_buffers_per_shader_stage {
+            return Err(Error::Unsupported(format!(
+                "kernel {name} binds {storage} storage buffers; adapter {} allows {} per shader stage",
+                self.info.device, self.limits.max_storage_buffers_per_shader_stage
+            )));
+        }
+        let src = shader::source(name).ok_or_else(|| Error::UnknownKernel {
+            module: "wgsl".into(),
+            symbol: name.into(),
+            backend: Some(NAME.into()),
+        })?;
+        // naga first, for an error that names the file and line.
+        shader::validate(&src).map_err(|e| driver(format!("kernel {name}: {e}")))?;
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(name),
+            source: wgpu::ShaderSource::Wgsl(shader::compose(&src).into()),
+        });
+        let mut entries = vec![wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer { ty: wgpu::BufferBindingType::Uniform, has_dynamic_offset: true, min_binding_size: None },
+            count: None,
+        }];
+        entries.extend((0..storage).map(|k| wgpu::BindGroupLayoutEntry {
+            binding: k as u32 + 1,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        }));
+        let bgl = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: Some(name), entries: &entries });
+        let layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(name),
+            bind_group_layouts: &[Some(&bgl)],
+            immediate_size: 0,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(driver(format!("kernel {name}: shader module: {e}")));
+        }
+        let p = Arc::new(Program { module, bgl, layout });
+        st.programs.insert(name, p.clone());
+        Ok(p)
+    }
+
+    fn pipeline(
+        &self,
+        st: &mut State,
+        name: &'static str,
+        prog: &Program,
+        entry: &'static str,
+        consts: &[(&'static str, u32)],
+    ) -> Result<wgpu::ComputePipeline> {
+        let key = (name, entry, consts.to_vec());
+        if let Some(p) = st.pipelines.get(&key) {
+            return Ok(p.clone());
+        }
+        let c: Vec<(&str, f64)> = consts.iter().map(|&(k, v)| (k, v as f64)).collect();
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let pipe = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: Some(&prog.layout),
+            module: &prog.module,
+            entry_point: Some(entry),
+            compilation_options: wgpu::PipelineCompilationOptions { constants: &c, zero_initialize_workgroup_memory: false },
+            cache: None,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(driver(format!("kernel {name}: pipeline {entry} {consts:?}: {e}")));
+        }
+        st.pipelines.insert(key, pipe.clone());
+        Ok(pipe)
+    }
+
+    /// Records one dispatch of `entry` with `params` (signature words; the
+    /// tail is filled here) and `binds` (storage bindings 1..).
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        st: &mut State,
+        name: &'static str,
+        entry: &'static str,
+        consts: &[(&'static str, u32)],
+        binds: &[Bind],
+        mut params: Vec<u32>,
+        grid: [u32; 3],
+        extra: [u32; 4],
+    ) -> Result<()> {
+        let (dispatch, fold) = plan::fold(name, grid, self.limits.max_compute_workgroups_per_dimension)?;
+        params.extend(grid);
+        params.push(fold);
+        params.extend(extra);
+        debug_assert!(params.len() * 4 <= SLOT as usize);
+        let prog = self.program(st, name, binds.len())?;
+        let pipe = self.pipeline(st, name, &prog, entry, consts)?;
+        if st.slots == self.max_batch {
+            self.flush(st);
+        }
+        let key: BindKey = (name, binds.iter().map(|b| (b.id, b.base, b.size)).collect());
+        let cacheable = binds.iter().all(|b| b.id != TEMP_ID);
+        let bg = match st.bind_groups.get(&key).filter(|_| cacheable) {
+            Some(bg) => bg.clone(),
+            None => {
+                let mut entries = vec![wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &st.params_buf,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(SLOT),
+                    }),
+                }];
+                entries.extend(binds.iter().enumerate().map(|(k, b)| wgpu::BindGroupEntry {
+                    binding: k as u32 + 1,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &b.buf,
+                        offset: b.base,
+                        size: wgpu::BufferSize::new(b.size),
+                    }),
+                }));
+                let bg =
+                    self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(name), layout: &prog.bgl, entries: &entries });
+                // Distinct (buffer, window) sets are bounded by the model's tensors; this only guards against unbounded churn.
+                if st.bind_groups.len() > 8192 {
+                    st.bind_groups.clear();
+                }
+                if cacheable {
+                    st.bind_groups.insert(key, bg.clone());
+                }
+                bg
+            }
+        };
+        let slot = st.slots;
+        let bytes: &[u8] = bytemuck::cast_slice(&params);
+        st.params[slot * SLOT as usize..][..bytes.len()].copy_from_slice(bytes);
+        st.slots += 1;
+        let enc = self.encoder(st);
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(entry), timestamp_writes: None });
+        pass.set_pipeline(&pipe);
+        pass.set_bind_group(0, &bg, &[(slot as u64 * SLOT) as u32]);
+        pass.dispatch_workgroups(dispatch[0], dispatch[1], dispatch[2]);
+        Ok(())
+    }
+
+    fn scratch(&self, st: &mut State, bytes: u64) -> Bind {
+        let need = bytes.max(PAD).next_multiple_of(PAD);
+        match &st.scratch {
+            Some(b) if b.size >= need => b.clone(),
+            _ => {
+                let size = need.max(st.scratch.as_ref().map_or(0, |b| b.size * 2));
+                st.scratch_gen += 1;
+                let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("scratch"),
+                    size,
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                });
+                let b = Bind { id: u64::MAX - st.scratch_gen, buf, base: 0, size };
+                st.scratch = Some(b.clone());
+                b
+            }
+        }
+    }
+
+    /// Byte-granular copy (or zero, when `src` is None) of `n` bytes through
+    /// the bytecopy shader, for ranges storage words cannot express.
+    fn bytecopy(
+        &self,
+        st: &mut State,
+        op: &str,
+        dst: (u64, &wgpu::Buffer, u64),
+        src: Option<(u64, &wgpu::Buffer, u64)>,
+        n: u64,
+    ) -> Result<()> {
+        const CHUNK: u64 = 1 << 28;
+        let mut done = 0;
+        while done < n {
+            let len = (n - done).min(CHUNK);
+            let d = self.window(op, "dst", dst.0, dst.1, dst.2 + done)?;
+            let (s, sr) = match src {
+                Some(s) => {
+                    let w = self.window(op, "src", s.0, s.1, s.2 + done)?;
+                    let rel = (s.2 + done - w.base) as u32;
+                    (w, rel)
+                }
+                None => (Bind { id: 0, buf: self.dummy.clone(), base: 0, size: PAD }, 0),
+            };
+            let dr = (dst.2 + done - d.base) as u32;
+            let words = ((dr as u64 + len).div_ceil(4) - dr as u64 / 4) as u32;
+            let zero = src.is_none() as u32;
+            self.record(
+                st,
+                shader::BYTECOPY_NAME,
+                "bytecopy",
+                &[],
+                &[d, s],
+                vec![dr, sr, len as u32],
+                [words.div_ceil(256), 1, 1],
+                [zero, 0, 0, 0],
+            )?;
+            done += len;
+        }
+        Ok(())
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn info(&self) -> BackendInfo {
+        self.info.clone()
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<u64> {
+        let size = (bytes as u64).max(1).next_multiple_of(PAD);
+        if bytes == 0 || size > self.limits.max_buffer_size {
+            return Err(Error::invalid(
+                "alloc",
+                "bytes",
+                format!("{bytes} bytes: must be in 1..={} (this adapter's max_buffer_size)", self.limits.max_buffer_size),
+            ));
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(driver(format!("alloc of {bytes} bytes: {e}")));
+        }
+        let addr = self.state().allocs.insert(bytes as u64, buf).map_err(|d| Error::invalid("alloc", "bytes", d))?;
+        Ok(addr)
+    }
+
+    fn free(&self, addr: u64) -> Result<()> {
+        let mut st = self.state();
+        // Pending work keeps its own reference to the buffer; dropping ours is safe.
+        st.allocs.remove(addr).map_err(|d| Error::oob("free", "addr", d))?;
+        let id = vaddr::unpack(addr).0;
+        st.bind_groups.retain(|k, _| !k.1.iter().any(|b| b.0 == id));
+        Ok(())
+    }
+
+    fn upload(&self, dst: u64, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut st = self.state();
+        let (id, buf, off) = self.resolve(&st, "upload", "dst", dst, data.len() as u64)?;
+        let n = data.len() as u64;
+        if off % 4 == 0 && n % 4 == 0 {
+            // The queue write lands before the next submission: submit what is recorded first.
+            self.flush(&mut st);
+            self.queue.write_buffer(&buf, off, data);
+        } else {
+            // Stage with the destination's misalignment, then merge bytes on the device.
+            let lead = off % 4;
+            let size = (lead + n).next_multiple_of(PAD);
+            let tmp = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("upload"),
+                size,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: true,
+            });
+            let mut staged = vec![0u8; size as usize];
+            staged[lead as usize..(lead + n) as usize].copy_from_slice(data);
+            tmp.slice(..).get_mapped_range_mut().map_err(|e| driver(format!("upload: staging map: {e}")))?.copy_from_slice(&staged);
+            tmp.unmap();
+            self.bytecopy(&mut st, "upload", (id, &buf, off), Some((TEMP_ID, &tmp, lead)), n)?;
+        }
+        drop(st);
+        self.check("upload")
+    }
+
+    fn download(&self, src: u64, out: &mut [u8]) -> Result<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let mut st = self.state();
+        let (_, buf, off) = self.resolve(&st, "download", "src", src, out.len() as u64)?;
+        let a0 = off - off % 4;
+        let a1 = (off + out.len() as u64).next_multiple_of(4);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("download"),
+            size: a1 - a0,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.encoder(&mut st).copy_buffer_to_buffer(&buf, a0, &staging, 0, a1 - a0);
+        self.flush(&mut st);
+        drop(st);
+        let (tx, rx) = mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait()?;
+        self.check("download")?;
+        rx.recv()
+            .map_err(|_| driver("download: the map callback never ran"))?
+            .map_err(|e| driver(format!("download: mapping the staging buffer: {e}")))?;
+        let view = staging.slice(..).get_mapped_range().map_err(|e| driver(format!("download: staging view: {e}")))?;
+        let lead = (off - a0) as usize;
+        out.copy_from_slice(&view[lead..lead + out.len()]);
+        drop(view);
+        staging.unmap();
+        Ok(())
+    }
+
+    fn memset0(&self, dst: u64, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let mut st = self.state();
+        let (id, buf, off) = self.resolve(&st, "memset0", "dst", dst, bytes as u64)?;
+        let end = off + bytes as u64;
+        let (a0, a1) = (off.next_multiple_of(4), end - end % 4);
+        if a0 < a1 {
+            self.encoder(&mut st).clear_buffer(&buf, a0, Some(a1 - a0));
+            if off < a0 {
+                self.bytecopy(&mut st, "memset0", (id, &buf, off), None, a0 - off)?;
+            }
+            if a1 < end {
+                self.bytecopy(&mut st, "memset0", (id, &buf, a1), None, end - a1)?;
+            }
+        } else {
+            self.bytecopy(&mut st, "memset0", (id, &buf, off), None, bytes as u64)?;
+        }
+        drop(st);
+        self.check("memset0")
+    }
+
+    fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let n = bytes as u64;
+        let mut st = self.state();
+        let d = self.resolve(&st, "copy", "dst", dst, n)?;
+        let s = self.resolve(&st, "copy", "src", src, n)?;
+        if d.0 == s.0 && d.2 < s.2 + n && s.2 < d.2 + n {
+            return Err(Error::invalid("copy", "dst", format!("range [{dst:#x}, +{n}) overlaps the source range")));
+        }
+        if d.0 != s.0 && d.2 % 4 == 0 && s.2 % 4 == 0 && n % 4 == 0 {
+            self.encoder(&mut st).copy_buffer_to_buffer(&s.1, s.2, &d.1, d.2, n);
+        } else {
+            // Same buffer (wgpu forbids buffer-to-buffer copies within one) or unaligned.
+            self.bytecopy(&mut st, "copy", (d.0, &d.1, d.2), Some((s.0, &s.1, s.2)), n)?;
+        }
+        drop(st);
+        self.check("copy")
+    }
+
+    fn check_range(&self, addr: u64, bytes: usize) -> std::result::Result<(), String> {
+        self.state().allocs.resolve(addr, bytes as u64).map(|_| ())
+    }
+
+    fn enqueue(&self, sig: &'static KernelSig, grid: Grid, _block: Grid, args: &[Arg]) -> Result<()> {
+        let plan = plan::plan(sig, grid, args)?;
+        let mut st = self.state();
+        let mut binds = Vec::new();
+        let mut words = Vec::with_capacity(args.len() + TAIL);
+        for (spec, arg) in sig.args.iter().zip(args) {
+            words.push(match *arg {
+                Arg::P(0) => {
+                    binds.push(Bind { id: 0, buf: self.dummy.clone(), base: 0, size: PAD });
+                    u32::MAX
+                }
+                Arg::P(addr) => {
+                    let (id, buf, off) = self.resolve(&st, sig.symbol, spec.name, addr, 1)?;
+                    if off % 4 != 0 {
+                        return Err(Error::invalid(
+                            sig.symbol,
+                            spec.name,
+                            format!("byte offset {off} is not a multiple of 4 (WGSL storage moves u32 words)"),
+                        ));
+                    }
+                    let b = self.window(sig.symbol, spec.name, id, &buf, off)?;
+                    let w = (off - b.base) / 4;
+                    binds.push(b);
+                    w as u32
+                }
+                Arg::I(v) => v as u32,
+                Arg::U(v) => v,
+                Arg::F(v) => v.to_bits(),
+            });
+            debug_assert_eq!(arg.kind() == ArgKind::Ptr, matches!(arg, Arg::P(_)));
+        }
+        if plan::has_scratch(sig.symbol) {
+            binds.push(self.scratch(&mut st, plan.scratch));
+        }
+        for pass in &plan.passes {
+            self.record(&mut st, sig.symbol, pass.entry, &pass.consts, &binds, words.clone(), pass.grid, pass.extra)?;
+        }
+        drop(st);
+        self.check(sig.symbol)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let mut st = self.state();
+        self.flush(&mut st);
+        drop(st);
+        self.wait()?;
+        self.check("synchronize")
+    }
+
+    fn time_ms(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+        self.synchronize()?;
+        let t = Instant::now();
+        work()?;
+        self.synchronize()?;
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    }
+
+    fn live_bytes(&self) -> usize {
+        self.state().allocs.live_bytes() as usize
+    }
+}
+
+/// What one launch costs, from [`launch_overhead`].
+#[derive(Clone, Copy, Debug)]
+pub struct LaunchOverhead {
+    /// Launches timed.
+    pub launches: usize,
+    /// Host time to validate, record and (every batch) submit one launch, in µs.
+    pub host_us: f64,
+    /// Wall time per launch until the device finished all of them, in µs.
+    pub total_us: f64,
+}
+
+impl std::fmt::Display for LaunchOverhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.1} µs host, {:.1} µs end-to-end per launch ({} tiny launches)", self.host_us, self.total_us, self.launches)
+    }
+}
+
+/// Times `launches` tiny launches (`moe_offsets` with one expert: three
+/// pointers, no real work) through the full `Ops` → `Backend::launch` path
+/// on any backend, after a warm-up that builds the pipeline.
+pub fn launch_overhead(be: &Arc<dyn Backend>, launches: usize) -> Result<LaunchOverhead> {
+    let ops = switchyard_kernels::Ops::new(be.clone());
+    let counts = switchyard_core::DeviceBuffer::zeroed(be, 4)?;
+    let offsets = switchyard_core::DeviceBuffer::new(be, 8)?;
+    let cursor = switchyard_core::DeviceBuffer::new(be, 4)?;
+    let go = |n: usize| -> Result<()> {
+        for _ in 0..n {
+            ops.moe_offsets(offsets.addr(), cursor.addr(), counts.addr(), 1)?;
+        }
+        Ok(())
+    };
+    go(8)?;
+    be.synchronize()?;
+    let n = launches.max(1);
+    let t = Instant::now();
+    go(n)?;
+    let host = t.elapsed();
+    be.synchronize()?;
+    let total = t.elapsed();
+    Ok(LaunchOverhead { launches: n, host_us: host.as_secs_f64() * 1e6 / n as f64, total_us: total.as_secs_f64() * 1e6 / n as f64 })
+}

@@ -1,1 +1,110 @@
-// WGSL prelude
+// Switchyard WGSL prelude, prepended to every kernel.
+//
+// Binding convention (the wgpu backend builds the layout from the kernel's
+// signature): @binding(0) is a uniform `Params` struct holding one 32-bit word
+// per declared argument, in order (pointers as u32 word offsets into their
+// binding, NONE for null; scalars as their bits), then `gx, gy, gz` (the
+// logical grid), `fold` (how x was folded past the per-dimension limit) and
+// four kernel-specific extras x0..x3. @binding(1 + k) is the k-th pointer
+// argument, bound whole (or from an aligned window) as read_write storage so
+// that aliased arguments (v_raw == k_raw, resid_out == resid) bind legally.
+// Scratch bindings, where a kernel has one, come after the pointer arguments.
+//
+// WGSL has no bf16 or fp8: bf16 moves as packed pairs in u32 words (element
+// 2w in the low half), fp8 as four codes per word (lowest byte first).
+
+const NONE: u32 = 0xffffffffu;
+const BF16_NAN: u32 = 0x7fc0u;
+const BF16_NAN2: u32 = 0x7fc07fc0u;
+const F32_NAN: u32 = 0x7fc00000u;
+
+// Logical workgroup x: the host folds x into y (fold = 1, 1-D grids) or z
+// (fold = 2, 2-D grids) when it exceeds max_compute_workgroups_per_dimension.
+fn group_x(wid: vec3<u32>, nwg: vec3<u32>, fold: u32) -> u32 {
+    if (fold == 1u) {
+        return wid.x + wid.y * nwg.x;
+    }
+    if (fold == 2u) {
+        return wid.x + wid.z * nwg.x;
+    }
+    return wid.x;
+}
+
+fn group_y(wid: vec3<u32>, fold: u32) -> u32 {
+    return select(wid.y, 0u, fold == 1u);
+}
+
+fn bf16_lo(w: u32) -> f32 {
+    return bitcast<f32>(w << 16u);
+}
+
+fn bf16_hi(w: u32) -> f32 {
+    return bitcast<f32>(w & 0xffff0000u);
+}
+
+// f32 -> bf16 bits, round to nearest even; NaN keeps sign and top payload
+// and gets the quiet bit, exactly as the `half` crate does.
+fn bf16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u) {
+        return (b >> 16u) | 0x40u;
+    }
+    let up = (b & 0x8000u) != 0u && (b & 0x17fffu) != 0u;
+    return (b >> 16u) + select(0u, 1u, up);
+}
+
+fn bf16_round(x: f32) -> f32 {
+    return bitcast<f32>(bf16_bits(x) << 16u);
+}
+
+fn pack_bf16(lo: f32, hi: f32) -> u32 {
+    return (bf16_bits(lo) & 0xffffu) | (bf16_bits(hi) << 16u);
+}
+
+fn is_nan_f32(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// One e4m3fn code (low 8 bits of c): no infinities, 0x7f / 0xff are NaN.
+// Normals are rebuilt by moving exponent and mantissa into f32 position and
+// rebiasing (7 -> 127); subnormals are m * 2^-9, computed in float so that a
+// device flushing f32 denormals cannot lose them.
+fn e4m3(c: u32) -> f32 {
+    let mag = c & 0x7fu;
+    let normal = bitcast<f32>((mag << 20u) + (120u << 23u));
+    var v = select(normal, f32(mag) * 0.001953125, mag < 8u);
+    v = select(v, bitcast<f32>(F32_NAN), mag == 0x7fu);
+    return bitcast<f32>(bitcast<u32>(v) | ((c & 0x80u) << 24u));
+}
+
+// c * tanh(x / c); c = 0 means no cap.
+fn softcap(x: f32, c: f32) -> f32 {
+    if (c == 0.0) {
+        return x;
+    }
+    return c * tanh(x / c);
+}
+
+// (Σ x² / n + eps)^-0.5 with the reference's two roundings (divide, then sqrt
+// and reciprocal).
+fn inv_rms(ss: f32, n: u32, eps: f32) -> f32 {
+    return 1.0 / sqrt(ss / f32(n) + eps);
+}
+
+// Workgroup-wide sum for 256-thread workgroups. Every invocation must call it
+// (it holds barriers); the result is the same in every invocation.
+var<workgroup> wg_red: array<f32, 256>;
+
+fn wg_sum256(v: f32, lid: u32) -> f32 {
+    wg_red[lid] = v;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            wg_red[lid] = wg_red[lid] + wg_red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let r = wg_red[0];
+    workgroupBarrier();
+    return r;
+}

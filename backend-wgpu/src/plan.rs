@@ -1,0 +1,115 @@
+//! How each kernel maps onto dispatches. Most run the launcher's grid with
+//! the workgroup size fixed in their WGSL; a few choose their own geometry
+//! (lm_head: 256 vocab rows per workgroup and `M` as an override; argmax: a
+//! chunked first pass into scratch and a per-row final pass).
+use switchyard_core::{Arg, Error, KernelSig, Result};
+
+/// One dispatch of a launch.
+pub(crate) struct Pass {
+    pub entry: &'static str,
+    /// Logical grid, before folding.
+    pub grid: [u32; 3],
+    /// Pipeline-overridable constants (part of the pipeline cache key).
+    pub consts: Vec<(&'static str, u32)>,
+    /// `x0..x3` of the kernel's Params.
+    pub extra: [u32; 4],
+}
+
+pub(crate) struct Plan {
+    pub passes: Vec<Pass>,
+    /// Bytes of backend scratch bound after the pointer arguments.
+    pub scratch: u64,
+}
+
+/// Whether a kernel's layout has a scratch binding after its pointers.
+pub(crate) fn has_scratch(symbol: &str) -> bool {
+    symbol == "argmax_rows"
+}
+
+const ARGMAX_CHUNK: u32 = 256 * 16;
+const HEAD_ROWS_PER_GROUP: u32 = 256;
+
+fn int(sig: &KernelSig, args: &[Arg], name: &str) -> Result<u32> {
+    let i = sig.arg_index(name).ok_or_else(|| Error::invalid(sig.symbol, name, "no such argument (plan out of date)"))?;
+    match args[i] {
+        Arg::I(v) if v >= 0 => Ok(v as u32),
+        Arg::U(v) => Ok(v),
+        other => Err(Error::invalid(sig.symbol, name, format!("expected a non-negative integer, got {other:?}"))),
+    }
+}
+
+fn single(sig: &KernelSig, grid: [u32; 3]) -> Plan {
+    Plan { passes: vec![Pass { entry: sig.symbol, grid, consts: vec![], extra: [0; 4] }], scratch: 0 }
+}
+
+pub(crate) fn plan(sig: &'static KernelSig, grid: [u32; 3], args: &[Arg]) -> Result<Plan> {
+    match sig.symbol {
+        "lm_head_logits_fp8" | "lm_head_logits_bf16" => {
+            let m = int(sig, args, "m")?;
+            if !(1..=16).contains(&m) {
+                return Err(Error::invalid(sig.symbol, "m", format!("m = {m} must be in 1..=16")));
+            }
+            let groups = int(sig, args, "vocab")?.div_ceil(HEAD_ROWS_PER_GROUP);
+            Ok(Plan { passes: vec![Pass { entry: sig.symbol, grid: [groups, 1, 1], consts: vec![("M", m)], extra: [0; 4] }], scratch: 0 })
+        }
+        "argmax_rows" => {
+            let rows = grid[0];
+            let chunks = int(sig, args, "vocab")?.div_ceil(ARGMAX_CHUNK);
+            Ok(Plan {
+                passes: vec![
+                    Pass { entry: "argmax_rows", grid: [chunks, rows, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
+                    Pass { entry: "argmax_rows_final", grid: [rows, 1, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
+                ],
+                scratch: rows as u64 * chunks as u64 * 8,
+            })
+        }
+        _ => Ok(single(sig, grid)),
+    }
+}
+
+/// Folds a logical grid into the per-dimension limit: x into y for 1-D
+/// grids (fold = 1), into z for 2-D ones (fold = 2). Returns the dispatch
+/// size and the fold code the shader's `group_x` undoes.
+pub(crate) fn fold(kernel: &str, g: [u32; 3], max: u32) -> Result<([u32; 3], u32)> {
+    let too_big =
+        || Error::invalid(kernel, "<geometry>", format!("grid {g:?} exceeds {max} workgroups per dimension and cannot be folded"));
+    if g[1] > max || g[2] > max {
+        return Err(too_big());
+    }
+    if g[0] <= max {
+        return Ok((g, 0));
+    }
+    let parts = g[0].div_ceil(max);
+    let x = g[0].div_ceil(parts);
+    if g[1] == 1 && g[2] == 1 {
+        Ok(([x, parts, 1], 1))
+    } else if g[2] == 1 && parts <= max {
+        Ok(([x, g[1], parts], 2))
+    } else {
+        Err(too_big())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fold;
+
+    #[test]
+    fn folding_covers_every_group() {
+        for (g, max) in [([70000u32, 1, 1], 65535u32), ([200000, 3, 1], 65535), ([10, 1, 1], 65535), ([7, 1, 1], 2), ([9, 5, 1], 4)] {
+            let (d, f) = fold("t", g, max).unwrap();
+            assert!(d.iter().all(|&v| v <= max), "{g:?} -> {d:?}");
+            let parts = match f {
+                0 => 1,
+                1 => d[1],
+                _ => d[2],
+            };
+            let span = d[0] * parts;
+            assert!(span >= g[0] && span - g[0] < parts, "{g:?} -> {d:?}");
+            if f == 2 {
+                assert_eq!(d[1], g[1]);
+            }
+        }
+        assert!(fold("t", [9, 5, 2], 4).is_err());
+    }
+}

@@ -1,0 +1,90 @@
+//! Every WGSL source parses and validates with naga (no GPU needed), and
+//! its uniform `Params` and storage bindings follow the signature.
+use switchyard_core::{registry, ArgKind};
+use switchyard_kernels::sources::{self, Source};
+use switchyard_wgpu::shader;
+
+#[test]
+fn every_wgsl_source_validates() {
+    let mut failures = Vec::new();
+    for (symbol, src) in sources::WGSL {
+        match shader::validate(src) {
+            Ok(module) => {
+                if !module.entry_points.iter().any(|e| e.name == *symbol) {
+                    failures.push(format!("{}: no entry point named `{symbol}`", src.path));
+                }
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "WGSL errors:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn params_and_bindings_follow_the_signature() {
+    let mut failures = Vec::new();
+    for (symbol, src) in sources::WGSL {
+        let Some(sig) = registry::kernels().into_iter().find(|k| k.symbol == *symbol) else {
+            failures.push(format!("{}: `{symbol}` is not a declared kernel", src.path));
+            continue;
+        };
+        let module = shader::validate(src).unwrap_or_else(|e| panic!("{e}"));
+        let mut want: Vec<String> = sig.args.iter().map(|a| a.name.to_string()).collect();
+        want.extend(["gx", "gy", "gz", "fold", "x0", "x1", "x2", "x3"].map(String::from));
+        let mut storage = Vec::new();
+        for (_, g) in module.global_variables.iter() {
+            let Some(b) = &g.binding else { continue };
+            match g.space {
+                naga::AddressSpace::Uniform => {
+                    let naga::TypeInner::Struct { members, .. } = &module.types[g.ty].inner else {
+                        failures.push(format!("{}: binding 0 is not a struct", src.path));
+                        continue;
+                    };
+                    let got: Vec<String> = members.iter().map(|m| m.name.clone().unwrap_or_default()).collect();
+                    if got != want || b.binding != 0 {
+                        failures.push(format!("{}: Params fields {got:?}, signature wants {want:?}", src.path));
+                    }
+                }
+                naga::AddressSpace::Storage { .. } => storage.push((b.binding, g.name.clone().unwrap_or_default())),
+                _ => {}
+            }
+        }
+        storage.sort();
+        let ptrs: Vec<&str> = sig.args.iter().filter(|a| a.kind == ArgKind::Ptr).map(|a| a.name).collect();
+        for (k, name) in ptrs.iter().enumerate() {
+            if !storage.iter().any(|(b, n)| *b == k as u32 + 1 && *n == format!("d_{name}")) {
+                failures.push(format!("{}: pointer `{name}` must be `d_{name}` at @binding({})", src.path, k + 1));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_wgpu_kernel_has_a_source() {
+    for k in registry::kernels() {
+        if registry::implements(switchyard_wgpu::NAME, k) {
+            assert!(sources::wgsl(k.symbol).is_some(), "{} registered on wgpu without WGSL", k.symbol);
+        }
+    }
+    assert_eq!(registry::orphan_implementations(), Vec::<String>::new());
+}
+
+#[test]
+fn a_broken_shader_names_its_line() {
+    let src = Source {
+        path: "inline/broken.wgsl",
+        text: "@compute @workgroup_size(1)\nfn main() {\n    let x: u32 = 1u;\n    let y = x + undefined_thing;\n}\n",
+    };
+    let err = shader::validate(&src).unwrap_err();
+    assert!(err.starts_with("inline/broken.wgsl:4:"), "{err}");
+    assert!(err.contains("undefined_thing"), "{err}");
+
+    // A type error caught by the validator rather than the parser.
+    let src = Source {
+        path: "inline/invalid.wgsl",
+        text: "@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n@compute @workgroup_size(1)\nfn main() {\n\n    d[0] = bitcast<u32>(1.0) + 1.5;\n}\n",
+    };
+    let err = shader::validate(&src).unwrap_err();
+    assert!(err.starts_with("inline/invalid.wgsl:5:"), "{err}");
+}

@@ -1,0 +1,104 @@
+// Two passes. argmax_rows: grid (chunks, m), each workgroup reduces 4096
+// logits of one row to (index, value) in scratch. argmax_rows_final: one
+// workgroup per row reduces the chunks. Candidates compare by value, then
+// lowest index; -1 (nothing eligible) loses to everything.
+struct Params {
+    idx: u32, val: u32, logits: u32, vocab: i32, ex0: i32, ex1: i32,
+    gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> d_idx: array<u32>;
+@group(0) @binding(2) var<storage, read_write> d_val: array<u32>;
+@group(0) @binding(3) var<storage, read_write> d_logits: array<u32>;
+// [row][chunk] pairs of (index, value bits); x0 = chunks per row.
+@group(0) @binding(4) var<storage, read_write> d_scratch: array<u32>;
+
+const WG: u32 = 256u;
+const PER: u32 = 16u;
+const NEG_INF: u32 = 0xff800000u;
+
+var<workgroup> ri: array<i32, 256>;
+var<workgroup> rv: array<f32, 256>;
+
+fn beats(bi: i32, bv: f32, ai: i32, av: f32) -> bool {
+    if (bi < 0) {
+        return false;
+    }
+    if (ai < 0) {
+        return true;
+    }
+    return bv > av || (bv == av && bi < ai);
+}
+
+// Tree reduction of (ri, rv); the winner ends in slot 0.
+fn reduce(lid: u32) {
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s && beats(ri[lid + s], rv[lid + s], ri[lid], rv[lid])) {
+            ri[lid] = ri[lid + s];
+            rv[lid] = rv[lid + s];
+        }
+        workgroupBarrier();
+    }
+}
+
+@compute @workgroup_size(256)
+fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let c = group_x(wid, nwg, p.fold);
+    let i = group_y(wid, p.fold);
+    if (c >= p.gx || i >= p.gy) {
+        return;
+    }
+    let vocab = u32(p.vocab);
+    let row = p.logits + i * vocab;
+    var bi = -1;
+    var bv = bitcast<f32>(NEG_INF);
+    for (var t = 0u; t < PER; t++) {
+        let v = c * WG * PER + t * WG + lid;
+        if (v < vocab) {
+            let x = bitcast<f32>(d_logits[row + v]);
+            let vi = i32(v);
+            // Indices rise with t, so strict > keeps the lowest on ties.
+            if (vi != p.ex0 && vi != p.ex1 && !is_nan_f32(x) && (bi < 0 || x > bv)) {
+                bi = vi;
+                bv = x;
+            }
+        }
+    }
+    ri[lid] = bi;
+    rv[lid] = bv;
+    reduce(lid);
+    if (lid == 0u) {
+        let s = 2u * (i * p.x0 + c);
+        d_scratch[s] = bitcast<u32>(ri[0]);
+        d_scratch[s + 1u] = bitcast<u32>(rv[0]);
+    }
+}
+
+@compute @workgroup_size(256)
+fn argmax_rows_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) lid: u32) {
+    let i = group_x(wid, nwg, p.fold);
+    if (i >= p.gx) {
+        return;
+    }
+    var bi = -1;
+    var bv = bitcast<f32>(NEG_INF);
+    for (var c = lid; c < p.x0; c += WG) {
+        let s = 2u * (i * p.x0 + c);
+        let ci = bitcast<i32>(d_scratch[s]);
+        let cv = bitcast<f32>(d_scratch[s + 1u]);
+        if (beats(ci, cv, bi, bv)) {
+            bi = ci;
+            bv = cv;
+        }
+    }
+    ri[lid] = bi;
+    rv[lid] = bv;
+    reduce(lid);
+    if (lid == 0u) {
+        d_idx[p.idx + i] = bitcast<u32>(ri[0]);
+        d_val[p.val + i] = bitcast<u32>(rv[0]);
+    }
+}

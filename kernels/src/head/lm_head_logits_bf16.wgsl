@@ -1,0 +1,65 @@
+// As lm_head_logits_fp8 over a bf16 table: a thread per vocab row, h staged
+// through shared memory in k-tiles, M (= m) a pipeline override.
+struct Params {
+    out: u32, h: u32, table: u32, m: i32, vocab: i32, hdim: i32, softcap: f32,
+    gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
+@group(0) @binding(2) var<storage, read_write> d_h: array<u32>;
+@group(0) @binding(3) var<storage, read_write> d_table: array<u32>;
+
+override M: u32 = 1u;
+const WG: u32 = 256u;
+const KT: u32 = 128u;
+const KT4: u32 = 32u;
+
+var<workgroup> hs: array<vec4<f32>, 512>;
+
+@compute @workgroup_size(256)
+fn lm_head_logits_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                       @builtin(local_invocation_index) lid: u32) {
+    let g = group_x(wid, nwg, p.fold);
+    if (g >= p.gx) {
+        return;
+    }
+    let vocab = u32(p.vocab);
+    let hdim = u32(p.hdim);
+    let v = g * WG + lid;
+    let live = v < vocab;
+    let row = p.table + select(0u, v, live) * (hdim / 2u);
+    var acc: array<f32, 16>;
+    for (var k0 = 0u; k0 < hdim; k0 += KT) {
+        for (var q = lid; q < M * KT4; q += WG) {
+            let i = q / KT4;
+            let k = k0 + 4u * (q % KT4);
+            var hv = vec4<f32>(0.0);
+            if (k < hdim) {
+                let hw = p.h + i * (hdim / 2u) + k / 2u;
+                let a = d_h[hw];
+                let b = d_h[hw + 1u];
+                hv = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
+            }
+            hs[q] = hv;
+        }
+        workgroupBarrier();
+        if (live) {
+            let quads = min(KT, hdim - k0) / 4u;
+            let tw = row + k0 / 2u;
+            for (var c = 0u; c < quads; c++) {
+                let a = d_table[tw + 2u * c];
+                let b = d_table[tw + 2u * c + 1u];
+                let t = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
+                for (var i = 0u; i < M; i++) {
+                    acc[i] += dot(t, hs[i * KT4 + c]);
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    if (live) {
+        for (var i = 0u; i < M; i++) {
+            d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(acc[i], p.softcap));
+        }
+    }
+}

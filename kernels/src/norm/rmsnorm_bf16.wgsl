@@ -1,0 +1,42 @@
+// One workgroup per row: sum of squares, workgroup reduction, then the
+// scaled store. The second read of the row hits cache.
+struct Params {
+    out: u32, x: u32, w: u32, dim: i32, eps: f32,
+    gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
+@group(0) @binding(2) var<storage, read_write> d_x: array<u32>;
+@group(0) @binding(3) var<storage, read_write> d_w: array<u32>;
+
+@compute @workgroup_size(256)
+fn rmsnorm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let r = group_x(wid, nwg, p.fold);
+    if (r >= p.gx) {
+        return;
+    }
+    let dim = u32(p.dim);
+    let hw = dim / 2u;
+    let xo = p.x + r * hw;
+    var ss = 0.0;
+    for (var j = lid; j < hw; j += 256u) {
+        let v = d_x[xo + j];
+        let a = bf16_lo(v);
+        let b = bf16_hi(v);
+        ss += a * a + b * b;
+    }
+    let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+    let o = p.out + r * hw;
+    for (var j = lid; j < hw; j += 256u) {
+        let v = d_x[xo + j];
+        var a = bf16_lo(v) * inv;
+        var b = bf16_hi(v) * inv;
+        if (p.w != NONE) {
+            let w = d_w[p.w + j];
+            a *= bf16_lo(w);
+            b *= bf16_hi(w);
+        }
+        d_out[o + j] = pack_bf16(a, b);
+    }
+}
