@@ -3,6 +3,8 @@
 //!
 //! Deterministic by contract: within an expert's segment, pairs appear in
 //! increasing pair order (DESIGN.md), so results reproduce bit for bit.
+pub mod expert;
+
 use crate::ops::{blocks, i32_arg, require, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::codec::bytes;

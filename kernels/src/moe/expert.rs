@@ -1,0 +1,488 @@
+//! The Gemma 4 MoE branch beyond routing bookkeeping: the router (norm,
+//! softmax, top-k), the gather into expert order, grouped expert GEMMs (bf16
+//! and NVFP4 weights), the gated activation, and the weighted combine back
+//! into token order. Everything is deterministic: no atomics on values.
+use crate::gemm::w4a16::random_weight;
+use crate::gemm::REORDERED_NMSE;
+use crate::ops::{bf16s, blocks, i32_arg, require, words, Ops};
+use crate::parity::{Buffer, Case, CaseSet, Gen};
+use switchyard_core::codec::{bytes, nvfp4};
+use switchyard_core::compare::Tolerance;
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+
+/// Largest top-k the router kernel takes.
+pub const MAX_TOP_K: usize = 32;
+/// Largest expert count the router kernel takes.
+pub const MAX_EXPERTS: usize = 1024;
+
+declare_kernel! {
+    /// Router input: `out[r, j] = bf16(x[r, j] · inv_r · scale[j] · root)`,
+    /// `inv_r = (mean(x²) + eps)^-0.5` (the RMSNorm without weight), `scale`
+    /// bf16 `[dim]` (the router's `scale`), `root = hidden^-0.5`; f32 math, one
+    /// rounding. Grid `(rows)`, block 256. dim even.
+    ROUTER_NORM_BF16 = "moe_expert"::"router_norm_bf16"(
+        A::output("out"), A::input("x"), A::input("scale"), A::i32("dim"), A::f32("eps"), A::f32("root"))
+}
+
+declare_kernel! {
+    /// Per row of bf16 router logits `[rows, e]`: `p = softmax(logits)` in f32
+    /// (max-subtracted, sums in index order); the `k` largest `p` (lowest
+    /// index on ties), in descending order, into `topk_ids` i32 `[rows, k]`;
+    /// weights `w = p / Σ_topk p` times `per_expert_scale[id]` (f32 `[e]`) into
+    /// `topk_w` f32 `[rows, k]`. Grid `(rows)`, block 32. e ≤ 1024, k ≤ min(e, 32).
+    MOE_ROUTER_TOPK = "moe_expert"::"moe_router_topk"(
+        A::output("topk_ids"), A::output("topk_w"), A::input("logits"), A::input("per_expert_scale"),
+        A::i32("rows"), A::i32("e"), A::i32("k"))
+}
+
+declare_kernel! {
+    /// Gathers token rows into expert order: `out[s] = x[pair_of_slot[s] / k]`
+    /// for slots with a pair, a zero row for slots with `pair_of_slot = −1`
+    /// (past the last valid pair). A token index outside `[0, rows)` gives a
+    /// NaN row. Shapes: out bf16 `[n, h]`, x `[rows, h]`. Grid `(n)`, block 256. h even.
+    MOE_GATHER_BF16 = "moe_expert"::"moe_gather_bf16"(
+        A::output("out"), A::input("x"), A::input("pair_of_slot"), A::i32("n"), A::i32("k"), A::i32("h"), A::i32("rows"))
+}
+
+declare_kernel! {
+    /// Grouped GEMM over expert segments: rows `s` in `[offsets[x], offsets[x+1])`
+    /// use expert `x`: `out[s, :] = bf16(Σₖ a[s, k] · w[x, :, k])` (f32
+    /// accumulation, K order free: NMSE ≤ 1e-6); rows at or past
+    /// `offsets[e]` are zero. Shapes: out bf16 `[n, N]`, a `[n, K]`, w bf16
+    /// `[e, N, K]` (HF's `gate_up_proj` / `down_proj` layout), offsets i32
+    /// `[e+1]`. Grid `(⌈N/64⌉, ⌈n/16⌉)`, block 128. K % 8 == 0, N even.
+    MOE_GROUPED_GEMM_BF16 = "moe_expert"::"moe_grouped_gemm_bf16"(
+        A::output("out"), A::input("a"), A::input("w"), A::input("offsets"),
+        A::i32("n"), A::i32("e"), A::i32("big_n"), A::i32("big_k"))
+}
+
+declare_kernel! {
+    /// [`MOE_GROUPED_GEMM_BF16`] with NVFP4 expert weights, each expert in the
+    /// K-major layout of the W4A16 kernels (row stride N): `wq` u8
+    /// `[e, K/2, N]`, `ws` u8 `[e, K/16, N]`, `scale2` f32 `[e]`;
+    /// `out[s, n] = bf16(scale2[x] · Σₖ a[s, k] · e2m1 · e4m3)`. N % 16 == 0, K % 16 == 0.
+    MOE_GROUPED_W4A16 = "moe_expert"::"moe_grouped_w4a16"(
+        A::output("out"), A::input("a"), A::input("wq"), A::input("ws"), A::input("scale2"), A::input("offsets"),
+        A::i32("n"), A::i32("e"), A::i32("big_n"), A::i32("big_k"))
+}
+
+declare_kernel! {
+    /// Gated activation: with `gate = gu[r, i]`, `up = gu[r, inter + i]`,
+    /// `out[r, i] = bf16(bf16(gelu_tanh(gate)) · up)`, where
+    /// `gelu_tanh(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` in f32
+    /// (HF's `gelu_pytorch_tanh`). Shapes: gu bf16 `[rows, 2·inter]`, out
+    /// `[rows, inter]`. Grid `(rows)`, block 256. inter even.
+    GELU_MUL_BF16 = "moe_expert"::"gelu_mul_bf16"(A::output("out"), A::input("gu"), A::i32("rows"), A::i32("inter"))
+}
+
+declare_kernel! {
+    /// Weighted combine into token order: `out[t] = bf16(Σ_j topk_w[t·k + j] ·
+    /// y[slot_of_pair[t·k + j]])`, summed in j order in f32; pairs with slot
+    /// −1 are skipped, a slot outside `[0, n)` gives a NaN row. Shapes: out
+    /// bf16 `[rows, h]`, y `[n, h]`, topk_w f32 `[rows·k]`. Grid `(rows)`, block 256.
+    MOE_COMBINE_BF16 = "moe_expert"::"moe_combine_bf16"(
+        A::output("out"), A::input("y"), A::input("slot_of_pair"), A::input("topk_w"),
+        A::i32("rows"), A::i32("k"), A::i32("h"), A::i32("n"))
+}
+
+fn positive(kernel: &str, pairs: &[(&str, usize)]) -> Result<()> {
+    for &(name, v) in pairs {
+        require(v > 0 && i32::try_from(v).is_ok(), kernel, name, || format!("{name} = {v} must be in 1..2^31"))?;
+    }
+    Ok(())
+}
+
+/// An expert weight set on the device, bf16 or NVFP4.
+#[derive(Clone, Copy, Debug)]
+pub enum ExpertWeights {
+    /// bf16 `[e, N, K]`.
+    Bf16 {
+        /// Weights.
+        w: u64,
+    },
+    /// NVFP4, K-major per expert.
+    Nvfp4 {
+        /// Codes `[e, K/2, N]`.
+        wq: u64,
+        /// Block scales `[e, K/16, N]`.
+        ws: u64,
+        /// Global scales f32 `[e]`.
+        scale2: u64,
+    },
+}
+
+impl Ops {
+    /// See [`ROUTER_NORM_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn router_norm(&self, out: u64, x: u64, scale: u64, rows: usize, dim: usize, eps: f32, root: f32) -> Result<()> {
+        let k = ROUTER_NORM_BF16.symbol;
+        positive(k, &[("rows", rows), ("dim", dim)])?;
+        require(dim % 2 == 0, k, "dim", || format!("dim = {dim} must be even"))?;
+        require(eps.is_finite() && eps >= 0.0 && root.is_finite(), k, "eps", || format!("eps = {eps}, root = {root} must be finite"))?;
+        let n = bf16s(rows * dim);
+        self.go(
+            &ROUTER_NORM_BF16,
+            [blocks(k, rows, 1)?, 1, 1],
+            [256, 1, 1],
+            &[(P(out), n), (P(x), n), (P(scale), bf16s(dim)), (I(dim as i32), 0), (F(eps), 0), (F(root), 0)],
+        )
+    }
+
+    /// See [`MOE_ROUTER_TOPK`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_router_topk(
+        &self,
+        topk_ids: u64,
+        topk_w: u64,
+        logits: u64,
+        per_expert_scale: u64,
+        rows: usize,
+        e: usize,
+        top_k: usize,
+    ) -> Result<()> {
+        let s = MOE_ROUTER_TOPK.symbol;
+        positive(s, &[("rows", rows), ("e", e), ("k", top_k)])?;
+        require(e <= MAX_EXPERTS, s, "e", || format!("e = {e} exceeds {MAX_EXPERTS}"))?;
+        require(top_k <= e.min(MAX_TOP_K), s, "k", || format!("k = {top_k} must be <= min(e = {e}, {MAX_TOP_K})"))?;
+        self.go(
+            &MOE_ROUTER_TOPK,
+            [blocks(s, rows, 1)?, 1, 1],
+            [32, 1, 1],
+            &[
+                (P(topk_ids), words(rows * top_k)),
+                (P(topk_w), words(rows * top_k)),
+                (P(logits), bf16s(rows * e)),
+                (P(per_expert_scale), words(e)),
+                (I(rows as i32), 0),
+                (I(e as i32), 0),
+                (I(top_k as i32), 0),
+            ],
+        )
+    }
+
+    /// See [`MOE_GATHER_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_gather(&self, out: u64, x: u64, pair_of_slot: u64, n: usize, top_k: usize, h: usize, rows: usize) -> Result<()> {
+        let s = MOE_GATHER_BF16.symbol;
+        positive(s, &[("n", n), ("k", top_k), ("h", h), ("rows", rows)])?;
+        require(h % 2 == 0, s, "h", || format!("h = {h} must be even"))?;
+        self.go(
+            &MOE_GATHER_BF16,
+            [blocks(s, n, 1)?, 1, 1],
+            [256, 1, 1],
+            &[
+                (P(out), bf16s(n * h)),
+                (P(x), bf16s(rows * h)),
+                (P(pair_of_slot), words(n)),
+                (I(n as i32), 0),
+                (I(top_k as i32), 0),
+                (I(h as i32), 0),
+                (I(rows as i32), 0),
+            ],
+        )
+    }
+
+    /// Grouped expert GEMM with bf16 or NVFP4 weights. See
+    /// [`MOE_GROUPED_GEMM_BF16`] and [`MOE_GROUPED_W4A16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_grouped_gemm(
+        &self,
+        out: u64,
+        a: u64,
+        w: &ExpertWeights,
+        offsets: u64,
+        n: usize,
+        e: usize,
+        big_n: usize,
+        big_k: usize,
+    ) -> Result<()> {
+        let sig = match w {
+            ExpertWeights::Bf16 { .. } => &MOE_GROUPED_GEMM_BF16,
+            ExpertWeights::Nvfp4 { .. } => &MOE_GROUPED_W4A16,
+        };
+        let s = sig.symbol;
+        positive(s, &[("n", n), ("e", e), ("big_n", big_n), ("big_k", big_k)])?;
+        let tail = [(I(n as i32), 0), (I(e as i32), 0), (I(big_n as i32), 0), (I(big_k as i32), 0)];
+        let head = [(P(out), bf16s(n * big_n)), (P(a), bf16s(n * big_k))];
+        let grid = [blocks(s, big_n, 64)?, blocks(s, n, 16)?, 1];
+        match *w {
+            ExpertWeights::Bf16 { w } => {
+                require(big_k % 8 == 0, s, "big_k", || format!("K = {big_k} must be a multiple of 8"))?;
+                require(big_n % 2 == 0, s, "big_n", || format!("N = {big_n} must be even"))?;
+                let args: Vec<_> =
+                    head.into_iter().chain([(P(w), bf16s(e * big_n * big_k)), (P(offsets), words(e + 1))]).chain(tail).collect();
+                self.go(sig, grid, [128, 1, 1], &args)
+            }
+            ExpertWeights::Nvfp4 { wq, ws, scale2 } => {
+                require(big_k % nvfp4::BLOCK == 0, s, "big_k", || {
+                    format!("K = {big_k} is not a multiple of the NVFP4 scale block ({})", nvfp4::BLOCK)
+                })?;
+                require(big_n % 16 == 0, s, "big_n", || format!("N = {big_n} must be a multiple of 16 (aligned weight rows)"))?;
+                let args: Vec<_> = head
+                    .into_iter()
+                    .chain([
+                        (P(wq), e * big_k / 2 * big_n),
+                        (P(ws), e * big_k / nvfp4::BLOCK * big_n),
+                        (P(scale2), words(e)),
+                        (P(offsets), words(e + 1)),
+                    ])
+                    .chain(tail)
+                    .collect();
+                self.go(sig, grid, [128, 1, 1], &args)
+            }
+        }
+    }
+
+    /// See [`GELU_MUL_BF16`].
+    pub fn gelu_mul(&self, out: u64, gu: u64, rows: usize, inter: usize) -> Result<()> {
+        let s = GELU_MUL_BF16.symbol;
+        positive(s, &[("rows", rows), ("inter", inter)])?;
+        require(inter % 2 == 0, s, "inter", || format!("inter = {inter} must be even"))?;
+        self.go(
+            &GELU_MUL_BF16,
+            [blocks(s, rows, 1)?, 1, 1],
+            [256, 1, 1],
+            &[(P(out), bf16s(rows * inter)), (P(gu), bf16s(rows * 2 * inter)), (I(rows as i32), 0), (I(inter as i32), 0)],
+        )
+    }
+
+    /// See [`MOE_COMBINE_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_combine(
+        &self,
+        out: u64,
+        y: u64,
+        slot_of_pair: u64,
+        topk_w: u64,
+        rows: usize,
+        top_k: usize,
+        h: usize,
+        n: usize,
+    ) -> Result<()> {
+        let s = MOE_COMBINE_BF16.symbol;
+        positive(s, &[("rows", rows), ("k", top_k), ("h", h), ("n", n)])?;
+        require(h % 2 == 0, s, "h", || format!("h = {h} must be even"))?;
+        self.go(
+            &MOE_COMBINE_BF16,
+            [blocks(s, rows, 1)?, 1, 1],
+            [256, 1, 1],
+            &[
+                (P(out), bf16s(rows * h)),
+                (P(y), bf16s(n * h)),
+                (P(slot_of_pair), words(rows * top_k)),
+                (P(topk_w), words(rows * top_k)),
+                (I(rows as i32), 0),
+                (I(top_k as i32), 0),
+                (I(h as i32), 0),
+                (I(i32_arg(s, "n", n)?), 0),
+            ],
+        )
+    }
+}
+
+fn router_norm_cases(g: &mut Gen) -> Vec<Case> {
+    [(1usize, 64usize), (7, 42), (20, 1030)]
+        .into_iter()
+        .map(|(rows, dim)| {
+            let (_, x) = g.bf16(rows * dim, 0.01, 3.0);
+            let (_, scale) = g.bf16(dim, 0.1, 2.0);
+            let root = (dim as f32).powf(-0.5);
+            Case {
+                kernel: &ROUTER_NORM_BF16,
+                label: format!("rows={rows} dim={dim}"),
+                buffers: vec![
+                    Buffer::output("out", DType::BF16, rows * dim, Tolerance::Bf16Ulp(1)),
+                    Buffer::input("x", x),
+                    Buffer::input("scale", scale),
+                ],
+                run: Box::new(move |o, a| o.router_norm(a[0], a[1], a[2], rows, dim, 1e-6, root)),
+            }
+        })
+        .collect()
+}
+
+fn topk_cases(g: &mut Gen) -> Vec<Case> {
+    [(1usize, 4usize, 1usize), (9, 128, 8), (33, 64, 4), (5, 1024, 32)]
+        .into_iter()
+        .map(|(rows, e, k)| {
+            let (mut logits, _) = g.f32(rows * e, -4.0, 4.0);
+            // Exact ties in the top group: the lower index must come first.
+            if e > 8 {
+                for r in 0..rows {
+                    logits[r * e + 3] = 9.0;
+                    logits[r * e + 7] = 9.0;
+                }
+            }
+            let lb = bytes::bf16_bytes(&logits);
+            let (_, scale) = g.f32(e, 0.5, 1.5);
+            Case {
+                kernel: &MOE_ROUTER_TOPK,
+                label: format!("rows={rows} e={e} k={k}"),
+                buffers: vec![
+                    Buffer::output("topk_ids", DType::I32, rows * k, Tolerance::Exact),
+                    // f32 outputs of a softmax ratio: a few f32 ulp apart across backends.
+                    Buffer::output("topk_w", DType::F32, rows * k, Tolerance::ScaledAbs { rel: 1e-6, bound: vec![2.0; rows * k] }),
+                    Buffer::input("logits", lb),
+                    Buffer::input("per_expert_scale", scale),
+                ],
+                run: Box::new(move |o, a| o.moe_router_topk(a[0], a[1], a[2], a[3], rows, e, k)),
+            }
+        })
+        .collect()
+}
+
+/// Random routing: `(pair_of_slot, slot_of_pair, offsets)` for `rows` tokens,
+/// top-`k` distinct experts of `e`, in the deterministic order of the contract.
+fn routing(g: &mut Gen, rows: usize, k: usize, e: usize) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
+    let mut ids = Vec::with_capacity(rows * k);
+    for _ in 0..rows {
+        let mut experts: Vec<i32> = (0..e as i32).collect();
+        for i in 0..k {
+            let j = rand::Rng::random_range(&mut g.rng, i..e);
+            experts.swap(i, j);
+        }
+        ids.extend_from_slice(&experts[..k]);
+    }
+    let n = rows * k;
+    let mut offsets = vec![0i32; e + 1];
+    for &x in &ids {
+        offsets[x as usize + 1] += 1;
+    }
+    for x in 0..e {
+        offsets[x + 1] += offsets[x];
+    }
+    let mut cursor = offsets.clone();
+    let (mut pos, mut sop) = (vec![-1i32; n], vec![-1i32; n]);
+    for (p, &x) in ids.iter().enumerate() {
+        let slot = cursor[x as usize];
+        cursor[x as usize] += 1;
+        pos[slot as usize] = p as i32;
+        sop[p] = slot;
+    }
+    (pos, sop, offsets)
+}
+
+fn gather_cases(g: &mut Gen) -> Vec<Case> {
+    [(1usize, 1usize, 4usize, 64usize), (13, 4, 8, 42), (40, 8, 16, 256)]
+        .into_iter()
+        .map(|(rows, k, e, h)| {
+            let (mut pos, _, _) = routing(g, rows, k, e);
+            let n = rows * k + 3; // a padded tail of empty slots
+            pos.extend([-1, -1, -1]);
+            let (_, x) = g.bf16(rows * h, 0.01, 2.0);
+            Case {
+                kernel: &MOE_GATHER_BF16,
+                label: format!("rows={rows} k={k} h={h}"),
+                buffers: vec![
+                    Buffer::output("out", DType::BF16, n * h, Tolerance::Exact),
+                    Buffer::input("x", x),
+                    Buffer::input("pair_of_slot", bytes::i32_bytes(&pos)),
+                ],
+                run: Box::new(move |o, a| o.moe_gather(a[0], a[1], a[2], n, k, h, rows)),
+            }
+        })
+        .collect()
+}
+
+const GROUPED_SHAPES: [(usize, usize, usize, usize, usize); 3] = [(1, 1, 4, 64, 64), (13, 4, 8, 96, 48), (40, 8, 16, 128, 208)];
+
+fn grouped_case(g: &mut Gen, (rows, k, e, big_n, big_k): (usize, usize, usize, usize, usize), fp4: bool) -> Case {
+    let (_, _, offsets) = routing(g, rows, k, e);
+    let n = rows * k + 2; // rows past offsets[e] must come out zero
+    let (_, a) = g.bf16(n * big_k, 0.01, 1.0);
+    let out = Buffer::output("out", DType::BF16, n * big_n, Tolerance::Nmse(REORDERED_NMSE));
+    let offs = Buffer::input("offsets", bytes::i32_bytes(&offsets));
+    let label = format!("rows={rows} k={k} e={e} N={big_n} K={big_k}");
+    if fp4 {
+        let (mut wq, mut ws, mut s2) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..e {
+            let (q, s, g2) = random_weight(g, big_n, big_k, big_n);
+            wq.extend(q);
+            ws.extend(s);
+            s2.push(g2);
+        }
+        Case {
+            kernel: &MOE_GROUPED_W4A16,
+            label,
+            buffers: vec![
+                out,
+                Buffer::input("a", a),
+                Buffer::input("wq", wq),
+                Buffer::input("ws", ws),
+                Buffer::input("scale2", bytes::f32_bytes(&s2)),
+                offs,
+            ],
+            run: Box::new(move |o, x| {
+                o.moe_grouped_gemm(x[0], x[1], &ExpertWeights::Nvfp4 { wq: x[2], ws: x[3], scale2: x[4] }, x[5], n, e, big_n, big_k)
+            }),
+        }
+    } else {
+        let (_, w) = g.bf16(e * big_n * big_k, 0.01, 0.5);
+        Case {
+            kernel: &MOE_GROUPED_GEMM_BF16,
+            label,
+            buffers: vec![out, Buffer::input("a", a), Buffer::input("w", w), offs],
+            run: Box::new(move |o, x| o.moe_grouped_gemm(x[0], x[1], &ExpertWeights::Bf16 { w: x[2] }, x[3], n, e, big_n, big_k)),
+        }
+    }
+}
+
+fn grouped_bf16_cases(g: &mut Gen) -> Vec<Case> {
+    GROUPED_SHAPES.iter().map(|&s| grouped_case(g, s, false)).collect()
+}
+
+fn grouped_fp4_cases(g: &mut Gen) -> Vec<Case> {
+    GROUPED_SHAPES.iter().map(|&s| grouped_case(g, s, true)).collect()
+}
+
+fn gelu_cases(g: &mut Gen) -> Vec<Case> {
+    [(1usize, 2usize), (9, 42), (17, 1030)]
+        .into_iter()
+        .map(|(rows, inter)| {
+            let (_, gu) = g.bf16(rows * 2 * inter, 0.01, 4.0);
+            Case {
+                kernel: &GELU_MUL_BF16,
+                label: format!("rows={rows} inter={inter}"),
+                buffers: vec![Buffer::output("out", DType::BF16, rows * inter, Tolerance::Bf16Ulp(1)), Buffer::input("gu", gu)],
+                run: Box::new(move |o, a| o.gelu_mul(a[0], a[1], rows, inter)),
+            }
+        })
+        .collect()
+}
+
+fn combine_cases(g: &mut Gen) -> Vec<Case> {
+    [(1usize, 1usize, 4usize, 64usize), (13, 4, 8, 42), (40, 8, 16, 256)]
+        .into_iter()
+        .map(|(rows, k, e, h)| {
+            let (_, mut sop, _) = routing(g, rows, k, e);
+            if rows > 2 {
+                sop[1] = -1; // a dropped pair
+            }
+            let n = rows * k;
+            // Positive terms: a sum that cancels to near zero would turn one f32
+            // ulp of summation-order difference into several bf16 ulp.
+            let (yv, _) = g.f32(n * h, 0.01, 2.0);
+            let y = bytes::bf16_bytes(&yv);
+            let (_, w) = g.f32(n, 0.05, 1.0);
+            Case {
+                kernel: &MOE_COMBINE_BF16,
+                label: format!("rows={rows} k={k} h={h}"),
+                buffers: vec![
+                    Buffer::output("out", DType::BF16, rows * h, Tolerance::Bf16Ulp(1)),
+                    Buffer::input("y", y),
+                    Buffer::input("slot_of_pair", bytes::i32_bytes(&sop)),
+                    Buffer::input("topk_w", w),
+                ],
+                run: Box::new(move |o, a| o.moe_combine(a[0], a[1], a[2], a[3], rows, k, h, n)),
+            }
+        })
+        .collect()
+}
+
+inventory::submit! { CaseSet { kernel: &ROUTER_NORM_BF16, cases: router_norm_cases } }
+inventory::submit! { CaseSet { kernel: &MOE_ROUTER_TOPK, cases: topk_cases } }
+inventory::submit! { CaseSet { kernel: &MOE_GATHER_BF16, cases: gather_cases } }
+inventory::submit! { CaseSet { kernel: &MOE_GROUPED_GEMM_BF16, cases: grouped_bf16_cases } }
+inventory::submit! { CaseSet { kernel: &MOE_GROUPED_W4A16, cases: grouped_fp4_cases } }
+inventory::submit! { CaseSet { kernel: &GELU_MUL_BF16, cases: gelu_cases } }
+inventory::submit! { CaseSet { kernel: &MOE_COMBINE_BF16, cases: combine_cases } }
