@@ -124,6 +124,16 @@ impl<'a> Ctx<'a> {
         usize::try_from(v).map_err(|_| Error::invalid(self.sig.symbol, name, format!("{v} is negative; a size must be >= 0")))
     }
 
+    /// A u32 scalar that is a size or count (the GEMM family passes M, N, K
+    /// this way), widened to usize.
+    pub(crate) fn u32_size(&self, name: &str) -> Result<usize> {
+        match self.args[self.index(name, ArgKind::U32)?] {
+            // u32 always fits usize on the 32- and 64-bit targets this crate builds for.
+            Arg::U(v) => Ok(v as usize),
+            other => Err(Error::invalid(self.sig.symbol, name, format!("expected a u32, got {other:?}"))),
+        }
+    }
+
     /// An f32 scalar.
     pub(crate) fn f32(&self, name: &str) -> Result<f32> {
         match self.args[self.index(name, ArgKind::F32)?] {

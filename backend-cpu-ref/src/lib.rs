@@ -36,10 +36,12 @@ macro_rules! register {
 }
 
 mod embed;
+mod gemm;
 mod head;
 mod moe;
 mod norm;
 mod rope_kv;
+mod w4a16;
 
 use ctx::Ctx;
 use memory::Memory;

@@ -7,7 +7,7 @@ use switchyard_kernels::parity::{run_all, table};
 use switchyard_kernels::Ops;
 
 /// Kernel families the CPU reference implements in full.
-const COVERED: [&str; 5] = ["embed", "norm", "rope_kv", "moe", "head"];
+const COVERED: [&str; 7] = ["embed", "norm", "rope_kv", "moe", "head", "gemm", "w4a16"];
 
 #[test]
 fn every_parity_case_passes_cpu_vs_cpu() {
