@@ -97,9 +97,13 @@ pub struct AttnParams {
 
 fn check_view(kernel: &str, kv: &KvView, p: &AttnParams) -> Result<()> {
     require(kv.hd > 0 && kv.hd % 8 == 0 && kv.hd <= 512, kernel, "hd", || format!("hd = {} must be a multiple of 8 in 8..=512", kv.hd))?;
-    require(kv.nkv > 0 && p.nh > 0 && p.nh % kv.nkv == 0, kernel, "nh", || format!("nh = {} must be a positive multiple of nkv = {}", p.nh, kv.nkv))?;
+    require(kv.nkv > 0 && p.nh > 0 && p.nh % kv.nkv == 0, kernel, "nh", || {
+        format!("nh = {} must be a positive multiple of nkv = {}", p.nh, kv.nkv)
+    })?;
     require(kv.page > 0, kernel, "page", || "page must be > 0".into())?;
-    require(kv.max_pages > 0 && kv.num_seqs > 0 && kv.num_slots > 0, kernel, "block_table", || "max_pages, num_seqs and num_slots must be > 0".into())?;
+    require(kv.max_pages > 0 && kv.num_seqs > 0 && kv.num_slots > 0, kernel, "block_table", || {
+        "max_pages, num_seqs and num_slots must be > 0".into()
+    })?;
     require(p.scale.is_finite(), kernel, "scale", || format!("scale = {} must be finite", p.scale))?;
     i32_arg(kernel, "window", p.window).map(|_| ())
 }
@@ -145,25 +149,30 @@ impl Ops {
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
         let width = p.nh * kv.hd;
         let [kp, vp, bt] = kv_args(k, kv)?;
-        self.go(&ATTENTION_PREFILL, [blocks(k, rows, 64)?, blocks(k, p.nh, 1)?, 1], [128, 1, 1], &[
-            (P(out), bf16s(rows * width)),
-            (P(q), bf16s(rows * width)),
-            kp,
-            vp,
-            bt,
-            (P(seq_of_row), words(rows)),
-            (P(pos), words(rows)),
-            (I(i32_arg(k, "rows", rows)?), 0),
-            (I(i32_arg(k, "nh", p.nh)?), 0),
-            (I(i32_arg(k, "nkv", kv.nkv)?), 0),
-            (I(kv.hd as i32), 0),
-            (I(i32_arg(k, "page", kv.page)?), 0),
-            (I(i32_arg(k, "max_pages", kv.max_pages)?), 0),
-            (I(i32_arg(k, "num_seqs", kv.num_seqs)?), 0),
-            (I(kv.num_slots as i32), 0),
-            (I(p.window as i32), 0),
-            (F(p.scale), 0),
-        ])
+        self.go(
+            &ATTENTION_PREFILL,
+            [blocks(k, rows, 64)?, blocks(k, p.nh, 1)?, 1],
+            [128, 1, 1],
+            &[
+                (P(out), bf16s(rows * width)),
+                (P(q), bf16s(rows * width)),
+                kp,
+                vp,
+                bt,
+                (P(seq_of_row), words(rows)),
+                (P(pos), words(rows)),
+                (I(i32_arg(k, "rows", rows)?), 0),
+                (I(i32_arg(k, "nh", p.nh)?), 0),
+                (I(i32_arg(k, "nkv", kv.nkv)?), 0),
+                (I(kv.hd as i32), 0),
+                (I(i32_arg(k, "page", kv.page)?), 0),
+                (I(i32_arg(k, "max_pages", kv.max_pages)?), 0),
+                (I(i32_arg(k, "num_seqs", kv.num_seqs)?), 0),
+                (I(kv.num_slots as i32), 0),
+                (I(p.window as i32), 0),
+                (F(p.scale), 0),
+            ],
+        )
     }
 
     /// Split-K decode attention: chooses the split from `max_ctx` and the
@@ -172,7 +181,9 @@ impl Ops {
     pub fn attention_decode(&self, d: &AttnDecode, kv: &KvView, p: &AttnParams) -> Result<()> {
         let k = ATTENTION_DECODE_PARTIAL.symbol;
         check_view(k, kv, p)?;
-        require(d.batch > 0 && d.batch <= kv.num_seqs, k, "batch", || format!("batch = {} must be in 1..=num_seqs ({})", d.batch, kv.num_seqs))?;
+        require(d.batch > 0 && d.batch <= kv.num_seqs, k, "batch", || {
+            format!("batch = {} must be in 1..=num_seqs ({})", d.batch, kv.num_seqs)
+        })?;
         require(d.max_ctx > 0 && d.max_ctx <= kv.max_pages * kv.page, k, "max_ctx", || {
             format!("max_ctx = {} must be in 1..=max_pages·page ({})", d.max_ctx, kv.max_pages * kv.page)
         })?;
@@ -201,36 +212,46 @@ impl Ops {
         let (o_ws, ml_ws) = (d.workspace, d.workspace + o_bytes as u64);
         let [kp, vp, bt] = kv_args(k, kv)?;
         let (b32, nh32) = (i32_arg(k, "batch", d.batch)?, i32_arg(k, "nh", p.nh)?);
-        self.go(&ATTENTION_DECODE_PARTIAL, [blocks(k, splits, 1)?, blocks(k, p.nh, 1)?, blocks(k, d.batch, 1)?], [128, 1, 1], &[
-            (P(o_ws), o_bytes),
-            (P(ml_ws), ml_bytes),
-            (P(d.q), bf16s(d.batch * width)),
-            kp,
-            vp,
-            bt,
-            (P(d.ctx_len), words(d.batch)),
-            (I(b32), 0),
-            (I(nh32), 0),
-            (I(i32_arg(k, "nkv", kv.nkv)?), 0),
-            (I(kv.hd as i32), 0),
-            (I(i32_arg(k, "page", kv.page)?), 0),
-            (I(i32_arg(k, "max_pages", kv.max_pages)?), 0),
-            (I(kv.num_slots as i32), 0),
-            (I(p.window as i32), 0),
-            (F(p.scale), 0),
-            (I(splits as i32), 0),
-            (I(i32_arg(k, "split_len", split_len)?), 0),
-        ])?;
+        self.go(
+            &ATTENTION_DECODE_PARTIAL,
+            [blocks(k, splits, 1)?, blocks(k, p.nh, 1)?, blocks(k, d.batch, 1)?],
+            [128, 1, 1],
+            &[
+                (P(o_ws), o_bytes),
+                (P(ml_ws), ml_bytes),
+                (P(d.q), bf16s(d.batch * width)),
+                kp,
+                vp,
+                bt,
+                (P(d.ctx_len), words(d.batch)),
+                (I(b32), 0),
+                (I(nh32), 0),
+                (I(i32_arg(k, "nkv", kv.nkv)?), 0),
+                (I(kv.hd as i32), 0),
+                (I(i32_arg(k, "page", kv.page)?), 0),
+                (I(i32_arg(k, "max_pages", kv.max_pages)?), 0),
+                (I(kv.num_slots as i32), 0),
+                (I(p.window as i32), 0),
+                (F(p.scale), 0),
+                (I(splits as i32), 0),
+                (I(i32_arg(k, "split_len", split_len)?), 0),
+            ],
+        )?;
         let r = ATTENTION_DECODE_REDUCE.symbol;
-        self.go(&ATTENTION_DECODE_REDUCE, [blocks(r, d.batch, 1)?, blocks(r, p.nh, 1)?, 1], [128, 1, 1], &[
-            (P(d.out), bf16s(d.batch * width)),
-            (P(o_ws), o_bytes),
-            (P(ml_ws), ml_bytes),
-            (I(b32), 0),
-            (I(nh32), 0),
-            (I(kv.hd as i32), 0),
-            (I(splits as i32), 0),
-        ])
+        self.go(
+            &ATTENTION_DECODE_REDUCE,
+            [blocks(r, d.batch, 1)?, blocks(r, p.nh, 1)?, 1],
+            [128, 1, 1],
+            &[
+                (P(d.out), bf16s(d.batch * width)),
+                (P(o_ws), o_bytes),
+                (P(ml_ws), ml_bytes),
+                (I(b32), 0),
+                (I(nh32), 0),
+                (I(kv.hd as i32), 0),
+                (I(splits as i32), 0),
+            ],
+        )
     }
 }
 
@@ -375,7 +396,13 @@ fn decode_cases(g: &mut Gen) -> Vec<Case> {
                         None => o.attention_decode(&d, &kv, &params),
                         Some(len) => {
                             let keys = if params.window > 0 { max_ctx.min(params.window) } else { max_ctx };
-                            o.attention_decode_split(&d, &kv, &params, keys.div_ceil(len).min(max_splits), len.max(keys.div_ceil(max_splits)))
+                            o.attention_decode_split(
+                                &d,
+                                &kv,
+                                &params,
+                                keys.div_ceil(len).min(max_splits),
+                                len.max(keys.div_ceil(max_splits)),
+                            )
                         }
                     }
                 }),
@@ -411,19 +438,33 @@ fn reduce_cases(g: &mut Gen) -> Vec<Case> {
 impl Ops {
     /// Decode phase 2 alone. See [`ATTENTION_DECODE_REDUCE`].
     #[allow(clippy::too_many_arguments)]
-    pub fn attention_decode_reduce(&self, out: u64, o_ws: u64, ml_ws: u64, batch: usize, nh: usize, hd: usize, splits: usize) -> Result<()> {
+    pub fn attention_decode_reduce(
+        &self,
+        out: u64,
+        o_ws: u64,
+        ml_ws: u64,
+        batch: usize,
+        nh: usize,
+        hd: usize,
+        splits: usize,
+    ) -> Result<()> {
         let r = ATTENTION_DECODE_REDUCE.symbol;
         require(hd > 0 && hd % 8 == 0 && hd <= 512, r, "hd", || format!("hd = {hd} must be a multiple of 8 in 8..=512"))?;
         require(batch > 0 && nh > 0 && splits > 0, r, "batch", || "batch, nh and splits must be > 0".into())?;
-        self.go(&ATTENTION_DECODE_REDUCE, [blocks(r, batch, 1)?, blocks(r, nh, 1)?, 1], [128, 1, 1], &[
-            (P(out), bf16s(batch * nh * hd)),
-            (P(o_ws), words(batch * nh * splits * hd)),
-            (P(ml_ws), words(batch * nh * splits * 2)),
-            (I(i32_arg(r, "batch", batch)?), 0),
-            (I(i32_arg(r, "nh", nh)?), 0),
-            (I(hd as i32), 0),
-            (I(i32_arg(r, "splits", splits)?), 0),
-        ])
+        self.go(
+            &ATTENTION_DECODE_REDUCE,
+            [blocks(r, batch, 1)?, blocks(r, nh, 1)?, 1],
+            [128, 1, 1],
+            &[
+                (P(out), bf16s(batch * nh * hd)),
+                (P(o_ws), words(batch * nh * splits * hd)),
+                (P(ml_ws), words(batch * nh * splits * 2)),
+                (I(i32_arg(r, "batch", batch)?), 0),
+                (I(i32_arg(r, "nh", nh)?), 0),
+                (I(hd as i32), 0),
+                (I(i32_arg(r, "splits", splits)?), 0),
+            ],
+        )
     }
 }
 
