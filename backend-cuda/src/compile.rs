@@ -61,9 +61,14 @@ impl Job {
             symbol: "*".into(),
             backend: Some("cuda".into()),
         })?;
+        Ok(Job::from_source(module, source, arch))
+    }
+
+    /// The job for an explicit source (the catalogue's, or a test's).
+    pub(crate) fn from_source(module: &str, source: Source, arch: &str) -> Job {
         let mut options = base_options(arch);
         options.extend(source_options(source.text));
-        Ok(Job { module: module.into(), source, arch: arch.into(), options, text: program_text(&source) })
+        Job { module: module.into(), source, arch: arch.into(), options, text: program_text(&source) }
     }
 
     /// Cache key: source text, architecture, NVRTC version and options.
@@ -79,9 +84,15 @@ impl Job {
     /// Compiles with NVRTC. A compile error names the `.cu` file and carries
     /// NVRTC's log.
     pub(crate) fn compile(&self) -> Result<Vec<u8>> {
+        self.compile_with_log().map(|(cubin, _)| cubin)
+    }
+
+    /// As [`Job::compile`], also returning NVRTC's log (warnings, and
+    /// ptxas statistics when asked for with `--ptxas-options=-v`).
+    pub(crate) fn compile_with_log(&self) -> Result<(Vec<u8>, String)> {
         let name = self.source.path.to_string();
         match raw::guarded("nvrtc", || raw::nvrtc_compile(&self.text, &name, &self.options))? {
-            raw::Compiled::Cubin(cubin, _log) => Ok(cubin),
+            raw::Compiled::Cubin(cubin, log) => Ok((cubin, log)),
             raw::Compiled::Failed(code, log) => Err(Error::driver(
                 "cuda",
                 format!(
@@ -104,6 +115,23 @@ impl Job {
 pub fn compile_module(module: &str, arch: &str) -> Result<Vec<u8>> {
     raw::load_nvrtc()?;
     Job::new(module, arch)?.compile()
+}
+
+/// Compiles `module` with `extra` NVRTC options appended and returns the
+/// cubin with NVRTC's log (e.g. `--ptxas-options=-v` for register and
+/// spill counts).
+pub fn compile_module_with_log(module: &str, arch: &str, extra: &[&str]) -> Result<(Vec<u8>, String)> {
+    raw::load_nvrtc()?;
+    let mut job = Job::new(module, arch)?;
+    job.options.extend(extra.iter().map(|s| s.to_string()));
+    job.compile_with_log()
+}
+
+/// Compiles an arbitrary source (with the prelude prepended, as for the
+/// catalogue's modules) for `arch`; errors name `source.path`.
+pub fn compile_source(module: &str, source: Source, arch: &str) -> Result<Vec<u8>> {
+    raw::load_nvrtc()?;
+    Job::from_source(module, source, arch).compile()
 }
 
 /// NVRTC's version when libnvrtc can be loaded, else `Unavailable` with the reason.

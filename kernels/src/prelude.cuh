@@ -1,1 +1,170 @@
-// CUDA prelude
+// Switchyard CUDA prelude: prepended to every module before NVRTC compiles it.
+//
+// Self-contained on purpose (no CUDA headers): bf16 is carried as raw
+// `unsigned short` bits and converted with bit operations, fp8 e4m3fn is
+// decoded exactly with integer ops and one multiply. Vector types (uint4,
+// float4), shuffles, atomics and the math library are NVRTC built-ins.
+
+typedef unsigned short bf16;
+typedef unsigned char u8;
+
+#define SY_NAN_BF16 ((unsigned short)0x7fc0)
+#define SY_INF __int_as_float(0x7f800000)
+#define SY_NAN __int_as_float(0x7fc00000)
+
+// ---------------------------------------------------------------- bf16
+
+__device__ __forceinline__ float bf16_to_f32(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
+// The low / high bf16 of a packed pair, as f32.
+__device__ __forceinline__ float bf16_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+
+// Round-to-nearest-even f32 -> bf16, the same as `half::bf16::from_f32`:
+// NaN keeps its sign and top payload bits with the quiet bit set.
+__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x0040u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+    return (unsigned)f32_to_bf16(lo) | ((unsigned)f32_to_bf16(hi) << 16);
+}
+
+// ---------------------------------------------------------------- fp8 e4m3fn
+
+// Exact decode: the 7 magnitude bits placed at f32 bits 20..26 read as
+// value * 2^-120 (normal codes map to normal floats, subnormal codes to f32
+// subnormals, which NVRTC keeps since --ftz is off); one multiply by 2^120
+// restores the value exactly. 0x7f / 0xff are NaN (e4m3fn has no infinity).
+__device__ __forceinline__ float e4m3_to_f32(unsigned b) {
+    unsigned mag = b & 0x7fu;
+    float v = __uint_as_float(mag << 20) * 1.329227995784916e36f; // 2^120
+    v = __uint_as_float(__float_as_uint(v) | ((b & 0x80u) << 24));
+    return mag == 0x7fu ? SY_NAN : v;
+}
+// Byte `i` (0..3) of a word, decoded.
+__device__ __forceinline__ float e4m3_byte(unsigned w, int i) { return e4m3_to_f32((w >> (8 * i)) & 0xffu); }
+// Whether any of the four codes in `w` is a NaN (magnitude 0x7f): adding 1
+// to each 7-bit magnitude carries into bit 7 only for 0x7f.
+__device__ __forceinline__ bool e4m3x4_has_nan(unsigned w) { return (((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0u; }
+// Decode without the NaN test, for callers that test a whole word with e4m3x4_has_nan.
+__device__ __forceinline__ float e4m3_byte_nonan(unsigned w, int i) {
+    unsigned b = (w >> (8 * i)) & 0xffu;
+    float v = __uint_as_float((b & 0x7fu) << 20) * 1.329227995784916e36f;
+    return __uint_as_float(__float_as_uint(v) | ((b & 0x80u) << 24));
+}
+
+// ---------------------------------------------------------------- misc
+
+__device__ __forceinline__ float softcap_f32(float x, float c) { return c > 0.0f ? c * tanhf(x / c) : x; }
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (((unsigned long long)p) & 15ull) == 0ull; }
+__device__ __forceinline__ bool aligned8(const void* p) { return (((unsigned long long)p) & 7ull) == 0ull; }
+__device__ __forceinline__ bool aligned4(const void* p) { return (((unsigned long long)p) & 3ull) == 0ull; }
+
+// Streaming loads for data read exactly once (weights, activations on their
+// way through): do not keep them in L1.
+__device__ __forceinline__ uint4 ld_stream16(const void* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
+// ---------------------------------------------------------------- reductions
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sum over the whole block; every thread gets the result. `scratch` holds
+// 32 floats. Safe to call repeatedly with the same scratch (it syncs before reuse).
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // a previous call may still be reading scratch
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < nwarps ? scratch[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+// Inclusive prefix sum over the block of an int per thread; `scratch` holds
+// 32 ints; returns the inclusive value and writes the block total.
+__device__ __forceinline__ int block_inclusive_scan(int v, int* scratch, int* total) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int t = __shfl_up_sync(0xffffffffu, v, o);
+        if (lane >= o) v += t;
+    }
+    __syncthreads();
+    if (lane == 31 || threadIdx.x == blockDim.x - 1) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        int s = lane < nwarps ? scratch[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int t = __shfl_up_sync(0xffffffffu, s, o);
+            if (lane >= o) s += t;
+        }
+        if (lane < nwarps) scratch[lane] = s; // inclusive per-warp totals
+    }
+    __syncthreads();
+    int before = warp > 0 ? scratch[warp - 1] : 0;
+    *total = scratch[nwarps - 1];
+    return v + before;
+}
+
+// Read-only load through the non-coherent path, cached in L1 (for data
+// reused across warps, like the hidden rows in the head kernels).
+__device__ __forceinline__ uint4 ld_nc16(const void* p) {
+    uint4 r;
+    asm("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+// ---------------------------------------------------------------- bf16 vectors
+
+// V consecutive bf16 values (V = 1, 2 or 8), as packed words. The kernels
+// pick V at run time from the alignment of their pointers and shapes.
+template <int V> struct BfVec { unsigned w[(V + 1) / 2]; };
+
+template <int V> __device__ __forceinline__ void vload(BfVec<V>& v, const bf16* p);
+template <> __device__ __forceinline__ void vload<8>(BfVec<8>& v, const bf16* p) {
+    uint4 u = *reinterpret_cast<const uint4*>(p);
+    v.w[0] = u.x; v.w[1] = u.y; v.w[2] = u.z; v.w[3] = u.w;
+}
+template <> __device__ __forceinline__ void vload<2>(BfVec<2>& v, const bf16* p) { v.w[0] = *reinterpret_cast<const unsigned*>(p); }
+template <> __device__ __forceinline__ void vload<1>(BfVec<1>& v, const bf16* p) { v.w[0] = *p; }
+
+template <int V> __device__ __forceinline__ void vstore(bf16* p, const BfVec<V>& v);
+template <> __device__ __forceinline__ void vstore<8>(bf16* p, const BfVec<8>& v) {
+    *reinterpret_cast<uint4*>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+}
+template <> __device__ __forceinline__ void vstore<2>(bf16* p, const BfVec<2>& v) { *reinterpret_cast<unsigned*>(p) = v.w[0]; }
+template <> __device__ __forceinline__ void vstore<1>(bf16* p, const BfVec<1>& v) { *p = (unsigned short)v.w[0]; }
+
+// Element i (a compile-time constant after unrolling) as f32.
+template <int V> __device__ __forceinline__ float vget(const BfVec<V>& v, int i) {
+    return (i & 1) ? bf16_hi(v.w[i >> 1]) : bf16_lo(v.w[i >> 1]);
+}
+// Rounds V floats to bf16 (RNE) into a vector.
+template <int V> __device__ __forceinline__ void vpack(BfVec<V>& v, const float* f) {
+    if (V == 1) {
+        v.w[0] = f32_to_bf16(f[0]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < V / 2; ++i) v.w[i] = pack_bf16(f[2 * i], f[2 * i + 1]);
+    }
+}
+// A vector of bf16 NaN (0x7fc0).
+template <int V> __device__ __forceinline__ void vnan(BfVec<V>& v) {
+#pragma unroll
+    for (int i = 0; i < (V + 1) / 2; ++i) v.w[i] = V == 1 ? 0x7fc0u : 0x7fc07fc0u;
+}

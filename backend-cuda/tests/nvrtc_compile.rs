@@ -1,0 +1,114 @@
+//! Compiles every CUDA module with NVRTC for sm_90 (the H200), without a
+//! GPU: only libnvrtc is needed. Skips, saying why, where libnvrtc cannot be
+//! loaded (put e.g. the nvidia-cuda-nvrtc wheel's lib directory on
+//! LD_LIBRARY_PATH to run it).
+use switchyard_core::{registry, ArgKind, Role};
+use switchyard_kernels::sources;
+
+fn nvrtc() -> Option<(i32, i32)> {
+    match switchyard_cuda::nvrtc_version() {
+        Ok(v) => Some(v),
+        Err(e) => {
+            println!("SKIPPED: NVRTC compile check: {e}");
+            eprintln!("SKIPPED: NVRTC compile check: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn every_cuda_module_compiles_for_sm90() {
+    let Some((major, minor)) = nvrtc() else { return };
+    println!("NVRTC {major}.{minor}");
+    assert!(!sources::CUDA.is_empty(), "no CUDA sources listed in cuda_sources.in");
+    let mut failures = Vec::new();
+    for (module, src) in sources::CUDA {
+        // SWITCHYARD_NVRTC_VERBOSE=1 prints ptxas' register / spill report per kernel.
+        let extra: &[&str] = if std::env::var_os("SWITCHYARD_NVRTC_VERBOSE").is_some() { &["--ptxas-options=-v"] } else { &[] };
+        match switchyard_cuda::compile::compile_module_with_log(module, "sm_90", extra) {
+            Ok((cubin, log)) => {
+                assert!(cubin.starts_with(b"\x7fELF"), "{}: NVRTC output is not a cubin (ELF)", src.path);
+                println!("{}: {} bytes of sm_90 cubin", src.path, cubin.len());
+                if !log.trim().is_empty() {
+                    println!("{log}");
+                }
+            }
+            Err(e) => failures.push(format!("{e}")),
+        }
+    }
+    assert!(failures.is_empty(), "NVRTC compile errors:\n{}", failures.join("\n\n"));
+}
+
+/// The parameter list of `extern "C" __global__ ... symbol(...)` in `text`.
+fn entry_params<'a>(text: &'a str, symbol: &str) -> Option<Vec<&'a str>> {
+    for (i, _) in text.match_indices(symbol) {
+        let line_start = text[..i].rfind('\n').map_or(0, |p| p + 1);
+        if !text[line_start..].starts_with("extern \"C\" __global__") || !text[i + symbol.len()..].starts_with('(') {
+            continue;
+        }
+        let open = i + symbol.len() + 1;
+        let close = open + text[open..].find(')')?;
+        return Some(text[open..close].split(',').map(str::trim).collect());
+    }
+    None
+}
+
+#[test]
+fn every_registered_cuda_kernel_matches_its_declared_signature() {
+    // Needs no NVRTC: compares each entry point's C parameter list with the
+    // declaration (count, names, kinds, const-ness of input pointers), which
+    // the driver cannot check at launch.
+    let mut checked = 0;
+    for sig in registry::kernels() {
+        if !registry::implements("cuda", sig) {
+            continue;
+        }
+        let src = sources::cuda(sig.module)
+            .unwrap_or_else(|| panic!("{}::{} registered on cuda but the module has no .cu", sig.module, sig.symbol));
+        let params = entry_params(src.text, sig.symbol)
+            .unwrap_or_else(|| panic!("{}: no extern \"C\" __global__ entry point `{}`", src.path, sig.symbol));
+        assert_eq!(params.len(), sig.args.len(), "{}: `{}` takes {:?}, declared ({})", src.path, sig.symbol, params, sig.arg_names());
+        for (p, spec) in params.iter().zip(sig.args) {
+            let name = p.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("");
+            assert_eq!(name, spec.name, "{}: `{}` parameter `{p}` where `{}` is declared", src.path, sig.symbol, spec.name);
+            let ty = p[..p.len() - name.len()].replace("__restrict__", "");
+            let ty = ty.trim();
+            match spec.kind {
+                ArgKind::Ptr => {
+                    assert!(ty.ends_with('*'), "{}: `{}`.{} must be a pointer, is `{ty}`", src.path, sig.symbol, spec.name);
+                    let is_const = ty.starts_with("const ");
+                    assert_eq!(
+                        is_const,
+                        spec.role == Role::In,
+                        "{}: `{}`.{}: const-ness `{ty}` disagrees with role {:?}",
+                        src.path,
+                        sig.symbol,
+                        spec.name,
+                        spec.role
+                    );
+                }
+                ArgKind::I32 => assert_eq!(ty, "int", "{}: `{}`.{}", src.path, sig.symbol, spec.name),
+                ArgKind::U32 => assert!(ty == "unsigned" || ty == "unsigned int", "{}: `{}`.{} is `{ty}`", src.path, sig.symbol, spec.name),
+                ArgKind::F32 => assert_eq!(ty, "float", "{}: `{}`.{}", src.path, sig.symbol, spec.name),
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked >= 14, "only {checked} CUDA kernels registered");
+}
+
+#[test]
+fn a_compile_error_names_the_file_and_carries_the_log() {
+    if nvrtc().is_none() {
+        return;
+    }
+    let err = switchyard_cuda::compile::compile_source(
+        "broken",
+        sources::Source { path: "src/broken/broken.cu", text: "extern \"C\" __global__ void k() { undefined_thing(); }" },
+        "sm_90",
+    )
+    .expect_err("broken source must not compile");
+    let msg = err.to_string();
+    assert!(msg.contains("src/broken/broken.cu"), "{msg}");
+    assert!(msg.contains("undefined_thing"), "log missing from: {msg}");
+}

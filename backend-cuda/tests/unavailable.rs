@@ -1,0 +1,30 @@
+//! On a machine without the NVIDIA driver (CI, this project's CPU machines),
+//! opening the CUDA backend must return `Error::Unavailable` with a reason —
+//! never panic — even though cudarc itself panics on a missing libcuda.
+use switchyard_core::Error;
+
+#[test]
+fn no_driver_means_unavailable_not_a_panic() {
+    let opened = std::panic::catch_unwind(switchyard_cuda::cuda_backend);
+    let result = opened.expect("cuda_backend() panicked");
+    match result {
+        Err(Error::Unavailable { backend, reason }) => {
+            assert_eq!(backend, "cuda");
+            assert!(!reason.is_empty());
+            println!("cuda unavailable (expected without a GPU): {reason}");
+        }
+        Err(other) => panic!("expected Error::Unavailable, got {other:?}"),
+        Ok(be) => {
+            assert_eq!(be.name(), "cuda");
+            println!("SKIPPED: a CUDA device is present ({}), so the unavailable path cannot be exercised", be.info().device);
+        }
+    }
+}
+
+#[test]
+fn unavailable_message_says_cuda_is_unavailable() {
+    if let Err(e) = switchyard_cuda::cuda_backend() {
+        let text = e.to_string();
+        assert!(text.contains("cuda") && text.contains("unavailable"), "{text}");
+    }
+}
