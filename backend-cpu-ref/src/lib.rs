@@ -35,10 +35,12 @@ macro_rules! register {
     };
 }
 
+mod attn;
 mod embed;
 mod gemm;
 mod head;
 mod moe;
+mod moe_expert;
 mod norm;
 mod rope_kv;
 mod w4a16;

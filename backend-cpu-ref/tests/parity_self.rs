@@ -7,7 +7,7 @@ use switchyard_kernels::parity::{run_all, table};
 use switchyard_kernels::Ops;
 
 /// Kernel families the CPU reference implements in full.
-const COVERED: [&str; 7] = ["embed", "norm", "rope_kv", "moe", "head", "gemm", "w4a16"];
+const COVERED: [&str; 9] = ["embed", "norm", "rope_kv", "moe", "head", "gemm", "w4a16", "attn", "moe_expert"];
 
 #[test]
 fn every_parity_case_passes_cpu_vs_cpu() {

@@ -1,0 +1,277 @@
+//! The Gemma 4 MoE expert path: router norm, softmax top-k, gather into
+//! expert order, grouped bf16 / NVFP4 expert GEMMs, the gated GELU and the
+//! weighted combine. All math in f32 with sums in the contract's order (index
+//! order, k order, j order); bf16 rounding only at the documented stores.
+//!
+//! Operands are snapshotted once through the checked context and the loops
+//! run over plain slices; data-dependent indices (pairs, slots, offsets) are
+//! validated before they index anything.
+use crate::attn::count;
+use crate::ctx::Ctx;
+use crate::embed::{in_range, BF16_NAN};
+use crate::norm::inv_rms;
+use switchyard_core::codec::fp8::e4m3_to_f32;
+use switchyard_core::codec::nvfp4::{e2m1_to_f32, BLOCK};
+use switchyard_core::codec::{bf16_bits, bf16_round};
+use switchyard_core::{Error, Result};
+use switchyard_kernels::moe::expert::{
+    GELU_MUL_BF16, MOE_COMBINE_BF16, MOE_GATHER_BF16, MOE_GROUPED_GEMM_BF16, MOE_GROUPED_W4A16, MOE_ROUTER_TOPK, ROUTER_NORM_BF16,
+};
+
+register!(ROUTER_NORM_BF16 => router_norm);
+register!(MOE_ROUTER_TOPK => router_topk);
+register!(MOE_GATHER_BF16 => gather);
+register!(MOE_GROUPED_GEMM_BF16 => grouped_bf16);
+register!(MOE_GROUPED_W4A16 => grouped_w4a16);
+register!(GELU_MUL_BF16 => gelu_mul);
+register!(MOE_COMBINE_BF16 => combine);
+
+fn router_norm(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (out, x, scale) = (c.buf("out")?, c.buf("x")?, c.buf("scale")?);
+    let (dim, eps, root) = (c.size("dim")?, c.f32("eps")?, c.f32("root")?);
+    // The launcher passes the row count in the grid; there is no rows argument.
+    let rows = c.grid_x();
+    let total = count(kernel, "x", &[rows, dim])?;
+    let xv = c.bf16(x, 0, total)?;
+    let sv = c.bf16(scale, 0, dim)?;
+    let mut bits = Vec::with_capacity(total);
+    if dim > 0 {
+        for xr in xv.chunks_exact(dim) {
+            let inv = inv_rms(xr, eps);
+            // Left to right as the contract writes it: x · inv · scale · root, one rounding.
+            bits.extend(xr.iter().zip(&sv).map(|(&v, &s)| bf16_bits(v * inv * s * root)));
+        }
+    }
+    c.put_bf16(out, 0, &bits)
+}
+
+fn router_topk(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (ids_out, w_out) = (c.buf("topk_ids")?, c.buf("topk_w")?);
+    let (logits, pes) = (c.buf("logits")?, c.buf("per_expert_scale")?);
+    let (rows, e, k) = (c.size("rows")?, c.size("e")?, c.size("k")?);
+    if k > e {
+        return Err(Error::invalid(kernel, "k", format!("k = {k} exceeds the {e} experts")));
+    }
+    let lv = c.bf16(logits, 0, count(kernel, "logits", &[rows, e])?)?;
+    let scale = c.f32s(pes, 0, e)?;
+    let n = count(kernel, "topk_ids", &[rows, k])?;
+    let (mut ids, mut ws) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut p = vec![0f32; e];
+    let mut order: Vec<usize> = Vec::with_capacity(e);
+    if e > 0 {
+        for lr in lv.chunks_exact(e) {
+            // Softmax in f32: max-subtracted, exp, sum in index order, divide.
+            let m = lr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0f32;
+            for (pi, &x) in p.iter_mut().zip(lr) {
+                *pi = (x - m).exp();
+                sum += *pi;
+            }
+            for pi in p.iter_mut() {
+                *pi /= sum;
+            }
+            // Descending probability, lowest index first on ties. total_cmp keeps the
+            // order total (and the sort panic-free) even if a NaN logit slips in.
+            order.clear();
+            order.extend(0..e);
+            order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+            let chosen = &order[..k];
+            // Renormalise by the chosen probabilities summed in descending order.
+            let norm = chosen.iter().fold(0f32, |s, &i| s + p[i]);
+            for &i in chosen {
+                ids.push(i as i32);
+                ws.push(p[i] / norm * scale[i]);
+            }
+        }
+    }
+    c.put_i32(ids_out, 0, &ids)?;
+    c.put_f32(w_out, 0, &ws)
+}
+
+fn gather(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (out, x, pos) = (c.buf("out")?, c.buf("x")?, c.buf("pair_of_slot")?);
+    let (n, k, h, rows) = (c.size("n")?, c.size("k")?, c.size("h")?, c.size("rows")?);
+    if k == 0 {
+        return Err(Error::invalid(kernel, "k", "k must be > 0 (pairs are mapped to tokens by pair / k)"));
+    }
+    let pairs = c.i32s(pos, 0, n)?;
+    let xb = c.bf16_bits(x, 0, count(kernel, "x", &[rows, h])?)?;
+    let mut bits = Vec::with_capacity(count(kernel, "out", &[n, h])?);
+    for &pair in &pairs {
+        // −1 is an empty slot (zeros); any other negative pair has a negative
+        // token under floor division, so like a token >= rows it is a NaN row.
+        match pair {
+            -1 => bits.extend(std::iter::repeat_n(0u16, h)),
+            _ => match usize::try_from(pair).ok().map(|p| p / k).filter(|&t| t < rows) {
+                Some(t) => bits.extend_from_slice(&xb[t * h..(t + 1) * h]),
+                None => bits.extend(std::iter::repeat_n(BF16_NAN, h)),
+            },
+        }
+    }
+    c.put_bf16(out, 0, &bits)
+}
+
+/// Reads and validates `offsets[0..=e]`: non-negative and non-decreasing
+/// (segments cannot overlap or run backwards). Rows outside every segment,
+/// including those at or past `offsets[e]`, come out zero.
+fn offsets(c: &Ctx<'_>, e: usize) -> Result<Vec<usize>> {
+    let raw = c.i32s(c.buf("offsets")?, 0, e + 1)?;
+    let mut v = Vec::with_capacity(e + 1);
+    for (x, &o) in raw.iter().enumerate() {
+        let o = usize::try_from(o).map_err(|_| Error::invalid(c.kernel(), "offsets", format!("offsets[{x}] = {o} is negative")))?;
+        if v.last().is_some_and(|&prev| o < prev) {
+            return Err(Error::invalid(c.kernel(), "offsets", format!("offsets[{x}] = {o} < offsets[{}]: not a prefix sum", x - 1)));
+        }
+        v.push(o);
+    }
+    Ok(v)
+}
+
+/// Shared grouped-GEMM driver: for each expert with a non-empty segment,
+/// `weights(x, panel)` fills `panel` with expert x's weights as f32 `[N, K]`
+/// (row n contiguous in k, so the dot product walks both operands in order),
+/// and each segment row gets `bf16(post(x) · Σ_k a[s,k]·w[n,k])`, summed from
+/// +0 strictly in k order.
+fn grouped(
+    c: &mut Ctx<'_>,
+    mut weights: impl FnMut(usize, &mut [f32]),
+    post: impl Fn(usize) -> f32,
+    sizes: (usize, usize, usize, usize),
+) -> Result<()> {
+    let kernel = c.kernel();
+    let (n, e, big_n, big_k) = sizes;
+    let out = c.buf("out")?;
+    let off = offsets(c, e)?;
+    let av = c.bf16(c.buf("a")?, 0, count(kernel, "a", &[n, big_k])?)?;
+    let mut bits = vec![0u16; count(kernel, "out", &[n, big_n])?];
+    let mut panel = vec![0f32; count(kernel, "w", &[big_n, big_k])?];
+    for x in 0..e {
+        // Segments are clamped to the n rows that exist.
+        let seg = off[x].min(n)..off[x + 1].min(n);
+        if seg.is_empty() {
+            continue;
+        }
+        weights(x, &mut panel);
+        let s2 = post(x);
+        for s in seg {
+            let ar = &av[s * big_k..(s + 1) * big_k];
+            for (dst, wr) in bits[s * big_n..(s + 1) * big_n].iter_mut().zip(panel.chunks_exact(big_k.max(1))) {
+                let mut acc = 0f32;
+                for (&a, &w) in ar.iter().zip(wr) {
+                    acc += a * w;
+                }
+                *dst = bf16_bits(s2 * acc);
+            }
+        }
+    }
+    c.put_bf16(out, 0, &bits)
+}
+
+fn grouped_sizes(c: &Ctx<'_>) -> Result<(usize, usize, usize, usize)> {
+    Ok((c.size("n")?, c.size("e")?, c.size("big_n")?, c.size("big_k")?))
+}
+
+fn grouped_bf16(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let sizes @ (_, e, big_n, big_k) = grouped_sizes(c)?;
+    // Raw bytes, decoded one expert at a time: only experts that own rows cost anything.
+    let w = c.bytes(c.buf("w")?, 0, count(kernel, "w", &[e, big_n, big_k])?, 2)?;
+    let per = big_n * big_k;
+    let fill = |x: usize, panel: &mut [f32]| {
+        for (dst, b) in panel.iter_mut().zip(w[x * per * 2..(x + 1) * per * 2].chunks_exact(2)) {
+            *dst = switchyard_core::codec::bf16_value(u16::from_le_bytes([b[0], b[1]]));
+        }
+    };
+    // A unit multiplier is exact, so the store is bf16(acc) as the contract says.
+    grouped(c, fill, |_| 1.0, sizes)
+}
+
+fn grouped_w4a16(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let sizes @ (_, e, big_n, big_k) = grouped_sizes(c)?;
+    if !big_k.is_multiple_of(BLOCK) {
+        return Err(Error::invalid(kernel, "big_k", format!("K = {big_k} is not a multiple of the NVFP4 scale block ({BLOCK})")));
+    }
+    let wq = c.bytes(c.buf("wq")?, 0, count(kernel, "wq", &[e, big_k / 2, big_n])?, 1)?;
+    let ws = c.bytes(c.buf("ws")?, 0, count(kernel, "ws", &[e, big_k / BLOCK, big_n])?, 1)?;
+    let scale2 = c.f32s(c.buf("scale2")?, 0, e)?;
+    let e2m1: [f32; 16] = std::array::from_fn(|i| e2m1_to_f32(i as u8));
+    let e4m3: [f32; 256] = std::array::from_fn(|i| e4m3_to_f32(i as u8));
+    let (q_per, s_per) = (big_k / 2 * big_n, big_k / BLOCK * big_n);
+    // K-major expert x: code of (n, k) at wq[x][k/2][n] (low nibble = even k),
+    // scale at ws[x][k/16][n]; w = e2m1 · e4m3 in f32 (exact), transposed to [N, K].
+    let fill = |x: usize, panel: &mut [f32]| {
+        let (q, s) = (&wq[x * q_per..(x + 1) * q_per], &ws[x * s_per..(x + 1) * s_per]);
+        for kk in 0..big_k {
+            let shift = 4 * (kk % 2);
+            let (qr, sr) = (&q[(kk / 2) * big_n..(kk / 2 + 1) * big_n], &s[(kk / BLOCK) * big_n..(kk / BLOCK + 1) * big_n]);
+            for (nn, (&code, &sc)) in qr.iter().zip(sr).enumerate() {
+                panel[nn * big_k + kk] = e2m1[((code >> shift) & 0xf) as usize] * e4m3[sc as usize];
+            }
+        }
+    };
+    grouped(c, fill, |x| scale2[x], sizes)
+}
+
+/// `gelu_tanh(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` in f32, as HF's
+/// `gelu_pytorch_tanh`.
+pub(crate) fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh())
+}
+
+fn gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (out, gu) = (c.buf("out")?, c.buf("gu")?);
+    let (rows, inter) = (c.size("rows")?, c.size("inter")?);
+    let gv = c.bf16(gu, 0, count(kernel, "gu", &[rows, 2, inter])?)?;
+    let mut bits = Vec::with_capacity(rows * inter);
+    if inter > 0 {
+        for r in gv.chunks_exact(2 * inter) {
+            let (gate, up) = r.split_at(inter);
+            // Two roundings: the activation is stored as bf16 before the multiply.
+            bits.extend(gate.iter().zip(up).map(|(&g, &u)| bf16_bits(bf16_round(gelu_tanh(g)) * u)));
+        }
+    }
+    c.put_bf16(out, 0, &bits)
+}
+
+fn combine(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (out, y, sop, tw) = (c.buf("out")?, c.buf("y")?, c.buf("slot_of_pair")?, c.buf("topk_w")?);
+    let (rows, k, h, n) = (c.size("rows")?, c.size("k")?, c.size("h")?, c.size("n")?);
+    let pairs = count(kernel, "slot_of_pair", &[rows, k])?;
+    let slots = c.i32s(sop, 0, pairs)?;
+    let w = c.f32s(tw, 0, pairs)?;
+    let yv = c.bf16(y, 0, count(kernel, "y", &[n, h])?)?;
+    let mut bits = Vec::with_capacity(count(kernel, "out", &[rows, h])?);
+    let mut acc = vec![0f32; h];
+    for t in 0..rows {
+        acc.fill(0.0);
+        let mut bad = false;
+        for j in 0..k {
+            let p = t * k + j;
+            // −1: a dropped pair, skipped; any other slot outside [0, n) poisons the row.
+            match slots[p] {
+                -1 => continue,
+                s => match in_range(s, n) {
+                    Some(s) => {
+                        for (a, &v) in acc.iter_mut().zip(&yv[s * h..(s + 1) * h]) {
+                            *a += w[p] * v;
+                        }
+                    }
+                    None => bad = true,
+                },
+            }
+        }
+        if bad {
+            bits.extend(std::iter::repeat_n(BF16_NAN, h));
+        } else {
+            bits.extend(acc.iter().map(|&a| bf16_bits(a)));
+        }
+    }
+    c.put_bf16(out, 0, &bits)
+}

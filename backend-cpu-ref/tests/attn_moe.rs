@@ -1,0 +1,487 @@
+//! Paged attention and the MoE expert path on the CPU reference, checked by
+//! hand and against independent f64 loops: a single key returns v exactly, a
+//! hand-computed two-key softmax (and the sliding-window edge), GQA head
+//! mapping, decode at every split agreeing with prefill's last row, invalid
+//! pages giving NaN rows, top-k ties, the combine skipping dropped pairs,
+//! and the grouped GEMMs / gather / gelu against plain loops.
+use std::sync::Arc;
+use switchyard_core::codec::bytes::{
+    bf16_bits_from_bytes, bf16_bytes, bf16_from_bytes, f32_bytes, f32_from_bytes, i32_bytes, i32_from_bytes,
+};
+use switchyard_core::codec::fp8::e4m3_to_f32;
+use switchyard_core::codec::nvfp4::e2m1_to_f32;
+use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
+use switchyard_core::compare::{bf16_ulp_distance, nmse};
+use switchyard_core::{Backend, Error};
+use switchyard_cpu_ref::cpu_backend;
+use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
+use switchyard_kernels::gemm::w4a16::random_weight;
+use switchyard_kernels::moe::expert::ExpertWeights;
+use switchyard_kernels::parity::Gen;
+use switchyard_kernels::Ops;
+
+fn up(be: &Arc<dyn Backend>, data: &[u8]) -> u64 {
+    let a = be.alloc(data.len()).unwrap();
+    be.upload(a, data).unwrap();
+    a
+}
+
+fn down(be: &Arc<dyn Backend>, addr: u64, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    be.download(addr, &mut v).unwrap();
+    v
+}
+
+/// An output of `bytes` bytes filled with 0xff (NaN as bf16 and f32), so an unwritten element shows.
+fn poisoned(be: &Arc<dyn Backend>, bytes: usize) -> u64 {
+    up(be, &vec![0xff; bytes])
+}
+
+/// A paged cache for `lens`: K and V values (f32, bf16-exact) per slot, and a
+/// block table whose pages are permuted across the pool so paging mistakes show.
+struct Cache {
+    k: Vec<f32>,
+    v: Vec<f32>,
+    table: Vec<i32>,
+    num_slots: usize,
+    max_pages: usize,
+}
+
+fn cache(g: &mut Gen, lens: &[usize], nkv: usize, hd: usize, page: usize) -> Cache {
+    let max_pages = lens.iter().map(|l| l.div_ceil(page)).max().unwrap().max(1);
+    // 7 is coprime to an odd page total (forced odd below), so p -> 7p+3 mod total is a permutation.
+    let total = (lens.len() * max_pages + 2) | 1;
+    let table: Vec<i32> = (0..lens.len() * max_pages).map(|p| ((p * 7 + 3) % total) as i32).collect();
+    let num_slots = total * page;
+    let (k, _) = g.bf16(num_slots * nkv * hd, 0.01, 1.0);
+    let (v, _) = g.bf16(num_slots * nkv * hd, 0.01, 1.0);
+    Cache { k, v, table, num_slots, max_pages }
+}
+
+/// The device side of a cache.
+fn upload_cache(be: &Arc<dyn Backend>, c: &Cache, nkv: usize, hd: usize, page: usize, num_seqs: usize) -> KvView {
+    KvView {
+        k_pool: up(be, &bf16_bytes(&c.k)),
+        v_pool: up(be, &bf16_bytes(&c.v)),
+        block_table: up(be, &i32_bytes(&c.table)),
+        nkv,
+        hd,
+        page,
+        max_pages: c.max_pages,
+        num_seqs,
+        num_slots: c.num_slots,
+    }
+}
+
+/// Runs prefill over every position of every sequence (rows in sequence-major order).
+fn prefill(ops: &Ops, q: &[f32], lens: &[usize], kv: &KvView, p: &AttnParams) -> Vec<u16> {
+    let (mut seq, mut pos) = (Vec::new(), Vec::new());
+    for (b, &l) in lens.iter().enumerate() {
+        for j in 0..l {
+            seq.push(b as i32);
+            pos.push(j as i32);
+        }
+    }
+    let rows = pos.len();
+    let be = &ops.be;
+    let out = poisoned(be, rows * p.nh * kv.hd * 2);
+    let (qa, sa, pa) = (up(be, &bf16_bytes(q)), up(be, &i32_bytes(&seq)), up(be, &i32_bytes(&pos)));
+    ops.attention_prefill(out, qa, sa, pa, rows, kv, p).unwrap();
+    bf16_bits_from_bytes(&down(be, out, rows * p.nh * kv.hd * 2))
+}
+
+/// f64 attention of one query (`[hd]`) at position `p` of sequence `b`, head `h`.
+fn reference(c: &Cache, q: &[f32], b: usize, pos: usize, h: usize, kv: &KvView, p: &AttnParams) -> Vec<f64> {
+    let (hd, group) = (kv.hd, p.nh / kv.nkv);
+    let kvh = h / group;
+    let lo = if p.window > 0 { (pos + 1).saturating_sub(p.window) } else { 0 };
+    let slot = |j: usize| c.table[b * c.max_pages + j / kv.page] as usize * kv.page + j % kv.page;
+    let row = |pool: &[f32], j: usize| pool[(slot(j) * kv.nkv + kvh) * hd..][..hd].iter().map(|&x| x as f64).collect::<Vec<_>>();
+    let s: Vec<f64> = (lo..=pos).map(|j| p.scale as f64 * row(&c.k, j).iter().zip(q).map(|(a, &b)| a * b as f64).sum::<f64>()).collect();
+    let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+    let l: f64 = e.iter().sum();
+    let mut o = vec![0f64; hd];
+    for (j, w) in (lo..=pos).zip(&e) {
+        for (od, vd) in o.iter_mut().zip(row(&c.v, j)) {
+            *od += w * vd / l;
+        }
+    }
+    o
+}
+
+fn as_f64(bits: &[u16]) -> Vec<f64> {
+    bits.iter().map(|&b| bf16_value(b) as f64).collect()
+}
+
+#[test]
+fn a_single_key_returns_v_exactly_through_the_gqa_mapping() {
+    let ops = Ops::new(cpu_backend());
+    let mut g = Gen::new(11);
+    let (nh, nkv, hd, page) = (4, 2, 64, 16);
+    let c = cache(&mut g, &[1], nkv, hd, page);
+    let kv = upload_cache(&ops.be, &c, nkv, hd, page, 1);
+    let (q, _) = g.bf16(nh * hd, 0.01, 1.0);
+    let p = AttnParams { nh, window: 0, scale: 1.0 };
+    let out = prefill(&ops, &q, &[1], &kv, &p);
+    let slot = c.table[0] as usize * page;
+    for h in 0..nh {
+        // Heads 0, 1 read KV head 0; heads 2, 3 read KV head 1.
+        let v = &c.v[(slot * nkv + h / 2) * hd..][..hd];
+        let want: Vec<u16> = v.iter().map(|&x| bf16_bits(x)).collect();
+        assert_eq!(&out[h * hd..(h + 1) * hd], &want[..], "head {h}");
+    }
+}
+
+#[test]
+fn a_two_key_softmax_by_hand_and_the_window_edge() {
+    let ops = Ops::new(cpu_backend());
+    let be = &ops.be;
+    let (hd, page) = (8, 4);
+    // One KV head, one page at slot 0: k0 = 0, k1 = e_0; v0 = 4, v1 = 8 (in dim 0), q = e_0.
+    let (mut k, mut v) = (vec![0f32; page * hd], vec![0f32; page * hd]);
+    k[hd] = 1.0;
+    v[0] = 4.0;
+    v[hd] = 8.0;
+    let c = Cache { k, v, table: vec![0], num_slots: page, max_pages: 1 };
+    let kv = upload_cache(be, &c, 1, hd, page, 1);
+    let mut q = vec![0f32; 2 * hd];
+    q[0] = 1.0;
+    q[hd] = 1.0;
+    // scale = ln 3: scores 0 and ln 3 give weights 1/4 and 3/4, so row 1 = 4/4 + 3·8/4 = 7.
+    let p = AttnParams { nh: 1, window: 0, scale: 3f32.ln() };
+    let out = prefill(&ops, &q, &[2], &kv, &p);
+    assert_eq!(bf16_value(out[0]), 4.0, "row 0 sees only key 0");
+    assert_eq!(bf16_value(out[hd]), 7.0, "row 1: (1·4 + 3·8) / 4");
+    assert!(out[1..hd].iter().chain(&out[hd + 1..]).all(|&b| b == 0), "dims with zero values stay zero");
+    // Window 1: a query at p sees keys j > p − 1 only, i.e. itself.
+    let out = prefill(&ops, &q, &[2], &kv, &AttnParams { window: 1, ..p });
+    assert_eq!((bf16_value(out[0]), bf16_value(out[hd])), (4.0, 8.0));
+    // Window 2 is the full two keys again.
+    let out = prefill(&ops, &q, &[2], &kv, &AttnParams { window: 2, ..p });
+    assert_eq!(bf16_value(out[hd]), 7.0);
+}
+
+#[test]
+fn prefill_matches_an_f64_reference_at_and_around_the_window_edge() {
+    let mut g = Gen::new(12);
+    for &(window, scale) in &[(0usize, 0.125f32), (7, 0.3), (16, 1.0)] {
+        let ops = Ops::new(cpu_backend());
+        let (lens, nh, nkv, hd, page) = ([40usize, 23, 9], 4, 2, 72, 8);
+        let c = cache(&mut g, &lens, nkv, hd, page);
+        let kv = upload_cache(&ops.be, &c, nkv, hd, page, lens.len());
+        let rows: usize = lens.iter().sum();
+        let (q, _) = g.bf16(rows * nh * hd, 0.01, 1.0);
+        let p = AttnParams { nh, window, scale };
+        let out = prefill(&ops, &q, &lens, &kv, &p);
+        let mut r = 0;
+        let mut worst = 0;
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for (b, &l) in lens.iter().enumerate() {
+            for pos in 0..l {
+                for h in 0..nh {
+                    let at = (r * nh + h) * hd;
+                    let e = reference(&c, &q[at..at + hd], b, pos, h, &kv, &p);
+                    for (d, &x) in e.iter().enumerate() {
+                        // The reference rounded once to bf16: the f32 kernel may land one ulp off on a near-tie.
+                        worst = worst.max(bf16_ulp_distance(out[at + d], bf16_bits(x as f32)));
+                    }
+                    got.extend(as_f64(&out[at..at + hd]));
+                    want.extend(e);
+                }
+                r += 1;
+            }
+        }
+        assert!(worst <= 1, "window {window}: {worst} bf16 ulp from the f64 reference");
+        // bf16 storage alone is ~1e-6 NMSE against unrounded f64, so bound it at 1e-5 here.
+        let err = nmse(&got, &want);
+        assert!(err <= 1e-5, "window {window}: NMSE {err}");
+    }
+}
+
+#[test]
+fn decode_at_every_split_agrees_with_prefill() {
+    let mut g = Gen::new(13);
+    for &window in &[0usize, 16, 7] {
+        let ops = Ops::new(cpu_backend());
+        let be = ops.be.clone();
+        let (lens, nh, nkv, hd, page) = ([70usize, 33, 1], 4, 2, 128, 16);
+        let c = cache(&mut g, &lens, nkv, hd, page);
+        let kv = upload_cache(&be, &c, nkv, hd, page, lens.len());
+        let rows: usize = lens.iter().sum();
+        let (q, _) = g.bf16(rows * nh * hd, 0.01, 1.0);
+        let p = AttnParams { nh, window, scale: 0.0625 };
+        let full = prefill(&ops, &q, &lens, &kv, &p);
+        // Decode queries: each sequence's last prefill row.
+        let width = nh * hd;
+        let mut last = Vec::new();
+        let mut want = Vec::new();
+        let mut r0 = 0;
+        for &l in &lens {
+            let r = r0 + l - 1;
+            last.extend_from_slice(&q[r * width..(r + 1) * width]);
+            want.extend_from_slice(&full[r * width..(r + 1) * width]);
+            r0 += l;
+        }
+        let batch = lens.len();
+        let max_ctx = 70;
+        let max_splits = 16;
+        let d = AttnDecode {
+            out: poisoned(&be, batch * width * 2),
+            q: up(&be, &bf16_bytes(&last)),
+            ctx_len: up(&be, &i32_bytes(&lens.map(|l| l as i32))),
+            batch,
+            max_ctx,
+            workspace: poisoned(&be, AttnDecode::workspace_bytes(batch, nh, hd, max_splits)),
+            max_splits,
+        };
+        let keys = if window > 0 { max_ctx.min(window) } else { max_ctx };
+        let run = |splits: usize, len: usize| {
+            ops.attention_decode_split(&d, &kv, &p, splits, len).unwrap();
+            bf16_bits_from_bytes(&down(&be, d.out, batch * width * 2))
+        };
+        // One split is the prefill computation exactly: same scores, same order, same o / l.
+        assert_eq!(run(1, keys), want, "window {window}: one split must equal prefill bit for bit");
+        for (splits, len) in [(2, keys.div_ceil(2)), (5, keys.div_ceil(5)), (16, keys.div_ceil(16)), (16, 70)] {
+            let got = run(splits, len);
+            let err = nmse(&as_f64(&got), &as_f64(&want));
+            assert!(err <= 1e-6, "window {window}, {splits} splits of {len}: NMSE {err}");
+        }
+        ops.attention_decode(&d, &kv, &p).unwrap();
+        let got = bf16_bits_from_bytes(&down(&be, d.out, batch * width * 2));
+        assert!(nmse(&as_f64(&got), &as_f64(&want)) <= 1e-6, "window {window}: auto split");
+    }
+}
+
+#[test]
+fn invalid_sequences_pages_and_slots_give_nan_rows() {
+    let ops = Ops::new(cpu_backend());
+    let be = ops.be.clone();
+    let mut g = Gen::new(14);
+    let (nh, nkv, hd, page) = (2, 1, 16, 4);
+    let mut c = cache(&mut g, &[8, 8], nkv, hd, page);
+    c.table[3] = -1; // sequence 1, page 1: keys 4..8 of sequence 1
+    let kv = upload_cache(&be, &c, nkv, hd, page, 2);
+    let p = AttnParams { nh, window: 0, scale: 1.0 };
+    let width = nh * hd;
+    // Rows: (seq 0, p 7) valid; (seq 1, p 3) valid (page 0 only); (seq 1, p 4) bad page;
+    // (seq 2, p 0) bad sequence; (seq 0, p 8) past max_pages·page.
+    let seq = [0, 1, 1, 2, 0];
+    let pos = [7, 3, 4, 0, 8];
+    let (q, _) = g.bf16(seq.len() * width, 0.01, 1.0);
+    let out = poisoned(&be, seq.len() * width * 2);
+    let (qa, sa, pa) = (up(&be, &bf16_bytes(&q)), up(&be, &i32_bytes(&seq)), up(&be, &i32_bytes(&pos)));
+    ops.attention_prefill(out, qa, sa, pa, seq.len(), &kv, &p).unwrap();
+    let bits = bf16_bits_from_bytes(&down(&be, out, seq.len() * width * 2));
+    for (r, valid) in [true, true, false, false, false].into_iter().enumerate() {
+        let row = &bits[r * width..(r + 1) * width];
+        if valid {
+            assert!(row.iter().all(|&b| !bf16_value(b).is_nan()), "row {r} should be finite");
+        } else {
+            assert!(row.iter().all(|&b| b == 0x7fc0), "row {r} should be the bf16 NaN");
+        }
+    }
+    // Decode: sequence 1 at ctx 8 crosses the bad page; sequence 0 is fine.
+    let max_splits = 4;
+    let d = AttnDecode {
+        out: poisoned(&be, 2 * width * 2),
+        q: up(&be, &bf16_bytes(&q[..2 * width])),
+        ctx_len: up(&be, &i32_bytes(&[8, 8])),
+        batch: 2,
+        max_ctx: 8,
+        workspace: poisoned(&be, AttnDecode::workspace_bytes(2, nh, hd, max_splits)),
+        max_splits,
+    };
+    ops.attention_decode_split(&d, &kv, &p, 3, 3).unwrap();
+    let bits = bf16_bits_from_bytes(&down(&be, d.out, 2 * width * 2));
+    assert!(bits[..width].iter().all(|&b| !bf16_value(b).is_nan()));
+    assert!(bits[width..].iter().all(|&b| b == 0x7fc0));
+}
+
+#[test]
+fn decode_reduce_skips_empty_splits_and_refuses_to_divide_by_zero() {
+    let ops = Ops::new(cpu_backend());
+    let be = &ops.be;
+    let hd = 8;
+    // Two heads of three splits. Head 0: split 1 empty; head 1: every split empty.
+    let mut o = vec![0f32; 2 * 3 * hd];
+    o[..hd].fill(2.0); // head 0 split 0: m = 0, l = 1, o = 2
+    o[2 * hd..3 * hd].fill(6.0); // head 0 split 2: m = 0, l = 2, o = 6
+    let inf = f32::NEG_INFINITY;
+    let ml = [0.0, 1.0, inf, 0.0, 0.0, 2.0, inf, 0.0, inf, 0.0, inf, 0.0];
+    let out = poisoned(be, 2 * hd * 2);
+    ops.attention_decode_reduce(out, up(be, &f32_bytes(&o)), up(be, &f32_bytes(&ml)), 1, 2, hd, 3).unwrap();
+    let got = bf16_from_bytes(&down(be, out, 2 * hd * 2));
+    // M = 0: (1·2 + 1·6) / (1 + 2), the empty split contributing nothing.
+    assert!(got[..hd].iter().all(|&x| x == bf16_round(8.0 / 3.0)), "{got:?}");
+    assert!(got[hd..].iter().all(|x| x.is_nan()), "no split has a key: NaN, not 0/0 hidden as 0");
+}
+
+#[test]
+fn attention_rejects_shapes_with_a_named_argument() {
+    let ops = Ops::new(cpu_backend());
+    let be = &ops.be;
+    let buf = up(be, &[0u8; 4096]);
+    // nh not a multiple of nkv, through the raw launch (Ops refuses it earlier).
+    use switchyard_core::Arg::*;
+    let args = [P(buf), P(buf), P(buf), P(buf), P(buf), P(buf), P(buf), I(1), I(3), I(2), I(8), I(4), I(1), I(1), I(4), I(0), F(1.0)];
+    match be.launch("attn", "attention_prefill", [1, 3, 1], [128, 1, 1], &args).unwrap_err() {
+        Error::InvalidArgument { kernel, arg, .. } => assert_eq!((kernel.as_str(), arg.as_str()), ("attention_prefill", "nh")),
+        e => panic!("unexpected {e:?}"),
+    }
+    // A pool shorter than num_slots · nkv · hd.
+    let args = [P(buf), P(buf), P(buf), P(buf), P(buf), P(buf), P(buf), I(1), I(2), I(2), I(8), I(4), I(1), I(1), I(4096), I(0), F(1.0)];
+    match be.launch("attn", "attention_prefill", [1, 2, 1], [128, 1, 1], &args).unwrap_err() {
+        Error::OutOfBounds { arg, .. } => assert_eq!(arg, "k_pool"),
+        e => panic!("unexpected {e:?}"),
+    }
+}
+
+#[test]
+fn router_topk_takes_the_lowest_index_on_ties_and_renormalises() {
+    let ops = Ops::new(cpu_backend());
+    let be = &ops.be;
+    // Experts 1, 2 and 4 tie at the top; 0 is next. k = 3 takes 1, 2, 4 in that order.
+    let logits = [1.0f32, 2.0, 2.0, -1.0, 2.0, 0.5];
+    let scale = [1.0f32, 0.5, 2.0, 1.0, 4.0, 1.0];
+    let (ids, w) = (poisoned(be, 12), poisoned(be, 12));
+    ops.moe_router_topk(ids, w, up(be, &bf16_bytes(&logits)), up(be, &f32_bytes(&scale)), 1, 6, 3).unwrap();
+    assert_eq!(i32_from_bytes(&down(be, ids, 12)), [1, 2, 4]);
+    let w = f32_from_bytes(&down(be, w, 12));
+    // Equal probabilities renormalise to 1/3 each (up to the f32 softmax), times the scales.
+    for (got, s) in w.iter().zip([0.5f32, 2.0, 4.0]) {
+        assert!((got - s / 3.0).abs() <= 1e-6 * s, "{w:?}");
+    }
+    // Equal probabilities are bit-identical before the (power-of-two) scales.
+    assert!(w[0] / 0.5 == w[1] / 2.0 && w[1] / 2.0 == w[2] / 4.0, "{w:?}");
+}
+
+#[test]
+fn combine_skips_dropped_pairs_and_poisons_bad_slots() {
+    let ops = Ops::new(cpu_backend());
+    let be = &ops.be;
+    let h = 4;
+    let y: Vec<f32> = (0..3 * h).map(|i| (i / h + 1) as f32).collect(); // row s is all s+1
+                                                                        // Token 0: slots 2 (w .5) and 0 (w 2); token 1: dropped and slot 1 (w 3); token 2: slot 7 (bad).
+    let sop = [2, 0, -1, 1, 7, 0];
+    let w = [0.5f32, 2.0, 100.0, 3.0, 1.0, 1.0];
+    let out = poisoned(be, 3 * h * 2);
+    ops.moe_combine(out, up(be, &bf16_bytes(&y)), up(be, &i32_bytes(&sop)), up(be, &f32_bytes(&w)), 3, 2, h, 3).unwrap();
+    let got = bf16_from_bytes(&down(be, out, 3 * h * 2));
+    assert_eq!(&got[..h], &[3.5; 4]); // 0.5·3 + 2·1
+    assert_eq!(&got[h..2 * h], &[6.0; 4]); // the dropped pair's weight 100 is not used
+    assert!(got[2 * h..].iter().all(|x| x.is_nan()));
+}
+
+#[test]
+fn gather_zero_rows_for_empty_slots_and_nan_for_bad_tokens() {
+    let ops = Ops::new(cpu_backend());
+    let be = &ops.be;
+    let (h, k, rows) = (4, 2, 2);
+    let x: Vec<f32> = (0..rows * h).map(|i| i as f32 + 1.0).collect();
+    // Pairs 3 -> token 1, 0 -> token 0, -1 empty, 4 -> token 2 (out of range), -3 malformed.
+    let pos = [3, 0, -1, 4, -3];
+    let out = poisoned(be, pos.len() * h * 2);
+    ops.moe_gather(out, up(be, &bf16_bytes(&x)), up(be, &i32_bytes(&pos)), pos.len(), k, h, rows).unwrap();
+    let got = bf16_from_bytes(&down(be, out, pos.len() * h * 2));
+    assert_eq!(&got[..2 * h], &[5.0, 6.0, 7.0, 8.0, 1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(&got[2 * h..3 * h], &[0.0; 4]);
+    assert!(got[3 * h..].iter().all(|x| x.is_nan()));
+}
+
+#[test]
+fn grouped_gemms_match_plain_loops_and_zero_rows_past_the_segments() {
+    let ops = Ops::new(cpu_backend());
+    let be = &ops.be;
+    let mut g = Gen::new(15);
+    let (e, big_n, big_k) = (3, 32, 48);
+    let offsets = [0i32, 2, 2, 5];
+    let n = 7; // rows 5 and 6 are past offsets[e]
+    let (a, ab) = g.bf16(n * big_k, 0.01, 1.0);
+    let (w, wb) = g.bf16(e * big_n * big_k, 0.01, 0.5);
+    let expert = |s: usize| (0..e).find(|&x| (offsets[x] as usize..offsets[x + 1] as usize).contains(&s));
+    let (aa, oa) = (up(be, &ab), up(be, &i32_bytes(&offsets)));
+    let out = poisoned(be, n * big_n * 2);
+    ops.moe_grouped_gemm(out, aa, &ExpertWeights::Bf16 { w: up(be, &wb) }, oa, n, e, big_n, big_k).unwrap();
+    let got = bf16_bits_from_bytes(&down(be, out, n * big_n * 2));
+    for s in 0..n {
+        for j in 0..big_n {
+            let want = match expert(s) {
+                // Strict k order from +0, f32, one rounding: exact equality.
+                Some(x) => bf16_bits((0..big_k).fold(0f32, |acc, kk| acc + a[s * big_k + kk] * w[(x * big_n + j) * big_k + kk])),
+                None => 0,
+            };
+            assert_eq!(got[s * big_n + j], want, "bf16 row {s} col {j}");
+        }
+    }
+    // NVFP4: decode each expert's K-major codes independently and repeat.
+    let (mut wq, mut ws, mut s2) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..e {
+        let (q, s, g2) = random_weight(&mut g, big_n, big_k, big_n);
+        wq.extend(q);
+        ws.extend(s);
+        s2.push(g2);
+    }
+    let wt = |x: usize, j: usize, kk: usize| {
+        let code = wq[x * big_k / 2 * big_n + (kk / 2) * big_n + j] >> (4 * (kk % 2)) & 0xf;
+        e2m1_to_f32(code) * e4m3_to_f32(ws[x * big_k / 16 * big_n + (kk / 16) * big_n + j])
+    };
+    let out = poisoned(be, n * big_n * 2);
+    let fp4 = ExpertWeights::Nvfp4 { wq: up(be, &wq), ws: up(be, &ws), scale2: up(be, &f32_bytes(&s2)) };
+    ops.moe_grouped_gemm(out, aa, &fp4, oa, n, e, big_n, big_k).unwrap();
+    let got = bf16_bits_from_bytes(&down(be, out, n * big_n * 2));
+    for s in 0..n {
+        for j in 0..big_n {
+            let want = match expert(s) {
+                Some(x) => bf16_bits(s2[x] * (0..big_k).fold(0f32, |acc, kk| acc + a[s * big_k + kk] * wt(x, j, kk))),
+                None => 0,
+            };
+            assert_eq!(got[s * big_n + j], want, "nvfp4 row {s} col {j}");
+        }
+    }
+    // Offsets that run backwards are refused, naming the argument.
+    let bad = up(be, &i32_bytes(&[0, 3, 2, 5]));
+    match ops.moe_grouped_gemm(out, aa, &ExpertWeights::Bf16 { w: up(be, &wb) }, bad, n, e, big_n, big_k).unwrap_err() {
+        Error::InvalidArgument { arg, .. } => assert_eq!(arg, "offsets"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn gelu_mul_and_router_norm_follow_their_formulas() {
+    let ops = Ops::new(cpu_backend());
+    let be = &ops.be;
+    let mut g = Gen::new(16);
+    let (rows, inter) = (3, 10);
+    let (gu, gub) = g.bf16(rows * 2 * inter, 0.01, 4.0);
+    let out = poisoned(be, rows * inter * 2);
+    ops.gelu_mul(out, up(be, &gub), rows, inter).unwrap();
+    let got = bf16_from_bytes(&down(be, out, rows * inter * 2));
+    for r in 0..rows {
+        for i in 0..inter {
+            let (x, u) = (gu[r * 2 * inter + i] as f64, gu[r * 2 * inter + inter + i] as f64);
+            let gelu = 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3))).tanh());
+            let want = bf16_round(gelu as f32) as f64 * u;
+            let rel = (got[r * inter + i] as f64 - want).abs() / want.abs().max(1e-6);
+            assert!(rel <= 1.0 / 128.0, "gelu_mul r{r} i{i}: {} vs {want}", got[r * inter + i]);
+        }
+    }
+    // gelu(0) = 0 exactly and gelu(x) ≈ x for large x.
+    let out2 = poisoned(be, 4 * 2);
+    ops.gelu_mul(out2, up(be, &bf16_bytes(&[0.0, 10.0, 5.0, 3.0])), 1, 2).unwrap();
+    assert_eq!(bf16_from_bytes(&down(be, out2, 4)), [0.0, 30.0]);
+
+    let (dim, root) = (16, 16f32.powf(-0.5));
+    let (x, xb) = g.bf16(2 * dim, 0.01, 3.0);
+    let (sc, sb) = g.bf16(dim, 0.1, 2.0);
+    let out = poisoned(be, 2 * dim * 2);
+    ops.router_norm(out, up(be, &xb), up(be, &sb), 2, dim, 1e-6, root).unwrap();
+    let got = bf16_bits_from_bytes(&down(be, out, 2 * dim * 2));
+    for r in 0..2 {
+        let xr = &x[r * dim..(r + 1) * dim];
+        let inv = 1.0 / (xr.iter().fold(0f32, |s, &v| s + v * v) / dim as f32 + 1e-6).sqrt();
+        for j in 0..dim {
+            assert_eq!(got[r * dim + j], bf16_bits(xr[j] * inv * sc[j] * root), "router_norm r{r} j{j}");
+        }
+    }
+}
