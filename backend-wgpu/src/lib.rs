@@ -74,11 +74,14 @@ pub struct WgpuOptions {
     pub adapter: Option<String>,
     /// Dispatches recorded before the encoder is submitted.
     pub max_batch: usize,
+    /// Caps workgroups per grid dimension below the adapter's limit, so that
+    /// grid folding can be exercised with small shapes (tests).
+    pub fold_limit: Option<u32>,
 }
 
 impl Default for WgpuOptions {
     fn default() -> Self {
-        WgpuOptions { adapter: std::env::var(ADAPTER_ENV).ok().filter(|s| !s.is_empty()), max_batch: 64 }
+        WgpuOptions { adapter: std::env::var(ADAPTER_ENV).ok().filter(|s| !s.is_empty()), max_batch: 64, fold_limit: None }
     }
 }
 
@@ -145,6 +148,8 @@ pub struct WgpuBackend {
     limits: wgpu::Limits,
     info: BackendInfo,
     max_batch: usize,
+    /// Workgroups per dimension before folding.
+    max_groups: u32,
     dummy: wgpu::Buffer,
     /// Errors the device reported outside an error scope, drained after each operation.
     errors: Arc<Mutex<Vec<String>>>,
@@ -243,6 +248,8 @@ impl WgpuBackend {
             }
         });
         let max_batch = opts.max_batch.max(1);
+        let max_groups = limits.max_compute_workgroups_per_dimension;
+        let max_groups = opts.fold_limit.map_or(max_groups, |f| f.clamp(1, max_groups));
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
         let dummy =
             device.create_buffer(&wgpu::BufferDescriptor { label: Some("null"), size: PAD, usage: storage, mapped_at_creation: false });
@@ -271,6 +278,7 @@ impl WgpuBackend {
             limits,
             info,
             max_batch,
+            max_groups,
             dummy,
             errors,
             st: Mutex::new(State {
@@ -444,7 +452,7 @@ impl WgpuBackend {
         grid: [u32; 3],
         extra: [u32; 4],
     ) -> Result<()> {
-        let (dispatch, fold) = plan::fold(name, grid, self.limits.max_compute_workgroups_per_dimension)?;
+        let (dispatch, fold) = plan::fold(name, grid, self.max_groups)?;
         params.extend(grid);
         params.push(fold);
         params.extend(extra);

@@ -81,7 +81,7 @@ pub(crate) fn fold(kernel: &str, g: [u32; 3], max: u32) -> Result<([u32; 3], u32
     }
     let parts = g[0].div_ceil(max);
     let x = g[0].div_ceil(parts);
-    if g[1] == 1 && g[2] == 1 {
+    if g[1] == 1 && g[2] == 1 && parts <= max {
         Ok(([x, parts, 1], 1))
     } else if g[2] == 1 && parts <= max {
         Ok(([x, g[1], parts], 2))
@@ -96,7 +96,7 @@ mod tests {
 
     #[test]
     fn folding_covers_every_group() {
-        for (g, max) in [([70000u32, 1, 1], 65535u32), ([200000, 3, 1], 65535), ([10, 1, 1], 65535), ([7, 1, 1], 2), ([9, 5, 1], 4)] {
+        for (g, max) in [([70000u32, 1, 1], 65535u32), ([200000, 3, 1], 65535), ([10, 1, 1], 65535), ([7, 1, 1], 3), ([9, 3, 1], 4)] {
             let (d, f) = fold("t", g, max).unwrap();
             assert!(d.iter().all(|&v| v <= max), "{g:?} -> {d:?}");
             let parts = match f {
@@ -111,5 +111,6 @@ mod tests {
             }
         }
         assert!(fold("t", [9, 5, 2], 4).is_err());
+        assert!(fold("t", [7, 1, 1], 2).is_err());
     }
 }

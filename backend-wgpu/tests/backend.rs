@@ -1,0 +1,245 @@
+//! The driver beneath the kernels: byte-exact memory operations at any
+//! alignment, argument offsets, aliasing, grid folding, errors, and the
+//! launch-overhead figure. Skipped (visibly) without an adapter unless
+//! SWITCHYARD_REQUIRE_WGPU=1.
+use std::sync::Arc;
+use switchyard_core::codec::bytes;
+use switchyard_core::{Backend, DeviceBuffer, Error};
+use switchyard_kernels::parity::{self, Gen};
+use switchyard_kernels::rope_kv::{rope_table, QkvPrep};
+use switchyard_kernels::Ops;
+use switchyard_wgpu::{wgpu_backend_with, WgpuOptions};
+
+fn backend(test: &str, opts: WgpuOptions) -> Option<Arc<dyn Backend>> {
+    match wgpu_backend_with(opts) {
+        Ok(be) => Some(be),
+        Err(e @ Error::Unavailable { .. }) => {
+            if std::env::var("SWITCHYARD_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
+                panic!("SWITCHYARD_REQUIRE_WGPU=1 but {e}");
+            }
+            eprintln!("SKIPPED {test}: {e} (set SWITCHYARD_REQUIRE_WGPU=1 to make this a failure)");
+            None
+        }
+        Err(e) => panic!("wgpu backend failed to start: {e}"),
+    }
+}
+
+fn download(be: &Arc<dyn Backend>, addr: u64, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    be.download(addr, &mut v).unwrap();
+    v
+}
+
+#[test]
+fn memory_operations_are_byte_exact_at_any_alignment() {
+    let Some(be) = backend("memory_operations_are_byte_exact_at_any_alignment", WgpuOptions::default()) else { return };
+    let n = 1037;
+    let init: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+    let a = DeviceBuffer::from_bytes(&be, &init).unwrap();
+    let b = DeviceBuffer::new(&be, n).unwrap();
+    let mut host = init.clone();
+    assert_eq!(download(&be, a.addr(), n), host);
+
+    // Unaligned upload inside the buffer: neighbours keep their bytes.
+    for (off, len) in [(3usize, 5usize), (1, 2), (8, 3), (5, 700), (1030, 7), (0, 1)] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 13 + off) as u8 ^ 0x5a).collect();
+        be.upload(a.at(off).unwrap(), &data).unwrap();
+        host[off..off + len].copy_from_slice(&data);
+        assert_eq!(download(&be, a.addr(), n), host, "upload at {off} len {len}");
+    }
+    // Unaligned downloads.
+    for (off, len) in [(1usize, 1usize), (2, 9), (1033, 4), (7, 1000)] {
+        assert_eq!(download(&be, a.at(off).unwrap(), len), host[off..off + len], "download at {off} len {len}");
+    }
+    // memset0 over aligned, unaligned and sub-word ranges.
+    for (off, len) in [(1usize, 2usize), (6, 1), (13, 30), (64, 64), (999, 38)] {
+        be.memset0(a.at(off).unwrap(), len).unwrap();
+        host[off..off + len].fill(0);
+        assert_eq!(download(&be, a.addr(), n), host, "memset0 at {off} len {len}");
+    }
+    // Copies across buffers (aligned: copy command; unaligned: shader) and within one buffer.
+    let mut hb = vec![0u8; n];
+    be.memset0(b.addr(), n).unwrap();
+    for (d, s, len) in [(0usize, 0usize, 400usize), (5, 9, 77), (3, 0, 1), (512, 100, 301)] {
+        be.copy(b.at(d).unwrap(), a.at(s).unwrap(), len).unwrap();
+        hb[d..d + len].copy_from_slice(&host[s..s + len]);
+        assert_eq!(download(&be, b.addr(), n), hb, "copy {s} -> {d} len {len}");
+    }
+    be.copy(a.at(600).unwrap(), a.at(3).unwrap(), 301).unwrap();
+    host.copy_within(3..304, 600);
+    assert_eq!(download(&be, a.addr(), n), host, "copy within one buffer");
+    assert!(matches!(be.copy(a.at(10).unwrap(), a.at(12).unwrap(), 8), Err(Error::InvalidArgument { .. })));
+    // Work recorded before an upload runs before it.
+    be.memset0(a.addr(), 16).unwrap();
+    be.upload(a.addr(), &[9u8; 8]).unwrap();
+    assert_eq!(download(&be, a.addr(), 16), [[9u8; 8], [0u8; 8]].concat());
+}
+
+#[test]
+fn bad_addresses_and_sizes_are_typed_errors() {
+    let Some(be) = backend("bad_addresses_and_sizes_are_typed_errors", WgpuOptions::default()) else { return };
+    let ops = Ops::new(be.clone());
+    let x = DeviceBuffer::zeroed(&be, 4 * 64 + 2).unwrap();
+    let out = DeviceBuffer::zeroed(&be, 4 * 64).unwrap();
+    // A pointer 2 bytes into a buffer cannot be a WGSL word offset.
+    let e = ops.rmsnorm(out.addr(), x.at(2).unwrap(), 0, 2, 64, 1e-6).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument { kernel, arg, .. } if kernel == "rmsnorm_bf16" && arg == "x"), "{e}");
+    let e = ops.rmsnorm(out.addr(), x.addr(), 0, 3, 64, 1e-6).unwrap_err();
+    assert!(matches!(e, Error::OutOfBounds { .. }), "{e}");
+    let max = be.info().max_alloc_bytes as usize;
+    assert!(matches!(be.alloc(max.saturating_add(1)), Err(Error::InvalidArgument { .. })));
+    assert!(matches!(be.alloc(0), Err(Error::InvalidArgument { .. })));
+    let dead = be.alloc(64).unwrap();
+    be.free(dead).unwrap();
+    assert!(matches!(be.upload(dead, &[0; 4]), Err(Error::OutOfBounds { .. })));
+    assert!(matches!(be.free(dead), Err(Error::OutOfBounds { .. })));
+    let e = wgpu_backend_with(WgpuOptions { adapter: Some("no-such-adapter-xyzzy".into()), ..WgpuOptions::default() }).err().unwrap();
+    assert!(matches!(&e, Error::Unavailable { reason, .. } if reason.contains("xyzzy")), "{e}");
+}
+
+/// Runs the same launch on cpu-ref and wgpu from identical inputs and returns both outputs.
+fn both(
+    be: &Arc<dyn Backend>,
+    inputs: &[Vec<u8>],
+    outputs: &[usize],
+    run: &dyn Fn(&Ops, &[u64]) -> switchyard_core::Result<()>,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let go = |be: &Arc<dyn Backend>| {
+        let bufs: Vec<DeviceBuffer> = inputs.iter().map(|d| DeviceBuffer::from_bytes(be, d).unwrap()).collect();
+        let addrs: Vec<u64> = bufs.iter().map(|b| b.addr()).collect();
+        run(&Ops::new(be.clone()), &addrs).unwrap();
+        be.synchronize().unwrap();
+        outputs.iter().map(|&i| bufs[i].to_vec().unwrap()).collect::<Vec<_>>()
+    };
+    (go(&switchyard_cpu_ref::cpu_backend()), go(be))
+}
+
+fn max_ulp(a: &[u8], b: &[u8]) -> u32 {
+    let (a, b) = (bytes::bf16_bits_from_bytes(a), bytes::bf16_bits_from_bytes(b));
+    a.iter().zip(&b).map(|(&x, &y)| switchyard_core::compare::bf16_ulp_distance(x, y)).max().unwrap_or(0)
+}
+
+#[test]
+fn offsets_aliasing_and_null_weights() {
+    let Some(be) = backend("offsets_aliasing_and_null_weights", WgpuOptions::default()) else { return };
+    let mut g = Gen::new(11);
+    let (rows, dim) = (6, 1030);
+    let n = rows * dim * 2;
+    // Every tensor sits at a non-zero offset of a shared arena, past the storage offset alignment.
+    let pad = 4 * 1000 + 8;
+    let (_, resid) = g.bf16(rows * dim, 0.5, 4.0);
+    let (_, x) = g.bf16(rows * dim, 0.01, 3.0);
+    let (_, w) = g.bf16(dim, 0.1, 2.0);
+    let mut arena = vec![0u8; pad];
+    for t in [&resid, &x, &w] {
+        arena.extend_from_slice(t);
+        arena.extend_from_slice(&[0u8; 12]);
+    }
+    let (ro, xo, wo) = (pad, pad + n + 12, pad + 2 * n + 24);
+    let normed_at = arena.len();
+    arena.extend(vec![0u8; n]);
+    // resid_out aliases resid; w_post is null (unscaled).
+    let (cpu, gpu) = both(&be, &[arena], &[0], &|o, a| {
+        o.sandwich(a[0] + ro as u64, a[0] + normed_at as u64, a[0] + ro as u64, a[0] + xo as u64, 0, a[0] + wo as u64, rows, dim, 1e-6)
+    });
+    let (c, w) = (&cpu[0], &gpu[0]);
+    assert!(max_ulp(&w[ro..ro + n], &c[ro..ro + n]) <= 1, "resid_out (aliased) differs");
+    assert!(max_ulp(&w[normed_at..normed_at + n], &c[normed_at..normed_at + n]) <= 1, "normed differs");
+    assert_eq!(w[..pad], c[..pad], "bytes before the tensors changed");
+}
+
+#[test]
+fn folded_grids_match_cpu_ref() {
+    // A fold limit of 16 folds every grid wider than 16 workgroups: x into y for 1-D grids, into z for 2-D ones.
+    let opts = WgpuOptions { fold_limit: Some(16), ..WgpuOptions::default() };
+    let Some(be) = backend("folded_grids_match_cpu_ref", opts) else { return };
+    let cpu = switchyard_cpu_ref::cpu_backend();
+    let rows = parity::run_all(&Ops::new(cpu), &Ops::new(be.clone()), 77, None);
+    // Folding bugs show up as unwritten (poisoned) elements, guard writes or
+    // wrong rows. Allowed, and only here because this seed differs from the
+    // main parity test's: a 2-ulp difference in an output computed from an
+    // intermediate that is itself rounded to bf16 (sandwich `normed` from
+    // `resid_out`, layer_out's `out` from `s`, rope from the normed head).
+    // The GPU's tree-ordered sum of squares differs from the reference's
+    // index-order sum in the last f32 bits, which can move the intermediate
+    // by 1 ulp (within tolerance) and the derived output by 2. Reported as a
+    // finding: the 1-ulp rule cannot hold for these outputs on any parallel
+    // backend unless the reference fixes the reduction order.
+    let derived = |r: &parity::Row| {
+        matches!(
+            (r.kernel, r.output.as_str()),
+            ("post_norm_add_pre_norm_bf16", "normed") | ("layer_out_bf16", "out") | ("qkv_prep_bf16", "q_out" | "k_pool")
+        )
+    };
+    let bad: Vec<_> = rows
+        .iter()
+        .filter(|r| !(r.status.passed() || (matches!(r.status, parity::Status::Mismatch(_)) && derived(r) && r.max_err <= 2.0)))
+        .collect();
+    assert!(bad.is_empty(), "{}", parity::table(&rows));
+    assert!(rows.len() >= 80, "only {} parity rows ran", rows.len());
+
+    // qkv_prep over 40 rows: a 2-D grid (rows, heads) folded into z.
+    let mut g = Gen::new(5);
+    let (rows, nh, nkv, hd, max_pos) = (40usize, 3usize, 2usize, 64usize, 50usize);
+    let num_slots = rows + 3;
+    let (_, q_raw) = g.bf16(rows * nh * hd, 0.01, 3.0);
+    let (_, k_raw) = g.bf16(rows * nkv * hd, 0.01, 3.0);
+    let (_, v_raw) = g.bf16(rows * nkv * hd, 0.01, 3.0);
+    let (_, qn) = g.bf16(hd, 0.1, 2.0);
+    let (_, kn) = g.bf16(hd, 0.1, 2.0);
+    let (pos, _) = g.i32(rows, 0, max_pos as i32);
+    let slots: Vec<i32> = (0..rows as i32).rev().collect();
+    let pool = vec![0u8; num_slots * nkv * hd * 2];
+    let inputs = vec![
+        vec![0u8; rows * nh * hd * 2],
+        pool.clone(),
+        pool,
+        q_raw,
+        k_raw,
+        v_raw,
+        qn,
+        kn,
+        bytes::f32_bytes(&rope_table(max_pos, hd, 10000.0, hd / 2)),
+        bytes::i32_bytes(&pos),
+        bytes::i32_bytes(&slots),
+    ];
+    let (c, w) = both(&be, &inputs, &[0, 1, 2], &|o, a| {
+        o.qkv_prep(&QkvPrep {
+            q_out: a[0],
+            k_pool: a[1],
+            v_pool: a[2],
+            q_raw: a[3],
+            k_raw: a[4],
+            v_raw: a[5],
+            q_norm: a[6],
+            k_norm: a[7],
+            cos_sin: a[8],
+            pos: a[9],
+            slot: a[10],
+            pmap: 0,
+            rows,
+            src_rows: rows,
+            nh,
+            nkv,
+            hd,
+            max_pos,
+            num_slots,
+            eps: 1e-6,
+        })
+    });
+    for (i, name) in ["q_out", "k_pool", "v_pool"].iter().enumerate() {
+        let d = max_ulp(&w[i], &c[i]);
+        assert!(d <= 1, "{name} differs by {d} ulp with a z-folded grid");
+    }
+}
+
+#[test]
+fn launch_overhead_is_measured() {
+    let Some(be) = backend("launch_overhead_is_measured", WgpuOptions::default()) else { return };
+    let o = switchyard_wgpu::launch_overhead(&be, 500).unwrap();
+    eprintln!("wgpu launch overhead on {}: {o}", be.info().device);
+    assert!(o.host_us > 0.0 && o.total_us >= o.host_us);
+    // The CPU reference goes through the same path: a baseline for the Backend::launch checks.
+    let c = switchyard_wgpu::launch_overhead(&switchyard_cpu_ref::cpu_backend(), 500).unwrap();
+    eprintln!("cpu-ref launch overhead: {c}");
+}
