@@ -28,6 +28,8 @@ pub(crate) fn has_scratch(symbol: &str) -> bool {
 
 const ARGMAX_CHUNK: u32 = 256 * 16;
 const HEAD_ROWS_PER_GROUP: u32 = 256;
+const SMALL_M: u32 = 2;
+const SMALL_ROWS_PER_GROUP: u32 = 32;
 
 fn int(sig: &KernelSig, args: &[Arg], name: &str) -> Result<u32> {
     let i = sig.arg_index(name).ok_or_else(|| Error::invalid(sig.symbol, name, "no such argument (plan out of date)"))?;
@@ -49,8 +51,15 @@ pub(crate) fn plan(sig: &'static KernelSig, grid: [u32; 3], args: &[Arg]) -> Res
             if !(1..=16).contains(&m) {
                 return Err(Error::invalid(sig.symbol, "m", format!("m = {m} must be in 1..=16")));
             }
-            let groups = int(sig, args, "vocab")?.div_ceil(HEAD_ROWS_PER_GROUP);
-            Ok(Plan { passes: vec![Pass { entry: sig.symbol, grid: [groups, 1, 1], consts: vec![("M", m)], extra: [0; 4] }], scratch: 0 })
+            let vocab = int(sig, args, "vocab")?;
+            // Decode (m <= 2) is bandwidth-bound: coalesced warp-per-rows streaming.
+            // Larger m is FMA-bound: a thread per row with h broadcast from shared memory.
+            let (entry, groups) = match (sig.symbol, m <= SMALL_M) {
+                ("lm_head_logits_fp8", true) => ("lm_head_logits_fp8_small", vocab.div_ceil(SMALL_ROWS_PER_GROUP)),
+                ("lm_head_logits_bf16", true) => ("lm_head_logits_bf16_small", vocab.div_ceil(SMALL_ROWS_PER_GROUP)),
+                _ => (sig.symbol, vocab.div_ceil(HEAD_ROWS_PER_GROUP)),
+            };
+            Ok(Plan { passes: vec![Pass { entry, grid: [groups, 1, 1], consts: vec![("M", m)], extra: [0; 4] }], scratch: 0 })
         }
         "argmax_rows" => {
             let rows = grid[0];

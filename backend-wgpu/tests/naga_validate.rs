@@ -17,6 +17,9 @@ fn every_wgsl_source_validates() {
             Err(e) => failures.push(e),
         }
     }
+    if let Err(e) = shader::validate(&shader::BYTECOPY) {
+        failures.push(e);
+    }
     assert!(failures.is_empty(), "WGSL errors:\n{}", failures.join("\n"));
 }
 

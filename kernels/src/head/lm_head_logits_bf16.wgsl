@@ -1,4 +1,4 @@
-// As lm_head_logits_fp8 over a bf16 table: a thread per vocab row, h staged
+// As lm_head_logits_fp8 over a bf16 table (both entry points): a thread per vocab row, h staged
 // through shared memory in k-tiles, M (= m) a pipeline override.
 struct Params {
     out: u32, h: u32, table: u32, m: i32, vocab: i32, hdim: i32, softcap: f32,
@@ -60,6 +60,69 @@ fn lm_head_logits_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     if (live) {
         for (var i = 0u; i < M; i++) {
             d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(acc[i], p.softcap));
+        }
+    }
+}
+
+// Small m (M <= 2, decode): each 32-lane slice streams RPW rows with lanes
+// striding over k, so every table load is coalesced; h comes from cache.
+// Per-lane partial sums meet in shared memory (rows padded to 33 floats
+// against bank conflicts).
+const RPW: u32 = 4u;
+const NR: u32 = 32u;
+var<workgroup> part: array<f32, 2112>;
+
+@compute @workgroup_size(256)
+fn lm_head_logits_bf16_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                            @builtin(local_invocation_index) lid: u32) {
+    let g = group_x(wid, nwg, p.fold);
+    if (g >= p.gx) {
+        return;
+    }
+    let vocab = u32(p.vocab);
+    let hdim = u32(p.hdim);
+    let words = hdim / 4u;
+    let tw = hdim / 2u;
+    let slice = lid / 32u;
+    let lane = lid % 32u;
+    let r0 = g * NR + slice * RPW;
+    var acc: array<f32, 8>;
+    for (var c = lane; c < words; c += 32u) {
+        var hv: array<vec4<f32>, 2>;
+        for (var i = 0u; i < M; i++) {
+            let hw = p.h + i * (hdim / 2u) + 2u * c;
+            let a = d_h[hw];
+            let b = d_h[hw + 1u];
+            hv[i] = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
+        }
+        for (var r = 0u; r < RPW; r++) {
+            let v = r0 + r;
+            if (v < vocab) {
+                let a = d_table[p.table + v * tw + 2u * c];
+                let b = d_table[p.table + v * tw + 2u * c + 1u];
+                let t = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
+                for (var i = 0u; i < M; i++) {
+                    acc[r * 2u + i] += dot(t, hv[i]);
+                }
+            }
+        }
+    }
+    for (var r = 0u; r < RPW; r++) {
+        for (var i = 0u; i < M; i++) {
+            part[((slice * RPW + r) * 2u + i) * 33u + lane] = acc[r * 2u + i];
+        }
+    }
+    workgroupBarrier();
+    for (var q = lid; q < NR * M; q += 256u) {
+        let rr = q / M;
+        let i = q % M;
+        let v = g * NR + rr;
+        if (v < vocab) {
+            var s = 0.0;
+            for (var l = 0u; l < 32u; l++) {
+                s += part[(rr * 2u + i) * 33u + l];
+            }
+            d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(s, p.softcap));
         }
     }
 }
