@@ -243,3 +243,30 @@ fn launch_overhead_is_measured() {
     let c = switchyard_wgpu::launch_overhead(&switchyard_cpu_ref::cpu_backend(), 500).unwrap();
     eprintln!("cpu-ref launch overhead: {c}");
 }
+
+#[test]
+fn rows_longer_than_the_register_cache_match_cpu_ref() {
+    // Norm kernels keep up to 8192 elements per row in registers; 8194 takes the re-reading path.
+    let Some(be) = backend("rows_longer_than_the_register_cache_match_cpu_ref", WgpuOptions::default()) else { return };
+    let mut g = Gen::new(3);
+    let (rows, dim) = (2usize, 8194usize);
+    let n = rows * dim * 2;
+    let (_, a) = g.bf16(rows * dim, 0.5, 4.0);
+    // x from {±0.5, ±1, ±2}: every partial sum of squares is exact in f32, so
+    // the GPU's reduction order cannot move inv and the results must agree to
+    // the reference's roundings (this test is about the long-row code path).
+    let (sel, _) = g.i32(rows * dim, 0, 6);
+    let x = bytes::bf16_bytes(&sel.iter().map(|&k| [0.5, 1.0, 2.0, -0.5, -1.0, -2.0][k as usize]).collect::<Vec<f32>>());
+    let (_, w) = g.bf16(dim, 0.1, 2.0);
+    let (_, w2) = g.bf16(dim, 0.1, 2.0);
+    let scalar = bytes::f32_bytes(&[0.7]);
+    let inputs = vec![vec![0u8; n], vec![0u8; n], a, x, w, w2, scalar, vec![0u8; n]];
+    let (c, gp) = both(&be, &inputs, &[0, 1, 7], &|o, b| {
+        o.rmsnorm(b[0], b[3], b[4], rows, dim, 1e-6)?;
+        o.sandwich(b[1], b[7], b[2], b[3], b[4], b[5], rows, dim, 1e-6)
+    });
+    let d: Vec<u32> = (0..3).map(|i| max_ulp(&gp[i], &c[i])).collect();
+    assert!(d.iter().all(|&d| d <= 1), "rmsnorm, resid_out, normed differ on long rows by {d:?} ulp");
+    let (c, gp) = both(&be, &inputs, &[0], &|o, b| o.layer_out(b[0], b[2], b[3], b[4], b[6], rows, dim, 1e-6));
+    assert!(max_ulp(&gp[0], &c[0]) <= 1, "layer_out differs on long rows");
+}

@@ -108,3 +108,7 @@ fn wg_sum256(v: f32, lid: u32) -> f32 {
     workgroupBarrier();
     return r;
 }
+
+// Words per thread a 256-thread row kernel keeps in registers between its
+// passes (rows up to 256 * CACHE words = 8192 bf16); longer rows re-read.
+const CACHE: u32 = 16u;

@@ -1,5 +1,6 @@
 // One workgroup per row: sum of squares, workgroup reduction, then the
-// scaled store. The second read of the row hits cache.
+// scaled store. Rows up to 8192 elements stay in registers between the two
+// passes (the loads are all issued up front); longer rows are read twice.
 struct Params {
     out: u32, x: u32, w: u32, dim: i32, eps: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -8,6 +9,17 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
 @group(0) @binding(2) var<storage, read_write> d_x: array<u32>;
 @group(0) @binding(3) var<storage, read_write> d_w: array<u32>;
+
+fn store(o: u32, j: u32, v: u32, inv: f32) {
+    var a = bf16_lo(v) * inv;
+    var b = bf16_hi(v) * inv;
+    if (p.w != NONE) {
+        let w = d_w[p.w + j];
+        a *= bf16_lo(w);
+        b *= bf16_hi(w);
+    }
+    d_out[o + j] = pack_bf16(a, b);
+}
 
 @compute @workgroup_size(256)
 fn rmsnorm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -19,7 +31,30 @@ fn rmsnorm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     let dim = u32(p.dim);
     let hw = dim / 2u;
     let xo = p.x + r * hw;
+    let o = p.out + r * hw;
     var ss = 0.0;
+    if (hw <= 256u * CACHE) {
+        var xv: array<u32, CACHE>;
+        for (var t = 0u; t < CACHE; t++) {
+            let j = lid + t * 256u;
+            if (j < hw) {
+                xv[t] = d_x[xo + j];
+            }
+        }
+        for (var t = 0u; t < CACHE; t++) {
+            let a = bf16_lo(xv[t]);
+            let b = bf16_hi(xv[t]);
+            ss += select(0.0, a * a + b * b, lid + t * 256u < hw);
+        }
+        let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+        for (var t = 0u; t < CACHE; t++) {
+            let j = lid + t * 256u;
+            if (j < hw) {
+                store(o, j, xv[t], inv);
+            }
+        }
+        return;
+    }
     for (var j = lid; j < hw; j += 256u) {
         let v = d_x[xo + j];
         let a = bf16_lo(v);
@@ -27,16 +62,7 @@ fn rmsnorm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         ss += a * a + b * b;
     }
     let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
-    let o = p.out + r * hw;
     for (var j = lid; j < hw; j += 256u) {
-        let v = d_x[xo + j];
-        var a = bf16_lo(v) * inv;
-        var b = bf16_hi(v) * inv;
-        if (p.w != NONE) {
-            let w = d_w[p.w + j];
-            a *= bf16_lo(w);
-            b *= bf16_hi(w);
-        }
-        d_out[o + j] = pack_bf16(a, b);
+        store(o, j, d_x[xo + j], inv);
     }
 }
