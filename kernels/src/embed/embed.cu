@@ -3,6 +3,8 @@
 // 16-byte loads before its stores so enough bytes are in flight.
 
 #define EMBED_UNROLL 4
+// 256-thread blocks (launcher), 8 resident per SM: one row per block, so latency is hidden across blocks.
+#define EMBED_BOUNDS __launch_bounds__(256, 8)
 
 // ---------------------------------------------------------------- fp8 table
 
@@ -17,7 +19,7 @@ __device__ __forceinline__ uint4 fp8x8_to_bf16(uint2 c, float rs, float scale) {
     return make_uint4(pack_bf16(f[0], f[1]), pack_bf16(f[2], f[3]), pack_bf16(f[4], f[5]), pack_bf16(f[6], f[7]));
 }
 
-extern "C" __global__ void embed_gather_fp8(bf16* __restrict__ out, const u8* __restrict__ table, const float* __restrict__ row_scale,
+extern "C" __global__ void EMBED_BOUNDS embed_gather_fp8(bf16* __restrict__ out, const u8* __restrict__ table, const float* __restrict__ row_scale,
                                             const int* __restrict__ ids, int h, int vocab, float scale) {
     const int r = blockIdx.x;
     const int id = ids[r];
@@ -28,7 +30,27 @@ extern "C" __global__ void embed_gather_fp8(bf16* __restrict__ out, const u8* __
     }
     const u8* row = table + (size_t)id * h;
     const float rs = row_scale[id];
-    if ((h % 8) == 0 && aligned8(row) && aligned16(out)) {
+    if ((h % 16) == 0 && aligned16(row) && aligned16(out)) {
+        const int n = h / 16;
+        const uint4* src = reinterpret_cast<const uint4*>(row);
+        uint4* dst = reinterpret_cast<uint4*>(out);
+        for (int base = threadIdx.x; base < n; base += EMBED_UNROLL * blockDim.x) {
+            uint4 c[EMBED_UNROLL];
+#pragma unroll
+            for (int j = 0; j < EMBED_UNROLL; ++j) {
+                int k = base + j * blockDim.x;
+                if (k < n) c[j] = ld_stream16(src + k);
+            }
+#pragma unroll
+            for (int j = 0; j < EMBED_UNROLL; ++j) {
+                int k = base + j * blockDim.x;
+                if (k < n) {
+                    dst[2 * k] = fp8x8_to_bf16(make_uint2(c[j].x, c[j].y), rs, scale);
+                    dst[2 * k + 1] = fp8x8_to_bf16(make_uint2(c[j].z, c[j].w), rs, scale);
+                }
+            }
+        }
+    } else if ((h % 8) == 0 && aligned8(row) && aligned16(out)) {
         const int n = h / 8;
         const uint2* src = reinterpret_cast<const uint2*>(row);
         uint4* dst = reinterpret_cast<uint4*>(out);
@@ -76,7 +98,7 @@ __device__ __forceinline__ void scale_rows(bf16* __restrict__ out, const bf16* _
     }
 }
 
-extern "C" __global__ void embed_gather_bf16(bf16* __restrict__ out, const bf16* __restrict__ table, const int* __restrict__ ids, int h, int vocab,
+extern "C" __global__ void EMBED_BOUNDS embed_gather_bf16(bf16* __restrict__ out, const bf16* __restrict__ table, const int* __restrict__ ids, int h, int vocab,
                                              float scale) {
     const int r = blockIdx.x;
     const int id = ids[r];
@@ -114,7 +136,7 @@ __device__ __forceinline__ void copy_row(T* __restrict__ dst, const T* __restric
     }
 }
 
-extern "C" __global__ void gather_rows_bf16(bf16* __restrict__ out, const bf16* __restrict__ src, const int* __restrict__ idx, int h, int n_src) {
+extern "C" __global__ void EMBED_BOUNDS gather_rows_bf16(bf16* __restrict__ out, const bf16* __restrict__ src, const int* __restrict__ idx, int h, int n_src) {
     const int r = blockIdx.x;
     const int s = idx[r];
     out += (size_t)r * h;

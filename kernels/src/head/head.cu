@@ -8,6 +8,10 @@
 // kernel is correct for any grid and any multiple-of-32 block size.
 
 #define HEAD_MAX_M 16
+// Table loads in flight per lane per step: more where few accumulators leave registers free.
+#define HEAD_UNROLL(M) ((M) <= 2 ? 4 : ((M) <= 4 ? 2 : 1))
+// 128-thread blocks (launcher); at most 64 registers so 8 blocks (32 warps) fit per SM.
+#define HEAD_BOUNDS __launch_bounds__(128, 8)
 
 // Rows of the vocabulary this block owns: [*r0, *r1).
 __device__ __forceinline__ void block_rows(int vocab, int* r0, int* r1) {
@@ -84,21 +88,31 @@ __device__ void lm_head_fp8_rows(float* out, const bf16* h, const u8* e8, const 
         bool nan_code = false;
         if (vec) {
             const int n = hdim / 16;
-#pragma unroll 2
-            for (int c = lane; c < n; c += 32) {
-                const uint4 w = ld_stream16(row + (size_t)c * 16);
-                nan_code |= e4m3x4_has_nan(w.x) | e4m3x4_has_nan(w.y) | e4m3x4_has_nan(w.z) | e4m3x4_has_nan(w.w);
-                float t[16];
+            for (int c0 = lane; c0 < n; c0 += 32 * HEAD_UNROLL(M)) {
+                // All of this lane's loads for the step first, then the math.
+                uint4 w[HEAD_UNROLL(M)];
 #pragma unroll
-                for (int b = 0; b < 4; ++b) {
-                    t[b] = e4m3_byte_nonan(w.x, b);
-                    t[4 + b] = e4m3_byte_nonan(w.y, b);
-                    t[8 + b] = e4m3_byte_nonan(w.z, b);
-                    t[12 + b] = e4m3_byte_nonan(w.w, b);
+                for (int u = 0; u < HEAD_UNROLL(M); ++u) {
+                    const int c = c0 + 32 * u;
+                    if (c < n) w[u] = ld_stream16(row + (size_t)c * 16);
                 }
 #pragma unroll
-                for (int i = 0; i < M; ++i)
-                    if (i < m) acc[i] += dot16(h + (size_t)i * hdim + (size_t)c * 16, t);
+                for (int u = 0; u < HEAD_UNROLL(M); ++u) {
+                    const int c = c0 + 32 * u;
+                    if (c >= n) break;
+                    nan_code |= e4m3x4_has_nan(w[u].x) | e4m3x4_has_nan(w[u].y) | e4m3x4_has_nan(w[u].z) | e4m3x4_has_nan(w[u].w);
+                    float t[16];
+#pragma unroll
+                    for (int b = 0; b < 4; ++b) {
+                        t[b] = e4m3_byte_nonan(w[u].x, b);
+                        t[4 + b] = e4m3_byte_nonan(w[u].y, b);
+                        t[8 + b] = e4m3_byte_nonan(w[u].z, b);
+                        t[12 + b] = e4m3_byte_nonan(w[u].w, b);
+                    }
+#pragma unroll
+                    for (int i = 0; i < M; ++i)
+                        if (i < m) acc[i] += dot16(h + (size_t)i * hdim + (size_t)c * 16, t);
+                }
             }
         } else {
             for (int k = lane; k < hdim; k += 32) {
@@ -114,7 +128,7 @@ __device__ void lm_head_fp8_rows(float* out, const bf16* h, const u8* e8, const 
     }
 }
 
-extern "C" __global__ void lm_head_logits_fp8(float* out, const bf16* h, const u8* e8, const float* row_scale, int m, int vocab, int hdim,
+extern "C" __global__ void HEAD_BOUNDS lm_head_logits_fp8(float* out, const bf16* h, const u8* e8, const float* row_scale, int m, int vocab, int hdim,
                                               float softcap) {
     if (m <= 1) lm_head_fp8_rows<1>(out, h, e8, row_scale, m, vocab, hdim, softcap);
     else if (m <= 2) lm_head_fp8_rows<2>(out, h, e8, row_scale, m, vocab, hdim, softcap);
@@ -138,13 +152,23 @@ __device__ void lm_head_bf16_rows(float* out, const bf16* h, const bf16* table, 
         for (int i = 0; i < M; ++i) acc[i] = 0.0f;
         if (vec) {
             const int n = hdim / 8;
-#pragma unroll 2
-            for (int c = lane; c < n; c += 32) {
-                const uint4 w = ld_stream16(row + (size_t)c * 8);
-                const float t[8] = {bf16_lo(w.x), bf16_hi(w.x), bf16_lo(w.y), bf16_hi(w.y), bf16_lo(w.z), bf16_hi(w.z), bf16_lo(w.w), bf16_hi(w.w)};
+            for (int c0 = lane; c0 < n; c0 += 32 * HEAD_UNROLL(M)) {
+                uint4 w[HEAD_UNROLL(M)];
 #pragma unroll
-                for (int i = 0; i < M; ++i)
-                    if (i < m) acc[i] += dot8(h + (size_t)i * hdim + (size_t)c * 8, t);
+                for (int u = 0; u < HEAD_UNROLL(M); ++u) {
+                    const int c = c0 + 32 * u;
+                    if (c < n) w[u] = ld_stream16(row + (size_t)c * 8);
+                }
+#pragma unroll
+                for (int u = 0; u < HEAD_UNROLL(M); ++u) {
+                    const int c = c0 + 32 * u;
+                    if (c >= n) break;
+                    const float t[8] = {bf16_lo(w[u].x), bf16_hi(w[u].x), bf16_lo(w[u].y), bf16_hi(w[u].y),
+                                        bf16_lo(w[u].z), bf16_hi(w[u].z), bf16_lo(w[u].w), bf16_hi(w[u].w)};
+#pragma unroll
+                    for (int i = 0; i < M; ++i)
+                        if (i < m) acc[i] += dot8(h + (size_t)i * hdim + (size_t)c * 8, t);
+                }
             }
         } else {
             for (int k = lane; k < hdim; k += 32) {
@@ -158,7 +182,7 @@ __device__ void lm_head_bf16_rows(float* out, const bf16* h, const bf16* table, 
     }
 }
 
-extern "C" __global__ void lm_head_logits_bf16(float* out, const bf16* h, const bf16* table, int m, int vocab, int hdim, float softcap) {
+extern "C" __global__ void HEAD_BOUNDS lm_head_logits_bf16(float* out, const bf16* h, const bf16* table, int m, int vocab, int hdim, float softcap) {
     if (m <= 1) lm_head_bf16_rows<1>(out, h, table, m, vocab, hdim, softcap);
     else if (m <= 2) lm_head_bf16_rows<2>(out, h, table, m, vocab, hdim, softcap);
     else if (m <= 4) lm_head_bf16_rows<4>(out, h, table, m, vocab, hdim, softcap);

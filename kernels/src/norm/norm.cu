@@ -1,12 +1,15 @@
 // RMSNorm family: one block per row (launcher: grid [rows], block 256).
 //
 // Memory-bound: each row is read once and kept in registers (up to
-// NORM_CACHE vectors per thread; 256 threads x 4 x 8 = 8192 elements with
+// NORM_CACHE vectors per thread; 256 threads x 3 x 8 = 6144 elements with
 // 16-byte vectors) between the statistics pass and the store pass; longer
-// rows re-read the tail, which L2 serves. Vector width is chosen per launch
+// rows re-read the tail, which L2 serves. Register use is capped so that 8
+// blocks of 256 fit on an SM: one row per block leaves nothing to overlap
+// within a block, so latency is hidden across blocks. Vector width is chosen per launch
 // from pointer alignment and dim: 8 (16-byte), 2 (4-byte) or 1.
 
-#define NORM_CACHE 4
+#define NORM_CACHE 3
+#define NORM_BOUNDS __launch_bounds__(256, 8)
 
 // Weight factor for element k: w null means unscaled.
 template <int V>
@@ -104,7 +107,7 @@ __device__ __forceinline__ int pick_width(int dim, const void* a, const void* b,
     return v8 ? 8 : (v2 ? 2 : 1);
 }
 
-extern "C" __global__ void __launch_bounds__(1024) rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int dim, float eps) {
+extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int dim, float eps) {
     __shared__ float red[32];
     const size_t off = (size_t)blockIdx.x * dim;
     out += off;
@@ -170,7 +173,8 @@ __device__ void sandwich_row(bf16* resid_out, bf16* normed, const bf16* resid, c
     }
 }
 
-extern "C" __global__ void __launch_bounds__(1024) post_norm_add_pre_norm_bf16(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
+// Two live rows' worth of state: 6 blocks per SM (40 registers) to avoid spills.
+extern "C" __global__ void __launch_bounds__(256, 6) post_norm_add_pre_norm_bf16(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
                                                                               const bf16* w_post, const bf16* w_pre, int dim, float eps) {
     __shared__ float red[32];
     const size_t off = (size_t)blockIdx.x * dim;
@@ -226,7 +230,7 @@ __device__ void layer_out_row(bf16* out, const bf16* mid, const bf16* x, const b
     }
 }
 
-extern "C" __global__ void __launch_bounds__(1024) layer_out_bf16(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar,
+extern "C" __global__ void NORM_BOUNDS layer_out_bf16(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar,
                                                                  int dim, float eps) {
     __shared__ float red[32];
     const size_t off = (size_t)blockIdx.x * dim;
