@@ -50,7 +50,7 @@ fn launches_check_pointers_and_report_kernel_names() {
     let ops = Ops::new(be.clone());
     let out = be.alloc(64 * 2).unwrap();
     let x = be.alloc(64 * 2).unwrap();
-    be.upload(x, &vec![0x3fu8; 128]).unwrap();
+    be.upload(x, &[0x3fu8; 128]).unwrap();
     ops.rmsnorm(out, x, 0, 1, 64, 1e-6).unwrap();
     be.synchronize().unwrap();
     // A freed input is refused before the GPU sees it, naming kernel and argument.
