@@ -125,11 +125,12 @@ struct Bind {
 }
 
 type BindKey = (&'static str, Vec<(u64, u64, u64)>);
+type PipeKey = (&'static str, &'static str, Vec<(&'static str, u32)>);
 
 struct State {
     allocs: VirtualAllocs<wgpu::Buffer>,
     programs: HashMap<&'static str, Arc<Program>>,
-    pipelines: HashMap<(&'static str, &'static str, Vec<(&'static str, u32)>), wgpu::ComputePipeline>,
+    pipelines: HashMap<PipeKey, wgpu::ComputePipeline>,
     bind_groups: HashMap<BindKey, wgpu::BindGroup>,
     encoder: Option<wgpu::CommandEncoder>,
     /// Host image of this batch's Params slots.
@@ -301,15 +302,25 @@ impl WgpuBackend {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Turns errors the device reported since the last check into one `Error::Driver`.
+    /// Turns errors the device reported since the last check into one
+    /// `Error::Driver`. The batch being recorded is dropped with it: wgpu
+    /// invalidates an encoder that saw an error, and every later submit
+    /// would fail again.
     fn check(&self, what: &str) -> Result<()> {
-        let mut v = self.errors.lock().unwrap_or_else(|p| p.into_inner());
-        if v.is_empty() {
-            return Ok(());
-        }
-        let msg = v.join("; ");
-        v.clear();
-        Err(driver(format!("{what}: {msg}")))
+        let msg = {
+            let mut v = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+            if v.is_empty() {
+                return Ok(());
+            }
+            let msg = v.join("; ");
+            v.clear();
+            msg
+        };
+        let mut st = self.state();
+        let dropped = st.slots;
+        st.encoder = None;
+        st.slots = 0;
+        Err(driver(format!("{what}: {msg} (unsubmitted work discarded: {dropped} dispatches)")))
     }
 
     fn flush(&self, st: &mut State) {
@@ -456,7 +467,12 @@ impl WgpuBackend {
         params.extend(grid);
         params.push(fold);
         params.extend(extra);
-        debug_assert!(params.len() * 4 <= SLOT as usize);
+        if params.len() * 4 > SLOT as usize {
+            return Err(Error::Unsupported(format!(
+                "kernel {name}: {} parameter words do not fit a {SLOT}-byte Params slot",
+                params.len()
+            )));
+        }
         let prog = self.program(st, name, binds.len())?;
         let pipe = self.pipeline(st, name, &prog, entry, consts)?;
         if st.slots == self.max_batch {
@@ -617,7 +633,7 @@ impl Backend for WgpuBackend {
         let mut st = self.state();
         let (id, buf, off) = self.resolve(&st, "upload", "dst", dst, data.len() as u64)?;
         let n = data.len() as u64;
-        if off % 4 == 0 && n % 4 == 0 {
+        if off.is_multiple_of(4) && n.is_multiple_of(4) {
             // The queue write lands before the next submission: submit what is recorded first.
             self.flush(&mut st);
             self.queue.write_buffer(&buf, off, data);
@@ -709,7 +725,7 @@ impl Backend for WgpuBackend {
         if d.0 == s.0 && d.2 < s.2 + n && s.2 < d.2 + n {
             return Err(Error::invalid("copy", "dst", format!("range [{dst:#x}, +{n}) overlaps the source range")));
         }
-        if d.0 != s.0 && d.2 % 4 == 0 && s.2 % 4 == 0 && n % 4 == 0 {
+        if d.0 != s.0 && d.2.is_multiple_of(4) && s.2.is_multiple_of(4) && n.is_multiple_of(4) {
             self.encoder(&mut st).copy_buffer_to_buffer(&s.1, s.2, &d.1, d.2, n);
         } else {
             // Same buffer (wgpu forbids buffer-to-buffer copies within one) or unaligned.
