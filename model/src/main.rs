@@ -1,10 +1,16 @@
-//! The `switchyard` command line: the coverage matrix, parity against the CPU
-//! reference, and the benchmark harness.
+//! The `switchyard` command line: greedy generation with a Gemma 4 text
+//! checkpoint, the coverage matrix, parity against the CPU reference, and the
+//! benchmark harness.
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use switchyard_kernels::{parity, Ops};
-use switchyard_model::{backends, bench, coverage};
+use switchyard_model::checkpoint::Checkpoint;
+use switchyard_model::generate::{generate, Request};
+use switchyard_model::graph::Model;
+use switchyard_model::quant::Quant;
+use switchyard_model::{backends, bench, coverage, default_model, synthetic};
 
 #[derive(Parser)]
 #[command(name = "switchyard", version, about = "LLM inference kernels on CUDA, wgpu and a CPU reference")]
@@ -49,6 +55,44 @@ enum Command {
         #[arg(long)]
         scale: Option<String>,
     },
+    /// Greedy generation with a Gemma 4 text checkpoint (default: the tiny
+    /// model built into the binary).
+    Generate {
+        /// Checkpoint directory (config.json + model.safetensors or a sharded
+        /// index). Default: the built-in tiny model.
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Backend: cpu, wgpu or cuda (default: SWITCHYARD_BACKEND or cpu).
+        #[arg(long)]
+        backend: Option<String>,
+        /// Prompt token ids, comma-separated (default: 2,17,99,5,250,31).
+        #[arg(long)]
+        prompt_ids: Option<String>,
+        /// Most tokens to generate.
+        #[arg(long, default_value_t = 16)]
+        max_new_tokens: usize,
+        /// Print one JSON object: backend, tokens, per-step logits, timings.
+        #[arg(long)]
+        json: bool,
+        /// Weight storage: none, fp8-embed or nvfp4.
+        #[arg(long, default_value = "none")]
+        quant: String,
+        /// Do not stop at the config's EOS ids.
+        #[arg(long)]
+        ignore_eos: bool,
+    },
+    /// Write a synthetic Gemma 4 text checkpoint (random weights) to a directory.
+    Synthetic {
+        /// Output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// `dense` (like the tiny-dense fixture) or `moe` (like tiny-moe).
+        #[arg(long, default_value = "dense")]
+        preset: String,
+        /// RNG seed (default: the preset's).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
     /// Print what a backend reports about its device.
     Info {
         /// Backend (default: SWITCHYARD_BACKEND or cpu).
@@ -75,11 +119,30 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Parity { backend, seed, filter } => parity_cmd(backend, seed, filter),
         Command::Bench { backend, json, iters, filter, scale } => bench_cmd(backend, json, iters, filter, scale),
+        Command::Generate { model, backend, prompt_ids, max_new_tokens, json, quant, ignore_eos } => {
+            generate_cmd(model, backend, prompt_ids, max_new_tokens, json, &quant, ignore_eos)
+        }
+        Command::Synthetic { out, preset, seed } => {
+            let mut spec = match preset.as_str() {
+                "dense" => synthetic::Spec::tiny_dense(),
+                "moe" => synthetic::Spec::tiny_moe(),
+                other => bail!("--preset {other}: expected `dense` or `moe`"),
+            };
+            if let Some(s) = seed {
+                spec.seed = s;
+            }
+            spec.build().write(&out)?;
+            println!("wrote {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Info { backend } => {
             let name = backends::choose(backend.as_deref(), "cpu");
             let be = backends::open(&name)?;
             let info = be.info();
-            println!("backend: {}\ndevice: {}\ndriver: {}\nmax allocation: {} bytes", info.backend, info.device, info.driver, info.max_alloc_bytes);
+            println!(
+                "backend: {}\ndevice: {}\ndriver: {}\nmax allocation: {} bytes",
+                info.backend, info.device, info.driver, info.max_alloc_bytes
+            );
             for (k, v) in info.details {
                 println!("{k}: {v}");
             }
@@ -90,7 +153,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Result<ExitCode> {
     let explicit = backend.is_some() || std::env::var(backends::BACKEND_ENV).is_ok_and(|s| !s.is_empty());
-    let names: Vec<String> = if explicit { vec![backends::choose(backend.as_deref(), "cpu")] } else { backends::ALL.iter().map(|s| s.to_string()).collect() };
+    let names: Vec<String> =
+        if explicit { vec![backends::choose(backend.as_deref(), "cpu")] } else { backends::ALL.iter().map(|s| s.to_string()).collect() };
     let reference = Ops::new(backends::open("cpu")?);
     let mut failed = false;
     let mut tested = 0;
@@ -168,6 +232,85 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", bench::markdown(&device, &name, &ceilings, &rows));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parses `2,17,99` into token ids.
+fn parse_ids(text: &str) -> Result<Vec<u32>> {
+    let ids = text
+        .split(',')
+        .map(|t| t.trim().parse::<u32>().with_context(|| format!("--prompt-ids: `{}` is not a token id (non-negative integer)", t.trim())))
+        .collect::<Result<Vec<_>>>()?;
+    if ids.is_empty() {
+        bail!("--prompt-ids: no ids given");
+    }
+    Ok(ids)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn generate_cmd(
+    model_dir: Option<PathBuf>,
+    backend: Option<String>,
+    prompt_ids: Option<String>,
+    max_new_tokens: usize,
+    json: bool,
+    quant: &str,
+    ignore_eos: bool,
+) -> Result<ExitCode> {
+    let quant: Quant = quant.parse()?;
+    let prompt = match prompt_ids.as_deref() {
+        Some(t) => parse_ids(t)?,
+        None => default_model::PROMPT.to_vec(),
+    };
+    if max_new_tokens == 0 {
+        bail!("--max-new-tokens must be at least 1");
+    }
+    let name = backends::choose(backend.as_deref(), "cpu");
+    let be = backends::open(&name)?;
+    let t0 = std::time::Instant::now();
+    let ck = match &model_dir {
+        Some(dir) => Checkpoint::open(dir).with_context(|| format!("opening checkpoint {}", dir.display()))?,
+        None => default_model::checkpoint()?,
+    };
+    let model = Model::load(&ck, be.clone(), quant).with_context(|| format!("loading {}", ck.origin))?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let req = Request { prompt, max_new_tokens, want_logits: json, stop_at_eos: !ignore_eos };
+    let g = generate(&model, &req).context("generating")?;
+    let t = &g.timings;
+    if json {
+        let doc = serde_json::json!({
+            "backend": name,
+            "device": be.info().device,
+            "model": ck.origin,
+            "quant": quant.to_string(),
+            "prompt": req.prompt,
+            "tokens": g.tokens,
+            "logits": g.logits,
+            "stopped_at_eos": g.stopped_at_eos,
+            "timings": {
+                "load_ms": load_ms, "setup_ms": t.setup_ms, "prefill_ms": t.prefill_ms, "decode_ms": t.decode_ms,
+                "prompt_tokens": t.prompt_tokens, "decode_steps": t.decode_steps,
+                "prefill_tokens_per_s": t.prefill_tokens_per_s(), "decode_tokens_per_s": t.decode_tokens_per_s(),
+            },
+        });
+        println!("{}", serde_json::to_string(&doc)?);
+    } else {
+        let ids: Vec<String> = g.tokens.iter().map(u32::to_string).collect();
+        println!("{}", ids.join(","));
+        eprintln!(
+            "{} on {} ({}), quant {}: {} prompt + {} new tokens{}; load {:.1} ms, prefill {:.1} ms, decode {:.1} tok/s",
+            ck.origin,
+            name,
+            be.info().device,
+            quant,
+            t.prompt_tokens,
+            g.tokens.len(),
+            if g.stopped_at_eos { " (stopped at EOS)" } else { "" },
+            load_ms,
+            t.prefill_ms,
+            t.decode_tokens_per_s()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

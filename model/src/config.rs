@@ -1,0 +1,497 @@
+//! HF `config.json` for `model_type: gemma4_text` (or a `gemma4` config whose
+//! `text_config` is one), parsed into a validated [`ModelConfig`].
+//!
+//! The rules follow `Gemma4TextConfig.__post_init__` in transformers 5.x:
+//! per-layer head_dim / num_key_value_heads come from `per_layer_config`
+//! (keys are layer indices, serialised as zero-padded strings) or, when that
+//! is absent, from `global_head_dim` / `num_global_key_value_heads` on
+//! `full_attention` layers; the last layer is forced to full attention. Every
+//! feature the graph does not implement is refused with an error naming the
+//! field, rather than silently computing something else.
+use crate::error::{Error, Result};
+use serde_json::{Map, Value};
+
+/// Attention flavour of one decoder layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerKind {
+    /// `sliding_attention`: causal within `sliding_window`, RoPE "default".
+    Sliding,
+    /// `full_attention`: causal over the whole context, RoPE "proportional".
+    Full,
+}
+
+impl LayerKind {
+    /// The HF name (`sliding_attention` / `full_attention`).
+    pub fn hf_name(self) -> &'static str {
+        match self {
+            LayerKind::Sliding => "sliding_attention",
+            LayerKind::Full => "full_attention",
+        }
+    }
+}
+
+/// RoPE parameters of one layer type.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Rope {
+    /// `rope_theta`.
+    pub theta: f64,
+    /// Frequency pairs that rotate, out of `head_dim / 2`: all of them for
+    /// "default", `floor(partial_rotary_factor · head_dim / 2)` for "proportional".
+    pub partial_rotary_factor: f64,
+    /// "proportional" divides every inverse frequency by this (`factor`, default 1).
+    pub factor: f64,
+    /// Whether this is "proportional" (else "default").
+    pub proportional: bool,
+}
+
+impl Rope {
+    /// Rotated frequency pairs for a head of `hd` (as HF's
+    /// `int(partial_rotary_factor * head_dim // 2)`).
+    pub fn rotated_pairs(&self, hd: usize) -> usize {
+        if self.proportional {
+            ((self.partial_rotary_factor * hd as f64) / 2.0).floor() as usize
+        } else {
+            hd / 2
+        }
+    }
+}
+
+/// One decoder layer's attention shape.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerSpec {
+    /// Sliding or full.
+    pub kind: LayerKind,
+    /// Head dimension.
+    pub head_dim: usize,
+    /// KV heads.
+    pub num_kv_heads: usize,
+    /// V is the K projection (`attention_k_eq_v` on a full layer).
+    pub k_eq_v: bool,
+    /// Sliding window in tokens, 0 for full attention.
+    pub window: usize,
+    /// RoPE of this layer's type.
+    pub rope: Rope,
+}
+
+/// The MoE branch's sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeConfig {
+    /// Experts per layer.
+    pub num_experts: usize,
+    /// Experts per token.
+    pub top_k: usize,
+    /// Each expert's intermediate size.
+    pub intermediate: usize,
+}
+
+/// A validated Gemma 4 text configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelConfig {
+    /// Vocabulary (rows of the tied embedding).
+    pub vocab_size: usize,
+    /// Residual width.
+    pub hidden_size: usize,
+    /// Dense MLP intermediate size.
+    pub intermediate_size: usize,
+    /// Query heads (all layers).
+    pub num_heads: usize,
+    /// Per-layer attention shapes, `num_hidden_layers` of them.
+    pub layers: Vec<LayerSpec>,
+    /// `final_logit_softcapping`; 0 = none.
+    pub final_logit_softcapping: f32,
+    /// The MoE branch, when `enable_moe_block`.
+    pub moe: Option<MoeConfig>,
+    /// `rms_norm_eps`.
+    pub eps: f32,
+    /// Generation stops at any of these.
+    pub eos_token_ids: Vec<u32>,
+    /// `max_position_embeddings`.
+    pub max_position_embeddings: usize,
+}
+
+/// Largest head_dim the attention and qkv_prep kernels take.
+const MAX_HEAD_DIM: usize = 512;
+
+impl ModelConfig {
+    /// Parses `config.json` text.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let v: Value = serde_json::from_str(text).map_err(|e| Error::config("<file>", format!("not valid JSON: {e}")))?;
+        let root = v.as_object().ok_or_else(|| Error::config("<file>", "the top level must be a JSON object"))?;
+        Self::from_value(root)
+    }
+
+    /// Parses an already-decoded JSON object (the top-level config).
+    pub fn from_value(root: &Map<String, Value>) -> Result<Self> {
+        let top_type = opt_str(root, "", "model_type")?;
+        let (obj, prefix) = match top_type {
+            Some("gemma4_text") => (root, String::new()),
+            Some("gemma4") | None if root.contains_key("text_config") => {
+                let tc = root
+                    .get("text_config")
+                    .and_then(Value::as_object)
+                    .ok_or_else(|| Error::config("text_config", "must be a JSON object"))?;
+                match opt_str(tc, "text_config.", "model_type")? {
+                    Some("gemma4_text") | None => (tc, "text_config.".to_string()),
+                    Some(other) => {
+                        return Err(Error::config("text_config.model_type", format!("`{other}` is not supported (expected gemma4_text)")))
+                    }
+                }
+            }
+            Some(other) => return Err(Error::config("model_type", format!("`{other}` is not supported (expected gemma4_text)"))),
+            None => return Err(Error::config("model_type", "missing (expected gemma4_text)")),
+        };
+        Parser { obj, prefix }.parse()
+    }
+
+    /// Layers in the model.
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+}
+
+/// Reads fields of one JSON object, naming them with `prefix` in errors.
+struct Parser<'a> {
+    obj: &'a Map<String, Value>,
+    prefix: String,
+}
+
+fn opt_str<'a>(obj: &'a Map<String, Value>, prefix: &str, key: &str) -> Result<Option<&'a str>> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(Error::config(format!("{prefix}{key}"), format!("expected a string, found {other}"))),
+    }
+}
+
+fn as_count(v: &Value) -> Option<usize> {
+    v.as_u64().and_then(|n| usize::try_from(n).ok())
+}
+
+impl Parser<'_> {
+    fn name(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    fn err(&self, key: &str, reason: impl Into<String>) -> Error {
+        Error::config(self.name(key), reason)
+    }
+
+    fn present(&self, key: &str) -> Option<&Value> {
+        self.obj.get(key).filter(|v| !v.is_null())
+    }
+
+    fn count_opt(&self, key: &str) -> Result<Option<usize>> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(v) => as_count(v).map(Some).ok_or_else(|| self.err(key, format!("expected a non-negative integer, found {v}"))),
+        }
+    }
+
+    /// A required positive integer.
+    fn dim(&self, key: &str) -> Result<usize> {
+        match self.count_opt(key)? {
+            None => Err(self.err(key, "missing (required)")),
+            Some(0) => Err(self.err(key, "must be > 0")),
+            Some(n) => Ok(n),
+        }
+    }
+
+    fn count_or(&self, key: &str, default: usize) -> Result<usize> {
+        Ok(self.count_opt(key)?.unwrap_or(default))
+    }
+
+    fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
+        match self.present(key) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(v) => Err(self.err(key, format!("expected true or false, found {v}"))),
+        }
+    }
+
+    fn float_opt(&self, key: &str) -> Result<Option<f64>> {
+        match self.present(key) {
+            None => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if x.is_finite() => Ok(Some(x)),
+                _ => Err(self.err(key, format!("expected a number, found {v}"))),
+            },
+        }
+    }
+
+    fn str_opt(&self, key: &str) -> Result<Option<&str>> {
+        opt_str(self.obj, &self.prefix, key)
+    }
+
+    fn parse(&self) -> Result<ModelConfig> {
+        self.refuse_unsupported()?;
+        let vocab_size = self.dim("vocab_size")?;
+        let hidden_size = self.dim("hidden_size")?;
+        let intermediate_size = self.dim("intermediate_size")?;
+        let num_layers = self.dim("num_hidden_layers")?;
+        let num_heads = self.dim("num_attention_heads")?;
+        let num_kv_heads = self.dim("num_key_value_heads")?;
+        let head_dim = self.dim("head_dim")?;
+        let eps = self.float_opt("rms_norm_eps")?.unwrap_or(1e-6);
+        if eps < 0.0 {
+            return Err(self.err("rms_norm_eps", format!("{eps} must be >= 0")));
+        }
+        let sliding_window = self.count_or("sliding_window", 512)?;
+        let max_position_embeddings = self.count_or("max_position_embeddings", 131_072)?;
+        let softcap = self.float_opt("final_logit_softcapping")?.unwrap_or(0.0);
+        if softcap < 0.0 {
+            return Err(self.err("final_logit_softcapping", format!("{softcap} must be >= 0 (or null)")));
+        }
+        let k_eq_v = self.bool_or("attention_k_eq_v", false)?;
+        let kinds = self.layer_types(num_layers)?;
+        let ropes = [self.rope(LayerKind::Sliding)?, self.rope(LayerKind::Full)?];
+        let overrides = self.per_layer(&kinds, k_eq_v)?;
+
+        let mut layers = Vec::with_capacity(num_layers);
+        for (i, &kind) in kinds.iter().enumerate() {
+            let (hd, nkv) = overrides[i];
+            let (hd, nkv) = (hd.unwrap_or(head_dim), nkv.unwrap_or(num_kv_heads));
+            let field = |k: &str| {
+                if overrides[i].0.is_some() || overrides[i].1.is_some() {
+                    format!("per_layer_config.{i}.{k}")
+                } else {
+                    k.to_string()
+                }
+            };
+            if hd == 0 || hd % 8 != 0 || hd > MAX_HEAD_DIM {
+                return Err(Error::config(
+                    self.name(&field("head_dim")),
+                    format!("layer {i}: head_dim = {hd} must be a multiple of 8 in 8..={MAX_HEAD_DIM} (attention kernels)"),
+                ));
+            }
+            if nkv == 0 || num_heads % nkv != 0 {
+                return Err(Error::config(
+                    self.name(&field("num_key_value_heads")),
+                    format!("layer {i}: {nkv} KV heads must divide num_attention_heads = {num_heads}"),
+                ));
+            }
+            let sliding = kind == LayerKind::Sliding;
+            if sliding && sliding_window == 0 {
+                return Err(self.err("sliding_window", "must be > 0 when there are sliding_attention layers"));
+            }
+            layers.push(LayerSpec {
+                kind,
+                head_dim: hd,
+                num_kv_heads: nkv,
+                // HF: use_alternative_attention = attention_k_eq_v and not is_sliding.
+                k_eq_v: k_eq_v && !sliding,
+                window: if sliding { sliding_window } else { 0 },
+                rope: ropes[if sliding { 0 } else { 1 }],
+            });
+        }
+        if hidden_size % 8 != 0 {
+            return Err(self.err("hidden_size", format!("{hidden_size} must be a multiple of 8 (norm, embedding and lm_head kernels)")));
+        }
+        if intermediate_size % 2 != 0 {
+            return Err(self.err("intermediate_size", format!("{intermediate_size} must be even (gelu_mul works on pairs)")));
+        }
+        Ok(ModelConfig {
+            vocab_size,
+            hidden_size,
+            intermediate_size,
+            num_heads,
+            layers,
+            final_logit_softcapping: softcap as f32,
+            moe: self.moe()?,
+            eps: eps as f32,
+            eos_token_ids: self.eos()?,
+            max_position_embeddings,
+        })
+    }
+
+    /// Features of Gemma 4 this graph does not implement: refused by name.
+    fn refuse_unsupported(&self) -> Result<()> {
+        // HF's default is 256 (per-layer inputs on) when the key is absent.
+        let ple = self.count_or("hidden_size_per_layer_input", 256)?;
+        if ple > 0 {
+            return Err(self.err(
+                "hidden_size_per_layer_input",
+                format!("= {ple}: per-layer input embeddings are not supported (HF defaults to 256 when absent; set 0)"),
+            ));
+        }
+        let shared = self.count_or("num_kv_shared_layers", 0)?;
+        if shared > 0 {
+            return Err(self.err("num_kv_shared_layers", format!("= {shared}: KV sharing across layers is not supported (set 0)")));
+        }
+        // Double-wide MLPs only exist on KV-shared layers, refused above; the
+        // flag is still type-checked.
+        self.bool_or("use_double_wide_mlp", false)?;
+        if let Some(act) = self.str_opt("hidden_activation")? {
+            if act != "gelu_pytorch_tanh" {
+                return Err(self.err("hidden_activation", format!("`{act}` is not supported (only gelu_pytorch_tanh)")));
+            }
+        }
+        if let Some(b) = self.str_opt("use_bidirectional_attention")? {
+            match b {
+                "vision" => {} // affects vision tokens only; a text-only graph is unchanged
+                "all" => return Err(self.err("use_bidirectional_attention", "`all` (bidirectional text attention) is not supported")),
+                other => return Err(self.err("use_bidirectional_attention", format!("unknown value `{other}`"))),
+            }
+        }
+        if self.bool_or("attention_bias", false)? {
+            return Err(self.err("attention_bias", "true is not supported (Gemma 4 projections have no bias)"));
+        }
+        if !self.bool_or("tie_word_embeddings", true)? {
+            return Err(self.err("tie_word_embeddings", "false is not supported: the LM head reads the embedding table"));
+        }
+        Ok(())
+    }
+
+    fn layer_types(&self, n: usize) -> Result<Vec<LayerKind>> {
+        let mut kinds =
+            match self.present("layer_types") {
+                // HF's default: five sliding layers, then one full.
+                None => (0..n).map(|i| if (i + 1) % 6 != 0 { LayerKind::Sliding } else { LayerKind::Full }).collect(),
+                Some(Value::Array(a)) => {
+                    if a.len() != n {
+                        return Err(self.err("layer_types", format!("has {} entries, num_hidden_layers = {n}", a.len())));
+                    }
+                    a.iter()
+                        .enumerate()
+                        .map(|(i, t)| match t.as_str() {
+                            Some("sliding_attention") => Ok(LayerKind::Sliding),
+                            Some("full_attention") => Ok(LayerKind::Full),
+                            _ => Err(self
+                                .err(&format!("layer_types[{i}]"), format!("{t}: expected \"sliding_attention\" or \"full_attention\""))),
+                        })
+                        .collect::<Result<Vec<_>>>()?
+                }
+                Some(v) => return Err(self.err("layer_types", format!("expected a list, found {v}"))),
+            };
+        // HF forces the last layer to full attention (with a warning); the
+        // oracle computes that, so this graph does too.
+        if let Some(last) = kinds.last_mut() {
+            *last = LayerKind::Full;
+        }
+        Ok(kinds)
+    }
+
+    fn rope(&self, kind: LayerKind) -> Result<Rope> {
+        let default = match kind {
+            LayerKind::Sliding => Rope { theta: 10_000.0, partial_rotary_factor: 1.0, factor: 1.0, proportional: false },
+            LayerKind::Full => Rope { theta: 1_000_000.0, partial_rotary_factor: 0.25, factor: 1.0, proportional: true },
+        };
+        let Some(rp) = self.present("rope_parameters") else { return Ok(default) };
+        let rp = rp.as_object().ok_or_else(|| self.err("rope_parameters", "expected an object keyed by layer type"))?;
+        let type_name = kind.hf_name();
+        // Per layer type (Gemma 4's form), or one flat set for every type.
+        let (params, at) = if rp.contains_key("rope_type") || rp.contains_key("rope_theta") {
+            (rp, "rope_parameters".to_string())
+        } else {
+            match rp.get(type_name) {
+                None | Some(Value::Null) => return Ok(default),
+                Some(Value::Object(o)) => (o, format!("rope_parameters.{type_name}")),
+                Some(v) => return Err(self.err(&format!("rope_parameters.{type_name}"), format!("expected an object, found {v}"))),
+            }
+        };
+        let sub = Parser { obj: params, prefix: format!("{}{at}.", self.prefix) };
+        let rope_type = sub.str_opt("rope_type")?.unwrap_or("default");
+        let theta = sub.float_opt("rope_theta")?.ok_or_else(|| sub.err("rope_theta", "missing (required)"))?;
+        if theta <= 0.0 {
+            return Err(sub.err("rope_theta", format!("{theta} must be > 0")));
+        }
+        match rope_type {
+            "default" => Ok(Rope { theta, partial_rotary_factor: 1.0, factor: 1.0, proportional: false }),
+            "proportional" => {
+                let p = sub.float_opt("partial_rotary_factor")?.unwrap_or(1.0);
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(sub.err("partial_rotary_factor", format!("{p} must be in [0, 1]")));
+                }
+                let factor = sub.float_opt("factor")?.unwrap_or(1.0);
+                if factor <= 0.0 {
+                    return Err(sub.err("factor", format!("{factor} must be > 0")));
+                }
+                Ok(Rope { theta, partial_rotary_factor: p, factor, proportional: true })
+            }
+            other => Err(sub.err("rope_type", format!("`{other}` is not supported (only \"default\" and \"proportional\")"))),
+        }
+    }
+
+    /// Per-layer `(head_dim, num_key_value_heads)` overrides.
+    fn per_layer(&self, kinds: &[LayerKind], k_eq_v: bool) -> Result<Vec<(Option<usize>, Option<usize>)>> {
+        let n = kinds.len();
+        let mut out = vec![(None, None); n];
+        match self.present("per_layer_config") {
+            Some(Value::Object(map)) => {
+                for (key, ov) in map {
+                    let at = format!("per_layer_config.{key}");
+                    let i: usize = key.trim().parse().map_err(|_| self.err(&at, "key must be a layer index"))?;
+                    if i >= n {
+                        return Err(self.err(&at, format!("layer {i} does not exist (num_hidden_layers = {n})")));
+                    }
+                    let ov = ov.as_object().ok_or_else(|| self.err(&at, format!("expected an object, found {ov}")))?;
+                    let sub = Parser { obj: ov, prefix: format!("{}{at}.", self.prefix) };
+                    for k in ov.keys() {
+                        if k != "head_dim" && k != "num_key_value_heads" {
+                            return Err(
+                                sub.err(k, "per-layer override of this field is not supported (only head_dim, num_key_value_heads)")
+                            );
+                        }
+                    }
+                    out[i] = (sub.count_opt("head_dim")?, sub.count_opt("num_key_value_heads")?);
+                }
+            }
+            Some(v) => return Err(self.err("per_layer_config", format!("expected an object keyed by layer index, found {v}"))),
+            None => {
+                // HF __post_init__ without per_layer_config: full layers take
+                // global_head_dim (default 512), and num_global_key_value_heads
+                // when attention_k_eq_v gates it in.
+                let ghd = self.count_or("global_head_dim", 512)?;
+                let gkv = self.count_opt("num_global_key_value_heads")?.filter(|_| k_eq_v);
+                for (i, k) in kinds.iter().enumerate() {
+                    if *k == LayerKind::Full {
+                        out[i] = (Some(ghd), gkv);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn moe(&self) -> Result<Option<MoeConfig>> {
+        if !self.bool_or("enable_moe_block", false)? {
+            return Ok(None);
+        }
+        let m = MoeConfig {
+            num_experts: self.dim("num_experts")?,
+            top_k: self.dim("top_k_experts")?,
+            intermediate: self.dim("moe_intermediate_size")?,
+        };
+        if m.top_k > m.num_experts.min(switchyard_kernels::moe::expert::MAX_TOP_K) {
+            return Err(self.err(
+                "top_k_experts",
+                format!("{} must be <= min(num_experts = {}, {})", m.top_k, m.num_experts, switchyard_kernels::moe::expert::MAX_TOP_K),
+            ));
+        }
+        if m.num_experts > switchyard_kernels::moe::expert::MAX_EXPERTS {
+            return Err(self.err(
+                "num_experts",
+                format!("{} exceeds the router kernel's {}", m.num_experts, switchyard_kernels::moe::expert::MAX_EXPERTS),
+            ));
+        }
+        if m.intermediate % 8 != 0 {
+            return Err(self.err("moe_intermediate_size", format!("{} must be a multiple of 8 (grouped expert GEMM rows)", m.intermediate)));
+        }
+        if m.num_experts % 2 != 0 {
+            return Err(self.err("num_experts", format!("{} must be even (the router GEMM writes logits in pairs)", m.num_experts)));
+        }
+        Ok(Some(m))
+    }
+
+    fn eos(&self) -> Result<Vec<u32>> {
+        let id = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
+        match self.present("eos_token_id") {
+            None => Ok(Vec::new()),
+            Some(Value::Array(a)) => a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| id(v).ok_or_else(|| self.err(&format!("eos_token_id[{i}]"), format!("expected a token id, found {v}"))))
+                .collect(),
+            Some(v) => id(v).map(|x| vec![x]).ok_or_else(|| self.err("eos_token_id", format!("expected a token id or a list, found {v}"))),
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The model crate's error type. Loading a checkpoint fails in ways a user can
+//! act on (a config field, a tensor name and shape, a damaged file), so each
+//! has its own variant and a message that names the culprit; kernel failures
+//! keep the typed [`switchyard_core::Error`] underneath.
+use std::fmt;
+use std::path::PathBuf;
+
+/// Result alias for the model crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything loading and running a model can report.
+#[derive(Debug)]
+pub enum Error {
+    /// `config.json` is malformed, incomplete, or asks for a feature this
+    /// graph does not implement. `field` is the JSON key (dotted for nested
+    /// keys, e.g. `rope_parameters.full_attention.rope_type`).
+    Config {
+        /// The offending field.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A file could not be read.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A safetensors file or the shard index is truncated or corrupt.
+    Checkpoint {
+        /// The file (or embedded blob) name.
+        file: String,
+        /// What the parser found.
+        reason: String,
+    },
+    /// A tensor the graph needs is not in the checkpoint.
+    MissingTensor {
+        /// Name without the `model.` / `model.language_model.` prefix.
+        name: String,
+        /// The shape the graph expects.
+        expected: Vec<usize>,
+    },
+    /// A tensor has the wrong shape.
+    WrongShape {
+        /// Tensor name as found in the checkpoint.
+        name: String,
+        /// The shape the graph expects.
+        expected: Vec<usize>,
+        /// The shape in the file.
+        found: Vec<usize>,
+    },
+    /// A tensor has a dtype the loader cannot convert to bf16.
+    WrongDtype {
+        /// Tensor name as found in the checkpoint.
+        name: String,
+        /// Its dtype.
+        dtype: String,
+    },
+    /// The request itself is invalid (empty prompt, token id out of range, ...).
+    Request(String),
+    /// The computation produced something unusable (all-NaN logits).
+    Numeric(String),
+    /// A kernel launch or device operation failed.
+    Kernel(switchyard_core::Error),
+}
+
+impl Error {
+    /// Shorthand for [`Error::Config`].
+    pub fn config(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Config { field: field.into(), reason: reason.into() }
+    }
+
+    /// Shorthand for [`Error::Checkpoint`].
+    pub fn checkpoint(file: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Checkpoint { file: file.into(), reason: reason.into() }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config { field, reason } => write!(f, "config.json: field `{field}`: {reason}"),
+            Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Checkpoint { file, reason } => write!(f, "checkpoint {file}: {reason}"),
+            Error::MissingTensor { name, expected } => {
+                write!(f, "checkpoint: missing tensor `{name}` (expected shape {expected:?})")
+            }
+            Error::WrongShape { name, expected, found } => {
+                write!(f, "checkpoint: tensor `{name}` has shape {found:?}, expected {expected:?}")
+            }
+            Error::WrongDtype { name, dtype } => {
+                write!(f, "checkpoint: tensor `{name}` has dtype {dtype}; expected BF16, F16 or F32")
+            }
+            Error::Request(m) => write!(f, "invalid request: {m}"),
+            Error::Numeric(m) => write!(f, "numeric failure: {m}"),
+            Error::Kernel(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Kernel(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<switchyard_core::Error> for Error {
+    fn from(e: switchyard_core::Error) -> Self {
+        Error::Kernel(e)
+    }
+}

@@ -1,0 +1,89 @@
+//! One decoder layer: attention block, dense MLP, the optional MoE branch,
+//! and the layer output (norm, residual, `layer_scalar`).
+use super::{linear, Pass, Session};
+use crate::error::{Error, Result};
+use switchyard_kernels::attn::{AttnDecode, AttnParams};
+use switchyard_kernels::rope_kv::QkvPrep;
+
+impl Session<'_> {
+    /// Layer `i` over `rows` rows; the stream moves from `x[cur]` to `x[1 - cur]`.
+    pub(super) fn layer(&mut self, i: usize, rows: usize, pass: Pass) -> Result<()> {
+        let m = self.model;
+        let (ops, cfg, w) = (&m.ops, &m.cfg, &m.weights.layers[i]);
+        let spec = cfg.layers[i];
+        let (h, nh, hd, nkv, eps) = (cfg.hidden_size, cfg.num_heads, spec.head_dim, spec.num_kv_heads, cfg.eps);
+        let s = &self.s;
+        let (x, x_next) = (s.x[self.cur].addr(), s.x[1 - self.cur].addr());
+
+        // Attention: input norm, projections (V = K's projection when k_eq_v).
+        ops.rmsnorm(s.xn.addr(), x, w.input_norm.addr(), rows, h, eps)?;
+        linear::apply(ops, &w.q, s.xn.addr(), s.q_raw.addr(), rows)?;
+        linear::apply(ops, &w.k, s.xn.addr(), s.k_raw.addr(), rows)?;
+        let v_raw = match &w.v {
+            Some(v) => {
+                linear::apply(ops, v, s.xn.addr(), s.v_raw.addr(), rows)?;
+                s.v_raw.addr()
+            }
+            None => s.k_raw.addr(),
+        };
+        // q/k norms with weights, v norm without, RoPE on q and k, K and V into the pool.
+        let kv = self.cache.view(i);
+        let cos_sin = self.rope.get(spec.kind, hd).ok_or_else(|| Error::Request(format!("no RoPE table for layer {i}")))?;
+        ops.qkv_prep(&QkvPrep {
+            q_out: s.q.addr(),
+            k_pool: kv.k_pool,
+            v_pool: kv.v_pool,
+            q_raw: s.q_raw.addr(),
+            k_raw: s.k_raw.addr(),
+            v_raw,
+            q_norm: w.q_norm.addr(),
+            k_norm: w.k_norm.addr(),
+            cos_sin,
+            pos: s.pos.addr(),
+            slot: s.slot.addr(),
+            pmap: 0,
+            rows,
+            src_rows: rows,
+            nh,
+            nkv,
+            hd,
+            max_pos: self.rope.max_pos,
+            num_slots: kv.num_slots,
+            eps,
+        })?;
+        // Gemma 4 scales scores by 1.0 (the q/k norms do the job of 1/sqrt(d)).
+        let params = AttnParams { nh, window: spec.window, scale: 1.0 };
+        match pass {
+            Pass::Prefill => ops.attention_prefill(s.attn.addr(), s.q.addr(), s.seq_of_row.addr(), s.pos.addr(), rows, &kv, &params)?,
+            Pass::Decode { max_ctx } => {
+                let d = AttnDecode {
+                    out: s.attn.addr(),
+                    q: s.q.addr(),
+                    ctx_len: s.ctx_len.addr(),
+                    batch: rows,
+                    max_ctx,
+                    workspace: s.attn_ws.addr(),
+                    max_splits: super::scratch::MAX_SPLITS,
+                };
+                ops.attention_decode(&d, &kv, &params)?
+            }
+        }
+        linear::apply(ops, &w.o, s.attn.addr(), s.o.addr(), rows)?;
+        // x = x + post_attention_norm(o), in place; hn = pre_feedforward_norm(x).
+        ops.sandwich(x, s.hn.addr(), x, s.o.addr(), w.post_attn_norm.addr(), w.pre_ff_norm.addr(), rows, h, eps)?;
+
+        // Dense MLP: gate and up in one GEMM, gelu_tanh(gate) · up, down.
+        linear::apply(ops, &w.gate_up, s.hn.addr(), s.gu.addr(), rows)?;
+        ops.gelu_mul(s.act.addr(), s.gu.addr(), rows, cfg.intermediate_size)?;
+        linear::apply(ops, &w.down, s.act.addr(), s.mlp.addr(), rows)?;
+
+        let ffn = match &w.moe {
+            Some(mw) => self.moe(mw, x, rows)?,
+            None => s.mlp.addr(),
+        };
+        // x_next = (x + post_feedforward_norm(ffn)) · layer_scalar.
+        ops.layer_out(x_next, x, ffn, w.post_ff_norm.addr(), w.layer_scalar.addr(), rows, h, eps)?;
+        self.cur = 1 - self.cur;
+        Ok(())
+    }
+}

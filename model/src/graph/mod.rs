@@ -1,0 +1,212 @@
+//! The Gemma 4 text decoder, written only against [`Ops`]: a [`Model`] holds
+//! the config and the device weights; a [`Session`] adds the paged KV cache,
+//! the RoPE tables and the activation buffers, and runs passes: a prefill
+//! over a prompt, or one decode step for each of a batch of sequences. Each
+//! pass ends in the LM head and a device argmax.
+mod layer;
+pub mod linear;
+mod moe;
+pub mod scratch;
+
+use crate::checkpoint::Checkpoint;
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use crate::kv_cache::KvCache;
+use crate::quant::Quant;
+use crate::rope::RopeTables;
+use crate::weights::{Embedding, Weights};
+use scratch::Scratch;
+use std::sync::Arc;
+use switchyard_core::codec::bytes;
+use switchyard_core::Backend;
+use switchyard_kernels::head::MAX_HEAD_ROWS;
+use switchyard_kernels::Ops;
+
+/// A loaded model on one backend.
+pub struct Model {
+    /// The validated config.
+    pub cfg: ModelConfig,
+    /// Device weights.
+    pub weights: Weights,
+    /// Launchers on the model's backend.
+    pub ops: Ops,
+    /// How the weights are stored.
+    pub quant: Quant,
+}
+
+impl Model {
+    /// Parses the checkpoint's config and uploads its weights to `be`.
+    pub fn load(ck: &Checkpoint, be: Arc<dyn Backend>, quant: Quant) -> Result<Self> {
+        let cfg = ModelConfig::from_json(&ck.config_json)?;
+        let weights = Weights::load(ck, &cfg, &be, quant)?;
+        Ok(Model { cfg, weights, ops: Ops::new(be), quant })
+    }
+
+    /// The backend the model lives on.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.ops.be
+    }
+}
+
+/// One output row of a pass: the greedy token and, when asked for, the f32
+/// logits (after softcapping) that chose it.
+#[derive(Clone, Debug)]
+pub struct RowOut {
+    /// argmax of the logits (lowest id on ties).
+    pub token: u32,
+    /// The logits `[vocab]`, when the pass was asked to return them.
+    pub logits: Option<Vec<f32>>,
+}
+
+/// Which attention kernel a pass uses.
+#[derive(Clone, Copy)]
+enum Pass {
+    /// Any rows of one sequence: `attention_prefill`.
+    Prefill,
+    /// One row per sequence `0..rows`: split decode attention.
+    Decode { max_ctx: usize },
+}
+
+/// A generation context: KV cache, RoPE tables, scratch.
+pub struct Session<'m> {
+    model: &'m Model,
+    /// The paged KV cache.
+    pub cache: KvCache,
+    rope: RopeTables,
+    s: Scratch,
+    /// Which of the two residual buffers holds the stream.
+    cur: usize,
+}
+
+impl<'m> Session<'m> {
+    /// Room for `num_seqs` sequences of up to `max_tokens` tokens, and passes
+    /// of up to `max_rows` rows.
+    pub fn new(model: &'m Model, num_seqs: usize, max_tokens: usize, max_rows: usize) -> Result<Self> {
+        let be = model.backend();
+        let rows = max_rows.max(num_seqs).max(1);
+        Ok(Session {
+            model,
+            cache: KvCache::new(be, &model.cfg, num_seqs, max_tokens)?,
+            rope: RopeTables::new(be, &model.cfg, max_tokens)?,
+            s: Scratch::new(be, &model.cfg, rows)?,
+            cur: 0,
+        })
+    }
+
+    fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
+        let v = self.model.cfg.vocab_size;
+        match tokens.iter().find(|&&t| t as usize >= v) {
+            Some(t) => Err(Error::Request(format!("token id {t} is outside the vocabulary (size {v})"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `tokens` of sequence `seq` at positions `start..` through the
+    /// model, writing their KV, and returns the head's output for the last one.
+    pub fn prefill(&mut self, seq: usize, tokens: &[u32], start: usize, want_logits: bool) -> Result<RowOut> {
+        let rows = tokens.len();
+        if rows == 0 {
+            return Err(Error::Request("the prompt is empty".into()));
+        }
+        if rows > self.s.rows {
+            return Err(Error::Request(format!("{rows} tokens in one pass exceed the session's {} rows", self.s.rows)));
+        }
+        self.check_tokens(tokens)?;
+        self.cache.reserve(seq, start + rows)?;
+        let pos: Vec<i32> = (start..start + rows).map(|p| p as i32).collect();
+        let slots = (start..start + rows).map(|p| self.cache.slot(seq, p)).collect::<Result<Vec<_>>>()?;
+        self.s.seq_of_row.write(&bytes::i32_bytes(&vec![seq as i32; rows]))?;
+        self.run(tokens, &pos, &slots, Pass::Prefill)?;
+        let mut out = self.head(rows - 1, 1, want_logits)?;
+        Ok(out.remove(0))
+    }
+
+    /// One decode step: `tokens[b]` is sequence `b`'s next token, at
+    /// `positions[b]`. Returns one output per sequence.
+    pub fn decode(&mut self, tokens: &[u32], positions: &[usize], want_logits: bool) -> Result<Vec<RowOut>> {
+        let rows = tokens.len();
+        if rows == 0 || rows != positions.len() || rows > self.cache.num_seqs || rows > self.s.rows {
+            return Err(Error::Request(format!(
+                "decode takes one token and one position per sequence (got {rows} tokens, {} positions, {} sequences)",
+                positions.len(),
+                self.cache.num_seqs
+            )));
+        }
+        self.check_tokens(tokens)?;
+        let mut slots = Vec::with_capacity(rows);
+        for (b, &p) in positions.iter().enumerate() {
+            self.cache.reserve(b, p + 1)?;
+            slots.push(self.cache.slot(b, p)?);
+        }
+        let pos: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
+        let ctx: Vec<i32> = positions.iter().map(|&p| p as i32 + 1).collect();
+        self.s.ctx_len.write(&bytes::i32_bytes(&ctx))?;
+        let max_ctx = positions.iter().max().map_or(1, |&p| p + 1);
+        self.run(tokens, &pos, &slots, Pass::Decode { max_ctx })?;
+        let mut out = Vec::with_capacity(rows);
+        for first in (0..rows).step_by(MAX_HEAD_ROWS) {
+            out.extend(self.head(first, MAX_HEAD_ROWS.min(rows - first), want_logits)?);
+        }
+        Ok(out)
+    }
+
+    /// Embedding and every decoder layer, leaving the stream in `x[cur]`.
+    fn run(&mut self, tokens: &[u32], pos: &[i32], slots: &[i32], pass: Pass) -> Result<()> {
+        let rows = tokens.len();
+        if pos.iter().any(|&p| p as usize >= self.rope.max_pos) {
+            return Err(Error::Request(format!("a position is past the session's {} tokens", self.rope.max_pos)));
+        }
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        self.s.ids.write(&bytes::i32_bytes(&ids))?;
+        self.s.pos.write(&bytes::i32_bytes(pos))?;
+        self.s.slot.write(&bytes::i32_bytes(slots))?;
+        let (ops, cfg) = (&self.model.ops, &self.model.cfg);
+        let (v, h) = (cfg.vocab_size, cfg.hidden_size);
+        // HF multiplies by hidden_size**0.5 in the embedding's dtype (f32 for the oracle).
+        let scale = (h as f64).sqrt() as f32;
+        self.cur = 0;
+        let x = self.s.x[0].addr();
+        match &self.model.weights.embed {
+            Embedding::Bf16(t) => ops.embed_gather_bf16(x, t.addr(), self.s.ids.addr(), rows, v, h, scale)?,
+            Embedding::Fp8 { codes, row_scale } => {
+                ops.embed_gather_fp8(x, codes.addr(), row_scale.addr(), self.s.ids.addr(), rows, v, h, scale)?
+            }
+        }
+        for i in 0..cfg.num_layers() {
+            self.layer(i, rows, pass)?;
+        }
+        Ok(())
+    }
+
+    /// Final norm, LM head (softcapped) and argmax for rows `first..first+count` (≤ 16).
+    fn head(&mut self, first: usize, count: usize, want_logits: bool) -> Result<Vec<RowOut>> {
+        let (ops, cfg) = (&self.model.ops, &self.model.cfg);
+        let (v, h) = (cfg.vocab_size, cfg.hidden_size);
+        let x = self.s.x[self.cur].at(first * h * 2)?;
+        let (f, logits) = (self.s.fnorm.addr(), self.s.logits.addr());
+        ops.rmsnorm(f, x, self.model.weights.final_norm.addr(), count, h, cfg.eps)?;
+        let cap = cfg.final_logit_softcapping;
+        match &self.model.weights.embed {
+            Embedding::Bf16(t) => ops.lm_head_logits_bf16(logits, f, t.addr(), count, v, h, cap)?,
+            Embedding::Fp8 { codes, row_scale } => ops.lm_head_logits_fp8(logits, f, codes.addr(), row_scale.addr(), count, v, h, cap)?,
+        }
+        ops.argmax_rows(self.s.idx.addr(), self.s.val.addr(), logits, count, v, -1, -1)?;
+        let mut idx = vec![0u8; count * 4];
+        ops.be.download(self.s.idx.addr(), &mut idx)?;
+        let all = if want_logits {
+            let mut l = vec![0u8; count * v * 4];
+            ops.be.download(logits, &mut l)?;
+            Some(bytes::f32_from_bytes(&l))
+        } else {
+            None
+        };
+        bytes::i32_from_bytes(&idx)
+            .into_iter()
+            .enumerate()
+            .map(|(r, t)| {
+                let token = u32::try_from(t).map_err(|_| Error::Numeric(format!("row {r}: every logit is NaN (no argmax)")))?;
+                Ok(RowOut { token, logits: all.as_ref().map(|a| a[r * v..(r + 1) * v].to_vec()) })
+            })
+            .collect()
+    }
+}

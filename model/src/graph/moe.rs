@@ -1,0 +1,52 @@
+//! The MoE branch that runs beside the dense MLP when `enable_moe_block`:
+//! router on the residual, experts on `pre_feedforward_layernorm_2(residual)`,
+//! and the sum `post_feedforward_layernorm_1(mlp) + post_feedforward_layernorm_2(moe)`.
+use super::Session;
+use crate::error::{Error, Result};
+use crate::weights::MoeWeights;
+
+impl Session<'_> {
+    /// Runs the branch for `rows` rows of residual `x` (the dense MLP output
+    /// is already in `mlp`); returns the address of the combined FFN output.
+    pub(super) fn moe(&self, w: &MoeWeights, x: u64, rows: usize) -> Result<u64> {
+        let (ops, cfg, s) = (&self.model.ops, &self.model.cfg, &self.s);
+        let (Some(mc), Some(ms)) = (cfg.moe, s.moe.as_ref()) else {
+            return Err(Error::Request("MoE weights on a model without an MoE config".into()));
+        };
+        let (h, eps, e, k, im) = (cfg.hidden_size, cfg.eps, mc.num_experts, mc.top_k, mc.intermediate);
+        let n = rows * k;
+
+        ops.rmsnorm(ms.m1.addr(), s.mlp.addr(), w.post_ff_norm_1.addr(), rows, h, eps)?;
+
+        // Router: unweighted RMSNorm · scale · hidden^-0.5, proj, softmax,
+        // top-k, renormalise, · per_expert_scale; then expert-sorted slots.
+        let root = (h as f64).powf(-0.5) as f32;
+        ops.router_norm(ms.rn.addr(), x, w.router_scale.addr(), rows, h, eps, root)?;
+        ops.dense_gemm_router(ms.rn.addr(), w.router_proj.addr(), ms.rl.addr(), rows, e, h)?;
+        ops.moe_router_topk(ms.topk_ids.addr(), ms.topk_w.addr(), ms.rl.addr(), w.per_expert_scale.addr(), rows, e, k)?;
+        ops.moe_route(
+            ms.counts.addr(),
+            ms.offsets.addr(),
+            ms.cursor.addr(),
+            ms.pair_of_slot.addr(),
+            ms.slot_of_pair.addr(),
+            ms.topk_ids.addr(),
+            rows,
+            k,
+            e,
+        )?;
+
+        // Experts on pre_feedforward_layernorm_2(residual), in expert order.
+        ops.rmsnorm(ms.h2.addr(), x, w.pre_ff_norm_2.addr(), rows, h, eps)?;
+        ops.moe_gather(ms.g.addr(), ms.h2.addr(), ms.pair_of_slot.addr(), n, k, h, rows)?;
+        ops.moe_grouped_gemm(ms.egu.addr(), ms.g.addr(), &w.gate_up.weights(), ms.offsets.addr(), n, e, 2 * im, h)?;
+        ops.gelu_mul(ms.eact.addr(), ms.egu.addr(), n, im)?;
+        ops.moe_grouped_gemm(ms.ey.addr(), ms.eact.addr(), &w.down.weights(), ms.offsets.addr(), n, e, h, im)?;
+        ops.moe_combine(ms.out.addr(), ms.ey.addr(), ms.slot_of_pair.addr(), ms.topk_w.addr(), rows, k, h, n)?;
+
+        // comb = m1 + post_feedforward_layernorm_2(moe): the sandwich kernel
+        // with no second norm computes exactly `resid + rmsnorm(x; w_post)`.
+        ops.sandwich(ms.comb.addr(), 0, ms.m1.addr(), ms.out.addr(), w.post_ff_norm_2.addr(), 0, rows, h, eps)?;
+        Ok(ms.comb.addr())
+    }
+}

@@ -1,0 +1,133 @@
+//! Activation buffers for one session, sized once for the largest pass (the
+//! prompt) and reused by every later pass, so decode steps allocate nothing.
+use crate::config::ModelConfig;
+use crate::error::Result;
+use std::sync::Arc;
+use switchyard_core::{Backend, DeviceBuffer};
+use switchyard_kernels::attn::AttnDecode;
+use switchyard_kernels::head::MAX_HEAD_ROWS;
+
+/// Most splits a decode attention launch may use (sizes the workspace).
+pub const MAX_SPLITS: usize = 64;
+
+/// The MoE branch's buffers.
+pub struct MoeScratch {
+    pub m1: DeviceBuffer,
+    pub rn: DeviceBuffer,
+    pub rl: DeviceBuffer,
+    pub topk_ids: DeviceBuffer,
+    pub topk_w: DeviceBuffer,
+    pub counts: DeviceBuffer,
+    pub offsets: DeviceBuffer,
+    pub cursor: DeviceBuffer,
+    pub pair_of_slot: DeviceBuffer,
+    pub slot_of_pair: DeviceBuffer,
+    pub h2: DeviceBuffer,
+    pub g: DeviceBuffer,
+    pub egu: DeviceBuffer,
+    pub eact: DeviceBuffer,
+    pub ey: DeviceBuffer,
+    pub out: DeviceBuffer,
+    pub comb: DeviceBuffer,
+}
+
+/// Every activation buffer, for up to `rows` rows per pass.
+pub struct Scratch {
+    /// Rows every buffer has room for.
+    pub rows: usize,
+    pub ids: DeviceBuffer,
+    pub pos: DeviceBuffer,
+    pub slot: DeviceBuffer,
+    pub seq_of_row: DeviceBuffer,
+    pub ctx_len: DeviceBuffer,
+    /// The residual stream, ping-ponged between layers (layer_out does not
+    /// write in place).
+    pub x: [DeviceBuffer; 2],
+    pub xn: DeviceBuffer,
+    pub q_raw: DeviceBuffer,
+    pub k_raw: DeviceBuffer,
+    pub v_raw: DeviceBuffer,
+    pub q: DeviceBuffer,
+    pub attn: DeviceBuffer,
+    pub attn_ws: DeviceBuffer,
+    pub o: DeviceBuffer,
+    pub hn: DeviceBuffer,
+    pub gu: DeviceBuffer,
+    pub act: DeviceBuffer,
+    pub mlp: DeviceBuffer,
+    pub moe: Option<MoeScratch>,
+    /// Final-norm rows for the head, `[MAX_HEAD_ROWS, hidden]`.
+    pub fnorm: DeviceBuffer,
+    /// f32 logits `[MAX_HEAD_ROWS, vocab]`.
+    pub logits: DeviceBuffer,
+    pub idx: DeviceBuffer,
+    pub val: DeviceBuffer,
+}
+
+fn buf(be: &Arc<dyn Backend>, bytes: usize) -> Result<DeviceBuffer> {
+    // Allocations must be non-empty; a zero-sized buffer is never read.
+    Ok(DeviceBuffer::new(be, bytes.max(4))?)
+}
+
+impl Scratch {
+    /// Buffers for passes of up to `rows` rows (and decode batches of up to `rows` sequences).
+    pub fn new(be: &Arc<dyn Backend>, cfg: &ModelConfig, rows: usize) -> Result<Self> {
+        let (h, nh) = (cfg.hidden_size, cfg.num_heads);
+        let hd = cfg.layers.iter().map(|l| l.head_dim).max().unwrap_or(0);
+        let kvw = cfg.layers.iter().map(|l| l.num_kv_heads * l.head_dim).max().unwrap_or(0);
+        let inter = cfg.intermediate_size;
+        let bf = |n: usize| buf(be, n * 2);
+        let word = |n: usize| buf(be, n * 4);
+        let moe = match cfg.moe {
+            None => None,
+            Some(m) => {
+                let n = rows * m.top_k;
+                Some(MoeScratch {
+                    m1: bf(rows * h)?,
+                    rn: bf(rows * h)?,
+                    rl: bf(rows * m.num_experts)?,
+                    topk_ids: word(n)?,
+                    topk_w: word(n)?,
+                    counts: word(m.num_experts)?,
+                    offsets: word(m.num_experts + 1)?,
+                    cursor: word(m.num_experts)?,
+                    pair_of_slot: word(n)?,
+                    slot_of_pair: word(n)?,
+                    h2: bf(rows * h)?,
+                    g: bf(n * h)?,
+                    egu: bf(n * 2 * m.intermediate)?,
+                    eact: bf(n * m.intermediate)?,
+                    ey: bf(n * h)?,
+                    out: bf(rows * h)?,
+                    comb: bf(rows * h)?,
+                })
+            }
+        };
+        Ok(Scratch {
+            rows,
+            ids: word(rows)?,
+            pos: word(rows)?,
+            slot: word(rows)?,
+            seq_of_row: word(rows)?,
+            ctx_len: word(rows)?,
+            x: [bf(rows * h)?, bf(rows * h)?],
+            xn: bf(rows * h)?,
+            q_raw: bf(rows * nh * hd)?,
+            k_raw: bf(rows * kvw)?,
+            v_raw: bf(rows * kvw)?,
+            q: bf(rows * nh * hd)?,
+            attn: bf(rows * nh * hd)?,
+            attn_ws: buf(be, AttnDecode::workspace_bytes(rows, nh, hd, MAX_SPLITS))?,
+            o: bf(rows * h)?,
+            hn: bf(rows * h)?,
+            gu: bf(rows * 2 * inter)?,
+            act: bf(rows * inter)?,
+            mlp: bf(rows * h)?,
+            moe,
+            fnorm: bf(MAX_HEAD_ROWS * h)?,
+            logits: word(MAX_HEAD_ROWS * cfg.vocab_size)?,
+            idx: word(MAX_HEAD_ROWS)?,
+            val: word(MAX_HEAD_ROWS)?,
+        })
+    }
+}

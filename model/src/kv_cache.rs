@@ -1,0 +1,144 @@
+//! The paged KV cache: per layer a K pool and a V pool of `num_pages · PAGE`
+//! token slots (`[slots, nkv, hd]` bf16), and one block table shared by all
+//! layers mapping each sequence's logical pages to physical pages. Pages are
+//! handed out from a free list as sequences grow, so a sequence's tokens are
+//! not contiguous in the pool; the kernels only ever see slots and the table.
+use crate::config::ModelConfig;
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use switchyard_core::codec::bytes;
+use switchyard_core::{Backend, DeviceBuffer};
+use switchyard_kernels::attn::KvView;
+
+/// Tokens per page.
+pub const PAGE: usize = 16;
+
+/// One layer's pools.
+pub struct LayerKv {
+    /// K pool `[slots, nkv, hd]` bf16.
+    pub k: DeviceBuffer,
+    /// V pool `[slots, nkv, hd]` bf16.
+    pub v: DeviceBuffer,
+    /// KV heads.
+    pub nkv: usize,
+    /// Head dimension.
+    pub hd: usize,
+}
+
+/// Pools, block table and page bookkeeping.
+pub struct KvCache {
+    /// Per-layer pools.
+    pub layers: Vec<LayerKv>,
+    block_table: DeviceBuffer,
+    host_table: Vec<i32>,
+    /// Physical pages not yet given to a sequence.
+    free: Vec<i32>,
+    /// Pages held per sequence.
+    held: Vec<usize>,
+    /// Sequences (rows of the block table).
+    pub num_seqs: usize,
+    /// Pages per sequence (columns of the block table).
+    pub max_pages: usize,
+    /// Physical pages in each pool.
+    pub num_pages: usize,
+}
+
+impl KvCache {
+    /// Room for `num_seqs` sequences of up to `max_tokens` tokens each.
+    pub fn new(be: &Arc<dyn Backend>, cfg: &ModelConfig, num_seqs: usize, max_tokens: usize) -> Result<Self> {
+        if num_seqs == 0 || max_tokens == 0 {
+            return Err(Error::Request("a KV cache needs at least one sequence and one token".into()));
+        }
+        let max_pages = max_tokens.div_ceil(PAGE);
+        let num_pages = num_seqs * max_pages;
+        let slots = num_pages * PAGE;
+        let layers = cfg
+            .layers
+            .iter()
+            .map(|l| {
+                let bytes = slots * l.num_kv_heads * l.head_dim * 2;
+                // Zeroed so that nothing reads garbage even if a kernel reads a
+                // slot before it is written (none should).
+                Ok(LayerKv {
+                    k: DeviceBuffer::zeroed(be, bytes)?,
+                    v: DeviceBuffer::zeroed(be, bytes)?,
+                    nkv: l.num_kv_heads,
+                    hd: l.head_dim,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let host_table = vec![-1i32; num_seqs * max_pages];
+        let block_table = DeviceBuffer::from_bytes(be, &bytes::i32_bytes(&host_table))?;
+        // Handed out from the end: sequence 0 gets the highest pages first, so
+        // logical and physical order differ and paging is really exercised.
+        let free: Vec<i32> = (0..num_pages as i32).collect();
+        Ok(KvCache { layers, block_table, host_table, free, held: vec![0; num_seqs], num_seqs, max_pages, num_pages })
+    }
+
+    /// Makes positions `0..len` of sequence `seq` addressable, taking pages
+    /// from the free list as needed.
+    pub fn reserve(&mut self, seq: usize, len: usize) -> Result<()> {
+        if seq >= self.num_seqs {
+            return Err(Error::Request(format!("sequence {seq} out of range ({} in the cache)", self.num_seqs)));
+        }
+        let need = len.div_ceil(PAGE);
+        if need > self.max_pages {
+            return Err(Error::Request(format!("{len} tokens exceed the KV cache's {} per sequence", self.max_pages * PAGE)));
+        }
+        if need <= self.held[seq] {
+            return Ok(());
+        }
+        while self.held[seq] < need {
+            let page = self.free.pop().ok_or_else(|| Error::Request("the KV cache is out of pages".into()))?;
+            self.host_table[seq * self.max_pages + self.held[seq]] = page;
+            self.held[seq] += 1;
+        }
+        self.block_table.write(&bytes::i32_bytes(&self.host_table))?;
+        Ok(())
+    }
+
+    /// Returns sequence `seq`'s pages to the free list.
+    pub fn release(&mut self, seq: usize) -> Result<()> {
+        if seq >= self.num_seqs {
+            return Err(Error::Request(format!("sequence {seq} out of range ({} in the cache)", self.num_seqs)));
+        }
+        for j in 0..self.held[seq] {
+            let e = &mut self.host_table[seq * self.max_pages + j];
+            self.free.push(*e);
+            *e = -1;
+        }
+        self.held[seq] = 0;
+        self.block_table.write(&bytes::i32_bytes(&self.host_table))?;
+        Ok(())
+    }
+
+    /// The pool slot of sequence `seq`'s token at `pos` (reserved beforehand).
+    pub fn slot(&self, seq: usize, pos: usize) -> Result<i32> {
+        let page = pos / PAGE;
+        if seq >= self.num_seqs || page >= self.held[seq] {
+            return Err(Error::Request(format!("position {pos} of sequence {seq} has no KV page reserved")));
+        }
+        Ok(self.host_table[seq * self.max_pages + page] * PAGE as i32 + (pos % PAGE) as i32)
+    }
+
+    /// Slots in each pool.
+    pub fn num_slots(&self) -> usize {
+        self.num_pages * PAGE
+    }
+
+    /// What the attention kernels read for `layer`.
+    pub fn view(&self, layer: usize) -> KvView {
+        let l = &self.layers[layer];
+        KvView {
+            k_pool: l.k.addr(),
+            v_pool: l.v.addr(),
+            block_table: self.block_table.addr(),
+            nkv: l.nkv,
+            hd: l.hd,
+            page: PAGE,
+            max_pages: self.max_pages,
+            num_seqs: self.num_seqs,
+            num_slots: self.num_slots(),
+        }
+    }
+}
