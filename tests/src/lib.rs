@@ -57,3 +57,6 @@ macro_rules! per_backend {
         }
     };
 }
+
+/// Independent f64 reference implementations of the kernel contracts.
+pub mod reference;
