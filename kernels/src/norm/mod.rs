@@ -119,6 +119,14 @@ impl Ops {
     }
 }
 
+/// Outputs computed from a rounded intermediate (the sandwich's `resid_out`
+/// and `normed`, `layer_out`'s `out`) get 2 ulp, a finding written down here
+/// as DESIGN.md asks: the intermediate is a norm whose sum of squares a GPU
+/// reduces in a tree and the reference in index order, so it may land 1 ulp
+/// apart (the ≤ 1 ulp rule for norms), and the value built from it then
+/// differs by up to 2. Seen on lavapipe at seed 77 (`normed`, rows 17, dim 2048).
+const DERIVED: Tolerance = Tolerance::Bf16Ulp(2);
+
 /// Shapes every norm case runs: rows = 1, dims not a multiple of 8 or 32, and a wide row.
 const SHAPES: [(usize, usize); 4] = [(1, 64), (5, 42), (3, 1030), (17, 2048)];
 
@@ -154,9 +162,9 @@ fn sandwich_cases(g: &mut Gen) -> Vec<Case> {
             let (_, wpost) = g.bf16(dim, 0.05, 0.5);
             let (_, wpre) = g.bf16(dim, 0.1, 2.0);
             let second = i != 1;
-            let mut buffers = vec![Buffer::output("resid_out", DType::BF16, rows * dim, Tolerance::Bf16Ulp(1))];
+            let mut buffers = vec![Buffer::output("resid_out", DType::BF16, rows * dim, DERIVED)];
             buffers.push(if second {
-                Buffer::output("normed", DType::BF16, rows * dim, Tolerance::Bf16Ulp(1))
+                Buffer::output("normed", DType::BF16, rows * dim, DERIVED)
             } else {
                 Buffer::input("normed", vec![0u8; 2])
             });
@@ -191,7 +199,7 @@ fn layer_out_cases(g: &mut Gen) -> Vec<Case> {
                 kernel: &LAYER_OUT_BF16,
                 label: format!("rows={rows} dim={dim}"),
                 buffers: vec![
-                    Buffer::output("out", DType::BF16, rows * dim, Tolerance::Bf16Ulp(1)),
+                    Buffer::output("out", DType::BF16, rows * dim, DERIVED),
                     Buffer::input("mid", mid),
                     Buffer::input("x", x),
                     Buffer::input("w", w),

@@ -168,6 +168,12 @@ struct Shape {
     norms: bool,
 }
 
+/// q and K are RoPE applied to a rounded norm output, so a 1-ulp difference
+/// in the norm (GPU tree reduction vs the reference's index order) becomes up
+/// to 2 ulp after the rotation: a finding, as DESIGN.md asks to record. V is a
+/// direct norm output but shares the pool buffers' tolerance.
+const DERIVED: Tolerance = Tolerance::Bf16Ulp(2);
+
 fn cases(g: &mut Gen) -> Vec<Case> {
     let shapes = [
         Shape { rows: 1, nh: 2, nkv: 1, hd: 64, k_eq_v: false, pmap: false, norms: true },
@@ -206,13 +212,13 @@ fn cases(g: &mut Gen) -> Vec<Case> {
             let (_, v_pool) = g.bf16(num_slots * nkv.max(1) * hd, 0.5, 1.0);
             let pool_check = |name, data| {
                 if nkv > 0 {
-                    Buffer::inout(name, data, DType::BF16, Tolerance::Bf16Ulp(1))
+                    Buffer::inout(name, data, DType::BF16, DERIVED)
                 } else {
                     Buffer::input(name, data)
                 }
             };
             let buffers = vec![
-                Buffer::output("q_out", DType::BF16, rows * nh * hd, Tolerance::Bf16Ulp(1)),
+                Buffer::output("q_out", DType::BF16, rows * nh * hd, DERIVED),
                 pool_check("k_pool", k_pool),
                 pool_check("v_pool", v_pool),
                 Buffer::input("q_raw", q_raw),
