@@ -18,10 +18,10 @@ pub fn open(name: &str) -> Result<Arc<dyn Backend>> {
         "wgpu" => switchyard_wgpu::wgpu_backend(),
         #[cfg(feature = "cuda")]
         "cuda" => switchyard_cuda::cuda_backend(),
-        "wgpu" | "cuda" => Err(Error::Unavailable {
-            backend: name.into(),
-            reason: format!("this binary was built without the `{name}` Cargo feature"),
-        }),
+        #[cfg(not(feature = "wgpu"))]
+        "wgpu" => Err(compiled_out(name)),
+        #[cfg(not(feature = "cuda"))]
+        "cuda" => Err(compiled_out(name)),
         other => Err(Error::invalid("--backend", "backend", format!("unknown backend `{other}` (expected one of {})", ALL.join(", ")))),
     }
 }
@@ -29,4 +29,9 @@ pub fn open(name: &str) -> Result<Arc<dyn Backend>> {
 /// The backend named by `arg`, else by `SWITCHYARD_BACKEND`, else `default`.
 pub fn choose(arg: Option<&str>, default: &str) -> String {
     arg.map(str::to_owned).or_else(|| std::env::var(BACKEND_ENV).ok().filter(|s| !s.is_empty())).unwrap_or_else(|| default.to_owned())
+}
+
+#[allow(dead_code)] // unused when every backend feature is on
+fn compiled_out(name: &str) -> Error {
+    Error::Unavailable { backend: name.into(), reason: format!("this binary was built without the `{name}` Cargo feature") }
 }
