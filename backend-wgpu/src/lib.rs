@@ -30,13 +30,14 @@ pub const NAME: &str = "wgpu";
 /// Environment variable: a substring of the adapter name to use.
 pub const ADAPTER_ENV: &str = "SWITCHYARD_WGPU_ADAPTER";
 
+// Paths are relative to switchyard_kernels, nested modules included (gemm::w4a16::W4A16_GEMM).
 macro_rules! register {
-    ($($family:ident :: $sig:ident),* $(,)?) => {
+    ($($($seg:ident)::+),* $(,)?) => {
         $(inventory::submit! {
             switchyard_core::registry::Implemented {
                 backend: NAME,
-                module: switchyard_kernels::$family::$sig.module,
-                symbol: switchyard_kernels::$family::$sig.symbol,
+                module: switchyard_kernels::$($seg)::+.module,
+                symbol: switchyard_kernels::$($seg)::+.symbol,
             }
         })*
     };
@@ -57,6 +58,24 @@ register!(
     head::LM_HEAD_LOGITS_BF16,
     head::ARGMAX_ROWS,
     head::LETTER_LOGITS_FP8,
+);
+
+// The GEMM family (kernels/src/gemm/*.wgsl).
+register!(
+    gemm::DENSE_GEMM_BF16,
+    gemm::DENSE_GEMM_ROUTER,
+    gemm::DENSE_GEMM_TC,
+    gemm::DENSE_GEMM_TC_SCALED_ACC,
+    gemm::SCALED_ADD_BF16,
+    gemm::DENSE_GEMM_SPLITK_PARTIAL,
+    gemm::DENSE_GEMM_SPLITK_REDUCE,
+    gemm::DENSE_GEMM_BF16_PIPELINED,
+    gemm::w4a16::W4A16_GEMM,
+    gemm::w4a16::W4A16_GEMM_N128,
+    gemm::w4a16::W4A16_GEMM_N128_LDB,
+    gemm::w4a16::W4A16_GEMM_N128_M128,
+    gemm::w4a16::W4A16_GEMM_N128_M128_BF16,
+    gemm::w4a16::W4A16_GEMM_DECODE,
 );
 
 /// Bytes of one launch's Params slot (>= every adapter's uniform offset alignment).
