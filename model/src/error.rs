@@ -100,12 +100,10 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {
+    // The Display text already includes the underlying I/O or kernel error;
+    // reporting it again as a source would print it twice in error chains.
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io { source, .. } => Some(source),
-            Error::Kernel(e) => Some(e),
-            _ => None,
-        }
+        None
     }
 }
 

@@ -26,3 +26,7 @@ pub mod synthetic;
 pub mod weights;
 
 pub use error::{Error, Result};
+
+/// Re-exported so that tools and tests can build and edit `config.json`
+/// values (see [`synthetic`]) with the same serde_json the loader uses.
+pub use serde_json;

@@ -334,3 +334,6 @@ impl Gen {
         Tensor::bf16(name, vec![n], (0..n).map(|_| 0.6 + 0.8 * self.0.random::<f32>()).collect())
     }
 }
+
+/// The safetensors dtype enum, re-exported for tests that change a tensor's type.
+pub use safetensors::Dtype as SafeDtype;
