@@ -64,8 +64,14 @@ def randomise(model, seed):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("embed_tokens.weight"):
-                # Tied with the LM head: a wide spread gives logits real margins.
-                v = torch.randn(p.shape, generator=g) * 0.5
+                # Tied with the LM head. Small enough that the scaled embedding
+                # does not drown the layers (at 0.5 every fixture just repeated
+                # its last prompt token), large enough for logit margins.
+                v = torch.randn(p.shape, generator=g) * 0.2
+            elif p.dim() == 1 and "post_" in name:
+                # Post-sublayer norms set how loudly each sublayer speaks into
+                # the residual stream: loud, so the layers shape the output.
+                v = 1.5 + 1.5 * torch.rand(p.shape, generator=g)
             elif p.dim() == 1:
                 # Norm weights, router scales: around 1 so every one is exercised.
                 v = 0.6 + 0.8 * torch.rand(p.shape, generator=g)
