@@ -78,6 +78,20 @@ register!(
     gemm::w4a16::W4A16_GEMM_DECODE,
 );
 
+// Attention and the MoE expert path (kernels/src/attn/*.wgsl, kernels/src/moe/*.wgsl).
+register!(
+    attn::ATTENTION_PREFILL,
+    attn::ATTENTION_DECODE_PARTIAL,
+    attn::ATTENTION_DECODE_REDUCE,
+    moe::expert::ROUTER_NORM_BF16,
+    moe::expert::MOE_ROUTER_TOPK,
+    moe::expert::MOE_GATHER_BF16,
+    moe::expert::MOE_GROUPED_GEMM_BF16,
+    moe::expert::MOE_GROUPED_W4A16,
+    moe::expert::GELU_MUL_BF16,
+    moe::expert::MOE_COMBINE_BF16,
+);
+
 /// Bytes of one launch's Params slot (>= every adapter's uniform offset alignment).
 const SLOT: u64 = 256;
 /// Words in the Params tail: gx, gy, gz, fold, x0..x3.

@@ -97,6 +97,9 @@ const GEMM_PLANNED: [&str; 13] = [
 ];
 /// Output rows and columns per workgroup of the tiled GEMM shaders.
 const GEMM_TILE: u32 = 128;
+/// Largest M of the dense GEMMs' small path, and its columns per workgroup.
+const DENSE_SMALL_M: u32 = 16;
+const DENSE_SMALL_COLS: u32 = 32;
 /// Output columns per workgroup of `w4a16_gemm_decode`.
 const DECODE_COLS: u32 = 32;
 
@@ -105,7 +108,18 @@ const DECODE_COLS: u32 = 32;
 fn gemm_plan(sig: &'static KernelSig, args: &[Arg]) -> Result<Plan> {
     let (m, n) = (int(sig, args, "m")?, int(sig, args, "n")?);
     let tiles = [n.div_ceil(GEMM_TILE), m.div_ceil(GEMM_TILE)];
+    // Dense M ≤ 16: the small path (32 columns per workgroup, M an override); the
+    // same strict k order as the tiles, so the choice changes no result.
+    let small = |entry: &'static str, gz: u32| Plan {
+        passes: vec![Pass { entry, grid: [n.div_ceil(DENSE_SMALL_COLS), 1, gz], consts: vec![("M", m)], extra: [0; 4] }],
+        scratch: 0,
+    };
     match sig.symbol {
+        "dense_gemm_bf16" | "dense_gemm_router" | "dense_gemm_tc" | "dense_gemm_bf16_pipelined" if m <= DENSE_SMALL_M => {
+            Ok(small("dense_gemm_small", 1))
+        }
+        "dense_gemm_tc_scaled_acc" if m <= DENSE_SMALL_M => Ok(small("dense_gemm_tc_scaled_acc_small", 1)),
+        "dense_gemm_splitk_partial" if m <= DENSE_SMALL_M => Ok(small("dense_gemm_splitk_partial_small", int(sig, args, "splits")?)),
         // A thread per output word; the shader indexes words with u32.
         "dense_gemm_splitk_reduce" => {
             let words = m as u64 * n as u64 / 2;

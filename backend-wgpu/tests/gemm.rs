@@ -105,9 +105,11 @@ fn duplicated_tile_cores_are_identical() {
     }
 }
 
-/// M = 1, M and N ragged against the 128 tile, several tiles in each
-/// direction, K not a multiple of the 16-k stage, and K odd in words.
-const SHAPES: [(usize, usize, usize); 6] = [(1, 64, 64), (17, 40, 72), (5, 322, 520), (130, 262, 136), (257, 130, 200), (3, 2, 2)];
+/// M = 1 and M = 16 (the small path's edges), M and N ragged against the
+/// 128 tile, several tiles in each direction, K not a multiple of the stage,
+/// and K odd in words.
+const SHAPES: [(usize, usize, usize); 7] =
+    [(1, 64, 64), (16, 96, 200), (17, 40, 72), (5, 322, 520), (130, 262, 136), (257, 130, 200), (3, 2, 2)];
 
 #[test]
 fn dense_variants_equal_the_reference_and_each_other_bit_for_bit() {

@@ -1,7 +1,8 @@
 // Split-K phase 1: ws[s, m, n] = Σ_{k ∈ chunk s} a[m, k] · b[n, k] in f32, with
 // the dense tile core (dense_gemm.wgsl) run over chunk s only; chunk bounds
 // need not be even, the core masks k per element. Grid (⌈N/128⌉, ⌈M/128⌉,
-// splits) from the host plan.
+// splits) from the host plan, or (⌈N/32⌉, 1, splits) on the small path for
+// M ≤ 16.
 struct Params {
     a: u32, b: u32, ws: u32, m: u32, n: u32, k: u32, splits: u32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -124,6 +125,93 @@ fn tile_sums(m0: u32, n0: u32, klo: u32, khi: u32, lid: u32) {
         }
     }
 }
+
+// Small M (M ≤ 16, decode): the 128-row tile would waste most of its work, and
+// only the weight stream matters. A 128-thread workgroup owns SN = 32 output
+// columns and every row; each stage of SK = 64 k loads the 32 B rows as 32
+// contiguous words each (a warp reads 128 bytes per instruction) and all M A
+// rows, both decoded to f32 in shared memory. Thread (rg, cg) sums column cg
+// of rows rg, rg + 4, rg + 8, rg + 12 from +0 in strictly increasing k: the
+// same result as the tiled path. M is a pipeline override so those loops
+// unroll and the four accumulators stay in registers.
+override M: u32 = 1u;
+const SN: u32 = 32u;
+const SK: u32 = 64u;
+// sbs row stride (floats): 33, so the k-rows of one column fall in different banks.
+const SBS: u32 = 33u;
+var<workgroup> sbs: array<f32, 2112>;
+var<workgroup> sas: array<f32, 1024>;
+var<private> sacc: array<f32, 4>;
+
+// sacc[i] = Σ_{k ∈ [klo, khi)} a[rg + 4i, k] · b[n0 + cg, k] for rg = lid / 32,
+// cg = lid % 32. klo, khi must be workgroup-uniform.
+fn small_sums(n0: u32, klo: u32, khi: u32, lid: u32) {
+    let kw = p.k / 2u;
+    let cg = lid % 32u;
+    let rg = lid / 32u;
+    for (var i = 0u; i < 4u; i++) {
+        sacc[i] = 0.0;
+    }
+    for (var kt = klo & ~1u; kt < khi; kt += SK) {
+        // B: rows rg + 4j (j < 8) of the 32, word cg of the stage's 32.
+        let w = kt / 2u + cg;
+        let k = 2u * w;
+        let ok = vec2<bool>((k >= klo) && (k < khi), (k + 1u >= klo) && (k + 1u < khi));
+        var bw: array<u32, 8>;
+        for (var j = 0u; j < 8u; j++) {
+            let row = n0 + rg + 4u * j;
+            bw[j] = 0u;
+            if (row < p.n && w < kw) {
+                bw[j] = d_b[p.b + row * kw + w];
+            }
+        }
+        // A: rows rg + 4j (j < M / 4 rounded up), same word.
+        var aw: array<u32, 4>;
+        for (var j = 0u; j < 4u; j++) {
+            let row = rg + 4u * j;
+            aw[j] = 0u;
+            if (row < M && w < kw) {
+                aw[j] = d_a[p.a + row * kw + w];
+            }
+        }
+        workgroupBarrier();
+        for (var j = 0u; j < 8u; j++) {
+            let c = rg + 4u * j;
+            sbs[2u * cg * SBS + c] = select(0.0, bf16_lo(bw[j]), ok.x);
+            sbs[(2u * cg + 1u) * SBS + c] = select(0.0, bf16_hi(bw[j]), ok.y);
+        }
+        for (var j = 0u; j < 4u; j++) {
+            let row = rg + 4u * j;
+            if (row < M) {
+                sas[row * SK + 2u * cg] = select(0.0, bf16_lo(aw[j]), ok.x);
+                sas[row * SK + 2u * cg + 1u] = select(0.0, bf16_hi(aw[j]), ok.y);
+            }
+        }
+        workgroupBarrier();
+        for (var t = 0u; t < SK; t++) {
+            let b = sbs[t * SBS + cg];
+            for (var i = 0u; i < 4u; i++) {
+                if (rg + 4u * i < M) {
+                    sacc[i] = sacc[i] + sas[(rg + 4u * i) * SK + t] * b;
+                }
+            }
+        }
+    }
+}
+
+// Moves the small path's sums into sas ([row][SK], column cg at row · SK + cg),
+// so that the epilogue can store column pairs as whole words.
+fn small_publish(lid: u32) {
+    let cg = lid % 32u;
+    let rg = lid / 32u;
+    workgroupBarrier();
+    for (var i = 0u; i < 4u; i++) {
+        if (rg + 4u * i < M) {
+            sas[(rg + 4u * i) * SK + cg] = sacc[i];
+        }
+    }
+    workgroupBarrier();
+}
 // ---- end dense tile core ----
 
 @compute @workgroup_size(256)
@@ -158,6 +246,30 @@ fn dense_gemm_splitk_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num
                     d_ws[o + e] = bitcast<u32>(v[e]);
                 }
             }
+        }
+    }
+}
+
+// Small M: the small path over chunk s (z), f32 stores straight from registers.
+@compute @workgroup_size(128)
+fn dense_gemm_splitk_partial_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                                   @builtin(local_invocation_index) lid: u32) {
+    let gx = group_x(wid, nwg, p.fold);
+    if (gx >= p.gx) {
+        return;
+    }
+    let s = wid.z;
+    let len = (p.k + p.splits - 1u) / p.splits;
+    let klo = min(s * len, p.k);
+    let khi = min(klo + len, p.k);
+    let n0 = gx * SN;
+    small_sums(n0, klo, khi, lid);
+    let col = n0 + lid % 32u;
+    let rg = lid / 32u;
+    for (var i = 0u; i < 4u; i++) {
+        let row = rg + 4u * i;
+        if (row < M && col < p.n) {
+            d_ws[p.ws + s * p.m * p.n + row * p.n + col] = bitcast<u32>(sacc[i]);
         }
     }
 }

@@ -1,7 +1,8 @@
 // c = bf16(c + scale · bf16(acc)) in one pass. acc comes from the same tile
 // core as dense_gemm_tc (dense_gemm.wgsl), and the epilogue is
 // scaled_add_bf16's, so the result equals dense_gemm_tc into scratch then
-// scaled_add_bf16 bit for bit. Grid (⌈N/128⌉, ⌈M/128⌉) from the host plan.
+// scaled_add_bf16 bit for bit. Grid (⌈N/128⌉, ⌈M/128⌉) from the host plan,
+// or ⌈N/32⌉ workgroups of the small path for M ≤ 16 (as dense_gemm_tc).
 struct Params {
     a: u32, b: u32, c: u32, m: u32, n: u32, k: u32, scale: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -138,6 +139,93 @@ fn tile_sums(m0: u32, n0: u32, klo: u32, khi: u32, lid: u32) {
         }
     }
 }
+
+// Small M (M ≤ 16, decode): the 128-row tile would waste most of its work, and
+// only the weight stream matters. A 128-thread workgroup owns SN = 32 output
+// columns and every row; each stage of SK = 64 k loads the 32 B rows as 32
+// contiguous words each (a warp reads 128 bytes per instruction) and all M A
+// rows, both decoded to f32 in shared memory. Thread (rg, cg) sums column cg
+// of rows rg, rg + 4, rg + 8, rg + 12 from +0 in strictly increasing k: the
+// same result as the tiled path. M is a pipeline override so those loops
+// unroll and the four accumulators stay in registers.
+override M: u32 = 1u;
+const SN: u32 = 32u;
+const SK: u32 = 64u;
+// sbs row stride (floats): 33, so the k-rows of one column fall in different banks.
+const SBS: u32 = 33u;
+var<workgroup> sbs: array<f32, 2112>;
+var<workgroup> sas: array<f32, 1024>;
+var<private> sacc: array<f32, 4>;
+
+// sacc[i] = Σ_{k ∈ [klo, khi)} a[rg + 4i, k] · b[n0 + cg, k] for rg = lid / 32,
+// cg = lid % 32. klo, khi must be workgroup-uniform.
+fn small_sums(n0: u32, klo: u32, khi: u32, lid: u32) {
+    let kw = p.k / 2u;
+    let cg = lid % 32u;
+    let rg = lid / 32u;
+    for (var i = 0u; i < 4u; i++) {
+        sacc[i] = 0.0;
+    }
+    for (var kt = klo & ~1u; kt < khi; kt += SK) {
+        // B: rows rg + 4j (j < 8) of the 32, word cg of the stage's 32.
+        let w = kt / 2u + cg;
+        let k = 2u * w;
+        let ok = vec2<bool>((k >= klo) && (k < khi), (k + 1u >= klo) && (k + 1u < khi));
+        var bw: array<u32, 8>;
+        for (var j = 0u; j < 8u; j++) {
+            let row = n0 + rg + 4u * j;
+            bw[j] = 0u;
+            if (row < p.n && w < kw) {
+                bw[j] = d_b[p.b + row * kw + w];
+            }
+        }
+        // A: rows rg + 4j (j < M / 4 rounded up), same word.
+        var aw: array<u32, 4>;
+        for (var j = 0u; j < 4u; j++) {
+            let row = rg + 4u * j;
+            aw[j] = 0u;
+            if (row < M && w < kw) {
+                aw[j] = d_a[p.a + row * kw + w];
+            }
+        }
+        workgroupBarrier();
+        for (var j = 0u; j < 8u; j++) {
+            let c = rg + 4u * j;
+            sbs[2u * cg * SBS + c] = select(0.0, bf16_lo(bw[j]), ok.x);
+            sbs[(2u * cg + 1u) * SBS + c] = select(0.0, bf16_hi(bw[j]), ok.y);
+        }
+        for (var j = 0u; j < 4u; j++) {
+            let row = rg + 4u * j;
+            if (row < M) {
+                sas[row * SK + 2u * cg] = select(0.0, bf16_lo(aw[j]), ok.x);
+                sas[row * SK + 2u * cg + 1u] = select(0.0, bf16_hi(aw[j]), ok.y);
+            }
+        }
+        workgroupBarrier();
+        for (var t = 0u; t < SK; t++) {
+            let b = sbs[t * SBS + cg];
+            for (var i = 0u; i < 4u; i++) {
+                if (rg + 4u * i < M) {
+                    sacc[i] = sacc[i] + sas[(rg + 4u * i) * SK + t] * b;
+                }
+            }
+        }
+    }
+}
+
+// Moves the small path's sums into sas ([row][SK], column cg at row · SK + cg),
+// so that the epilogue can store column pairs as whole words.
+fn small_publish(lid: u32) {
+    let cg = lid % 32u;
+    let rg = lid / 32u;
+    workgroupBarrier();
+    for (var i = 0u; i < 4u; i++) {
+        if (rg + 4u * i < M) {
+            sas[(rg + 4u * i) * SK + cg] = sacc[i];
+        }
+    }
+    workgroupBarrier();
+}
 // ---- end dense tile core ----
 
 @compute @workgroup_size(256)
@@ -169,6 +257,31 @@ fn dense_gemm_tc_scaled_acc(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_
                 let w = d_c[o + 1u];
                 d_c[o + 1u] = pack_bf16(scaled_add(bf16_lo(w), bf16_round(v.z)), scaled_add(bf16_hi(w), bf16_round(v.w)));
             }
+        }
+    }
+}
+
+// Small M: the small path's sums with the same epilogue, a thread per output word.
+@compute @workgroup_size(128)
+fn dense_gemm_tc_scaled_acc_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                                  @builtin(local_invocation_index) lid: u32) {
+    let gx = group_x(wid, nwg, p.fold);
+    if (gx >= p.gx) {
+        return;
+    }
+    let n0 = gx * SN;
+    small_sums(n0, 0u, p.k, lid);
+    small_publish(lid);
+    for (var q = lid; q < M * SN / 2u; q += 128u) {
+        let row = q / (SN / 2u);
+        let pair = q % (SN / 2u);
+        let col = n0 + 2u * pair;
+        if (col < p.n) {
+            let o = p.c + (row * p.n + col) / 2u;
+            let w = d_c[o];
+            let t0 = bf16_round(sas[row * SK + 2u * pair]);
+            let t1 = bf16_round(sas[row * SK + 2u * pair + 1u]);
+            d_c[o] = pack_bf16(scaled_add(bf16_lo(w), t0), scaled_add(bf16_hi(w), t1));
         }
     }
 }

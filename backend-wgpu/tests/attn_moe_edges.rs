@@ -1,0 +1,188 @@
+//! Attention and MoE expert kernels on wgpu against the CPU reference in the
+//! cases the parity catalogue does not reach: NaN rows for invalid
+//! sequences, positions, pages and slots (prefill and decode), rows of
+//! different sequences interleaved within one workgroup, query-head groups
+//! wider than one workgroup (GQA chunks), the widest head size with many
+//! heads, and the MoE gather / combine poison rules. Outputs are poisoned
+//! before each run; NaN rows must match position for position, the rest
+//! within the attention NMSE. Skipped (visibly) without an adapter unless
+//! SWITCHYARD_REQUIRE_WGPU=1.
+use std::sync::Arc;
+use switchyard_core::codec::{bf16_value, bytes};
+use switchyard_core::compare::nmse;
+use switchyard_core::{Backend, DeviceBuffer, Error, Result};
+use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView, ATTN_NMSE};
+use switchyard_kernels::parity::Gen;
+use switchyard_kernels::Ops;
+
+fn wgpu(test: &str) -> Option<Arc<dyn Backend>> {
+    match switchyard_wgpu::wgpu_backend() {
+        Ok(be) => Some(be),
+        Err(e @ Error::Unavailable { .. }) => {
+            if std::env::var("SWITCHYARD_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
+                panic!("SWITCHYARD_REQUIRE_WGPU=1 but {e}");
+            }
+            eprintln!("SKIPPED {test}: {e} (set SWITCHYARD_REQUIRE_WGPU=1 to make this a failure)");
+            None
+        }
+        Err(e) => panic!("wgpu backend failed to start: {e}"),
+    }
+}
+
+/// Uploads `inputs` after a poisoned output of `out_bytes` (buffer 0), runs
+/// `f` with all addresses, and returns the output bytes.
+fn run(be: &Arc<dyn Backend>, out_bytes: usize, inputs: &[&[u8]], f: &dyn Fn(&Ops, &[u64]) -> Result<()>) -> Vec<u8> {
+    let out = DeviceBuffer::from_bytes(be, &vec![0xffu8; out_bytes]).unwrap();
+    let bufs: Vec<DeviceBuffer> = inputs.iter().map(|d| DeviceBuffer::from_bytes(be, d).unwrap()).collect();
+    let mut addrs = vec![out.addr()];
+    addrs.extend(bufs.iter().map(|b| b.addr()));
+    f(&Ops::new(be.clone()), &addrs).unwrap();
+    be.synchronize().unwrap();
+    out.to_vec().unwrap()
+}
+
+fn bf16s(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(2).map(|c| bf16_value(u16::from_le_bytes([c[0], c[1]])) as f64).collect()
+}
+
+/// Same NaN positions, NMSE of the rest within `tol`.
+fn check(what: &str, got: &[u8], want: &[u8], tol: f64) {
+    let (g, w) = (bf16s(got), bf16s(want));
+    let mut ga = Vec::new();
+    let mut wa = Vec::new();
+    for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {
+        assert_eq!(a.is_nan(), b.is_nan(), "{what}: element {i}: wgpu {a}, reference {b}");
+        if !b.is_nan() {
+            ga.push(a);
+            wa.push(b);
+        }
+    }
+    let e = if wa.is_empty() { 0.0 } else { nmse(&ga, &wa) };
+    assert!(e <= tol, "{what}: NMSE {e} > {tol}");
+}
+
+struct Cache {
+    k: Vec<u8>,
+    v: Vec<u8>,
+    table: Vec<i32>,
+    num_slots: usize,
+    max_pages: usize,
+}
+
+fn cache(g: &mut Gen, seqs: usize, max_pages: usize, nkv: usize, hd: usize, page: usize) -> Cache {
+    let pages = seqs * max_pages + 1;
+    // Pages in reverse order, so that page and sequence order disagree.
+    let table: Vec<i32> = (0..seqs * max_pages).map(|i| (pages - 1 - i) as i32).collect();
+    let num_slots = pages * page;
+    let (_, k) = g.bf16(num_slots * nkv * hd, 0.01, 1.0);
+    let (_, v) = g.bf16(num_slots * nkv * hd, 0.01, 1.0);
+    Cache { k, v, table, num_slots, max_pages }
+}
+
+#[test]
+fn prefill_edges_match_the_reference() {
+    let Some(be) = wgpu("prefill_edges_match_the_reference") else { return };
+    let cpu = switchyard_cpu_ref::cpu_backend();
+    let mut g = Gen::new(71);
+    // (nh, nkv, hd, page, window): a wide GQA group at hd 512, a narrow head, a window.
+    for (nh, nkv, hd, page, window) in [(16usize, 1usize, 512usize, 8usize, 0usize), (4, 2, 8, 4, 0), (8, 2, 96, 16, 11)] {
+        let (seqs, max_pages) = (3usize, 5usize);
+        let mut c = cache(&mut g, seqs, max_pages, nkv, hd, page);
+        // Sequence 2 has an invalid page in the middle and one past the pool.
+        c.table[2 * max_pages + 2] = -1;
+        c.table[2 * max_pages + 4] = (c.num_slots / page + 3) as i32;
+        let cap = (max_pages * page) as i32;
+        // Interleaved sequences, then the bad rows: sequence out of range, negative
+        // position, position past the table, and positions before / on / past the bad pages.
+        let mut rows: Vec<(i32, i32)> = (0..30).map(|i| (i % 2, (i * 5 + 3) % cap)).collect();
+        rows.extend([(3, 0), (-1, 2), (0, -1), (1, cap), (2, page as i32 - 1)]);
+        rows.extend([(2, 2 * page as i32), (2, 3 * page as i32 + 1), (2, cap - 1)]);
+        let (seq_of_row, pos): (Vec<i32>, Vec<i32>) = rows.iter().copied().unzip();
+        let n = rows.len();
+        let (_, q) = g.bf16(n * nh * hd, 0.01, 1.0);
+        let kv =
+            KvView { k_pool: 0, v_pool: 0, block_table: 0, nkv, hd, page, max_pages: c.max_pages, num_seqs: seqs, num_slots: c.num_slots };
+        let params = AttnParams { nh, window, scale: 0.07 };
+        let (tb, sb, pb) = (bytes::i32_bytes(&c.table), bytes::i32_bytes(&seq_of_row), bytes::i32_bytes(&pos));
+        let inputs: [&[u8]; 6] = [&q, &c.k, &c.v, &tb, &sb, &pb];
+        let go = |o: &Ops, a: &[u64]| {
+            let kv = KvView { k_pool: a[2], v_pool: a[3], block_table: a[4], ..kv };
+            o.attention_prefill(a[0], a[1], a[5], a[6], n, &kv, &params)
+        };
+        let got = run(&be, n * nh * hd * 2, &inputs, &go);
+        let want = run(&cpu, n * nh * hd * 2, &inputs, &go);
+        check(&format!("prefill nh={nh} nkv={nkv} hd={hd} window={window}"), &got, &want, ATTN_NMSE);
+        // The bad rows really are NaN, the interleaved ones really are not.
+        let row = |r: usize| bf16s(&got[r * nh * hd * 2..(r + 1) * nh * hd * 2]);
+        assert!(row(0).iter().all(|x| !x.is_nan()) && row(31).iter().all(|x| x.is_nan()));
+        assert!(row(34).iter().all(|x| !x.is_nan()) && row(35).iter().all(|x| x.is_nan()) && row(n - 1).iter().all(|x| x.is_nan()));
+    }
+}
+
+#[test]
+fn decode_edges_match_the_reference() {
+    let Some(be) = wgpu("decode_edges_match_the_reference") else { return };
+    let cpu = switchyard_cpu_ref::cpu_backend();
+    let mut g = Gen::new(72);
+    for (nh, nkv, hd, page, window) in [(16usize, 2usize, 512usize, 8usize, 0usize), (64, 1, 128, 16, 0), (6, 3, 8, 4, 9)] {
+        let (batch, max_pages) = (5usize, 6usize);
+        let mut c = cache(&mut g, batch, max_pages, nkv, hd, page);
+        let cap = max_pages * page;
+        // ctx 0 and past the table are invalid; sequence 3 has a bad page inside its context.
+        let ctx: Vec<i32> = vec![cap as i32, 0, (cap + 1) as i32, (2 * page + 3) as i32, (page + 1) as i32];
+        c.table[3 * max_pages + 1] = -7;
+        let (_, q) = g.bf16(batch * nh * hd, 0.01, 1.0);
+        let max_splits = 6;
+        let ws = AttnDecode::workspace_bytes(batch, nh, hd, max_splits);
+        let kv =
+            KvView { k_pool: 0, v_pool: 0, block_table: 0, nkv, hd, page, max_pages: c.max_pages, num_seqs: batch, num_slots: c.num_slots };
+        let params = AttnParams { nh, window, scale: 0.05 };
+        let (tb, cb, wb) = (bytes::i32_bytes(&c.table), bytes::i32_bytes(&ctx), vec![0u8; ws]);
+        let inputs: [&[u8]; 6] = [&q, &c.k, &c.v, &tb, &cb, &wb];
+        let keys = if window > 0 { cap.min(window) } else { cap };
+        // Short splits (the last ones empty where a sequence is short) and one split.
+        for split_len in [3usize.max(keys.div_ceil(max_splits)), keys] {
+            let go = |o: &Ops, a: &[u64]| {
+                let kv = KvView { k_pool: a[2], v_pool: a[3], block_table: a[4], ..kv };
+                let d = AttnDecode { out: a[0], q: a[1], ctx_len: a[5], batch, max_ctx: cap, workspace: a[6], max_splits };
+                o.attention_decode_split(&d, &kv, &params, keys.div_ceil(split_len), split_len)
+            };
+            let got = run(&be, batch * nh * hd * 2, &inputs, &go);
+            let want = run(&cpu, batch * nh * hd * 2, &inputs, &go);
+            check(&format!("decode nh={nh} nkv={nkv} hd={hd} window={window} split_len={split_len}"), &got, &want, ATTN_NMSE);
+            let row = |b: usize| bf16s(&got[b * nh * hd * 2..(b + 1) * nh * hd * 2]);
+            assert!(row(0).iter().all(|x| !x.is_nan()) && row(4).iter().all(|x| !x.is_nan()));
+            assert!([1, 2, 3].iter().all(|&b| row(b).iter().all(|x| x.is_nan())));
+        }
+    }
+}
+
+#[test]
+fn gather_and_combine_poison_rules_match_the_reference() {
+    let Some(be) = wgpu("gather_and_combine_poison_rules_match_the_reference") else { return };
+    let cpu = switchyard_cpu_ref::cpu_backend();
+    let mut g = Gen::new(73);
+    let (rows, k, h) = (6usize, 2usize, 70usize);
+    let (_, x) = g.bf16(rows * h, 0.01, 2.0);
+    // A valid pair, an empty slot, a negative pair other than −1, a pair past the tokens.
+    let pairs: Vec<i32> = vec![3, -1, -5, (rows * k) as i32, 11, 0];
+    let pb = bytes::i32_bytes(&pairs);
+    let n = pairs.len();
+    let go = |o: &Ops, a: &[u64]| o.moe_gather(a[0], a[1], a[2], n, k, h, rows);
+    let got = run(&be, n * h * 2, &[&x, &pb], &go);
+    assert_eq!(got, run(&cpu, n * h * 2, &[&x, &pb], &go), "moe_gather");
+
+    let ny = 5usize;
+    let (yv, _) = g.f32(ny * h, 0.01, 2.0);
+    let y = bytes::bf16_bytes(&yv);
+    // Token 1 drops a pair, token 2 has a slot past n, token 3 a slot below −1.
+    let slots: Vec<i32> = vec![0, 4, -1, 2, 1, 5, -2, 3, 4, 4, 1, 0];
+    let (_, w) = g.f32(slots.len(), 0.05, 1.0);
+    let sb = bytes::i32_bytes(&slots);
+    let go = |o: &Ops, a: &[u64]| o.moe_combine(a[0], a[1], a[2], a[3], rows, k, h, ny);
+    let got = run(&be, rows * h * 2, &[&y, &sb, &w], &go);
+    let want = run(&cpu, rows * h * 2, &[&y, &sb, &w], &go);
+    check("moe_combine", &got, &want, 1e-6);
+    assert!(bf16s(&got[2 * h * 2..4 * h * 2]).iter().all(|v| v.is_nan()));
+    assert!(bf16s(&got[..2 * h * 2]).iter().all(|v| !v.is_nan()));
+}

@@ -1,0 +1,271 @@
+// Split decode attention, phase 1. A workgroup owns one (sequence b, split,
+// KV head) and up to x0 = hpw of the query heads that read that KV head
+// (grid y = nkv · x1 chunks of the group; plan.rs), so each K/V row is
+// streamed from memory once and shared by the group's heads (GQA).
+//
+// Per tile of KT keys: the slots are looked up once, K and V rows are copied
+// into workgroup memory with consecutive threads on consecutive words
+// (coalesced), then scores for every (head, key) pair, the online-softmax
+// update per head (running max m, rescale factor alpha), and P·V with each
+// thread holding a slice of the head's f32 accumulator in registers.
+//
+// Workgroup memory stays under the portable 16 KiB: one pool carved into
+// q [M][W] | K [KT][W] | V [KT][W] (packed bf16 words, W = hd / 2) and
+// scores [M][KT] (f32 bits), with KT sized from what is left.
+//
+// The whole window's block-table entries are validated first: an invalid
+// sequence or page makes every split NaN (m, l and o), as the reference, so
+// the reduce yields a NaN row. An empty split writes m = −inf, l = 0, o = 0.
+struct Params {
+    o_ws: u32, ml_ws: u32, q: u32, k_pool: u32, v_pool: u32, block_table: u32, ctx_len: u32,
+    batch: i32, nh: i32, nkv: i32, hd: i32, page: i32, max_pages: i32, num_slots: i32, window: i32, scale: f32,
+    splits: i32, split_len: i32,
+    gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> d_o_ws: array<u32>;
+@group(0) @binding(2) var<storage, read_write> d_ml_ws: array<u32>;
+@group(0) @binding(3) var<storage, read_write> d_q: array<u32>;
+@group(0) @binding(4) var<storage, read_write> d_k_pool: array<u32>;
+@group(0) @binding(5) var<storage, read_write> d_v_pool: array<u32>;
+@group(0) @binding(6) var<storage, read_write> d_block_table: array<u32>;
+@group(0) @binding(7) var<storage, read_write> d_ctx_len: array<u32>;
+
+const WG: u32 = 128u;
+const POOL: u32 = 3584u;
+const MAX_KT: u32 = 64u;
+const MAX_M: u32 = 32u;
+const NEG_INF: u32 = 0xff800000u;
+
+var<workgroup> smem: array<u32, POOL>;
+var<workgroup> slot_of: array<u32, MAX_KT>;
+var<workgroup> part: array<f32, WG>;
+var<workgroup> row_m: array<f32, MAX_M>;
+var<workgroup> row_alpha: array<f32, MAX_M>;
+var<workgroup> bad_flag: atomic<u32>;
+var<workgroup> bad_u: u32;
+// The split's key range, made uniform (it comes from ctx_len in storage) so
+// that the tile loop may hold barriers.
+var<workgroup> range_start: u32;
+var<workgroup> range_stop: u32;
+
+fn next_pow2(x: u32) -> u32 {
+    return select(1u, 1u << (32u - countLeadingZeros(x - 1u)), x > 1u);
+}
+
+// Whether pool slot page·P + off exists, without overflowing u32.
+fn slot_ok(pg: i32, off: u32) -> bool {
+    let ns = u32(p.num_slots);
+    return pg >= 0 && off < ns && u32(pg) <= (ns - 1u - off) / u32(p.page);
+}
+
+@compute @workgroup_size(128)
+fn attention_decode_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                            @builtin(local_invocation_index) lid: u32) {
+    let sp = group_x(wid, nwg, p.fold);
+    let y = group_y(wid, p.fold);
+    let b = wid.z;
+    if (sp >= p.gx || y >= p.gy || b >= p.gz) {
+        return;
+    }
+    let nh = u32(p.nh);
+    let nkv = u32(p.nkv);
+    let group = nh / nkv;
+    let hpw = p.x0;
+    let chunks = p.x1;
+    let kvh = y / chunks;
+    let h0 = kvh * group + (y % chunks) * hpw;
+    let m_rows = min(hpw, kvh * group + group - h0);
+    let w = u32(p.hd) / 2u;
+    let page = u32(p.page);
+    let splits = u32(p.splits);
+    let mp = next_pow2(hpw);
+    let kt_max = min(MAX_KT, (POOL - mp * w) / (2u * w + mp));
+    let k_off = mp * w;
+    let v_off = k_off + kt_max * w;
+    let s_off = v_off + kt_max * w;
+    // Threads per (head, key) dot product when the tile has fewer pairs than threads.
+    let pairs_max = mp * kt_max;
+    let tp = select(1u, 1u << (31u - countLeadingZeros(WG / pairs_max)), pairs_max < WG);
+    // P·V mapping: thread = (row r, lane), each lane up to 8 words of the row.
+    let tpr = WG / mp;
+    let pr_row = lid / tpr;
+    let lane = lid % tpr;
+
+    // The visible keys [lo, end) and their table entries.
+    let ctx = bitcast<i32>(d_ctx_len[p.ctx_len + b]);
+    let table = p.block_table + b * u32(p.max_pages);
+    var lo = 0u;
+    var end = 0u;
+    if (lid == 0u) {
+        atomicStore(&bad_flag, 0u);
+    }
+    workgroupBarrier();
+    if (ctx < 1 || u32(ctx - 1) / page >= u32(p.max_pages)) {
+        atomicStore(&bad_flag, 1u);
+    } else {
+        end = u32(ctx);
+        if (p.window > 0) {
+            lo = u32(max(ctx - p.window, 0));
+        }
+        for (var pi = lo / page + lid; pi <= (end - 1u) / page; pi += WG) {
+            // The highest slot of this page that the window uses; lower ones are smaller.
+            let last = min(end - 1u, pi * page + page - 1u);
+            if (!slot_ok(bitcast<i32>(d_block_table[table + pi]), last % page)) {
+                atomicStore(&bad_flag, 1u);
+            }
+        }
+    }
+    workgroupBarrier();
+    if (lid == 0u) {
+        bad_u = atomicLoad(&bad_flag);
+    }
+    let bad = workgroupUniformLoad(&bad_u);
+    let hd = u32(p.hd);
+    if (bad != 0u) {
+        for (var r = 0u; r < m_rows; r++) {
+            let e = ((b * nh + h0 + r) * splits + sp);
+            for (var d = lid; d < hd; d += WG) {
+                d_o_ws[p.o_ws + e * hd + d] = F32_NAN;
+            }
+            if (lid < 2u) {
+                d_ml_ws[p.ml_ws + e * 2u + lid] = F32_NAN;
+            }
+        }
+        return;
+    }
+
+    // This split's keys; a split past the last key is empty.
+    if (lid == 0u) {
+        let split_len = u32(p.split_len);
+        var start = end;
+        var stop = end;
+        if (sp < (end - lo + split_len - 1u) / split_len) {
+            start = lo + sp * split_len;
+            stop = min(start + split_len, end);
+        }
+        range_start = start;
+        range_stop = stop;
+    }
+    let start = workgroupUniformLoad(&range_start);
+    let stop = workgroupUniformLoad(&range_stop);
+
+    for (var i = lid; i < m_rows * w; i += WG) {
+        smem[i] = d_q[p.q + (b * nh + h0) * w + i];
+    }
+    if (lid < m_rows) {
+        row_m[lid] = bitcast<f32>(NEG_INF);
+    }
+    var l = 0.0;
+    var acc: array<f32, 16>;
+    for (var i = 0u; i < 16u; i++) {
+        acc[i] = 0.0;
+    }
+    let kw = nkv * w; // words per pool slot
+
+    for (var t0 = start; t0 < stop; t0 += kt_max) {
+        let kt = min(kt_max, stop - t0);
+        workgroupBarrier();
+        if (lid < kt) {
+            let key = t0 + lid;
+            let pg = bitcast<i32>(d_block_table[table + key / page]);
+            slot_of[lid] = u32(pg) * page + key % page;
+        }
+        workgroupBarrier();
+        for (var i = lid; i < kt * w; i += WG) {
+            let j = i / w;
+            let at = slot_of[j] * kw + kvh * w + (i - j * w);
+            smem[k_off + i] = d_k_pool[p.k_pool + at];
+            smem[v_off + i] = d_v_pool[p.v_pool + at];
+        }
+        workgroupBarrier();
+        // Scores: pair = r · kt + j; tp threads split a dot over strided words.
+        let pairs = m_rows * kt;
+        for (var task = lid; task < pairs * tp; task += WG) {
+            let pair = task / tp;
+            let sub = task % tp;
+            let r = pair / kt;
+            let j = pair % kt;
+            var dot = 0.0;
+            for (var c = sub; c < w; c += tp) {
+                let qw = smem[r * w + c];
+                let kv = smem[k_off + j * w + c];
+                dot += bf16_lo(qw) * bf16_lo(kv) + bf16_hi(qw) * bf16_hi(kv);
+            }
+            if (tp == 1u) {
+                smem[s_off + r * kt_max + j] = bitcast<u32>(p.scale * dot);
+            } else {
+                part[task] = dot;
+            }
+        }
+        if (tp > 1u) {
+            workgroupBarrier();
+            for (var pair = lid; pair < pairs; pair += WG) {
+                var dot = 0.0;
+                for (var s = 0u; s < tp; s++) {
+                    dot += part[pair * tp + s];
+                }
+                smem[s_off + (pair / kt) * kt_max + pair % kt] = bitcast<u32>(p.scale * dot);
+            }
+        }
+        workgroupBarrier();
+        if (lid < m_rows) {
+            var mt = bitcast<f32>(NEG_INF);
+            for (var j = 0u; j < kt; j++) {
+                mt = max(mt, bitcast<f32>(smem[s_off + lid * kt_max + j]));
+            }
+            let m_old = row_m[lid];
+            let m_new = max(m_old, mt);
+            row_m[lid] = m_new;
+            // Every key of a split is visible, so m_new is finite: e^{−inf} = 0 on the first tile.
+            row_alpha[lid] = exp(m_old - m_new);
+        }
+        workgroupBarrier();
+        for (var i = lid; i < pairs; i += WG) {
+            let r = i / kt;
+            let at = s_off + r * kt_max + i % kt;
+            smem[at] = bitcast<u32>(exp(bitcast<f32>(smem[at]) - row_m[r]));
+        }
+        workgroupBarrier();
+        if (lid < m_rows) {
+            var ls = 0.0;
+            for (var j = 0u; j < kt; j++) {
+                ls += bitcast<f32>(smem[s_off + lid * kt_max + j]);
+            }
+            l = l * row_alpha[lid] + ls;
+        }
+        if (pr_row < m_rows) {
+            let alpha = row_alpha[pr_row];
+            for (var i = 0u; i < 16u; i++) {
+                acc[i] *= alpha;
+            }
+            for (var j = 0u; j < kt; j++) {
+                let pj = bitcast<f32>(smem[s_off + pr_row * kt_max + j]);
+                for (var i = 0u; i < 8u; i++) {
+                    let c = lane + i * tpr;
+                    if (c < w) {
+                        let v = smem[v_off + j * w + c];
+                        acc[2u * i] += pj * bf16_lo(v);
+                        acc[2u * i + 1u] += pj * bf16_hi(v);
+                    }
+                }
+            }
+        }
+    }
+
+    if (pr_row < m_rows) {
+        let e = (b * nh + h0 + pr_row) * splits + sp;
+        for (var i = 0u; i < 8u; i++) {
+            let c = lane + i * tpr;
+            if (c < w) {
+                d_o_ws[p.o_ws + e * hd + 2u * c] = bitcast<u32>(acc[2u * i]);
+                d_o_ws[p.o_ws + e * hd + 2u * c + 1u] = bitcast<u32>(acc[2u * i + 1u]);
+            }
+        }
+    }
+    if (lid < m_rows) {
+        let e = (b * nh + h0 + lid) * splits + sp;
+        d_ml_ws[p.ml_ws + e * 2u] = bitcast<u32>(row_m[lid]);
+        d_ml_ws[p.ml_ws + e * 2u + 1u] = bitcast<u32>(l);
+    }
+}
