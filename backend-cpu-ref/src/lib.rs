@@ -43,6 +43,7 @@ mod moe;
 mod moe_expert;
 mod norm;
 mod rope_kv;
+mod util;
 mod w4a16;
 
 use ctx::Ctx;

@@ -36,7 +36,7 @@ macro_rules! implemented {
     };
 }
 
-use switchyard_kernels::{embed, head, moe, norm, rope_kv};
+use switchyard_kernels::{embed, head, moe, norm, rope_kv, util};
 
 implemented! {
     embed::EMBED_GATHER_FP8, embed::EMBED_GATHER_BF16, embed::GATHER_ROWS_BF16,
@@ -44,4 +44,5 @@ implemented! {
     rope_kv::QKV_PREP_BF16,
     moe::MOE_COUNT, moe::MOE_OFFSETS, moe::MOE_SCATTER,
     head::LM_HEAD_LOGITS_FP8, head::LM_HEAD_LOGITS_BF16, head::ARGMAX_ROWS, head::LETTER_LOGITS_FP8,
+    util::COPY_U32,
 }

@@ -58,6 +58,7 @@ register!(
     head::LM_HEAD_LOGITS_BF16,
     head::ARGMAX_ROWS,
     head::LETTER_LOGITS_FP8,
+    util::COPY_U32,
 );
 
 // The GEMM family (kernels/src/gemm/*.wgsl).

@@ -23,6 +23,7 @@ pub mod head;
 pub mod moe;
 pub mod norm;
 pub mod rope_kv;
+pub mod util;
 
 pub use ops::Ops;
 pub use switchyard_core as core;

@@ -199,10 +199,10 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
     let settings = bench::Settings { iters, ..Default::default() };
     let ops = Ops::new(be.clone());
     let max_copy = if scale == bench::Scale::Production { 1 << 30 } else { 64 << 20 };
-    let (copy_bytes, copy_bw) = bench::copy_ceiling(&be, &settings, max_copy)?;
+    let copies = bench::copy_ceilings(&ops, &settings, max_copy)?;
     let ceilings = bench::Ceilings {
-        copy_bytes_per_s: copy_bw,
-        copy_note: format!("Backend::copy of {} MiB, read + write", copy_bytes >> 20),
+        copy_bytes_per_s: copies.best(),
+        copy_note: copies.describe(),
         gemm_flops_per_s: None,
         launch_overhead_us: bench::launch_overhead_us(&ops, 1000)?,
     };
