@@ -26,12 +26,12 @@ FIXTURES = {
     # MoE, k_eq_v on full layers, final softcap, sliding window (4) shorter
     # than the run (16 tokens), proportional RoPE on full layers.
     "tiny-moe": dict(
-        vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=4,
+        vocab_size=512, hidden_size=128, intermediate_size=128, num_hidden_layers=4,
         num_attention_heads=4, num_key_value_heads=2, head_dim=32,
         global_head_dim=64, num_global_key_value_heads=1, attention_k_eq_v=True,
         layer_types=["sliding_attention", "sliding_attention", "full_attention", "full_attention"],
         sliding_window=4, final_logit_softcapping=30.0,
-        enable_moe_block=True, num_experts=8, top_k_experts=2, moe_intermediate_size=64,
+        enable_moe_block=True, num_experts=8, top_k_experts=2, moe_intermediate_size=32,
         rope_parameters={
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
