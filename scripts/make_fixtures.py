@@ -78,6 +78,11 @@ def randomise(model, seed):
             else:
                 fan_in = p.shape[-1]
                 v = torch.randn(p.shape, generator=g) * (1.0 / fan_in) ** 0.5
+                if name.endswith("router.proj.weight"):
+                    # Decisive routing: top-k choices far from ties, so bf16
+                    # rounding in an engine cannot flip an expert the f32
+                    # oracle picked (a flip is a discontinuity, not an error).
+                    v = v * 8.0
             p.copy_(v.to(torch.bfloat16).to(torch.float32))
         for name, b in model.named_buffers():
             if name.endswith("layer_scalar"):
