@@ -54,9 +54,10 @@ fn expert_of(s: i32) -> i32 {
 @compute @workgroup_size(128)
 fn moe_grouped_gemm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) lid: u32) {
-    let tx = group_x(wid, nwg, p.fold);
-    let ty = group_y(wid, p.fold);
-    if (tx >= p.gx || ty >= p.gy) {
+    // Row tiles on x (plan.rs swaps the launcher's grid: x is the dimension that folds).
+    let ty = group_x(wid, nwg, p.fold);
+    let tx = group_y(wid, p.fold);
+    if (ty >= p.gx || tx >= p.gy) {
         return;
     }
     let n = u32(p.n);
