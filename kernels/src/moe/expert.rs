@@ -443,7 +443,12 @@ fn gelu_cases(g: &mut Gen) -> Vec<Case> {
             Case {
                 kernel: &GELU_MUL_BF16,
                 label: format!("rows={rows} inter={inter}"),
-                buffers: vec![Buffer::output("out", DType::BF16, rows * inter, Tolerance::Bf16Ulp(1)), Buffer::input("gu", gu)],
+                // 2 ulp, a recorded finding: the output is built from a rounded
+                // intermediate, bf16(gelu_tanh(gate)), whose tanh/exp are not
+                // correctly rounded on GPUs; a 1-ulp flip there becomes up to
+                // 2 ulp after the multiply (seen on the H200 through Vulkan:
+                // 0x3a80 vs 0x3a7e, rows 17, inter 1030).
+                buffers: vec![Buffer::output("out", DType::BF16, rows * inter, Tolerance::Bf16Ulp(2)), Buffer::input("gu", gu)],
                 run: Box::new(move |o, a| o.gelu_mul(a[0], a[1], rows, inter)),
             }
         })
