@@ -1,0 +1,232 @@
+//! CUDA timing of the attention kernels and the MoE expert path (issue 6).
+//!
+//! `cargo run --release -p switchyard-cuda --example attn_bench`
+//!
+//! - Decode attention (split-K partial + reduce) at context 4k / 16k / 32k,
+//!   batch 1 and 16, for Gemma-like sliding layers (nh 32, nkv 16, hd 256)
+//!   and full layers (nh 32, nkv 4, hd 512): KV bytes / time against a
+//!   device-to-device copy measured in the same run.
+//! - Prefill attention (causal, one 4096-token sequence, and sliding
+//!   window 1024): TFLOP/s counting only the unmasked score/value products
+//!   (4 · Σ keys_seen · hd · nh). `attn_sdpa.py` beside this file times
+//!   PyTorch's scaled_dot_product_attention on the same shapes for the ratio.
+//! - The MoE expert path at 128 experts, top-8, 4096 tokens: grouped GEMMs
+//!   (bf16 and NVFP4 weights) in TFLOP/s, and the gather / gelu / combine
+//!   kernels in GB/s.
+use std::sync::Arc;
+use switchyard_core::{Backend, Result};
+use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
+use switchyard_kernels::moe::expert::ExpertWeights;
+use switchyard_kernels::Ops;
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) as u32
+    }
+    fn unit(&mut self) -> f32 {
+        self.next() as f32 / (1u64 << 31) as f32 * 2.0 - 1.0
+    }
+}
+
+fn bf16_bytes(n: usize, rng: &mut Lcg, scale: f32) -> Vec<u8> {
+    (0..n).flat_map(|_| switchyard_core::codec::bf16_bits(rng.unit() * scale).to_le_bytes()).collect()
+}
+fn i32_bytes(v: &[i32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+struct Bench {
+    be: Arc<dyn Backend>,
+    ops: Ops,
+    bufs: Vec<u64>,
+}
+
+impl Bench {
+    fn buf(&mut self, data: &[u8]) -> Result<u64> {
+        let a = self.be.alloc(data.len())?;
+        self.be.upload(a, data)?;
+        self.bufs.push(a);
+        Ok(a)
+    }
+    fn zeros(&mut self, n: usize) -> Result<u64> {
+        let a = self.be.alloc(n)?;
+        self.be.memset0(a, n)?;
+        self.bufs.push(a);
+        Ok(a)
+    }
+    /// A large buffer of random bf16: one 64 MiB random block uploaded, then
+    /// copied on the device to fill the rest (uploading gigabytes would
+    /// dominate the run).
+    fn random_big(&mut self, bytes: usize, rng: &mut Lcg) -> Result<u64> {
+        let chunk = (64usize << 20).min(bytes);
+        let a = self.be.alloc(bytes)?;
+        self.bufs.push(a);
+        self.be.upload(a, &bf16_bytes(chunk / 2, rng, 1.0))?;
+        let mut done = chunk;
+        while done < bytes {
+            let n = chunk.min(bytes - done);
+            self.be.copy(a + done as u64, a, n)?;
+            done += n;
+        }
+        Ok(a)
+    }
+    /// Median milliseconds of `f` over 15 timed runs after one warm-up.
+    fn time(&self, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+        f()?;
+        self.be.synchronize()?;
+        let mut times = Vec::new();
+        for _ in 0..15 {
+            times.push(self.be.time_ms(&mut *f)?);
+        }
+        times.sort_by(|a, b| a.total_cmp(b));
+        Ok(times[times.len() / 2])
+    }
+}
+
+fn main() -> Result<()> {
+    let cb = Arc::new(switchyard_cuda::CudaBackend::open(0)?);
+    cb.preload()?;
+    let be: Arc<dyn Backend> = cb;
+    let info = be.info();
+    println!("device: {} ({}) {:?}", info.device, info.driver, info.details);
+    let mut b = Bench { be: be.clone(), ops: Ops::new(be.clone()), bufs: Vec::new() };
+    let mut rng = Lcg(11);
+
+    let n = 1usize << 30;
+    let (src, dst) = (b.zeros(n)?, b.zeros(n)?);
+    let copy_ms = b.time(&mut || be.copy(dst, src, n))?;
+    let copy_gbs = 2.0 * n as f64 / copy_ms / 1e6;
+    println!("\ncopy ceiling: {copy_gbs:.0} GB/s (1 GiB dtod, read + write)\n");
+
+    // ---- decode
+    let (page, max_batch, max_ctx) = (16usize, 16usize, 32768usize);
+    let pool_bytes = max_batch * max_ctx * 4096 * 2; // nkv·hd = 4096 (16·256) or 2048 (4·512)
+    let k_pool = b.random_big(pool_bytes, &mut rng)?;
+    let v_pool = b.random_big(pool_bytes, &mut rng)?;
+    let max_pages = max_ctx / page;
+    // Sequence b owns pages b·max_pages.., in an interleaved order so that
+    // consecutive pages are not adjacent in the pool.
+    let table: Vec<i32> = (0..max_batch * max_pages)
+        .map(|i| {
+            let (s, p) = (i / max_pages, i % max_pages);
+            (s * max_pages + (p * 37) % max_pages) as i32
+        })
+        .collect();
+    let bt = b.buf(&i32_bytes(&table))?;
+    let nh = 32usize;
+    let q = b.buf(&bf16_bytes(max_batch * nh * 512, &mut rng, 1.0))?;
+    let out = b.zeros(max_batch * nh * 512 * 2)?;
+    let max_splits = 512;
+    let ws = b.zeros(AttnDecode::workspace_bytes(max_batch, nh, 512, max_splits))?;
+    println!("| decode attention | batch | ctx | ms | KV MB | GB/s | of copy |\n|---|---|---|---|---|---|---|");
+    for (nkv, hd) in [(16usize, 256usize), (4, 512)] {
+        for batch in [1usize, 16] {
+            for ctx in [4096usize, 16384, 32768] {
+                let ctx_len = b.buf(&i32_bytes(&vec![ctx as i32; batch]))?;
+                let kv = KvView {
+                    k_pool,
+                    v_pool,
+                    block_table: bt,
+                    nkv,
+                    hd,
+                    page,
+                    max_pages,
+                    num_seqs: max_batch,
+                    num_slots: max_batch * max_pages * page,
+                };
+                let d = AttnDecode { out, q, ctx_len, batch, max_ctx: ctx, workspace: ws, max_splits };
+                let p = AttnParams { nh, window: 0, scale: 1.0 };
+                let ms = b.time(&mut || b.ops.attention_decode(&d, &kv, &p))?;
+                let bytes = (batch * ctx * nkv * hd * 2 * 2) as f64;
+                let gbs = bytes / ms / 1e6;
+                println!(
+                    "| nh={nh} nkv={nkv} hd={hd} | {batch} | {ctx} | {ms:.4} | {:.0} | {gbs:.0} | {:.0}% |",
+                    bytes / 1e6,
+                    100.0 * gbs / copy_gbs
+                );
+            }
+        }
+    }
+
+    // ---- prefill: one sequence of L tokens, rows 0..L.
+    println!("\n| prefill attention | L | window | ms | TFLOP/s |\n|---|---|---|---|---|");
+    let l = 4096usize;
+    let seq0 = b.buf(&i32_bytes(&vec![0; l]))?;
+    let posv = b.buf(&i32_bytes(&(0..l as i32).collect::<Vec<_>>()))?;
+    let qp = b.buf(&bf16_bytes(l * nh * 512, &mut rng, 1.0))?;
+    let op = b.zeros(l * nh * 512 * 2)?;
+    for (nkv, hd, window) in [(16usize, 256usize, 0usize), (16, 256, 1024), (4, 512, 0)] {
+        let kv = KvView {
+            k_pool,
+            v_pool,
+            block_table: bt,
+            nkv,
+            hd,
+            page,
+            max_pages,
+            num_seqs: max_batch,
+            num_slots: max_batch * max_pages * page,
+        };
+        let p = AttnParams { nh, window, scale: 1.0 };
+        let ms = b.time(&mut || b.ops.attention_prefill(op, qp, seq0, posv, l, &kv, &p))?;
+        let keys: f64 = (0..l).map(|i| if window > 0 { (i + 1).min(window) } else { i + 1 } as f64).sum();
+        let flops = 4.0 * keys * (hd * nh) as f64;
+        println!("| nh={nh} nkv={nkv} hd={hd} | {l} | {window} | {ms:.3} | {:.1} |", flops / ms / 1e9);
+    }
+
+    // ---- MoE expert path: 128 experts, top-8, 4096 tokens.
+    let (e, top_k, tokens, hidden, inter) = (128usize, 8usize, 4096usize, 2816usize, 704usize);
+    let rows = tokens * top_k;
+    let mut offsets = vec![0i32; e + 1];
+    // Uneven segments (a token's experts spread round-robin with a skew).
+    let mut counts = vec![0usize; e];
+    for p in 0..rows {
+        counts[(p * 7 + (p / 13)) % e] += 1;
+    }
+    for x in 0..e {
+        offsets[x + 1] = offsets[x] + counts[x] as i32;
+    }
+    let offs = b.buf(&i32_bytes(&offsets))?;
+    let a_gu = b.buf(&bf16_bytes(rows * hidden, &mut rng, 1.0))?;
+    let gu = b.zeros(rows * 2 * inter * 2)?;
+    let act = b.zeros(rows * inter * 2)?;
+    let y = b.zeros(rows * hidden * 2)?;
+    let w_gu = b.random_big(e * 2 * inter * hidden * 2, &mut rng)?;
+    let w_dn = b.random_big(e * hidden * inter * 2, &mut rng)?;
+    println!("\n| MoE expert path (e=128, top-8, 4096 tokens, hidden {hidden}, inter {inter}) | ms | TFLOP/s | GB/s |\n|---|---|---|---|");
+    let gemm = |name: &str, ms: f64, big_n: usize, big_k: usize, wbytes: usize| {
+        let flops = 2.0 * (rows * big_n * big_k) as f64;
+        let bytes = (wbytes + rows * (big_k + big_n) * 2) as f64;
+        println!("| {name} | {ms:.3} | {:.1} | {:.0} |", flops / ms / 1e9, bytes / ms / 1e6);
+    };
+    let ms = b.time(&mut || b.ops.moe_grouped_gemm(gu, a_gu, &ExpertWeights::Bf16 { w: w_gu }, offs, rows, e, 2 * inter, hidden))?;
+    gemm("grouped bf16 gate_up", ms, 2 * inter, hidden, e * 2 * inter * hidden * 2);
+    let ms = b.time(&mut || b.ops.moe_grouped_gemm(y, act, &ExpertWeights::Bf16 { w: w_dn }, offs, rows, e, hidden, inter))?;
+    gemm("grouped bf16 down", ms, hidden, inter, e * hidden * inter * 2);
+    // NVFP4: random codes; scales drawn from small positive e4m3 codes.
+    let wq = b.random_big(e * hidden / 2 * 2 * inter, &mut rng)?;
+    let scales: Vec<u8> = (0..e * hidden / 16 * 2 * inter).map(|_| 0x30 + (rng.next() % 8) as u8).collect();
+    let wsc = b.buf(&scales)?;
+    let s2 = b.buf(&(0..e).flat_map(|_| 0.01f32.to_le_bytes()).collect::<Vec<u8>>())?;
+    let ms = b.time(&mut || {
+        b.ops.moe_grouped_gemm(gu, a_gu, &ExpertWeights::Nvfp4 { wq, ws: wsc, scale2: s2 }, offs, rows, e, 2 * inter, hidden)
+    })?;
+    gemm("grouped nvfp4 gate_up", ms, 2 * inter, hidden, e * 2 * inter * hidden * 9 / 16);
+    let ms = b.time(&mut || b.ops.gelu_mul(act, gu, rows, inter))?;
+    println!("| gelu_mul | {ms:.3} | | {:.0} |", (rows * 3 * inter * 2) as f64 / ms / 1e6);
+    let x = b.buf(&bf16_bytes(tokens * hidden, &mut rng, 1.0))?;
+    let pairs: Vec<i32> = (0..rows as i32).collect();
+    let pos = b.buf(&i32_bytes(&pairs))?;
+    let ms = b.time(&mut || b.ops.moe_gather(a_gu, x, pos, rows, top_k, hidden, tokens))?;
+    println!("| moe_gather | {ms:.3} | | {:.0} |", (2 * rows * hidden * 2) as f64 / ms / 1e6);
+    let tw = b.buf(&(0..rows).flat_map(|_| 0.125f32.to_le_bytes()).collect::<Vec<u8>>())?;
+    let ms = b.time(&mut || b.ops.moe_combine(x, y, pos, tw, tokens, top_k, hidden, rows))?;
+    println!("| moe_combine | {ms:.3} | | {:.0} |", ((rows + tokens) * hidden * 2) as f64 / ms / 1e6);
+
+    for a in std::mem::take(&mut b.bufs) {
+        be.free(a)?;
+    }
+    Ok(())
+}
