@@ -50,7 +50,13 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
     v.push(BenchCase {
         kernel: "layer_out_bf16",
         shape: format!("rows={rows} dim={dim}"),
-        buffers: vec![buf(2 * n, Fill::Output), buf(2 * n, Fill::Bf16(3.0)), buf(2 * n, Fill::Bf16(3.0)), buf(2 * dim, Fill::Bf16(1.0)), buf(4, Fill::F32(1.0))],
+        buffers: vec![
+            buf(2 * n, Fill::Output),
+            buf(2 * n, Fill::Bf16(3.0)),
+            buf(2 * n, Fill::Bf16(3.0)),
+            buf(2 * dim, Fill::Bf16(1.0)),
+            buf(4, Fill::F32(1.0)),
+        ],
         bytes: (6 * n + 2 * dim) as f64,
         flops: 0.0,
         run: Box::new(move |o, a| o.layer_out(a[0], a[1], a[2], a[3], a[4], rows, dim, 1e-6)),
@@ -110,7 +116,12 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
     v.push(BenchCase {
         kernel: "embed_gather_fp8",
         shape: format!("rows={rows} h={dim} vocab={vocab}"),
-        buffers: vec![buf(2 * n, Fill::Output), buf(vocab * dim, Fill::Fp8), buf(4 * vocab, Fill::F32(0.01)), buf(4 * rows, Fill::I32(0, vocab as i32))],
+        buffers: vec![
+            buf(2 * n, Fill::Output),
+            buf(vocab * dim, Fill::Fp8),
+            buf(4 * vocab, Fill::F32(0.01)),
+            buf(4 * rows, Fill::I32(0, vocab as i32)),
+        ],
         bytes: (3 * n + 8 * rows) as f64,
         flops: 0.0,
         run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
@@ -136,7 +147,12 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         v.push(BenchCase {
             kernel: "lm_head_logits_fp8",
             shape: format!("m={m} vocab={vocab} hdim={dim}"),
-            buffers: vec![buf(4 * m * vocab, Fill::Output), buf(2 * m * dim, Fill::Bf16(1.0)), buf(vocab * dim, Fill::Fp8), buf(4 * vocab, Fill::F32(0.01))],
+            buffers: vec![
+                buf(4 * m * vocab, Fill::Output),
+                buf(2 * m * dim, Fill::Bf16(1.0)),
+                buf(vocab * dim, Fill::Fp8),
+                buf(4 * vocab, Fill::F32(0.01)),
+            ],
             bytes: (vocab * dim + 4 * vocab + 4 * m * vocab + 2 * m * dim) as f64,
             flops: (2 * m * vocab * dim) as f64,
             run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, dim, 30.0)),

@@ -123,7 +123,12 @@ const MAX_BATCH: usize = 64;
 /// Times `run` on rotating buffer sets: `(median, min, max)` in ms per launch.
 /// Each sample runs `batch` launches back to back (cycling through the sets)
 /// inside one timed region; `batch` is picked from a calibration sample.
-fn time_runs(be: &Arc<dyn Backend>, s: &Settings, sets: usize, run: &mut dyn FnMut(usize) -> switchyard_core::Result<()>) -> Result<(f64, f64, f64)> {
+fn time_runs(
+    be: &Arc<dyn Backend>,
+    s: &Settings,
+    sets: usize,
+    run: &mut dyn FnMut(usize) -> switchyard_core::Result<()>,
+) -> Result<(f64, f64, f64)> {
     for i in 0..s.warmup {
         run(i % sets)?;
     }
@@ -157,7 +162,8 @@ pub fn measure(ops: &Ops, case: &BenchCase, s: &Settings, seed: u64) -> Result<M
     for _ in 0..sets {
         let mut set = Vec::with_capacity(case.buffers.len());
         for spec in &case.buffers {
-            let buf = DeviceBuffer::new(be, spec.bytes.max(4)).with_context(|| format!("{}: allocating {} bytes", case.kernel, spec.bytes))?;
+            let buf =
+                DeviceBuffer::new(be, spec.bytes.max(4)).with_context(|| format!("{}: allocating {} bytes", case.kernel, spec.bytes))?;
             let data = fill_bytes(&mut rng, spec);
             if !data.is_empty() {
                 buf.write(&data)?;
@@ -167,8 +173,18 @@ pub fn measure(ops: &Ops, case: &BenchCase, s: &Settings, seed: u64) -> Result<M
         owned.push(set);
     }
     let addrs: Vec<Vec<u64>> = owned.iter().map(|set| set.iter().map(DeviceBuffer::addr).collect()).collect();
-    let (med, lo, hi) = time_runs(be, s, sets, &mut |i| (case.run)(ops, &addrs[i])).with_context(|| format!("{} {}", case.kernel, case.shape))?;
-    Ok(Measurement { kernel: case.kernel.to_string(), shape: case.shape.clone(), bytes: case.bytes, flops: case.flops, median_ms: med, min_ms: lo, max_ms: hi, sets })
+    let (med, lo, hi) =
+        time_runs(be, s, sets, &mut |i| (case.run)(ops, &addrs[i])).with_context(|| format!("{} {}", case.kernel, case.shape))?;
+    Ok(Measurement {
+        kernel: case.kernel.to_string(),
+        shape: case.shape.clone(),
+        bytes: case.bytes,
+        flops: case.flops,
+        median_ms: med,
+        min_ms: lo,
+        max_ms: hi,
+        sets,
+    })
 }
 
 /// The copy ceilings: `Backend::copy` (the driver's device-to-device copy)
