@@ -117,6 +117,14 @@ impl CudaBackend {
         &self.arch
     }
 
+    /// Makes this backend's context current on the calling thread and returns
+    /// its stream, for a library (cuBLAS) that enqueues work on it directly:
+    /// that work is then ordered with this backend's launches and copies.
+    pub(crate) fn current_stream(&self) -> Result<CUstream> {
+        let _st = self.enter()?;
+        Ok(self.stream.0)
+    }
+
     /// Locks the bookkeeping and makes the context current on this thread.
     fn enter(&self) -> Result<MutexGuard<'_, State>> {
         let st = self.state.lock().map_err(|_| Error::driver(NAME, "backend state poisoned by a panic on another thread"))?;

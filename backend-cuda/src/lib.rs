@@ -21,10 +21,12 @@
 
 mod backend;
 pub mod compile;
+pub mod cublas;
 mod raw;
 
 pub use backend::{cuda_backend, CudaBackend, DEVICE_ENV};
 pub use compile::{compile_module, nvrtc_version};
+pub use cublas::Cublas;
 
 /// Registers `module::symbol` of each kernel static as implemented on CUDA;
 /// names come from the declarations, so they are written once.
@@ -45,6 +47,17 @@ implemented! {
     moe::MOE_COUNT, moe::MOE_OFFSETS, moe::MOE_SCATTER,
     head::LM_HEAD_LOGITS_FP8, head::LM_HEAD_LOGITS_BF16, head::ARGMAX_ROWS, head::LETTER_LOGITS_FP8,
     util::COPY_U32,
+}
+
+// The GEMM family (kernels/src/gemm/gemm.cu, module "gemm"; gemm/w4a16.cu, module "w4a16").
+implemented! {
+    switchyard_kernels::gemm::DENSE_GEMM_BF16, switchyard_kernels::gemm::DENSE_GEMM_ROUTER,
+    switchyard_kernels::gemm::DENSE_GEMM_TC, switchyard_kernels::gemm::DENSE_GEMM_TC_SCALED_ACC,
+    switchyard_kernels::gemm::SCALED_ADD_BF16, switchyard_kernels::gemm::DENSE_GEMM_SPLITK_PARTIAL,
+    switchyard_kernels::gemm::DENSE_GEMM_SPLITK_REDUCE, switchyard_kernels::gemm::DENSE_GEMM_BF16_PIPELINED,
+    switchyard_kernels::gemm::w4a16::W4A16_GEMM, switchyard_kernels::gemm::w4a16::W4A16_GEMM_N128,
+    switchyard_kernels::gemm::w4a16::W4A16_GEMM_N128_LDB, switchyard_kernels::gemm::w4a16::W4A16_GEMM_N128_M128,
+    switchyard_kernels::gemm::w4a16::W4A16_GEMM_N128_M128_BF16, switchyard_kernels::gemm::w4a16::W4A16_GEMM_DECODE,
 }
 
 // Paged attention (kernels/src/attn/attn.cu, module "attn") and the MoE

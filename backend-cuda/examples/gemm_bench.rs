@@ -1,0 +1,182 @@
+//! GEMM-family timing against cuBLAS in the same process (issue 5):
+//! prefill M in {512, 4096} and decode M in {1, 16}, (N, K) in
+//! {(8192, 8192), (21504, 5376), (5376, 21504)}.
+//!
+//! `cargo run --release -p switchyard-cuda --example gemm_bench`
+//! (libcublas and libnvrtc on LD_LIBRARY_PATH).
+//!
+//! Dense rows: TFLOP/s (2·M·N·K over the median time) and the ratio to
+//! cuBLAS bf16 (f32 compute) at the same shape. W4A16 rows: GB/s over the
+//! weight bytes (codes K/2·N + scales K/16·N), the ratio to a 1 GiB
+//! device-to-device copy (read + write) measured in the same run, and the
+//! speed-up over cuBLAS bf16 at the same (M, N, K). Every timing is the
+//! median over batches of launches that rotate among several operand sets
+//! whose total exceeds L2, so weights stream from HBM; inputs are random,
+//! never zeros.
+use std::sync::Arc;
+use switchyard_core::{Backend, Result};
+use switchyard_cuda::{Cublas, CudaBackend};
+use switchyard_kernels::gemm::w4a16::{random_weight, Fp4Weight};
+use switchyard_kernels::parity::Gen;
+use switchyard_kernels::Ops;
+
+struct Bench {
+    be: Arc<dyn Backend>,
+    bufs: Vec<u64>,
+}
+
+impl Bench {
+    fn buf(&mut self, data: &[u8]) -> Result<u64> {
+        let a = self.be.alloc(data.len())?;
+        self.be.upload(a, data)?;
+        self.bufs.push(a);
+        Ok(a)
+    }
+    /// Random bf16 bytes generated on the host once and uploaded `sets` times
+    /// with a different bit pattern each (a byte rotation), cheap for large
+    /// operands.
+    fn bf16_sets(&mut self, g: &mut Gen, n: usize, sets: usize) -> Result<Vec<u64>> {
+        let (_, base) = g.bf16(n.min(1 << 22), -1.0, 1.0);
+        let mut out = Vec::new();
+        for s in 0..sets {
+            let mut v = Vec::with_capacity(2 * n);
+            while v.len() < 2 * n {
+                let take = (2 * n - v.len()).min(base.len());
+                v.extend_from_slice(&base[..take]);
+            }
+            // Shift by whole bf16 elements so each set differs.
+            v.rotate_left((2 * 7919 * s) % (2 * n));
+            out.push(self.buf(&v)?);
+        }
+        Ok(out)
+    }
+    /// Median ms per call of `f(i)` over 7 batches of `batch` calls.
+    fn time(&self, batch: usize, f: &mut dyn FnMut(usize) -> Result<()>) -> Result<f64> {
+        for i in 0..batch.min(4) {
+            f(i)?;
+        }
+        self.be.synchronize()?;
+        let mut times = Vec::new();
+        for _ in 0..7 {
+            let ms = self.be.time_ms(&mut || {
+                for i in 0..batch {
+                    f(i)?;
+                }
+                Ok(())
+            })?;
+            times.push(ms / batch as f64);
+        }
+        times.sort_by(|a, b| a.total_cmp(b));
+        Ok(times[times.len() / 2])
+    }
+}
+
+const SHAPES: [(usize, usize); 3] = [(8192, 8192), (21504, 5376), (5376, 21504)];
+
+fn main() -> Result<()> {
+    let cb = Arc::new(CudaBackend::open(0)?);
+    // No preload(): it would compile every module, including ones other work
+    // is changing; each timing's warm-up calls load the GEMM modules instead.
+    let blas = Cublas::new(&cb)?;
+    let be: Arc<dyn Backend> = cb.clone();
+    let ops = Ops::new(be.clone());
+    let info = be.info();
+    println!("device: {} ({})", info.device, info.driver);
+    let mut b = Bench { be: be.clone(), bufs: Vec::new() };
+    let mut g = Gen::new(0x6e33);
+
+    let n = 1usize << 30;
+    let src = b.bf16_sets(&mut g, n / 2, 1)?[0];
+    let dst = b.bf16_sets(&mut g, n / 2, 1)?[0];
+    let copy_ms = b.time(4, &mut |_| be.copy(dst, src, n))?;
+    let copy_gbs = 2.0 * n as f64 / copy_ms / 1e6;
+    println!("copy ceiling: {copy_gbs:.0} GB/s (1 GiB device-to-device, read + write)\n");
+    for a in std::mem::take(&mut b.bufs) {
+        be.free(a)?;
+    }
+
+    println!("## Dense bf16\n\n| M | N | K | cuBLAS TFLOP/s | pipelined TFLOP/s | % cuBLAS | tc TFLOP/s | % cuBLAS |\n|---|---|---|---|---|---|---|---|");
+    let mut w4_prefill = Vec::new();
+    for &(n, k) in &SHAPES {
+        let bs = b.bf16_sets(&mut g, n * k, 1)?;
+        for m in [512usize, 4096] {
+            let asets = b.bf16_sets(&mut g, m * k, 1)?;
+            let c = b.bf16_sets(&mut g, m * n, 1)?[0];
+            let flop = 2.0 * (m * n * k) as f64;
+            let tf = |ms: f64| flop / ms / 1e9;
+            let t_blas = b.time(10, &mut |_| blas.gemm_bf16(asets[0], bs[0], c, m, n, k))?;
+            let t_pl = b.time(10, &mut |_| ops.dense_gemm_bf16_pipelined(asets[0], bs[0], c, m, n, k))?;
+            let t_tc = b.time(4, &mut |_| ops.dense_gemm_tc(asets[0], bs[0], c, m, n, k))?;
+            println!(
+                "| {m} | {n} | {k} | {:.0} | {:.0} | {:.0}% | {:.0} | {:.0}% |",
+                tf(t_blas),
+                tf(t_pl),
+                100.0 * t_blas / t_pl,
+                tf(t_tc),
+                100.0 * t_blas / t_tc
+            );
+            w4_prefill.push((m, n, k, t_blas));
+        }
+        for a in std::mem::take(&mut b.bufs) {
+            be.free(a)?;
+        }
+    }
+
+    println!(
+        "\n## W4A16 (NVFP4 weights)\n\n| M | N | K | kernel | us | weight GB/s | % of copy | cuBLAS bf16 us | speed-up vs cuBLAS |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    for &(n, k) in &SHAPES {
+        // Rotate weight sets so their total (>= 150 MB) exceeds L2 (50 MB).
+        let wbytes = k / 2 * n + k / 16 * n;
+        let sets = (150_000_000 / wbytes).max(2) + 1;
+        let mut ws = Vec::new();
+        let (bq0, bs0, scale2) = random_weight(&mut g, n, k, n);
+        for s in 0..sets {
+            let mut q = bq0.clone();
+            let len = q.len();
+            q.rotate_left((977 * s) % len);
+            ws.push(Fp4Weight { bq: b.buf(&q)?, bs: b.buf(&bs0)?, scale2, ldb: n });
+        }
+        let bsets = b.bf16_sets(&mut g, n * k, 2)?;
+        for m in [1usize, 16] {
+            let a = b.bf16_sets(&mut g, m * k, 1)?[0];
+            let c = b.bf16_sets(&mut g, m * n, 1)?[0];
+            let t_blas = b.time(20, &mut |i| blas.gemm_bf16(a, bsets[i % 2], c, m, n, k))?;
+            type W4 = fn(&Ops, u64, &Fp4Weight, u64, usize, usize, usize) -> Result<()>;
+            let kernels: [(&str, W4); 3] =
+                [("w4a16_gemm_decode", Ops::w4a16_gemm_decode), ("w4a16_gemm", Ops::w4a16_gemm), ("w4a16_gemm_n128", Ops::w4a16_gemm_n128)];
+            for (name, f) in kernels {
+                let t = b.time(20, &mut |i| f(&ops, a, &ws[i % sets], c, m, n, k))?;
+                let gbs = wbytes as f64 / t / 1e6;
+                println!(
+                    "| {m} | {n} | {k} | {name} | {:.1} | {gbs:.0} | {:.0}% | {:.1} | {:.2}x |",
+                    t * 1e3,
+                    100.0 * gbs / copy_gbs,
+                    t_blas * 1e3,
+                    t_blas / t
+                );
+            }
+        }
+        for m in [512usize, 4096] {
+            let a = b.bf16_sets(&mut g, m * k, 1)?[0];
+            let c = b.bf16_sets(&mut g, m * n, 1)?[0];
+            let t_blas = w4_prefill.iter().find(|x| x.0 == m && x.1 == n && x.2 == k).map(|x| x.3).unwrap_or(f64::NAN);
+            let t = b.time(4, &mut |i| ops.w4a16_gemm_n128_m128(a, &ws[i % sets], c, m, n, k))?;
+            let flop = 2.0 * (m * n * k) as f64;
+            println!(
+                "| {m} | {n} | {k} | w4a16_gemm_n128_m128 ({:.0} TFLOP/s) | {:.1} | {:.0} | {:.0}% | {:.1} | {:.2}x |",
+                flop / t / 1e9,
+                t * 1e3,
+                wbytes as f64 / t / 1e6,
+                100.0 * wbytes as f64 / t / 1e6 / copy_gbs,
+                t_blas * 1e3,
+                t_blas / t
+            );
+        }
+        for a in std::mem::take(&mut b.bufs) {
+            be.free(a)?;
+        }
+    }
+    drop(blas);
+    Ok(())
+}
