@@ -327,26 +327,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) dense_gemm_bf16_pipelined(c
     const int KT = (K + PL_BK - 1) / PL_BK;
 
     // Each thread copies 2 chunks of A and 2 of B per slice: chunk index
-    // tid + 256i -> row (idx >> 2), 16-byte chunk (idx & 3).
+    // tid + 256i -> row (idx >> 2), 16-byte chunk (idx & 3). The rows, their
+    // bounds and the swizzled destinations are the same for every slice, so
+    // they are computed once; a slice only adds k0.
+    const bf16* ga[2];
+    const bf16* gb[2];
+    bool va[2], vb[2];
+    int soff[2], kch[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int idx = tid + 256 * i, r = idx >> 2, ch = idx & 3;
+        va[i] = row0 + r < M;
+        vb[i] = col0 + r < N;
+        ga[i] = a + (size_t)(va[i] ? row0 + r : 0) * K + ch * 8;
+        gb[i] = b + (size_t)(vb[i] ? col0 + r : 0) * K + ch * 8;
+        soff[i] = pl_swz(r, ch);
+        kch[i] = ch * 8;
+    }
     auto load = [&](int stage, int kt) {
         const int k0 = kt * PL_BK;
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-            const int idx = tid + 256 * i, r = idx >> 2, ch = idx & 3, kk = k0 + ch * 8;
-            const bool kin = kk < K;
-            {
-                const int gr = row0 + r;
-                const bool ok = kin && gr < M;
-                bf16* dst = &As[stage][pl_swz(r, ch)];
-                if (fast) cp_async16(dst, a + (size_t)(ok ? gr : 0) * K + (ok ? kk : 0), ok ? 16 : 0);
-                else *reinterpret_cast<uint4*>(dst) = load8_slow(a + (size_t)gr * K, kk, K, ok);
-            }
-            {
-                const int gc = col0 + r;
-                const bool ok = kin && gc < N;
-                bf16* dst = &Bs[stage][pl_swz(r, ch)];
-                if (fast) cp_async16(dst, b + (size_t)(ok ? gc : 0) * K + (ok ? kk : 0), ok ? 16 : 0);
-                else *reinterpret_cast<uint4*>(dst) = load8_slow(b + (size_t)gc * K, kk, K, ok);
+            const int kk = k0 + kch[i];
+            const bool kin = kk < K, oka = kin && va[i], okb = kin && vb[i];
+            if (fast) {
+                // A zero-size copy reads nothing; its source is kept in bounds anyway.
+                cp_async16(&As[stage][soff[i]], oka ? ga[i] + k0 : ga[i], oka ? 16 : 0);
+                cp_async16(&Bs[stage][soff[i]], okb ? gb[i] + k0 : gb[i], okb ? 16 : 0);
+            } else {
+                *reinterpret_cast<uint4*>(&As[stage][soff[i]]) = load8_slow(ga[i] - kch[i], kk, K, va[i]);
+                *reinterpret_cast<uint4*>(&Bs[stage][soff[i]]) = load8_slow(gb[i] - kch[i], kk, K, vb[i]);
             }
         }
     };
