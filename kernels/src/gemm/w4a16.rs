@@ -14,7 +14,7 @@
 //! reference). [`W4A16_GEMM_N128_M128_BF16`] additionally equals
 //! [`W4A16_GEMM`] bit for bit on the same backend.
 use super::{operands, REORDERED_NMSE};
-use crate::ops::{bf16s, blocks, require, Ops};
+use crate::ops::{bf16s, blocks, require, sat, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::codec::nvfp4;
 use switchyard_core::compare::Tolerance;
@@ -91,6 +91,11 @@ fn check(kernel: &str, w: &Fp4Weight, m: usize, n: usize, k: usize, need_packed:
         })?;
     }
     require(w.scale2.is_finite(), kernel, "scale2", || format!("scale2 = {} must be finite", w.scale2))?;
+    // GPU kernels stream the weights with 16-byte loads: a weight view that
+    // starts mid-vector would fault there, so it is refused here on every backend.
+    for (name, addr) in [("bq", w.bq), ("bs", w.bs)] {
+        require(addr % 16 == 0, kernel, name, || format!("address {addr:#x} must be 16-byte aligned (vector weight loads)"))?;
+    }
     Ok([m as u32, n as u32, k as u32])
 }
 
@@ -112,11 +117,11 @@ impl Ops {
         let ldb_variant = std::ptr::eq(sig, &W4A16_GEMM_N128_LDB);
         let [mu, nu, ku] = check(s, w, m, n, k, !ldb_variant)?;
         let mut args = vec![
-            (P(a), bf16s(m * k)),
-            (P(w.bq), k / 2 * w.ldb),
-            (P(w.bs), k / nvfp4::BLOCK * w.ldb),
+            (P(a), bf16s(sat(&[m, k]))),
+            (P(w.bq), sat(&[k / 2, w.ldb])),
+            (P(w.bs), sat(&[k / nvfp4::BLOCK, w.ldb])),
             (F(w.scale2), 0),
-            (P(c), bf16s(m * n)),
+            (P(c), bf16s(sat(&[m, n]))),
             (U(mu), 0),
             (U(nu), 0),
             (U(ku), 0),

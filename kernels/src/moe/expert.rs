@@ -4,7 +4,7 @@
 //! into token order. Everything is deterministic: no atomics on values.
 use crate::gemm::w4a16::random_weight;
 use crate::gemm::REORDERED_NMSE;
-use crate::ops::{bf16s, blocks, i32_arg, require, words, Ops};
+use crate::ops::{bf16s, blocks, i32_arg, require, sat, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
@@ -119,7 +119,7 @@ impl Ops {
         positive(k, &[("rows", rows), ("dim", dim)])?;
         require(dim % 2 == 0, k, "dim", || format!("dim = {dim} must be even"))?;
         require(eps.is_finite() && eps >= 0.0 && root.is_finite(), k, "eps", || format!("eps = {eps}, root = {root} must be finite"))?;
-        let n = bf16s(rows * dim);
+        let n = bf16s(sat(&[rows, dim]));
         self.go(
             &ROUTER_NORM_BF16,
             [blocks(k, rows, 1)?, 1, 1],
@@ -149,9 +149,9 @@ impl Ops {
             [blocks(s, rows, 1)?, 1, 1],
             [32, 1, 1],
             &[
-                (P(topk_ids), words(rows * top_k)),
-                (P(topk_w), words(rows * top_k)),
-                (P(logits), bf16s(rows * e)),
+                (P(topk_ids), words(sat(&[rows, top_k]))),
+                (P(topk_w), words(sat(&[rows, top_k]))),
+                (P(logits), bf16s(sat(&[rows, e]))),
                 (P(per_expert_scale), words(e)),
                 (I(rows as i32), 0),
                 (I(e as i32), 0),
@@ -171,8 +171,8 @@ impl Ops {
             [blocks(s, n, 1)?, 1, 1],
             [256, 1, 1],
             &[
-                (P(out), bf16s(n * h)),
-                (P(x), bf16s(rows * h)),
+                (P(out), bf16s(sat(&[n, h]))),
+                (P(x), bf16s(sat(&[rows, h]))),
                 (P(pair_of_slot), words(n)),
                 (I(n as i32), 0),
                 (I(top_k as i32), 0),
@@ -203,17 +203,23 @@ impl Ops {
         let s = sig.symbol;
         positive(s, &[("n", n), ("e", e), ("big_n", big_n), ("big_k", big_k)])?;
         let tail = [(I(n as i32), 0), (I(e as i32), 0), (I(big_n as i32), 0), (I(big_k as i32), 0)];
-        let head = [(P(out), bf16s(n * big_n)), (P(a), bf16s(n * big_k))];
+        let head = [(P(out), bf16s(sat(&[n, big_n]))), (P(a), bf16s(sat(&[n, big_k])))];
         let grid = [blocks(s, big_n, 64)?, blocks(s, n, 16)?, 1];
         match *w {
             ExpertWeights::Bf16 { w } => {
                 require(big_k % 8 == 0, s, "big_k", || format!("K = {big_k} must be a multiple of 8"))?;
                 require(big_n % 2 == 0, s, "big_n", || format!("N = {big_n} must be even"))?;
-                let args: Vec<_> =
-                    head.into_iter().chain([(P(w), bf16s(e * big_n * big_k)), (P(offsets), words(e + 1))]).chain(tail).collect();
+                let args: Vec<_> = head
+                    .into_iter()
+                    .chain([(P(w), bf16s(sat(&[e, big_n, big_k]))), (P(offsets), words(e.saturating_add(1)))])
+                    .chain(tail)
+                    .collect();
                 self.go(sig, grid, [128, 1, 1], &args)
             }
             ExpertWeights::Nvfp4 { wq, ws, scale2 } => {
+                for (name, addr) in [("wq", wq), ("ws", ws)] {
+                    require(addr % 16 == 0, s, name, || format!("address {addr:#x} must be 16-byte aligned (vector weight loads)"))?;
+                }
                 require(big_k % nvfp4::BLOCK == 0, s, "big_k", || {
                     format!("K = {big_k} is not a multiple of the NVFP4 scale block ({})", nvfp4::BLOCK)
                 })?;
@@ -221,10 +227,10 @@ impl Ops {
                 let args: Vec<_> = head
                     .into_iter()
                     .chain([
-                        (P(wq), e * big_k / 2 * big_n),
-                        (P(ws), e * big_k / nvfp4::BLOCK * big_n),
+                        (P(wq), sat(&[e, big_k / 2, big_n])),
+                        (P(ws), sat(&[e, big_k / nvfp4::BLOCK, big_n])),
                         (P(scale2), words(e)),
-                        (P(offsets), words(e + 1)),
+                        (P(offsets), words(e.saturating_add(1))),
                     ])
                     .chain(tail)
                     .collect();
@@ -242,7 +248,7 @@ impl Ops {
             &GELU_MUL_BF16,
             [blocks(s, rows, 1)?, 1, 1],
             [256, 1, 1],
-            &[(P(out), bf16s(rows * inter)), (P(gu), bf16s(rows * 2 * inter)), (I(rows as i32), 0), (I(inter as i32), 0)],
+            &[(P(out), bf16s(sat(&[rows, inter]))), (P(gu), bf16s(sat(&[rows, 2, inter]))), (I(rows as i32), 0), (I(inter as i32), 0)],
         )
     }
 
@@ -267,10 +273,10 @@ impl Ops {
             [blocks(s, rows, 1)?, 1, 1],
             [256, 1, 1],
             &[
-                (P(out), bf16s(rows * h)),
-                (P(y), bf16s(n * h)),
-                (P(slot_of_pair), words(rows * top_k)),
-                (P(topk_w), words(rows * top_k)),
+                (P(out), bf16s(sat(&[rows, h]))),
+                (P(y), bf16s(sat(&[n, h]))),
+                (P(slot_of_pair), words(sat(&[rows, top_k]))),
+                (P(topk_w), words(sat(&[rows, top_k]))),
                 (I(rows as i32), 0),
                 (I(top_k as i32), 0),
                 (I(h as i32), 0),
