@@ -168,3 +168,64 @@ template <int V> __device__ __forceinline__ void vnan(BfVec<V>& v) {
 #pragma unroll
     for (int i = 0; i < (V + 1) / 2; ++i) v.w[i] = V == 1 ? 0x7fc0u : 0x7fc07fc0u;
 }
+
+// ---------------------------------------------------------------- packed conversions (added)
+
+// Streaming 8-byte load (read once, not kept in L1).
+__device__ __forceinline__ uint2 ld_stream8_u2(const void* p) {
+    uint2 r;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+
+// The four e4m3fn codes of `w` (byte i -> f[i]) as exact f32. On sm_89+ this
+// is the hardware e4m3x2 -> f16x2 conversion (exact: every e4m3 value is a
+// normal f16 or zero) then f16 -> f32; NaN codes give NaN (not the payload
+// SY_NAN has). Older targets use the bit decode above.
+__device__ __forceinline__ void e4m3x4_to_f32(unsigned w, float* f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm("{\n\t.reg .b16 a, b, l0, h0, l1, h1;\n\t.reg .b32 d0, d1;\n\t"
+        "mov.b32 {a, b}, %4;\n\t"
+        "cvt.rn.f16x2.e4m3x2 d0, a;\n\tcvt.rn.f16x2.e4m3x2 d1, b;\n\t"
+        "mov.b32 {l0, h0}, d0;\n\tmov.b32 {l1, h1}, d1;\n\t"
+        "cvt.f32.f16 %0, l0;\n\tcvt.f32.f16 %1, h0;\n\tcvt.f32.f16 %2, l1;\n\tcvt.f32.f16 %3, h1;\n\t}"
+        : "=f"(f[0]), "=f"(f[1]), "=f"(f[2]), "=f"(f[3])
+        : "r"(w));
+#else
+#pragma unroll
+    for (int i = 0; i < 4; ++i) f[i] = e4m3_byte(w, i);
+#endif
+}
+
+// Two f32 -> packed bf16 pair (lo in the low half), round-to-nearest-even in
+// one instruction on sm_80+. Equals pack_bf16 for every non-NaN input; a NaN
+// becomes the canonical bf16 NaN 0x7fff.
+__device__ __forceinline__ unsigned pack_bf16_rn(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+#else
+    return pack_bf16(lo, hi);
+#endif
+}
+
+// The four e4m3 codes of `w` as two packed bf16 pairs (exact): *lo = bytes
+// 0,1 and *hi = bytes 2,3.
+__device__ __forceinline__ void e4m3x4_to_bf16x4(unsigned w, unsigned* lo, unsigned* hi) {
+    float f[4];
+    e4m3x4_to_f32(w, f);
+    *lo = pack_bf16_rn(f[0], f[1]);
+    *hi = pack_bf16_rn(f[2], f[3]);
+}
+
+// D += A·B on the tensor cores, m16n8k16, bf16 inputs, f32 accumulators
+// (sm_80+). Fragments as PTX defines them, g = lane / 4, c = lane % 4:
+// a0 (row g, k 2c..2c+1), a1 (row g+8, same k), a2 (row g, k 2c+8..2c+9),
+// a3 (row g+8, k 2c+8..); b0 (k 2c..2c+1, col g), b1 (k 2c+8..2c+9, col g);
+// d0, d1 (row g, cols 2c, 2c+1), d2, d3 (row g+8, cols 2c, 2c+1).
+__device__ __forceinline__ void mma16816_bf16_f32(float* d, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}

@@ -34,8 +34,6 @@ declare_kernel! {
         A::output("out"), A::input("src"), A::input("idx"), A::i32("h"), A::i32("n_src"))
 }
 
-const BLOCK: u32 = 256;
-
 impl Ops {
     /// Embedding lookup from the fp8 per-row table. See [`EMBED_GATHER_FP8`].
     #[allow(clippy::too_many_arguments)]
@@ -56,7 +54,7 @@ impl Ops {
         self.go(
             &EMBED_GATHER_FP8,
             [blocks(k, rows, 1)?, 1, 1],
-            [BLOCK, 1, 1],
+            [crate::norm::norm_block(h), 1, 1],
             &[
                 (P(out), bf16s(rows * h)),
                 (P(table), vocab * h),
@@ -78,7 +76,7 @@ impl Ops {
         self.go(
             &EMBED_GATHER_BF16,
             [blocks(k, rows, 1)?, 1, 1],
-            [BLOCK, 1, 1],
+            [crate::norm::norm_block(h), 1, 1],
             &[
                 (P(out), bf16s(rows * h)),
                 (P(table), bf16s(vocab * h)),
@@ -98,7 +96,7 @@ impl Ops {
         self.go(
             &GATHER_ROWS_BF16,
             [blocks(k, rows, 1)?, 1, 1],
-            [BLOCK, 1, 1],
+            [crate::norm::norm_block(h), 1, 1],
             &[
                 (P(out), bf16s(rows * h)),
                 (P(src), bf16s(n_src * h)),
