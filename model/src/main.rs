@@ -184,8 +184,35 @@ fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Res
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
+/// The CUDA device the bench opens: `SWITCHYARD_CUDA_DEVICE`, else 0.
+#[cfg(feature = "cuda")]
+fn cuda_ordinal() -> Result<i32> {
+    match std::env::var(switchyard_cuda::DEVICE_ENV) {
+        Ok(v) => v.trim().parse().with_context(|| format!("{}={v:?} is not a device ordinal", switchyard_cuda::DEVICE_ENV)),
+        Err(_) => Ok(0),
+    }
+}
+
 fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<String>, scale: Option<String>) -> Result<ExitCode> {
     let name = backends::choose(backend.as_deref(), "cpu");
+    // On CUDA the concrete backend is kept too: cuBLAS, the GEMM yardstick,
+    // runs on its stream and checks addresses against its allocations.
+    #[cfg(feature = "cuda")]
+    let cuda = if name == "cuda" { Some(std::sync::Arc::new(switchyard_cuda::CudaBackend::open(cuda_ordinal()?)?)) } else { None };
+    #[cfg(feature = "cuda")]
+    let cublas = cuda.as_deref().map(switchyard_cuda::Cublas::new).transpose()?;
+    #[cfg(feature = "cuda")]
+    let vendor_fn = |a, b, c, m, n, k| cublas.as_ref().expect("vendor used only with cuBLAS").gemm_bf16(a, b, c, m, n, k);
+    #[cfg(feature = "cuda")]
+    let vendor: Option<&bench::VendorGemm<'_>> = if cublas.is_some() { Some(&vendor_fn) } else { None };
+    #[cfg(not(feature = "cuda"))]
+    let vendor: Option<&bench::VendorGemm<'_>> = None;
+    #[cfg(feature = "cuda")]
+    let be: std::sync::Arc<dyn switchyard_core::Backend> = match &cuda {
+        Some(c) => c.clone(),
+        None => backends::open(&name)?,
+    };
+    #[cfg(not(feature = "cuda"))]
     let be = backends::open(&name)?;
     let scale = match scale.as_deref() {
         None if name == "cpu" => bench::Scale::Small,
@@ -214,7 +241,15 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
         }
         // One case failing (a binding past an adapter limit, say) is reported and the rest still run.
         match bench::measure(&ops, case, &settings, i as u64) {
-            Ok(m) => rows.push(m),
+            Ok(mut m) => {
+                if let (Some(v), Some(shape)) = (vendor, case.gemm) {
+                    match bench::measure_vendor(&be, &settings, shape, v) {
+                        Ok(ms) => m.vendor_ms = Some(ms),
+                        Err(e) => failures.push(format!("cuBLAS at {shape:?}: {e:#}")),
+                    }
+                }
+                rows.push(m)
+            }
             Err(e) => failures.push(format!("{} {}: {e:#}", case.kernel, case.shape)),
         }
     }
@@ -227,6 +262,7 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
                     "kernel": m.kernel, "shape": m.shape, "median_ms": m.median_ms, "min_ms": m.min_ms, "max_ms": m.max_ms,
                     "bytes": m.bytes, "flops": m.flops, "gb_per_s": m.bytes_per_s() / 1e9,
                     "pct_of_copy": 100.0 * m.bytes_per_s() / ceilings.copy_bytes_per_s,
+                    "vendor_gemm_ms": m.vendor_ms,
                 })
             })
             .collect();

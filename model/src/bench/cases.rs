@@ -1,4 +1,5 @@
 use super::{BenchCase, BufSpec, Fill};
+use switchyard_kernels::gemm::w4a16::Fp4Weight;
 use switchyard_kernels::rope_kv::{rope_table, QkvPrep};
 
 /// Shape scale: production shapes for GPUs, a reduced set for the CPU
@@ -30,6 +31,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         buffers: vec![buf(2 * n, Fill::Output), buf(2 * n, Fill::Bf16(3.0)), buf(2 * dim, Fill::Bf16(2.0))],
         bytes: (4 * n + 2 * dim) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| o.rmsnorm(a[0], a[1], a[2], rows, dim, 1e-6)),
     });
     v.push(BenchCase {
@@ -45,6 +47,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         ],
         bytes: (8 * n + 4 * dim) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| o.sandwich(a[0], a[1], a[2], a[3], a[4], a[5], rows, dim, 1e-6)),
     });
     v.push(BenchCase {
@@ -59,6 +62,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         ],
         bytes: (6 * n + 2 * dim) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| o.layer_out(a[0], a[1], a[2], a[3], a[4], rows, dim, 1e-6)),
     });
 
@@ -87,6 +91,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         // q, k, v read and written once; one cos/sin row per token.
         bytes: (4 * qn + 8 * kn + 4 * rows * hd + 8 * rows) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| {
             o.qkv_prep(&QkvPrep {
                 q_out: a[0],
@@ -124,6 +129,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         ],
         bytes: (3 * n + 8 * rows) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
     });
     v.push(BenchCase {
@@ -132,6 +138,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         buffers: vec![buf(2 * n, Fill::Output), buf(2 * vocab * dim, Fill::Bf16(0.1)), buf(4 * rows, Fill::I32(0, vocab as i32))],
         bytes: (4 * n + 4 * rows) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
     });
     v.push(BenchCase {
@@ -140,6 +147,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         buffers: vec![buf(2 * n, Fill::Output), buf(2 * n, Fill::Bf16(1.0)), buf(4 * rows, Fill::Permutation)],
         bytes: (4 * n + 4 * rows) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, rows, dim)),
     });
 
@@ -155,6 +163,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
             ],
             bytes: (vocab * dim + 4 * vocab + 4 * m * vocab + 2 * m * dim) as f64,
             flops: (2 * m * vocab * dim) as f64,
+            gemm: None,
             run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, dim, 30.0)),
         });
         v.push(BenchCase {
@@ -163,6 +172,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
             buffers: vec![buf(4 * m * vocab, Fill::Output), buf(2 * m * dim, Fill::Bf16(1.0)), buf(2 * vocab * dim, Fill::Bf16(0.05))],
             bytes: (2 * vocab * dim + 4 * m * vocab + 2 * m * dim) as f64,
             flops: (2 * m * vocab * dim) as f64,
+            gemm: None,
             run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, dim, 30.0)),
         });
     }
@@ -174,6 +184,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         buffers: vec![buf(4 * m, Fill::Output), buf(4 * m, Fill::Output), buf(4 * m * vocab, Fill::F32(30.0))],
         bytes: (4 * m * vocab + 8 * m) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, 0, 1)),
     });
     let labels = 4;
@@ -189,6 +200,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         ],
         bytes: (2 * n + labels * dim + 4 * rows * labels) as f64,
         flops: (2 * rows * labels * dim) as f64,
+        gemm: None,
         run: Box::new(move |o, a| o.letter_logits_fp8(a[0], a[1], a[2], a[3], a[4], rows, labels, dim, vocab, 30.0)),
     });
 
@@ -200,6 +212,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         buffers: vec![buf(4 * e, Fill::Output), buf(4 * pairs, Fill::I32(0, e as i32))],
         bytes: (4 * pairs + 4 * e) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| o.moe_count(a[0], a[1], pairs, e)),
     });
     v.push(BenchCase {
@@ -214,9 +227,52 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         ],
         bytes: (12 * pairs + 8 * e) as f64,
         flops: 0.0,
+        gemm: None,
         run: Box::new(move |o, a| o.moe_scatter(a[0], a[1], a[2], a[3], a[4], pairs, e)),
     });
+    gemm_cases(&mut v, scale);
     v
+}
+
+/// Issue 5's shapes: prefill M in {512, 4096}, decode M in {1, 16}, and
+/// (N, K) in {(8192, 8192), (21504, 5376), (5376, 21504)}; reduced for the CPU.
+fn gemm_cases(v: &mut Vec<BenchCase>, scale: Scale) {
+    let (mdiv, nkdiv) = if scale == Scale::Production { (1, 1) } else { (64, 16) };
+    for (n, k) in [(8192usize, 8192usize), (21504, 5376), (5376, 21504)] {
+        let (n, k) = (n / nkdiv, k / nkdiv);
+        for m in [512usize, 4096].map(|m| (m / mdiv).max(1)) {
+            let flops = (2 * m * n * k) as f64;
+            v.push(BenchCase {
+                kernel: "dense_gemm_bf16_pipelined",
+                shape: format!("m={m} n={n} k={k}"),
+                buffers: vec![buf(2 * m * k, Fill::Bf16(1.0)), buf(2 * n * k, Fill::Bf16(0.1)), buf(2 * m * n, Fill::Output)],
+                bytes: (2 * (m * k + n * k + m * n)) as f64,
+                flops,
+                gemm: Some((m, n, k)),
+                run: Box::new(move |o, a| o.dense_gemm_prefill(a[0], a[1], a[2], m, n, k)),
+            });
+            v.push(fp4_case("w4a16_gemm_n128_m128", m, n, k, |o, a, w, c, m, n, k| o.w4a16_gemm_n128_m128(a, w, c, m, n, k)));
+        }
+        for m in [1usize, 16] {
+            v.push(fp4_case("w4a16_gemm_decode", m, n, k, |o, a, w, c, m, n, k| o.w4a16_gemm_decode(a, w, c, m, n, k)));
+        }
+    }
+}
+
+type Fp4Launch = fn(&switchyard_kernels::Ops, u64, &Fp4Weight, u64, usize, usize, usize) -> switchyard_core::Result<()>;
+
+/// A W4A16 case: random activations, random NVFP4 codes and finite scales.
+/// Bytes are the weights (codes + scales) plus activations and output.
+fn fp4_case(kernel: &'static str, m: usize, n: usize, k: usize, launch: Fp4Launch) -> BenchCase {
+    BenchCase {
+        kernel,
+        shape: format!("m={m} n={n} k={k}"),
+        buffers: vec![buf(2 * m * k, Fill::Bf16(1.0)), buf(n * k / 2, Fill::Fp8), buf(n * k / 16, Fill::Fp8), buf(2 * m * n, Fill::Output)],
+        bytes: (n * k / 2 + n * k / 16 + 2 * m * k + 2 * m * n) as f64,
+        flops: (2 * m * n * k) as f64,
+        gemm: Some((m, n, k)),
+        run: Box::new(move |o, a| launch(o, a[0], &Fp4Weight { bq: a[1], bs: a[2], scale2: 1e-3, ldb: n }, a[3], m, n, k)),
+    }
 }
 
 /// Ids `p % e`: every expert gets `pairs / e` pairs, matching [`uniform_offsets`].

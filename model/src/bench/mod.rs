@@ -62,6 +62,9 @@ pub struct BenchCase {
     pub flops: f64,
     /// Launches the kernel on one set of buffers.
     pub run: Box<dyn Fn(&Ops, &[u64]) -> switchyard_core::Result<()>>,
+    /// `(m, n, k)` of the dense bf16 GEMM this case is compared with, when a
+    /// vendor GEMM (cuBLAS) is the yardstick.
+    pub gemm: Option<(usize, usize, usize)>,
 }
 
 /// Bench parameters.
@@ -184,6 +187,7 @@ pub fn measure(ops: &Ops, case: &BenchCase, s: &Settings, seed: u64) -> Result<M
         min_ms: lo,
         max_ms: hi,
         sets,
+        vendor_ms: None,
     })
 }
 
@@ -243,6 +247,22 @@ impl CopyCeilings {
             None => format!("Backend::copy of {mib} MiB, read + write"),
         }
     }
+}
+
+/// A vendor bf16 GEMM `C[m, n] = A[m, k] · B[n, k]ᵀ` on device addresses.
+pub type VendorGemm<'a> = dyn Fn(u64, u64, u64, usize, usize, usize) -> switchyard_core::Result<()> + 'a;
+
+/// Median time of the vendor GEMM at `(m, n, k)` on random bf16 operands.
+pub fn measure_vendor(be: &Arc<dyn Backend>, s: &Settings, (m, n, k): (usize, usize, usize), gemm: &VendorGemm<'_>) -> Result<f64> {
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mk = |rng: &mut SmallRng, elems: usize| -> Result<DeviceBuffer> {
+        let b = DeviceBuffer::new(be, 2 * elems)?;
+        b.write(&fill_bytes(rng, &BufSpec { bytes: 2 * elems, fill: Fill::Bf16(1.0) }))?;
+        Ok(b)
+    };
+    let (a, b, c) = (mk(&mut rng, m * k)?, mk(&mut rng, n * k)?, DeviceBuffer::new(be, 2 * m * n)?);
+    let (med, _, _) = time_runs(be, s, 1, &mut |_| gemm(a.addr(), b.addr(), c.addr(), m, n, k))?;
+    Ok(med)
 }
 
 /// Per-launch overhead: the time of `n` back-to-back tiny launches, divided by `n`.

@@ -19,6 +19,8 @@ pub struct Measurement {
     pub max_ms: f64,
     /// Buffer sets rotated through.
     pub sets: usize,
+    /// Median time of the vendor GEMM (cuBLAS) at this case's GEMM shape.
+    pub vendor_ms: Option<f64>,
 }
 
 impl Measurement {
@@ -54,7 +56,7 @@ pub fn markdown(device: &str, backend: &str, ceilings: &Ceilings, rows: &[Measur
         let _ = writeln!(s, "- GEMM ceiling: {:.1} TFLOP/s", g / 1e12);
     }
     let _ = writeln!(s, "- per-launch overhead: {:.2} us\n", ceilings.launch_overhead_us);
-    s.push_str("| kernel | shape | median ms | spread ms | MB moved | GB/s | % of copy | TFLOP/s | % of GEMM |\n|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| kernel | shape | median ms | spread ms | MB moved | GB/s | % of copy | TFLOP/s | % of GEMM | vs cuBLAS |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for m in rows {
         let gbs = m.bytes_per_s() / 1e9;
         let pct = 100.0 * m.bytes_per_s() / ceilings.copy_bytes_per_s;
@@ -65,7 +67,7 @@ pub fn markdown(device: &str, backend: &str, ceilings: &Ceilings, rows: &[Measur
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {:.4} | {:.4}..{:.4} | {:.1} | {:.1} | {:.0}% | {} | {} |",
+            "| {} | {} | {:.4} | {:.4}..{:.4} | {:.1} | {:.1} | {:.0}% | {} | {} | {} |",
             m.kernel,
             m.shape,
             m.median_ms,
@@ -75,7 +77,8 @@ pub fn markdown(device: &str, backend: &str, ceilings: &Ceilings, rows: &[Measur
             gbs,
             pct,
             tf,
-            tfp
+            tfp,
+            m.vendor_ms.map_or("-".into(), |v| format!("{:.2}x", v / m.median_ms))
         );
     }
     s
