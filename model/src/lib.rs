@@ -3,7 +3,7 @@
 //! The Gemma 4 text graph written only against [`switchyard_kernels::Ops`],
 //! the backend factory ([`backends`]) that turns a name into a driver, and the
 //! pieces of the `switchyard` binary: the coverage matrix ([`coverage`]) and
-//! the benchmark harness ([`bench`]).
+//! the benchmark harness ([`bench`]) and the decode benchmark ([`bench_model`]).
 //!
 //! The model path: [`checkpoint`] reads HF safetensors, [`config`] validates
 //! `config.json`, [`weights`] uploads (optionally [`quant`]ised) weights,
@@ -12,6 +12,7 @@
 //! checkpoints; [`default_model`] is the one built into the binary.
 pub mod backends;
 pub mod bench;
+pub mod bench_model;
 pub mod checkpoint;
 pub mod config;
 pub mod coverage;

@@ -2,7 +2,7 @@
 //! checkpoint, the coverage matrix, parity against the CPU reference, and the
 //! benchmark harness.
 use anyhow::{bail, Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use switchyard_kernels::{parity, Ops};
@@ -10,13 +10,52 @@ use switchyard_model::checkpoint::Checkpoint;
 use switchyard_model::generate::{generate, Request};
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
-use switchyard_model::{backends, bench, coverage, default_model, synthetic};
+use switchyard_model::{backends, bench, bench_model, coverage, default_model, synthetic};
 
 #[derive(Parser)]
-#[command(name = "switchyard", version, about = "LLM inference kernels on CUDA, wgpu and a CPU reference")]
+#[command(
+    name = "switchyard",
+    version,
+    about = "LLM inference kernels on CUDA, wgpu and a CPU reference",
+    long_about = "LLM inference kernels on CUDA, wgpu and a CPU reference.\n\nWith no subcommand, runs `generate` (the main job: greedy \
+                  generation with the built-in tiny model); the generate options may be given without the subcommand name.",
+    // `switchyard --max-new-tokens 4` is `switchyard generate --max-new-tokens 4`;
+    // the top-level generate options and a subcommand are exclusive.
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// The default command's options (no subcommand given = `generate`).
+    #[command(flatten)]
+    generate: GenerateArgs,
+}
+
+/// Options of `generate` (also the default command's).
+#[derive(Args)]
+struct GenerateArgs {
+    /// Checkpoint directory (config.json + model.safetensors or a sharded
+    /// index). Default: the built-in tiny model.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Backend: cpu, wgpu or cuda (default: SWITCHYARD_BACKEND or cpu).
+    #[arg(long)]
+    backend: Option<String>,
+    /// Prompt token ids, comma-separated (default: 2,17,99,5,250,31).
+    #[arg(long)]
+    prompt_ids: Option<String>,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 16)]
+    max_new_tokens: usize,
+    /// Print one JSON object: backend, tokens, per-step logits, timings.
+    #[arg(long)]
+    json: bool,
+    /// Weight storage: none, fp8-embed or nvfp4.
+    #[arg(long, default_value = "none")]
+    quant: String,
+    /// Do not stop at the config's EOS ids.
+    #[arg(long)]
+    ignore_eos: bool,
 }
 
 #[derive(Subcommand)]
@@ -56,30 +95,36 @@ enum Command {
         scale: Option<String>,
     },
     /// Greedy generation with a Gemma 4 text checkpoint (default: the tiny
-    /// model built into the binary).
-    Generate {
-        /// Checkpoint directory (config.json + model.safetensors or a sharded
-        /// index). Default: the built-in tiny model.
-        #[arg(long)]
-        model: Option<PathBuf>,
-        /// Backend: cpu, wgpu or cuda (default: SWITCHYARD_BACKEND or cpu).
+    /// model built into the binary). The default command.
+    Generate(GenerateArgs),
+    /// Decode tokens/s at batch 1 and 16 of a Gemma-4-shaped model with
+    /// random weights made on the device, against the bandwidth bound
+    /// (weight bytes per step / copy bandwidth measured in the same run).
+    BenchModel {
+        /// Backend (default: SWITCHYARD_BACKEND or cpu).
         #[arg(long)]
         backend: Option<String>,
-        /// Prompt token ids, comma-separated (default: 2,17,99,5,250,31).
-        #[arg(long)]
-        prompt_ids: Option<String>,
-        /// Most tokens to generate.
-        #[arg(long, default_value_t = 16)]
-        max_new_tokens: usize,
-        /// Print one JSON object: backend, tokens, per-step logits, timings.
+        /// Decoder layers.
+        #[arg(long, default_value_t = 30)]
+        layers: usize,
+        /// Residual width; intermediate 4x, one query head per 320 (see bench_model::Shape::gemma4).
+        #[arg(long, default_value_t = 2560)]
+        hidden: usize,
+        /// Vocabulary (the LM head reads the whole tied table every step).
+        #[arg(long, default_value_t = 262_144)]
+        vocab: usize,
+        /// Batch sizes, comma-separated: sequences decoded together.
+        #[arg(long, default_value = "1,16")]
+        batch: String,
+        /// Prompt tokens prefilled per sequence before decoding.
+        #[arg(long, default_value_t = 128)]
+        prompt_len: usize,
+        /// Timed decode steps (after 3 warm-up steps).
+        #[arg(long, default_value_t = 64)]
+        steps: usize,
+        /// Print JSON (with the HF config.json of the shape) instead of markdown.
         #[arg(long)]
         json: bool,
-        /// Weight storage: none, fp8-embed or nvfp4.
-        #[arg(long, default_value = "none")]
-        quant: String,
-        /// Do not stop at the config's EOS ids.
-        #[arg(long)]
-        ignore_eos: bool,
     },
     /// Write a synthetic Gemma 4 text checkpoint (random weights) to a directory.
     Synthetic {
@@ -112,15 +157,18 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    match cli.command {
+    // No subcommand: the main job, generate (with any options given at the top level).
+    let Some(command) = cli.command else { return generate_cmd(cli.generate) };
+    match command {
         Command::Kernels => {
             print!("{}", coverage::matrix(&backends::ALL));
             Ok(ExitCode::SUCCESS)
         }
         Command::Parity { backend, seed, filter } => parity_cmd(backend, seed, filter),
         Command::Bench { backend, json, iters, filter, scale } => bench_cmd(backend, json, iters, filter, scale),
-        Command::Generate { model, backend, prompt_ids, max_new_tokens, json, quant, ignore_eos } => {
-            generate_cmd(model, backend, prompt_ids, max_new_tokens, json, &quant, ignore_eos)
+        Command::Generate(args) => generate_cmd(args),
+        Command::BenchModel { backend, layers, hidden, vocab, batch, prompt_len, steps, json } => {
+            bench_model_cmd(backend, layers, hidden, vocab, &batch, prompt_len, steps, json)
         }
         Command::Synthetic { out, preset, seed } => {
             let mut spec = match preset.as_str() {
@@ -280,6 +328,17 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
     Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
+/// Writes `text` to stdout. A reader that closed the pipe early (`| head`)
+/// is not an error: what it wanted has been written.
+fn emit(text: &str) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
+        _ => Ok(()),
+    }
+}
+
 /// Parses `2,17,99` into token ids.
 fn parse_ids(text: &str) -> Result<Vec<u32>> {
     let ids = text
@@ -293,15 +352,45 @@ fn parse_ids(text: &str) -> Result<Vec<u32>> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn generate_cmd(
-    model_dir: Option<PathBuf>,
+fn bench_model_cmd(
     backend: Option<String>,
-    prompt_ids: Option<String>,
-    max_new_tokens: usize,
+    layers: usize,
+    hidden: usize,
+    vocab: usize,
+    batch: &str,
+    prompt_len: usize,
+    steps: usize,
     json: bool,
-    quant: &str,
-    ignore_eos: bool,
 ) -> Result<ExitCode> {
+    let batches = batch
+        .split(',')
+        .map(|t| match t.trim().parse::<usize>() {
+            Ok(b) if b > 0 => Ok(b),
+            _ => bail!("--batch: `{}` is not a batch size (a positive integer)", t.trim()),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if layers == 0 || hidden == 0 || !hidden.is_multiple_of(8) {
+        bail!("--layers must be at least 1 and --hidden a positive multiple of 8 (got {layers}, {hidden})");
+    }
+    if vocab == 0 || prompt_len == 0 || steps == 0 {
+        bail!("--vocab, --prompt-len and --steps must be at least 1");
+    }
+    let name = backends::choose(backend.as_deref(), "cpu");
+    let be = backends::open(&name)?;
+    let mut shape = bench_model::Shape::gemma4(layers, hidden);
+    shape.vocab = vocab;
+    let settings = bench_model::Settings { prompt_len, warmup: 3, steps };
+    let report = bench_model::run(&be, &shape, &batches, &settings)?;
+    if json {
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report.json())?))?;
+    } else {
+        emit(&report.markdown())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
+    let GenerateArgs { model: model_dir, backend, prompt_ids, max_new_tokens, json, quant, ignore_eos } = args;
     let quant: Quant = quant.parse()?;
     let prompt = match prompt_ids.as_deref() {
         Some(t) => parse_ids(t)?,
@@ -338,10 +427,10 @@ fn generate_cmd(
                 "prefill_tokens_per_s": t.prefill_tokens_per_s(), "decode_tokens_per_s": t.decode_tokens_per_s(),
             },
         });
-        println!("{}", serde_json::to_string(&doc)?);
+        emit(&format!("{}\n", serde_json::to_string(&doc)?))?;
     } else {
         let ids: Vec<String> = g.tokens.iter().map(u32::to_string).collect();
-        println!("{}", ids.join(","));
+        emit(&format!("{}\n", ids.join(",")))?;
         eprintln!(
             "{} on {} ({}), quant {}: {} prompt + {} new tokens{}; load {:.1} ms, prefill {:.1} ms, decode {:.1} tok/s",
             ck.origin,

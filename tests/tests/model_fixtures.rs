@@ -51,7 +51,7 @@ use std::sync::Arc;
 use switchyard_core::Backend;
 use switchyard_model::checkpoint::Checkpoint;
 use switchyard_model::generate::{generate, Generation, Request};
-use switchyard_model::graph::Model;
+use switchyard_model::graph::{Model, Session};
 use switchyard_model::quant::Quant;
 use switchyard_model::serde_json::{self, Value};
 use switchyard_tests::per_backend;
@@ -297,4 +297,81 @@ per_backend! {
             );
         }
     }
+}
+
+/// Sequences decoded together in the batched test (the batch `bench-model` times).
+const BATCH: usize = 16;
+
+per_backend! {
+    fn batched_decode_matches_single_sequences(be) {
+        // 16 sequences with prompts of different lengths (so each row has its
+        // own position and context length) decode together, one token each per
+        // step; each must follow the run it makes alone. Sequence 0 has the
+        // fixture's prompt, so the batched path is also tied to HF's tokens.
+        for name in FIXTURES {
+            let exp = expected(name);
+            let ck = Checkpoint::open(&dir(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let model = Model::load(&ck, be.clone(), Quant::None).unwrap_or_else(|e| panic!("{name}: loading on {}: {e}", be.name()));
+            let vocab = model.cfg.vocab_size as u32;
+            let steps = exp.tokens.len();
+            let prompts: Vec<Vec<u32>> = (0..BATCH)
+                .map(|b| if b == 0 { exp.prompt.clone() } else { (0..3 + b).map(|i| 2 + (b as u32 * 37 + i as u32 * 11) % (vocab - 2)).collect() })
+                .collect();
+            let longest = prompts.iter().map(Vec::len).max().unwrap_or(1);
+            let mut s = Session::new(&model, BATCH, longest + steps, longest).unwrap_or_else(|e| panic!("{name}: session: {e}"));
+            let mut batched: Vec<Generation> = Vec::with_capacity(BATCH);
+            let mut next = Vec::with_capacity(BATCH);
+            for (b, p) in prompts.iter().enumerate() {
+                let row = s.prefill(b, p, 0, true).unwrap_or_else(|e| panic!("{name}: prefill {b}: {e}"));
+                next.push(row.token);
+                batched.push(Generation { tokens: vec![row.token], logits: vec![row.logits.unwrap_or_default()], stopped_at_eos: false, timings: Default::default() });
+            }
+            for step in 1..steps {
+                let positions: Vec<usize> = prompts.iter().map(|p| p.len() + step - 1).collect();
+                let rows = s.decode(&next, &positions, true).unwrap_or_else(|e| panic!("{name}: batched decode step {step}: {e}"));
+                assert_eq!(rows.len(), BATCH, "{name}: one output per sequence");
+                next.clear();
+                for (b, r) in rows.into_iter().enumerate() {
+                    next.push(r.token);
+                    batched[b].tokens.push(r.token);
+                    batched[b].logits.push(r.logits.unwrap_or_default());
+                }
+            }
+            let mut exact = true;
+            let (mut min_cos, mut max_rel) = (1f64, 0f64);
+            for (b, p) in prompts.iter().enumerate() {
+                let req = Request { prompt: p.clone(), max_new_tokens: steps, want_logits: true, stop_at_eos: false };
+                let alone = generate(&model, &req).unwrap_or_else(|e| panic!("{name}: sequence {b} alone: {e}"));
+                let what = format!("{name} on {}: sequence {b} of {BATCH} batched vs alone", be.name());
+                let sum = check_steps(&what, &batched[b].logits, &alone.logits, XB_MIN_COSINE, XB_MAX_REL);
+                assert_eq!(batched[b].tokens, alone.tokens, "{what}: greedy tokens differ");
+                exact &= sum.exact;
+                min_cos = min_cos.min(sum.min_cos);
+                max_rel = max_rel.max(sum.max_rel);
+            }
+            assert_eq!(batched[0].tokens, exp.tokens, "{name} on {}: batched sequence 0 differs from HF's tokens", be.name());
+            println!(
+                "{name} on {}: {BATCH} sequences batched vs alone: min cosine {min_cos:.7}, max rel err {max_rel:.3e}, bit-exact: {}",
+                be.name(),
+                if exact { "yes" } else { "no" }
+            );
+        }
+    }
+}
+
+#[test]
+fn default_model_is_the_dense_fixture() {
+    // The binary's built-in model is tiny-dense, so `switchyard generate`
+    // with no arguments reproduces HF's greedy tokens for the fixture prompt.
+    let exp = expected("tiny-dense");
+    let config = std::fs::read_to_string(dir("tiny-dense").join("config.json")).expect("reading the fixture config");
+    assert_eq!(switchyard_model::default_model::CONFIG, config, "the embedded config.json is not tiny-dense's");
+    let st = std::fs::read(dir("tiny-dense").join("model.safetensors")).expect("reading the fixture weights");
+    assert!(switchyard_model::default_model::SAFETENSORS == st.as_slice(), "the embedded model.safetensors is not tiny-dense's");
+    assert_eq!(switchyard_model::default_model::PROMPT.as_slice(), exp.prompt.as_slice(), "the default prompt is the fixture's");
+    let ck = switchyard_model::default_model::checkpoint().expect("opening the built-in model");
+    let model = Model::load(&ck, switchyard_cpu_ref::cpu_backend(), Quant::None).expect("loading the built-in model");
+    let req = Request { prompt: exp.prompt.clone(), max_new_tokens: exp.tokens.len(), want_logits: false, stop_at_eos: false };
+    let g = generate(&model, &req).expect("generating with the built-in model");
+    assert_eq!(g.tokens, exp.tokens, "the built-in model's greedy tokens differ from HF's");
 }
