@@ -28,9 +28,8 @@ pub(crate) fn has_scratch(symbol: &str) -> bool {
 }
 
 const ARGMAX_CHUNK: u32 = 256 * 16;
-const HEAD_ROWS_PER_GROUP: u32 = 256;
-const SMALL_M: u32 = 2;
-const SMALL_ROWS_PER_GROUP: u32 = 32;
+/// Vocab rows per lm_head workgroup (`NR` in lm_head_logits_*.wgsl).
+const HEAD_ROWS_PER_GROUP: u32 = 32;
 
 fn int(sig: &KernelSig, args: &[Arg], name: &str) -> Result<u32> {
     let i = sig.arg_index(name).ok_or_else(|| Error::invalid(sig.symbol, name, "no such argument (plan out of date)"))?;
@@ -53,14 +52,10 @@ pub(crate) fn plan(sig: &'static KernelSig, grid: [u32; 3], args: &[Arg]) -> Res
                 return Err(Error::invalid(sig.symbol, "m", format!("m = {m} must be in 1..=16")));
             }
             let vocab = int(sig, args, "vocab")?;
-            // Decode (m <= 2) is bandwidth-bound: coalesced warp-per-rows streaming.
-            // Larger m is FMA-bound: a thread per row with h broadcast from shared memory.
-            let (entry, groups) = match (sig.symbol, m <= SMALL_M) {
-                ("lm_head_logits_fp8", true) => ("lm_head_logits_fp8_small", vocab.div_ceil(SMALL_ROWS_PER_GROUP)),
-                ("lm_head_logits_bf16", true) => ("lm_head_logits_bf16_small", vocab.div_ceil(SMALL_ROWS_PER_GROUP)),
-                _ => (sig.symbol, vocab.div_ceil(HEAD_ROWS_PER_GROUP)),
-            };
-            Ok(Plan { passes: vec![Pass { entry, grid: [groups, 1, 1], consts: vec![("M", m)], extra: [0; 4] }], scratch: 0 })
+            // One shader for every m (kernels/src/head/lm_head_logits_*.wgsl): 32 vocab rows per
+            // workgroup, lanes striding over k with 16-byte loads; M unrolls the per-h-row loops.
+            let groups = vocab.div_ceil(HEAD_ROWS_PER_GROUP);
+            Ok(Plan { passes: vec![Pass { entry: sig.symbol, grid: [groups, 1, 1], consts: vec![("M", m)], extra: [0; 4] }], scratch: 0 })
         }
         "argmax_rows" => {
             let rows = grid[0];
@@ -82,9 +77,14 @@ pub(crate) fn plan(sig: &'static KernelSig, grid: [u32; 3], args: &[Arg]) -> Res
         "moe_gather_bf16" => Ok(single(sig, [int(sig, args, "n")?.div_ceil(GATHER_SLOTS), 1, 1])),
         // Row tiles on x, the dimension that folds (n = tokens · top-k can be large).
         "moe_grouped_gemm_bf16" | "moe_grouped_w4a16" => Ok(single(sig, [grid[1], grid[0], 1])),
+        // 4096 words per workgroup: four 16-byte vectors per invocation (copy_u32.wgsl).
+        "copy_u32" => Ok(single(sig, [int(sig, args, "n")?.div_ceil(COPY_WORDS_PER_GROUP), 1, 1])),
         _ => Ok(single(sig, grid)),
     }
 }
+
+/// Words one `copy_u32` workgroup moves (`SPAN` in copy_u32.wgsl).
+const COPY_WORDS_PER_GROUP: u32 = 4096;
 
 /// The GEMM kernels [`gemm_plan`] lays out (scaled_add_bf16 runs the launcher's grid).
 const GEMM_PLANNED: [&str; 13] = [

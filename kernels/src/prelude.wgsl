@@ -112,3 +112,55 @@ fn wg_sum256(v: f32, lid: u32) -> f32 {
 // Words per thread a 256-thread row kernel keeps in registers between its
 // passes (rows up to 256 * CACHE words = 8192 bf16); longer rows re-read.
 const CACHE: u32 = 16u;
+
+// --- 16-byte (vec4<u32>) helpers ------------------------------------------
+// Memory-bound kernels view their big streams as array<vec4<u32>>: one load
+// moves 16 bytes (8 bf16 / 16 fp8), four times the bytes in flight of a
+// word load. Word w of such a view is v[w >> 2][w & 3]. A vec4 holds words
+// 4q..4q+3, so its `lo` halves are elements 8q, 8q+2, 8q+4, 8q+6 and its `hi`
+// halves 8q+1, 8q+3, ...; element-wise ops between two such vectors pair the
+// same elements.
+
+fn bf16x4_lo(v: vec4<u32>) -> vec4<f32> {
+    return bitcast<vec4<f32>>(v << vec4<u32>(16u));
+}
+
+fn bf16x4_hi(v: vec4<u32>) -> vec4<f32> {
+    return bitcast<vec4<f32>>(v & vec4<u32>(0xffff0000u));
+}
+
+// bf16_bits, lane-wise (same rounding and NaN rule).
+fn bf16_bits4(x: vec4<f32>) -> vec4<u32> {
+    let b = bitcast<vec4<u32>>(x);
+    let nan = (b & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u);
+    let up = ((b & vec4<u32>(0x8000u)) != vec4<u32>(0u)) & ((b & vec4<u32>(0x17fffu)) != vec4<u32>(0u));
+    let r = (b >> vec4<u32>(16u)) + select(vec4<u32>(0u), vec4<u32>(1u), up);
+    return select(r, (b >> vec4<u32>(16u)) | vec4<u32>(0x40u), nan);
+}
+
+fn bf16_round4(x: vec4<f32>) -> vec4<f32> {
+    return bitcast<vec4<f32>>(bf16_bits4(x) << vec4<u32>(16u));
+}
+
+fn pack_bf16x4(lo: vec4<f32>, hi: vec4<f32>) -> vec4<u32> {
+    return (bf16_bits4(lo) & vec4<u32>(0xffffu)) | (bf16_bits4(hi) << vec4<u32>(16u));
+}
+
+// Σ x² over the eight bf16 of a vector.
+fn sq_bf16x4(v: vec4<u32>) -> f32 {
+    let a = bf16x4_lo(v);
+    let b = bf16x4_hi(v);
+    return dot(a, a) + dot(b, b);
+}
+
+// The four e4m3 codes of a word, lowest byte first.
+fn e4m3x4(w: u32) -> vec4<f32> {
+    return vec4<f32>(e4m3(w & 0xffu), e4m3((w >> 8u) & 0xffu), e4m3((w >> 16u) & 0xffu), e4m3(w >> 24u));
+}
+
+// True when every word offset is a multiple of 4, i.e. the vec4 view of
+// each binding starts at the argument (NONE, a null pointer, counts as aligned).
+fn aligned4(a: u32, b: u32, c: u32, d: u32) -> bool {
+    let x = select(a, 0u, a == NONE) | select(b, 0u, b == NONE) | select(c, 0u, c == NONE) | select(d, 0u, d == NONE);
+    return (x & 3u) == 0u;
+}

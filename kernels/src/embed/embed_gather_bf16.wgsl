@@ -1,12 +1,30 @@
-// One workgroup per output row; a thread owns whole words (two bf16).
+// One workgroup of 256 per output row: out = bf16(table[id] * scale). When
+// h % 8 == 0 and out, table sit at word offsets that are multiples of 4, the
+// row moves as vec4<u32> (8 bf16) with four independent 16-byte loads per
+// invocation issued before their stores; otherwise word by word.
 struct Params {
     out: u32, table: u32, ids: u32, h: i32, vocab: i32, scale: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
-@group(0) @binding(2) var<storage, read_write> d_table: array<u32>;
+@group(0) @binding(1) var<storage, read_write> d_out: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> d_table: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> d_ids: array<u32>;
+
+const WG: u32 = 256u;
+
+fn ld(t: u32, j: u32, n: u32) -> vec4<u32> {
+    if (j < n) {
+        return d_table[t + j];
+    }
+    return vec4<u32>(0u);
+}
+
+fn st(o: u32, j: u32, n: u32, v: vec4<u32>) {
+    if (j < n) {
+        d_out[o + j] = pack_bf16x4(bf16x4_lo(v) * p.scale, bf16x4_hi(v) * p.scale);
+    }
+}
 
 @compute @workgroup_size(256)
 fn embed_gather_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -15,18 +33,40 @@ fn embed_gather_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     if (r >= p.gx) {
         return;
     }
-    let hw = u32(p.h) / 2u;
-    let o = p.out + r * hw;
+    let h = u32(p.h);
     let id = bitcast<i32>(d_ids[p.ids + r]);
-    if (id < 0 || id >= p.vocab) {
-        for (var j = lid; j < hw; j += 256u) {
-            d_out[o + j] = BF16_NAN2;
+    let valid = id >= 0 && id < p.vocab;
+    if (h % 8u == 0u && aligned4(p.out, p.table, NONE, NONE)) {
+        let n = h / 8u;
+        let o = p.out / 4u + r * n;
+        if (!valid) {
+            for (var j = lid; j < n; j += WG) {
+                d_out[o + j] = vec4<u32>(BF16_NAN2);
+            }
+            return;
+        }
+        let t = p.table / 4u + u32(id) * n;
+        for (var j = lid; j < n; j += 4u * WG) {
+            let a = ld(t, j, n);
+            let b = ld(t, j + WG, n);
+            let c = ld(t, j + 2u * WG, n);
+            let d = ld(t, j + 3u * WG, n);
+            st(o, j, n, a);
+            st(o, j + WG, n, b);
+            st(o, j + 2u * WG, n, c);
+            st(o, j + 3u * WG, n, d);
         }
         return;
     }
-    let t = p.table + u32(id) * hw;
-    for (var j = lid; j < hw; j += 256u) {
-        let w = d_table[t + j];
-        d_out[o + j] = pack_bf16(bf16_lo(w) * p.scale, bf16_hi(w) * p.scale);
+    let hw = h / 2u;
+    let o = p.out + r * hw;
+    let t = p.table + select(0u, u32(id), valid) * hw;
+    for (var j = lid; j < hw; j += WG) {
+        var v = BF16_NAN2;
+        if (valid) {
+            let w = d_table[(t + j) >> 2u][(t + j) & 3u];
+            v = pack_bf16(bf16_lo(w) * p.scale, bf16_hi(w) * p.scale);
+        }
+        d_out[(o + j) >> 2u][(o + j) & 3u] = v;
     }
 }

@@ -1,20 +1,44 @@
-// As lm_head_logits_fp8 over a bf16 table (both entry points): a thread per vocab row, h staged
-// through shared memory in k-tiles, M (= m) a pipeline override.
+// out[i, v] = softcap(Σₖ h[i, k] · table[v, k]) over a bf16 table, M (= m,
+// 1..=16) a pipeline override. Same geometry as lm_head_logits_fp8: a
+// workgroup of 256 takes NR = 32 vocab rows, each 32-lane slice RPW = 4 of
+// them, lanes striding over k so every table load is coalesced. On the fast
+// path (e8-style alignment: table and h at word offsets that are multiples
+// of 4; hdim % 8 == 0 holds by contract) a lane loads one vec4<u32> (8 bf16)
+// from each of its 4 rows per step, four independent 16-byte loads in
+// flight, and reuses the matching h vector (from cache) across them. Other
+// offsets run the same loop a word (2 bf16) at a time.
 struct Params {
     out: u32, h: u32, table: u32, m: i32, vocab: i32, hdim: i32, softcap: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
-@group(0) @binding(2) var<storage, read_write> d_h: array<u32>;
-@group(0) @binding(3) var<storage, read_write> d_table: array<u32>;
+@group(0) @binding(2) var<storage, read_write> d_h: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> d_table: array<vec4<u32>>;
 
 override M: u32 = 1u;
-const WG: u32 = 256u;
-const KT: u32 = 128u;
-const KT4: u32 = 32u;
+const RPW: u32 = 4u;
+// Vocab rows per workgroup (plan.rs: HEAD_ROWS_PER_GROUP).
+const NR: u32 = 32u;
 
-var<workgroup> hs: array<vec4<f32>, 512>;
+var<workgroup> part: array<f32, 2112>;
+
+fn h_word(i: u32) -> u32 {
+    return d_h[i >> 2u][i & 3u];
+}
+
+fn t_word(i: u32) -> u32 {
+    return d_table[i >> 2u][i & 3u];
+}
+
+// Σ of 8 products of two bf16 vectors.
+fn dot8(w: vec4<u32>, lo: vec4<f32>, hi: vec4<f32>) -> f32 {
+    return dot(bf16x4_lo(w), lo) + dot(bf16x4_hi(w), hi);
+}
+
+fn dot2(w: u32, a: f32, b: f32) -> f32 {
+    return bf16_lo(w) * a + bf16_hi(w) * b;
+}
 
 @compute @workgroup_size(256)
 fn lm_head_logits_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -25,104 +49,66 @@ fn lm_head_logits_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     }
     let vocab = u32(p.vocab);
     let hdim = u32(p.hdim);
-    let v = g * WG + lid;
-    let live = v < vocab;
-    let row = p.table + select(0u, v, live) * (hdim / 2u);
-    var acc: array<f32, 16>;
-    for (var k0 = 0u; k0 < hdim; k0 += KT) {
-        for (var q = lid; q < M * KT4; q += WG) {
-            let i = q / KT4;
-            let k = k0 + 4u * (q % KT4);
-            var hv = vec4<f32>(0.0);
-            if (k < hdim) {
-                let hw = p.h + i * (hdim / 2u) + k / 2u;
-                let a = d_h[hw];
-                let b = d_h[hw + 1u];
-                hv = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
-            }
-            hs[q] = hv;
-        }
-        workgroupBarrier();
-        if (live) {
-            let quads = min(KT, hdim - k0) / 4u;
-            let tw = row + k0 / 2u;
-            for (var c = 0u; c < quads; c++) {
-                let a = d_table[tw + 2u * c];
-                let b = d_table[tw + 2u * c + 1u];
-                let t = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
-                for (var i = 0u; i < M; i++) {
-                    acc[i] += dot(t, hs[i * KT4 + c]);
-                }
-            }
-        }
-        workgroupBarrier();
-    }
-    if (live) {
-        for (var i = 0u; i < M; i++) {
-            d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(acc[i], p.softcap));
-        }
-    }
-}
-
-// Small m (M <= 2, decode): each 32-lane slice streams RPW rows with lanes
-// striding over k, so every table load is coalesced; h comes from cache.
-// Per-lane partial sums meet in shared memory (rows padded to 33 floats
-// against bank conflicts).
-const RPW: u32 = 4u;
-const NR: u32 = 32u;
-var<workgroup> part: array<f32, 2112>;
-
-@compute @workgroup_size(256)
-fn lm_head_logits_bf16_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                            @builtin(local_invocation_index) lid: u32) {
-    let g = group_x(wid, nwg, p.fold);
-    if (g >= p.gx) {
-        return;
-    }
-    let vocab = u32(p.vocab);
-    let hdim = u32(p.hdim);
-    let words = hdim / 4u;
-    let tw = hdim / 2u;
     let slice = lid / 32u;
     let lane = lid % 32u;
     let r0 = g * NR + slice * RPW;
-    var acc: array<f32, 8>;
-    for (var c = lane; c < words; c += 32u) {
-        var hv: array<vec4<f32>, 2>;
-        for (var i = 0u; i < M; i++) {
-            let hw = p.h + i * (hdim / 2u) + 2u * c;
-            let a = d_h[hw];
-            let b = d_h[hw + 1u];
-            hv[i] = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
+    // Rows past vocab read the last row (in bounds); their sums are dropped.
+    let v0 = min(r0, vocab - 1u);
+    let v1 = min(r0 + 1u, vocab - 1u);
+    let v2 = min(r0 + 2u, vocab - 1u);
+    let v3 = min(r0 + 3u, vocab - 1u);
+    var acc: array<vec4<f32>, 16>;
+    if (hdim % 8u == 0u && aligned4(p.h, p.table, NONE, NONE)) {
+        let n = hdim / 8u;
+        let t = p.table / 4u;
+        let hb = p.h / 4u;
+        for (var c = lane; c < n; c += 32u) {
+            let w0 = d_table[t + v0 * n + c];
+            let w1 = d_table[t + v1 * n + c];
+            let w2 = d_table[t + v2 * n + c];
+            let w3 = d_table[t + v3 * n + c];
+            for (var i = 0u; i < M; i++) {
+                let hv = d_h[hb + i * n + c];
+                let lo = bf16x4_lo(hv);
+                let hi = bf16x4_hi(hv);
+                acc[i] += vec4<f32>(dot8(w0, lo, hi), dot8(w1, lo, hi), dot8(w2, lo, hi), dot8(w3, lo, hi));
+            }
         }
-        for (var r = 0u; r < RPW; r++) {
-            let v = r0 + r;
-            if (v < vocab) {
-                let a = d_table[p.table + v * tw + 2u * c];
-                let b = d_table[p.table + v * tw + 2u * c + 1u];
-                let t = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
-                for (var i = 0u; i < M; i++) {
-                    acc[r * 2u + i] += dot(t, hv[i]);
+    } else {
+        let n = hdim / 2u;
+        for (var c = lane; c < n; c += 32u) {
+            let w0 = t_word(p.table + v0 * n + c);
+            let w1 = t_word(p.table + v1 * n + c);
+            let w2 = t_word(p.table + v2 * n + c);
+            let w3 = t_word(p.table + v3 * n + c);
+            for (var i = 0u; i < M; i++) {
+                let hv = h_word(p.h + i * n + c);
+                let a = bf16_lo(hv);
+                let b = bf16_hi(hv);
+                acc[i] += vec4<f32>(dot2(w0, a, b), dot2(w1, a, b), dot2(w2, a, b), dot2(w3, a, b));
+            }
+        }
+    }
+    for (var i0 = 0u; i0 < M; i0 += 2u) {
+        for (var ii = 0u; ii < 2u; ii++) {
+            let a = acc[min(i0 + ii, 15u)];
+            for (var r = 0u; r < RPW; r++) {
+                part[((slice * RPW + r) * 2u + ii) * 33u + lane] = a[r];
+            }
+        }
+        workgroupBarrier();
+        if (lid < NR * 2u) {
+            let rr = lid / 2u;
+            let i = i0 + lid % 2u;
+            let v = g * NR + rr;
+            if (v < vocab && i < M) {
+                var s = 0.0;
+                for (var l = 0u; l < 32u; l++) {
+                    s += part[(rr * 2u + lid % 2u) * 33u + l];
                 }
+                d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(s, p.softcap));
             }
         }
-    }
-    for (var r = 0u; r < RPW; r++) {
-        for (var i = 0u; i < M; i++) {
-            part[((slice * RPW + r) * 2u + i) * 33u + lane] = acc[r * 2u + i];
-        }
-    }
-    workgroupBarrier();
-    for (var q = lid; q < NR * M; q += 256u) {
-        let rr = q / M;
-        let i = q % M;
-        let v = g * NR + rr;
-        if (v < vocab) {
-            var s = 0.0;
-            for (var l = 0u; l < 32u; l++) {
-                s += part[(rr * 2u + i) * 33u + l];
-            }
-            d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(s, p.softcap));
-        }
+        workgroupBarrier();
     }
 }

@@ -1,24 +1,53 @@
-// lm_head_logits_fp8 (M > 2): a thread per vocab row, 256 rows per workgroup. h is staged through shared
-// memory in k-tiles as f32, so every thread of the workgroup reads the same
-// h values (a broadcast) while streaming its own table row; M (= m) is a
-// pipeline override so the accumulator loops unroll into registers.
+// out[i, v] = softcap(row_scale[v] · Σₖ h[i, k] · e4m3(e8[v, k])), M (= m,
+// 1..=16) a pipeline override so the per-h-row loops unroll.
+//
+// The table (vocab x hdim bytes, 1.4 GB at 262144 x 5376) is streamed once
+// and must move at full bandwidth. A workgroup of 256 takes NR = 32 vocab
+// rows: each 32-lane slice owns RPW = 4 rows, and its lanes stride over k so
+// that every table load of the slice is coalesced. On the fast path (hdim %
+// 16 == 0, e8 and h at word offsets that are multiples of 4) a lane loads
+// one vec4<u32> (16 codes) from each of its 4 rows per step: four
+// independent 16-byte loads in flight per lane, 2 KB per slice. The 16
+// matching h values of each h row come from cache (h is small and shared by
+// every workgroup) and are reused by the 4 rows. Other shapes or offsets run
+// the same loop a word (4 codes) at a time.
+//
+// Per-lane partials meet in shared memory, two h rows per round (rows padded
+// to 33 floats against bank conflicts), and the slice sums land in out.
 struct Params {
     out: u32, h: u32, e8: u32, row_scale: u32, m: i32, vocab: i32, hdim: i32, softcap: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
-@group(0) @binding(2) var<storage, read_write> d_h: array<u32>;
-@group(0) @binding(3) var<storage, read_write> d_e8: array<u32>;
+@group(0) @binding(2) var<storage, read_write> d_h: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> d_e8: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read_write> d_row_scale: array<u32>;
 
 override M: u32 = 1u;
-const WG: u32 = 256u;
-const KT: u32 = 128u;
-const KT4: u32 = 32u;
+const RPW: u32 = 4u;
+// Vocab rows per workgroup (plan.rs: HEAD_ROWS_PER_GROUP).
+const NR: u32 = 32u;
 
-// h[i, k0 + 4c .. k0 + 4c + 3] at [i * KT4 + c].
-var<workgroup> hs: array<vec4<f32>, 512>;
+var<workgroup> part: array<f32, 2112>;
+
+fn h_word(i: u32) -> u32 {
+    return d_h[i >> 2u][i & 3u];
+}
+
+fn e8_word(i: u32) -> u32 {
+    return d_e8[i >> 2u][i & 3u];
+}
+
+// h elements 4j..4j+3 as f32 from words (a, b) = h words 2j, 2j + 1.
+fn hq(a: u32, b: u32) -> vec4<f32> {
+    return vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
+}
+
+// Σ of 16 products: codes of a table vector against 16 h values.
+fn dot16(w: vec4<u32>, f0: vec4<f32>, f1: vec4<f32>, f2: vec4<f32>, f3: vec4<f32>) -> f32 {
+    return (dot(e4m3x4(w.x), f0) + dot(e4m3x4(w.y), f1)) + (dot(e4m3x4(w.z), f2) + dot(e4m3x4(w.w), f3));
+}
 
 @compute @workgroup_size(256)
 fn lm_head_logits_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -29,102 +58,71 @@ fn lm_head_logits_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     }
     let vocab = u32(p.vocab);
     let hdim = u32(p.hdim);
-    let v = g * WG + lid;
-    let live = v < vocab;
-    let row = p.e8 + select(0u, v, live) * (hdim / 4u);
-    var acc: array<f32, 16>;
-    for (var k0 = 0u; k0 < hdim; k0 += KT) {
-        for (var q = lid; q < M * KT4; q += WG) {
-            let i = q / KT4;
-            let k = k0 + 4u * (q % KT4);
-            var hv = vec4<f32>(0.0);
-            if (k < hdim) {
-                let hw = p.h + i * (hdim / 2u) + k / 2u;
-                let a = d_h[hw];
-                let b = d_h[hw + 1u];
-                hv = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
-            }
-            hs[q] = hv;
-        }
-        workgroupBarrier();
-        if (live) {
-            let words = min(KT, hdim - k0) / 4u;
-            let tw = row + k0 / 4u;
-            for (var c = 0u; c < words; c++) {
-                let w = d_e8[tw + c];
-                let t = vec4<f32>(e4m3(w & 0xffu), e4m3((w >> 8u) & 0xffu), e4m3((w >> 16u) & 0xffu), e4m3(w >> 24u));
-                for (var i = 0u; i < M; i++) {
-                    acc[i] += dot(t, hs[i * KT4 + c]);
-                }
-            }
-        }
-        workgroupBarrier();
-    }
-    if (live) {
-        let sc = bitcast<f32>(d_row_scale[p.row_scale + v]);
-        for (var i = 0u; i < M; i++) {
-            d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(sc * acc[i], p.softcap));
-        }
-    }
-}
-
-// Small m (M <= 2, decode): each 32-lane slice streams RPW rows with lanes
-// striding over k, so every table load is coalesced; h comes from cache.
-// Per-lane partial sums meet in shared memory (rows padded to 33 floats
-// against bank conflicts).
-const RPW: u32 = 4u;
-const NR: u32 = 32u;
-var<workgroup> part: array<f32, 2112>;
-
-@compute @workgroup_size(256)
-fn lm_head_logits_fp8_small(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                            @builtin(local_invocation_index) lid: u32) {
-    let g = group_x(wid, nwg, p.fold);
-    if (g >= p.gx) {
-        return;
-    }
-    let vocab = u32(p.vocab);
-    let hdim = u32(p.hdim);
-    let words = hdim / 4u;
     let slice = lid / 32u;
     let lane = lid % 32u;
     let r0 = g * NR + slice * RPW;
-    var acc: array<f32, 8>;
-    for (var c = lane; c < words; c += 32u) {
-        var hv: array<vec4<f32>, 2>;
-        for (var i = 0u; i < M; i++) {
-            let hw = p.h + i * (hdim / 2u) + 2u * c;
-            let a = d_h[hw];
-            let b = d_h[hw + 1u];
-            hv[i] = vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
+    // Rows past vocab read the last row (in bounds); their sums are dropped.
+    let v0 = min(r0, vocab - 1u);
+    let v1 = min(r0 + 1u, vocab - 1u);
+    let v2 = min(r0 + 2u, vocab - 1u);
+    let v3 = min(r0 + 3u, vocab - 1u);
+    // acc[i] holds h row i against the slice's 4 rows (one per component).
+    var acc: array<vec4<f32>, 16>;
+    if (hdim % 16u == 0u && aligned4(p.h, p.e8, NONE, NONE)) {
+        let n = hdim / 16u;
+        let e = p.e8 / 4u;
+        let hb = p.h / 4u;
+        for (var c = lane; c < n; c += 32u) {
+            let w0 = d_e8[e + v0 * n + c];
+            let w1 = d_e8[e + v1 * n + c];
+            let w2 = d_e8[e + v2 * n + c];
+            let w3 = d_e8[e + v3 * n + c];
+            for (var i = 0u; i < M; i++) {
+                // h elements 16c..16c+15 of row i: vectors 2c, 2c + 1 (h rows are 2n vectors).
+                let a = d_h[hb + i * 2u * n + 2u * c];
+                let b = d_h[hb + i * 2u * n + 2u * c + 1u];
+                let f0 = hq(a.x, a.y);
+                let f1 = hq(a.z, a.w);
+                let f2 = hq(b.x, b.y);
+                let f3 = hq(b.z, b.w);
+                acc[i] += vec4<f32>(dot16(w0, f0, f1, f2, f3), dot16(w1, f0, f1, f2, f3), dot16(w2, f0, f1, f2, f3),
+                                    dot16(w3, f0, f1, f2, f3));
+            }
         }
-        for (var r = 0u; r < RPW; r++) {
-            let v = r0 + r;
-            if (v < vocab) {
-                let w = d_e8[p.e8 + v * words + c];
-                let t = vec4<f32>(e4m3(w & 0xffu), e4m3((w >> 8u) & 0xffu), e4m3((w >> 16u) & 0xffu), e4m3(w >> 24u));
-                for (var i = 0u; i < M; i++) {
-                    acc[r * 2u + i] += dot(t, hv[i]);
+    } else {
+        let n = hdim / 4u;
+        let hw = hdim / 2u;
+        for (var c = lane; c < n; c += 32u) {
+            let t0 = e4m3x4(e8_word(p.e8 + v0 * n + c));
+            let t1 = e4m3x4(e8_word(p.e8 + v1 * n + c));
+            let t2 = e4m3x4(e8_word(p.e8 + v2 * n + c));
+            let t3 = e4m3x4(e8_word(p.e8 + v3 * n + c));
+            for (var i = 0u; i < M; i++) {
+                let f = hq(h_word(p.h + i * hw + 2u * c), h_word(p.h + i * hw + 2u * c + 1u));
+                acc[i] += vec4<f32>(dot(t0, f), dot(t1, f), dot(t2, f), dot(t3, f));
+            }
+        }
+    }
+    for (var i0 = 0u; i0 < M; i0 += 2u) {
+        for (var ii = 0u; ii < 2u; ii++) {
+            let a = acc[min(i0 + ii, 15u)];
+            for (var r = 0u; r < RPW; r++) {
+                part[((slice * RPW + r) * 2u + ii) * 33u + lane] = a[r];
+            }
+        }
+        workgroupBarrier();
+        if (lid < NR * 2u) {
+            let rr = lid / 2u;
+            let i = i0 + lid % 2u;
+            let v = g * NR + rr;
+            if (v < vocab && i < M) {
+                var s = 0.0;
+                for (var l = 0u; l < 32u; l++) {
+                    s += part[(rr * 2u + lid % 2u) * 33u + l];
                 }
+                d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(bitcast<f32>(d_row_scale[p.row_scale + v]) * s, p.softcap));
             }
         }
-    }
-    for (var r = 0u; r < RPW; r++) {
-        for (var i = 0u; i < M; i++) {
-            part[((slice * RPW + r) * 2u + i) * 33u + lane] = acc[r * 2u + i];
-        }
-    }
-    workgroupBarrier();
-    for (var q = lid; q < NR * M; q += 256u) {
-        let rr = q / M;
-        let i = q % M;
-        let v = g * NR + rr;
-        if (v < vocab) {
-            var s = 0.0;
-            for (var l = 0u; l < 32u; l++) {
-                s += part[(rr * 2u + i) * 33u + l];
-            }
-            d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(bitcast<f32>(d_row_scale[p.row_scale + v]) * s, p.softcap));
-        }
+        workgroupBarrier();
     }
 }

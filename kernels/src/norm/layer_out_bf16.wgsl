@@ -1,29 +1,68 @@
-// One workgroup per row: t = bf16(rmsnorm(x; w)), s = bf16(mid + t),
-// out = bf16(s * layer_scalar). Rows up to 8192 elements keep x in
-// registers between the passes; longer rows read it twice.
+// One workgroup of 256 per row: t = bf16(rmsnorm(x; w)), s = bf16(mid + t),
+// out = bf16(s * layer_scalar).
+//
+// Fast path (dim % 8 == 0 and out, mid, x, w at word offsets that are
+// multiples of 4): rows move as vec4<u32> (8 bf16 per load). Rows up to
+// 8192 elements keep x in registers: four independent 16-byte loads per
+// invocation in one burst, so x is read once. Longer rows loop over vectors
+// and read x twice. Otherwise the same math runs a word at a time.
 struct Params {
     out: u32, mid: u32, x: u32, w: u32, layer_scalar: u32, dim: i32, eps: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
-@group(0) @binding(2) var<storage, read_write> d_mid: array<u32>;
-@group(0) @binding(3) var<storage, read_write> d_x: array<u32>;
-@group(0) @binding(4) var<storage, read_write> d_w: array<u32>;
+@group(0) @binding(1) var<storage, read_write> d_out: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> d_mid: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> d_x: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read_write> d_w: array<vec4<u32>>;
+// Read one word; a scalar view (vec4 indexing could run past a 4-byte binding).
 @group(0) @binding(5) var<storage, read_write> d_layer_scalar: array<u32>;
 
-fn store(row: u32, j: u32, v: u32, inv: f32, ls: f32) {
+const WG: u32 = 256u;
+
+fn ldx(row: u32, j: u32, n: u32) -> vec4<u32> {
+    if (j < n) {
+        return d_x[p.x / 4u + row + j];
+    }
+    return vec4<u32>(0u);
+}
+
+fn store4(row: u32, j: u32, n: u32, v: vec4<u32>, inv: f32, ls: f32) {
+    if (j >= n) {
+        return;
+    }
+    var a = bf16x4_lo(v) * inv;
+    var b = bf16x4_hi(v) * inv;
+    if (p.w != NONE) {
+        let w = d_w[p.w / 4u + j];
+        a *= bf16x4_lo(w);
+        b *= bf16x4_hi(w);
+    }
+    let m = d_mid[p.mid / 4u + row + j];
+    let sa = bf16_round4(bf16x4_lo(m) + bf16_round4(a));
+    let sb = bf16_round4(bf16x4_hi(m) + bf16_round4(b));
+    d_out[p.out / 4u + row + j] = pack_bf16x4(sa * ls, sb * ls);
+}
+
+fn word_x(i: u32) -> u32 {
+    return d_x[i >> 2u][i & 3u];
+}
+
+fn store1(row: u32, j: u32, v: u32, inv: f32, ls: f32) {
     var a = bf16_lo(v) * inv;
     var b = bf16_hi(v) * inv;
     if (p.w != NONE) {
-        let w = d_w[p.w + j];
+        let wi = p.w + j;
+        let w = d_w[wi >> 2u][wi & 3u];
         a *= bf16_lo(w);
         b *= bf16_hi(w);
     }
-    let m = d_mid[p.mid + row + j];
+    let mi = p.mid + row + j;
+    let m = d_mid[mi >> 2u][mi & 3u];
     let sa = bf16_round(bf16_lo(m) + bf16_round(a));
     let sb = bf16_round(bf16_hi(m) + bf16_round(b));
-    d_out[p.out + row + j] = pack_bf16(sa * ls, sb * ls);
+    let oi = p.out + row + j;
+    d_out[oi >> 2u][oi & 3u] = pack_bf16(sa * ls, sb * ls);
 }
 
 @compute @workgroup_size(256)
@@ -34,40 +73,44 @@ fn layer_out_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         return;
     }
     let dim = u32(p.dim);
-    let hw = dim / 2u;
-    let row = r * hw;
     let ls = bitcast<f32>(d_layer_scalar[p.layer_scalar]);
-    var ss = 0.0;
-    if (hw <= 256u * CACHE) {
-        var xv: array<u32, CACHE>;
-        for (var t = 0u; t < CACHE; t++) {
-            let j = lid + t * 256u;
-            if (j < hw) {
-                xv[t] = d_x[p.x + row + j];
-            }
+    if (dim % 8u == 0u && aligned4(p.out, p.mid, p.x, p.w)) {
+        let n = dim / 8u;
+        let row = r * n;
+        if (n <= 4u * WG) {
+            let v0 = ldx(row, lid, n);
+            let v1 = ldx(row, lid + WG, n);
+            let v2 = ldx(row, lid + 2u * WG, n);
+            let v3 = ldx(row, lid + 3u * WG, n);
+            let ss = (sq_bf16x4(v0) + sq_bf16x4(v1)) + (sq_bf16x4(v2) + sq_bf16x4(v3));
+            let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+            store4(row, lid, n, v0, inv, ls);
+            store4(row, lid + WG, n, v1, inv, ls);
+            store4(row, lid + 2u * WG, n, v2, inv, ls);
+            store4(row, lid + 3u * WG, n, v3, inv, ls);
+            return;
         }
-        for (var t = 0u; t < CACHE; t++) {
-            let a = bf16_lo(xv[t]);
-            let b = bf16_hi(xv[t]);
-            ss += select(0.0, a * a + b * b, lid + t * 256u < hw);
+        var ss = 0.0;
+        for (var j = lid; j < n; j += WG) {
+            ss += sq_bf16x4(d_x[p.x / 4u + row + j]);
         }
         let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
-        for (var t = 0u; t < CACHE; t++) {
-            let j = lid + t * 256u;
-            if (j < hw) {
-                store(row, j, xv[t], inv, ls);
-            }
+        for (var j = lid; j < n; j += WG) {
+            store4(row, j, n, d_x[p.x / 4u + row + j], inv, ls);
         }
         return;
     }
-    for (var j = lid; j < hw; j += 256u) {
-        let v = d_x[p.x + row + j];
+    let hw = dim / 2u;
+    let row = r * hw;
+    var ss = 0.0;
+    for (var j = lid; j < hw; j += WG) {
+        let v = word_x(p.x + row + j);
         let a = bf16_lo(v);
         let b = bf16_hi(v);
         ss += a * a + b * b;
     }
     let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
-    for (var j = lid; j < hw; j += 256u) {
-        store(row, j, d_x[p.x + row + j], inv, ls);
+    for (var j = lid; j < hw; j += WG) {
+        store1(row, j, word_x(p.x + row + j), inv, ls);
     }
 }
