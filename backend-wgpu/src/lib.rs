@@ -385,7 +385,9 @@ impl WgpuBackend {
     /// A storage window of `buf` holding byte `off` and everything after it
     /// up to the end of the allocation, within the binding-size limit.
     fn window(&self, kernel: &str, arg: &str, id: u64, buf: &wgpu::Buffer, off: u64) -> Result<Bind> {
-        let align = self.limits.min_storage_buffer_offset_alignment.max(4) as u64;
+        // At least 16: vec4 views then start on a vector boundary and, with
+        // allocations padded to 16 bytes, span whole vectors.
+        let align = self.limits.min_storage_buffer_offset_alignment.max(16) as u64;
         let base = off - off % align;
         let size = buf.size() - base;
         if size > self.limits.max_storage_buffer_binding_size {
