@@ -420,11 +420,12 @@ impl WgpuBackend {
             backend: Some(NAME.into()),
         })?;
         // naga first, for an error that names the file and line.
-        shader::validate(&src).map_err(|e| driver(format!("kernel {name}: {e}")))?;
+        let composed = shader::compose(&src).map_err(|e| driver(format!("kernel {name}: {e}")))?;
+        shader::validate_composed(&src, &composed).map_err(|e| driver(format!("kernel {name}: {e}")))?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(name),
-            source: wgpu::ShaderSource::Wgsl(shader::compose(&src).into()),
+            source: wgpu::ShaderSource::Wgsl(composed.text.into()),
         });
         let mut entries = vec![wgpu::BindGroupLayoutEntry {
             binding: 0,

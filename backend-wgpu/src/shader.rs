@@ -1,6 +1,7 @@
-//! WGSL composition (prelude + kernel) and naga validation with errors that
-//! name the file and line of the kernel source, not of the composed text.
-use switchyard_kernels::sources::{self, Source, WGSL_PRELUDE};
+//! WGSL composition (prelude + kernel + included fragments) and naga
+//! validation with errors that name the file and line of the source the
+//! offending line came from, not of the composed text.
+use switchyard_kernels::sources::{self, Expanded, Source};
 
 /// The internal byte-granular copy / zero used for unaligned edges (validated
 /// with the catalogue's sources in the naga tests).
@@ -18,31 +19,33 @@ pub(crate) fn source(name: &str) -> Option<Source> {
     }
 }
 
-/// Prelude and kernel joined; kernel line `n` is composed line `n + prelude_lines()`.
-pub fn compose(src: &Source) -> String {
-    format!("{}\n{}", WGSL_PRELUDE.text.trim_end(), src.text)
+/// Prelude and kernel joined, with the kernel's `//! include` lines expanded
+/// (see [`sources::wgsl_expand`]); an unknown include is an error naming the
+/// file and line.
+pub fn compose(src: &Source) -> Result<Expanded, String> {
+    sources::wgsl_expand(src)
 }
 
-fn prelude_lines() -> u32 {
-    WGSL_PRELUDE.text.trim_end().lines().count() as u32
-}
-
-/// `path:line:col` of a composed-source location, pointing into the prelude
-/// or the kernel file, plus the offending line's text.
-fn locate(src: &Source, composed: &str, loc: Option<naga::SourceLocation>) -> String {
+/// `path:line:col` of a composed-source location, pointing into the prelude,
+/// the kernel file or the fragment the line came from, plus the offending
+/// line's text.
+fn locate(src: &Source, composed: &Expanded, loc: Option<naga::SourceLocation>) -> String {
     let Some(loc) = loc else { return src.path.to_string() };
-    let text = composed.lines().nth(loc.line_number.saturating_sub(1) as usize).unwrap_or("").trim();
-    let pl = prelude_lines();
-    let (path, line) = if loc.line_number <= pl { (WGSL_PRELUDE.path, loc.line_number) } else { (src.path, loc.line_number - pl) };
+    let text = composed.text.lines().nth(loc.line_number.saturating_sub(1) as usize).unwrap_or("").trim();
+    let (path, line) = composed.origin(loc.line_number).unwrap_or((src.path, loc.line_number));
     format!("{path}:{line}:{}: `{text}`", loc.line_position)
 }
 
-/// Parses and validates `src` (prelude prepended) with naga. The error names
-/// the file and line and carries naga's message.
+/// Parses and validates `src` (prelude prepended, includes expanded) with
+/// naga. The error names the file and line and carries naga's message.
 pub fn validate(src: &Source) -> Result<naga::Module, String> {
-    let composed = compose(src);
-    let module = naga::front::wgsl::parse_str(&composed)
-        .map_err(|e| format!("{}: {}", locate(src, &composed, e.location(&composed)), e.message()))?;
+    validate_composed(src, &compose(src)?)
+}
+
+/// [`validate`] of text already [`compose`]d from `src`.
+pub fn validate_composed(src: &Source, composed: &Expanded) -> Result<naga::Module, String> {
+    let module = naga::front::wgsl::parse_str(&composed.text)
+        .map_err(|e| format!("{}: {}", locate(src, composed, e.location(&composed.text)), e.message()))?;
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::default()).validate(&module).map_err(
         |e| {
             let mut msg = e.as_inner().to_string();
@@ -52,7 +55,7 @@ pub fn validate(src: &Source) -> Result<naga::Module, String> {
                 msg.push_str(&next.to_string());
                 cur = next;
             }
-            format!("{}: {msg}", locate(src, &composed, e.location(&composed)))
+            format!("{}: {msg}", locate(src, composed, e.location(&composed.text)))
         },
     )?;
     Ok(module)

@@ -78,33 +78,6 @@ fn dense(
     out
 }
 
-/// The text between `// ---- begin {name} ----` and `// ---- end {name} ----`.
-fn section<'a>(path: &str, text: &'a str, name: &str) -> &'a str {
-    let (b, e) = (format!("// ---- begin {name} ----"), format!("// ---- end {name} ----"));
-    let i = text.find(&b).unwrap_or_else(|| panic!("{path}: no `{b}`"));
-    let j = text.find(&e).unwrap_or_else(|| panic!("{path}: no `{e}`"));
-    &text[i..j]
-}
-
-#[test]
-fn duplicated_tile_cores_are_identical() {
-    for (core, symbols) in [
-        ("dense tile core", &["dense_gemm_bf16", "dense_gemm_tc_scaled_acc", "dense_gemm_splitk_partial"][..]),
-        ("w4a16 tile core", &["w4a16_gemm", "w4a16_gemm_n128_ldb"][..]),
-    ] {
-        let srcs: Vec<_> = symbols.iter().map(|s| sources::wgsl(s).unwrap_or_else(|| panic!("no WGSL for {s}"))).collect();
-        let first = section(srcs[0].path, srcs[0].text, core);
-        for s in &srcs[1..] {
-            assert!(
-                section(s.path, s.text, core) == first,
-                "{}: the {core} differs from {}'s; keep the copies identical",
-                s.path,
-                srcs[0].path
-            );
-        }
-    }
-}
-
 /// M = 1 and M = 16 (the small path's edges), M and N ragged against the
 /// 128 tile, several tiles in each direction, K not a multiple of the stage,
 /// and K odd in words.

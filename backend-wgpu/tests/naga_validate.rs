@@ -90,4 +90,14 @@ fn a_broken_shader_names_its_line() {
     };
     let err = shader::validate(&src).unwrap_err();
     assert!(err.starts_with("inline/invalid.wgsl:5:"), "{err}");
+
+    // An error inside an included fragment names the fragment's line.
+    let src = Source { path: "inline/uses_core.wgsl", text: "// no Params here\n//! include \"gemm/w4a16_tile_core.wgsli\"\n" };
+    let err = shader::validate(&src).unwrap_err();
+    assert!(err.starts_with("src/gemm/w4a16_tile_core.wgsli:"), "{err}");
+
+    // An unknown include names the including file and line.
+    let src = Source { path: "inline/missing.wgsl", text: "\n\n//! include \"gemm/nope.wgsli\"\n" };
+    let err = shader::validate(&src).unwrap_err();
+    assert!(err.starts_with("inline/missing.wgsl:3: unknown include"), "{err}");
 }

@@ -4,7 +4,12 @@
 //! - CUDA: one `.cu` per module (`src/<module>/<module>.cu`), with
 //!   [`CUDA_PRELUDE`] prepended; each declared symbol is an `extern "C"` entry.
 //! - WGSL: one `.wgsl` per kernel (`src/<module>/<symbol>.wgsl`), with
-//!   [`WGSL_PRELUDE`] prepended.
+//!   [`WGSL_PRELUDE`] prepended. WGSL has no `#include`, so code shared by
+//!   several kernels lives in fragments (`.wgsli`, listed in
+//!   [`WGSL_FRAGMENTS`]) pulled in by a comment line
+//!   `//! include "gemm/dense_tile_core.wgsli"` (path relative to `src/`);
+//!   [`wgsl_expand`] composes the text a backend compiles and remembers where
+//!   every line came from.
 
 /// A source file: path relative to the kernels crate (for error messages) and text.
 #[derive(Clone, Copy, Debug)]
@@ -31,6 +36,11 @@ pub static CUDA: &[(&str, Source)] = include!("cuda_sources.in");
 /// WGSL sources by kernel symbol.
 pub static WGSL: &[(&str, Source)] = include!("wgsl_sources.in");
 
+/// WGSL fragments by path relative to `src/` (the name an include line uses).
+/// A fragment may only use names that every shader including it defines
+/// (`p`, the `d_*` bindings it reads, prelude helpers).
+pub static WGSL_FRAGMENTS: &[(&str, Source)] = include!("wgsl_fragments.in");
+
 /// The CUDA source of `module`.
 pub fn cuda(module: &str) -> Option<Source> {
     CUDA.iter().find(|(m, _)| *m == module).map(|(_, s)| *s)
@@ -39,4 +49,150 @@ pub fn cuda(module: &str) -> Option<Source> {
 /// The WGSL source of `symbol`.
 pub fn wgsl(symbol: &str) -> Option<Source> {
     WGSL.iter().find(|(m, _)| *m == symbol).map(|(_, s)| *s)
+}
+
+/// The WGSL fragment at `path` (relative to `src/`, as an include line names it).
+pub fn wgsl_fragment(path: &str) -> Option<Source> {
+    WGSL_FRAGMENTS.iter().find(|(p, _)| *p == path).map(|(_, s)| *s)
+}
+
+/// The marker of an include line: `//! include "<path>"` (a WGSL comment, so
+/// the text parses even where it is not expanded).
+pub const WGSL_INCLUDE: &str = "//! include";
+
+/// WGSL ready to compile: the prelude and a kernel with its includes expanded,
+/// and, for every line of [`text`](Self::text), the file and line it came from.
+#[derive(Clone, Debug)]
+pub struct Expanded {
+    /// The composed source.
+    pub text: String,
+    origins: Vec<(&'static str, u32)>,
+}
+
+impl Expanded {
+    /// The file path and 1-based line of composed line `line` (1-based).
+    pub fn origin(&self, line: u32) -> Option<(&'static str, u32)> {
+        self.origins.get((line as usize).checked_sub(1)?).copied()
+    }
+}
+
+/// [`WGSL_PRELUDE`] followed by `src`, with every include line replaced by the
+/// fragment it names (recursively; a fragment is included once per kernel and
+/// an include cycle is an error). An unknown include or a malformed include
+/// line is an error naming the file and line.
+pub fn wgsl_expand(src: &Source) -> Result<Expanded, String> {
+    expand_with(src, &wgsl_fragment)
+}
+
+/// [`wgsl_expand`] of the kernel `symbol`'s source; `None` if it has none.
+pub fn wgsl_expanded(symbol: &str) -> Option<Result<Expanded, String>> {
+    wgsl(symbol).map(|s| wgsl_expand(&s))
+}
+
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<Source>;
+
+fn expand_with(src: &Source, lookup: Lookup) -> Result<Expanded, String> {
+    let mut out = Expanded { text: String::new(), origins: Vec::new() };
+    let mut done = Vec::new();
+    let prelude = Source { path: WGSL_PRELUDE.path, text: WGSL_PRELUDE.text.trim_end() };
+    expand_into(&prelude, lookup, &mut out, &mut vec![prelude.path], &mut done)?;
+    expand_into(src, lookup, &mut out, &mut vec![src.path], &mut done)?;
+    Ok(out)
+}
+
+fn expand_into(
+    src: &Source,
+    lookup: Lookup,
+    out: &mut Expanded,
+    stack: &mut Vec<&'static str>,
+    done: &mut Vec<&'static str>,
+) -> Result<(), String> {
+    for (i, line) in src.text.lines().enumerate() {
+        let at = || format!("{}:{}", src.path, i + 1);
+        let Some(rest) = line.trim().strip_prefix(WGSL_INCLUDE) else {
+            out.text.push_str(line);
+            out.text.push('\n');
+            out.origins.push((src.path, i as u32 + 1));
+            continue;
+        };
+        let name = rest
+            .trim()
+            .strip_prefix('"')
+            .and_then(|r| r.strip_suffix('"'))
+            .ok_or_else(|| format!("{}: malformed include (want `{WGSL_INCLUDE} \"<path>\"`): `{}`", at(), line.trim()))?;
+        let frag = lookup(name)
+            .ok_or_else(|| format!("{}: unknown include \"{name}\" (fragments are listed in kernels/src/wgsl_fragments.in)", at()))?;
+        if stack.contains(&frag.path) {
+            return Err(format!("{}: include cycle: {} -> {}", at(), stack.join(" -> "), frag.path));
+        }
+        if done.contains(&frag.path) {
+            continue;
+        }
+        stack.push(frag.path);
+        expand_into(&frag, lookup, out, stack, done)?;
+        stack.pop();
+        done.push(frag.path);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: &str = "inline/k.wgsl";
+
+    /// Fragments `a.wgsli` (two lines, includes b), `b.wgsli` (one line),
+    /// `loop.wgsli` (includes itself through `loop2.wgsli`).
+    fn lookup(name: &str) -> Option<Source> {
+        let text = match name {
+            "a.wgsli" => "a1\n//! include \"b.wgsli\"\na2",
+            "b.wgsli" => "b1",
+            "loop.wgsli" => "//! include \"loop2.wgsli\"",
+            "loop2.wgsli" => "x\n  //! include \"loop.wgsli\"",
+            _ => return None,
+        };
+        Some(Source { path: Box::leak(format!("src/{name}").into_boxed_str()), text })
+    }
+
+    fn expand(text: &'static str) -> Result<Expanded, String> {
+        expand_with(&Source { path: K, text }, &lookup)
+    }
+
+    #[test]
+    fn includes_expand_and_lines_map_back() {
+        let e = expand("k1\n    //! include \"a.wgsli\"\nk3\n//! include \"b.wgsli\"\n").unwrap();
+        let pl = WGSL_PRELUDE.text.trim_end().lines().count();
+        let lines: Vec<&str> = e.text.lines().skip(pl).collect();
+        assert_eq!(lines, ["k1", "a1", "b1", "a2", "k3"], "b.wgsli is included once");
+        assert_eq!(e.origin(1), Some((WGSL_PRELUDE.path, 1)));
+        let pl = pl as u32;
+        let want = [(K, 1), ("src/a.wgsli", 1), ("src/b.wgsli", 1), ("src/a.wgsli", 3), (K, 3)];
+        for (i, w) in want.into_iter().enumerate() {
+            assert_eq!(e.origin(pl + 1 + i as u32), Some(w));
+        }
+        assert_eq!(e.origin(pl + 6), None);
+        assert_eq!(e.origin(0), None);
+    }
+
+    #[test]
+    fn bad_includes_name_file_and_line() {
+        let err = expand("a\n//! include \"nope/missing.wgsli\"\n").unwrap_err();
+        assert!(err.starts_with("inline/k.wgsl:2: unknown include \"nope/missing.wgsli\""), "{err}");
+        let err = expand("//! include nope\n").unwrap_err();
+        assert!(err.starts_with("inline/k.wgsl:1: malformed include"), "{err}");
+        let err = expand("//! include \"loop.wgsli\"\n").unwrap_err();
+        assert!(err.starts_with("src/loop2.wgsli:2: include cycle"), "{err}");
+    }
+
+    #[test]
+    fn every_kernel_and_fragment_expands() {
+        for (symbol, _) in WGSL {
+            wgsl_expanded(symbol).unwrap().unwrap_or_else(|e| panic!("{symbol}: {e}"));
+        }
+        for (name, src) in WGSL_FRAGMENTS {
+            assert_eq!(src.path, format!("src/{name}"));
+            wgsl_expand(src).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
 }

@@ -9,9 +9,8 @@
 // update per head (running max m, rescale factor alpha), and P·V with each
 // thread holding a slice of the head's f32 accumulator in registers.
 //
-// Workgroup memory stays under the portable 16 KiB: one pool carved into
-// q [M][W] | K [KT][W] | V [KT][W] (packed bf16 words, W = hd / 2) and
-// scores [M][KT] (f32 bits), with KT sized from what is left.
+// Workgroup memory is tile_common.wgsli's pool (under the portable 16 KiB),
+// with M = next_pow2(hpw) query rows.
 //
 // The whole window's block-table entries are validated first: an invalid
 // sequence or page makes every split NaN (m, l and o), as the reference, so
@@ -31,17 +30,8 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> d_block_table: array<u32>;
 @group(0) @binding(7) var<storage, read_write> d_ctx_len: array<u32>;
 
-const WG: u32 = 128u;
-const POOL: u32 = 3584u;
-const MAX_KT: u32 = 64u;
-const MAX_M: u32 = 32u;
-const NEG_INF: u32 = 0xff800000u;
+//! include "attn/tile_common.wgsli"
 
-var<workgroup> smem: array<u32, POOL>;
-var<workgroup> slot_of: array<u32, MAX_KT>;
-var<workgroup> part: array<f32, WG>;
-var<workgroup> row_m: array<f32, MAX_M>;
-var<workgroup> row_alpha: array<f32, MAX_M>;
 var<workgroup> bad_flag: atomic<u32>;
 var<workgroup> bad_u: u32;
 // The split's key range, made uniform (it comes from ctx_len in storage) so
@@ -51,12 +41,6 @@ var<workgroup> range_stop: u32;
 
 fn next_pow2(x: u32) -> u32 {
     return select(1u, 1u << (32u - countLeadingZeros(x - 1u)), x > 1u);
-}
-
-// Whether pool slot page·P + off exists, without overflowing u32.
-fn slot_ok(pg: i32, off: u32) -> bool {
-    let ns = u32(p.num_slots);
-    return pg >= 0 && off < ns && u32(pg) <= (ns - 1u - off) / u32(p.page);
 }
 
 @compute @workgroup_size(128)
@@ -181,33 +165,7 @@ fn attention_decode_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_
         workgroupBarrier();
         // Scores: pair = r · kt + j; tp threads split a dot over strided words.
         let pairs = m_rows * kt;
-        for (var task = lid; task < pairs * tp; task += WG) {
-            let pair = task / tp;
-            let sub = task % tp;
-            let r = pair / kt;
-            let j = pair % kt;
-            var dot = 0.0;
-            for (var c = sub; c < w; c += tp) {
-                let qw = smem[r * w + c];
-                let kv = smem[k_off + j * w + c];
-                dot += bf16_lo(qw) * bf16_lo(kv) + bf16_hi(qw) * bf16_hi(kv);
-            }
-            if (tp == 1u) {
-                smem[s_off + r * kt_max + j] = bitcast<u32>(p.scale * dot);
-            } else {
-                part[task] = dot;
-            }
-        }
-        if (tp > 1u) {
-            workgroupBarrier();
-            for (var pair = lid; pair < pairs; pair += WG) {
-                var dot = 0.0;
-                for (var s = 0u; s < tp; s++) {
-                    dot += part[pair * tp + s];
-                }
-                smem[s_off + (pair / kt) * kt_max + pair % kt] = bitcast<u32>(p.scale * dot);
-            }
-        }
+        tile_scores(pairs, kt, kt_max, w, tp, k_off, s_off, lid);
         workgroupBarrier();
         if (lid < m_rows) {
             var mt = bitcast<f32>(NEG_INF);
@@ -235,21 +193,7 @@ fn attention_decode_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_
             l = l * row_alpha[lid] + ls;
         }
         if (pr_row < m_rows) {
-            let alpha = row_alpha[pr_row];
-            for (var i = 0u; i < 16u; i++) {
-                acc[i] *= alpha;
-            }
-            for (var j = 0u; j < kt; j++) {
-                let pj = bitcast<f32>(smem[s_off + pr_row * kt_max + j]);
-                for (var i = 0u; i < 8u; i++) {
-                    let c = lane + i * tpr;
-                    if (c < w) {
-                        let v = smem[v_off + j * w + c];
-                        acc[2u * i] += pj * bf16_lo(v);
-                        acc[2u * i + 1u] += pj * bf16_hi(v);
-                    }
-                }
-            }
+            pv_update(&acc, pr_row, kt, kt_max, w, tpr, lane, v_off, s_off, false);
         }
     }
 

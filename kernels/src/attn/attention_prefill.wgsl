@@ -11,9 +11,8 @@
 // update per row (running max m, rescale alpha), and P·V with each thread
 // holding a slice of its row's f32 accumulator in registers.
 //
-// Workgroup memory stays under the portable 16 KiB: one pool carved into
-// q [RB][W] | K [KT][W] | V [KT][W] (packed bf16 words, W = hd / 2) and
-// scores [RB][KT] (f32 bits), with KT sized from what is left.
+// Workgroup memory is tile_common.wgsli's pool (under the portable 16 KiB),
+// with M = RB query rows.
 //
 // A row whose sequence or position is out of range, or whose visible keys
 // hit an invalid page or slot, is stored as bf16 NaN.
@@ -31,11 +30,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> d_seq_of_row: array<u32>;
 @group(0) @binding(7) var<storage, read_write> d_pos: array<u32>;
 
-const WG: u32 = 128u;
-const POOL: u32 = 3584u;
-const MAX_KT: u32 = 64u;
-const MAX_M: u32 = 32u;
-const NEG_INF: u32 = 0xff800000u;
+//! include "attn/tile_common.wgsli"
 
 // Row states.
 const PENDING: u32 = 0u;
@@ -43,11 +38,6 @@ const ACTIVE: u32 = 1u;
 const FINISHED: u32 = 2u;
 const INVALID: u32 = 3u;
 
-var<workgroup> smem: array<u32, POOL>;
-var<workgroup> slot_of: array<u32, MAX_KT>;
-var<workgroup> part: array<f32, WG>;
-var<workgroup> row_m: array<f32, MAX_M>;
-var<workgroup> row_alpha: array<f32, MAX_M>;
 var<workgroup> row_l: array<f32, MAX_M>;
 var<workgroup> row_seq: array<i32, MAX_M>;
 var<workgroup> row_pos: array<u32, MAX_M>;
@@ -58,12 +48,6 @@ var<workgroup> row_bad: array<atomic<u32>, MAX_M>;
 var<workgroup> pass_seq: i32;
 var<workgroup> pass_lo: u32;
 var<workgroup> pass_n: u32;
-
-// Whether pool slot page·P + off exists, without overflowing u32.
-fn slot_ok(pg: i32, off: u32) -> bool {
-    let ns = u32(p.num_slots);
-    return pg >= 0 && off < ns && u32(pg) <= (ns - 1u - off) / u32(p.page);
-}
 
 @compute @workgroup_size(128)
 fn attention_prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -173,33 +157,7 @@ fn attention_prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
             }
             workgroupBarrier();
             let pairs = mp * kt;
-            for (var task = lid; task < pairs * tp; task += WG) {
-                let pair = task / tp;
-                let sub = task % tp;
-                let r = pair / kt;
-                let j = pair % kt;
-                var dot = 0.0;
-                for (var c = sub; c < w; c += tp) {
-                    let qw = smem[r * w + c];
-                    let kv = smem[k_off + j * w + c];
-                    dot += bf16_lo(qw) * bf16_lo(kv) + bf16_hi(qw) * bf16_hi(kv);
-                }
-                if (tp == 1u) {
-                    smem[s_off + r * kt_max + j] = bitcast<u32>(p.scale * dot);
-                } else {
-                    part[task] = dot;
-                }
-            }
-            if (tp > 1u) {
-                workgroupBarrier();
-                for (var pair = lid; pair < pairs; pair += WG) {
-                    var dot = 0.0;
-                    for (var s = 0u; s < tp; s++) {
-                        dot += part[pair * tp + s];
-                    }
-                    smem[s_off + (pair / kt) * kt_max + pair % kt] = bitcast<u32>(p.scale * dot);
-                }
-            }
+            tile_scores(pairs, kt, kt_max, w, tp, k_off, s_off, lid);
             workgroupBarrier();
             // Mask, then the running max per row. A key the row can see whose
             // slot is invalid marks the row NaN.
@@ -240,24 +198,7 @@ fn attention_prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
                 }
                 l = l * row_alpha[lid] + ls;
             }
-            let alpha = row_alpha[pr_row];
-            for (var i = 0u; i < 16u; i++) {
-                acc[i] *= alpha;
-            }
-            for (var j = 0u; j < kt; j++) {
-                let pj = bitcast<f32>(smem[s_off + pr_row * kt_max + j]);
-                if (pj == 0.0) {
-                    continue;
-                }
-                for (var i = 0u; i < 8u; i++) {
-                    let c = lane + i * tpr;
-                    if (c < w) {
-                        let v = smem[v_off + j * w + c];
-                        acc[2u * i] += pj * bf16_lo(v);
-                        acc[2u * i + 1u] += pj * bf16_hi(v);
-                    }
-                }
-            }
+            pv_update(&acc, pr_row, kt, kt_max, w, tpr, lane, v_off, s_off, true);
         }
     }
 

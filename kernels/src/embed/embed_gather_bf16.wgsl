@@ -1,7 +1,4 @@
-// One workgroup of 256 per output row: out = bf16(table[id] * scale). When
-// h % 8 == 0 and out, table sit at word offsets that are multiples of 4, the
-// row moves as vec4<u32> (8 bf16) with four independent 16-byte loads per
-// invocation issued before their stores; otherwise word by word.
+// out = bf16(table[id] * scale), one row per workgroup (gather_rows.wgsli).
 struct Params {
     out: u32, table: u32, ids: u32, h: i32, vocab: i32, scale: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -11,62 +8,26 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> d_table: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> d_ids: array<u32>;
 
-const WG: u32 = 256u;
+//! include "embed/gather_rows.wgsli"
 
-fn ld(t: u32, j: u32, n: u32) -> vec4<u32> {
-    if (j < n) {
-        return d_table[t + j];
-    }
-    return vec4<u32>(0u);
+fn row_id(r: u32) -> i32 {
+    return bitcast<i32>(d_ids[p.ids + r]);
 }
 
-fn st(o: u32, j: u32, n: u32, v: vec4<u32>) {
-    if (j < n) {
-        d_out[o + j] = pack_bf16x4(bf16x4_lo(v) * p.scale, bf16x4_hi(v) * p.scale);
-    }
+fn src4(i: u32) -> vec4<u32> {
+    return d_table[i];
+}
+
+fn map4(v: vec4<u32>) -> vec4<u32> {
+    return pack_bf16x4(bf16x4_lo(v) * p.scale, bf16x4_hi(v) * p.scale);
+}
+
+fn map1(w: u32) -> u32 {
+    return pack_bf16(bf16_lo(w) * p.scale, bf16_hi(w) * p.scale);
 }
 
 @compute @workgroup_size(256)
 fn embed_gather_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lid: u32) {
-    let r = group_x(wid, nwg, p.fold);
-    if (r >= p.gx) {
-        return;
-    }
-    let h = u32(p.h);
-    let id = bitcast<i32>(d_ids[p.ids + r]);
-    let valid = id >= 0 && id < p.vocab;
-    if (h % 8u == 0u && aligned4(p.out, p.table, NONE, NONE)) {
-        let n = h / 8u;
-        let o = p.out / 4u + r * n;
-        if (!valid) {
-            for (var j = lid; j < n; j += WG) {
-                d_out[o + j] = vec4<u32>(BF16_NAN2);
-            }
-            return;
-        }
-        let t = p.table / 4u + u32(id) * n;
-        for (var j = lid; j < n; j += 4u * WG) {
-            let a = ld(t, j, n);
-            let b = ld(t, j + WG, n);
-            let c = ld(t, j + 2u * WG, n);
-            let d = ld(t, j + 3u * WG, n);
-            st(o, j, n, a);
-            st(o, j + WG, n, b);
-            st(o, j + 2u * WG, n, c);
-            st(o, j + 3u * WG, n, d);
-        }
-        return;
-    }
-    let hw = h / 2u;
-    let o = p.out + r * hw;
-    let t = p.table + select(0u, u32(id), valid) * hw;
-    for (var j = lid; j < hw; j += WG) {
-        var v = BF16_NAN2;
-        if (valid) {
-            let w = d_table[(t + j) >> 2u][(t + j) & 3u];
-            v = pack_bf16(bf16_lo(w) * p.scale, bf16_hi(w) * p.scale);
-        }
-        d_out[(o + j) >> 2u][(o + j) & 3u] = v;
-    }
+    gather_rows(wid, nwg, lid, p.table, p.vocab);
 }

@@ -16,15 +16,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> d_h: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> d_table: array<vec4<u32>>;
 
-override M: u32 = 1u;
-const RPW: u32 = 4u;
-// Vocab rows per workgroup (plan.rs: HEAD_ROWS_PER_GROUP).
-const NR: u32 = 32u;
+//! include "head/lm_head_common.wgsli"
 
-var<workgroup> part: array<f32, 2112>;
-
-fn h_word(i: u32) -> u32 {
-    return d_h[i >> 2u][i & 3u];
+fn logit(v: u32, s: f32) -> f32 {
+    return s;
 }
 
 fn t_word(i: u32) -> u32 {
@@ -89,26 +84,5 @@ fn lm_head_logits_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
             }
         }
     }
-    for (var i0 = 0u; i0 < M; i0 += 2u) {
-        for (var ii = 0u; ii < 2u; ii++) {
-            let a = acc[min(i0 + ii, 15u)];
-            for (var r = 0u; r < RPW; r++) {
-                part[((slice * RPW + r) * 2u + ii) * 33u + lane] = a[r];
-            }
-        }
-        workgroupBarrier();
-        if (lid < NR * 2u) {
-            let rr = lid / 2u;
-            let i = i0 + lid % 2u;
-            let v = g * NR + rr;
-            if (v < vocab && i < M) {
-                var s = 0.0;
-                for (var l = 0u; l < 32u; l++) {
-                    s += part[(rr * 2u + lid % 2u) * 33u + l];
-                }
-                d_out[p.out + i * vocab + v] = bitcast<u32>(softcap(s, p.softcap));
-            }
-        }
-        workgroupBarrier();
-    }
+    store_logits(&acc, g, lid, vocab);
 }
