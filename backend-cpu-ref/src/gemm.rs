@@ -178,6 +178,10 @@ fn splitk_partial(c: &mut Ctx<'_>) -> Result<()> {
     }
     let ws = c.buf("ws")?;
     let total = elems(kernel, "ws", splits, elems(kernel, "ws", m, n)?)?;
+    // Check the workspace before building one range per split: `splits` is a
+    // u32 from the caller, and 2^32 ranges would be a 64 GiB allocation for a
+    // launch that is refused anyway (found by the launch_validator fuzzer).
+    c.bytes(ws, 0, total, 4)?;
     let ranges: Vec<Range<usize>> = (0..splits).map(|s| chunk(k, splits, s)).collect();
     let sums = dense_sums(c, ws, total, 4, &ranges)?;
     c.put_f32(ws, 0, &sums)

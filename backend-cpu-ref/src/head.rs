@@ -32,6 +32,11 @@ type RowFn<'f> = &'f dyn Fn(&Ctx<'_>, usize, usize) -> Result<(Vec<f32>, f32)>;
 fn lm_head(c: &mut Ctx<'_>, row: RowFn<'_>) -> Result<()> {
     let (out, h) = (c.buf("out")?, c.buf("h")?);
     let (m, vocab, hdim, cap) = (c.size("m")?, c.size("vocab")?, c.size("hdim")?, c.f32("softcap")?);
+    // hdim = 0 makes every table row empty, so nothing would bound the
+    // vocab loop (up to 2^31 no-op rows from a raw launch).
+    if hdim == 0 {
+        return Err(Error::invalid(c.kernel(), "hdim", "hdim must be > 0"));
+    }
     if m > MAX_HEAD_ROWS {
         return Err(Error::invalid(c.kernel(), "m", format!("m = {m} must be <= {MAX_HEAD_ROWS} (decode-shaped kernel)")));
     }
@@ -86,6 +91,10 @@ fn argmax_rows(c: &mut Ctx<'_>) -> Result<()> {
 fn letter_logits_fp8(c: &mut Ctx<'_>) -> Result<()> {
     let (out, hidden, e8, row_scale, label_ids) = (c.buf("out")?, c.buf("hidden")?, c.buf("e8")?, c.buf("row_scale")?, c.buf("label_ids")?);
     let (n_labels, hdim, vocab, cap) = (c.size("n_labels")?, c.size("hdim")?, c.size("vocab")?, c.f32("softcap")?);
+    // As in lm_head: with hdim = 0 no read bounds the grid's row loop.
+    if hdim == 0 {
+        return Err(Error::invalid(c.kernel(), "hdim", "hdim must be > 0"));
+    }
     let labels = c.i32s(label_ids, 0, n_labels)?;
     // Decode each label's table row once; out-of-range labels give NaN.
     let rows: Vec<Option<(Vec<f32>, f32)>> = labels

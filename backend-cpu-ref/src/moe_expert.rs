@@ -99,7 +99,11 @@ fn gather(c: &mut Ctx<'_>) -> Result<()> {
     }
     let pairs = c.i32s(pos, 0, n)?;
     let xb = c.bf16_bits(x, 0, count(kernel, "x", &[rows, h])?)?;
-    let mut bits = Vec::with_capacity(count(kernel, "out", &[n, h])?);
+    // Range-check the output before reserving its image: n · h from a raw
+    // launch can be gigabytes (an OOM found by the launch_validator fuzzer).
+    let out_elems = count(kernel, "out", &[n, h])?;
+    c.bytes(out, 0, out_elems, 2)?;
+    let mut bits = Vec::with_capacity(out_elems);
     for &pair in &pairs {
         // −1 is an empty slot (zeros); any other negative pair has a negative
         // token under floor division, so like a token >= rows it is a NaN row.
@@ -146,8 +150,14 @@ fn grouped(
     let out = c.buf("out")?;
     let off = offsets(c, e)?;
     let av = c.bf16(c.buf("a")?, 0, count(kernel, "a", &[n, big_k])?)?;
-    let mut bits = vec![0u16; count(kernel, "out", &[n, big_n])?];
-    let mut panel = vec![0f32; count(kernel, "w", &[big_n, big_k])?];
+    // Range-check the output before allocating its image, and size the
+    // weight panel only when there is an expert: with e = 0 the callers'
+    // weight checks bound nothing, and big_n · big_k from a raw launch
+    // could ask for terabytes (found by the launch_validator fuzzer).
+    let out_elems = count(kernel, "out", &[n, big_n])?;
+    c.bytes(out, 0, out_elems, 2)?;
+    let mut bits = vec![0u16; out_elems];
+    let mut panel = vec![0f32; if e == 0 { 0 } else { count(kernel, "w", &[big_n, big_k])? }];
     for x in 0..e {
         // Segments are clamped to the n rows that exist.
         let seg = off[x].min(n)..off[x + 1].min(n);
@@ -247,7 +257,10 @@ fn combine(c: &mut Ctx<'_>) -> Result<()> {
     let slots = c.i32s(sop, 0, pairs)?;
     let w = c.f32s(tw, 0, pairs)?;
     let yv = c.bf16(y, 0, count(kernel, "y", &[n, h])?)?;
-    let mut bits = Vec::with_capacity(count(kernel, "out", &[rows, h])?);
+    // As in gather: the output's range first, then its image (fuzzer OOM).
+    let out_elems = count(kernel, "out", &[rows, h])?;
+    c.bytes(out, 0, out_elems, 2)?;
+    let mut bits = Vec::with_capacity(out_elems);
     let mut acc = vec![0f32; h];
     for t in 0..rows {
         acc.fill(0.0);

@@ -2,12 +2,23 @@
 //! the sum in index order; a null weight means unscaled.
 use crate::ctx::Ctx;
 use switchyard_core::codec::{bf16_bits, bf16_round};
-use switchyard_core::Result;
+use switchyard_core::{Error, Result};
 use switchyard_kernels::norm::{LAYER_OUT_BF16, POST_NORM_ADD_PRE_NORM_BF16, RMSNORM_BF16};
 
 register!(RMSNORM_BF16 => rmsnorm);
 register!(POST_NORM_ADD_PRE_NORM_BF16 => post_norm_add_pre_norm);
 register!(LAYER_OUT_BF16 => layer_out);
+
+/// `dim` of a row kernel, which must be > 0. The row count comes from the
+/// grid (up to 2^32); with dim = 0 every row is empty and touches no memory,
+/// so a raw launch with a huge grid spun through billions of no-op rows
+/// instead of failing (a timeout found by the launch_validator fuzzer).
+fn row_dim(c: &Ctx<'_>) -> Result<usize> {
+    match c.size("dim")? {
+        0 => Err(Error::invalid(c.kernel(), "dim", "dim must be > 0")),
+        d => Ok(d),
+    }
+}
 
 /// `(Σ x² / len + eps)^-0.5` in f32, summing in index order.
 pub(crate) fn inv_rms(x: &[f32], eps: f32) -> f32 {
@@ -34,7 +45,7 @@ fn round_all(v: Vec<f32>) -> Vec<f32> {
 
 fn rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
     let (out, x, w) = (c.buf("out")?, c.buf("x")?, c.opt_buf("w")?);
-    let (dim, eps) = (c.size("dim")?, c.f32("eps")?);
+    let (dim, eps) = (row_dim(c)?, c.f32("eps")?);
     let w = w.map(|w| c.bf16(w, 0, dim)).transpose()?;
     for r in 0..c.grid_x() {
         let xr = c.bf16(x, r * dim, dim)?;
@@ -46,7 +57,7 @@ fn rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
 fn post_norm_add_pre_norm(c: &mut Ctx<'_>) -> Result<()> {
     let (resid_out, resid, x) = (c.buf("resid_out")?, c.buf("resid")?, c.buf("x")?);
     let (w_post, w_pre) = (c.opt_buf("w_post")?, c.opt_buf("w_pre")?);
-    let (dim, eps) = (c.size("dim")?, c.f32("eps")?);
+    let (dim, eps) = (row_dim(c)?, c.f32("eps")?);
     // The second output exists only with a pre-norm weight; then it is required.
     let normed = if w_pre.is_some() { Some(c.buf("normed")?) } else { None };
     let w_post = w_post.map(|w| c.bf16(w, 0, dim)).transpose()?;
@@ -67,7 +78,7 @@ fn post_norm_add_pre_norm(c: &mut Ctx<'_>) -> Result<()> {
 fn layer_out(c: &mut Ctx<'_>) -> Result<()> {
     let (out, mid, x, w) = (c.buf("out")?, c.buf("mid")?, c.buf("x")?, c.opt_buf("w")?);
     let scalar = c.buf("layer_scalar")?;
-    let (dim, eps) = (c.size("dim")?, c.f32("eps")?);
+    let (dim, eps) = (row_dim(c)?, c.f32("eps")?);
     let w = w.map(|w| c.bf16(w, 0, dim)).transpose()?;
     let ls = c.f32_at(scalar, 0)?;
     for r in 0..c.grid_x() {

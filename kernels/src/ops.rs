@@ -60,13 +60,22 @@ pub(crate) fn require(cond: bool, kernel: &str, name: &str, constraint: impl FnO
     }
 }
 
-/// bytes of `n` bf16 elements.
+/// bytes of `n` bf16 elements (saturating, like [`sat`]).
 pub(crate) const fn bf16s(n: usize) -> usize {
-    n * 2
+    n.saturating_mul(2)
 }
-/// bytes of `n` 4-byte elements.
+/// bytes of `n` 4-byte elements (saturating, like [`sat`]).
 pub(crate) const fn words(n: usize) -> usize {
-    n * 4
+    n.saturating_mul(4)
+}
+/// The product of sizes, saturating at `usize::MAX`. Launchers size the
+/// range checks of their pointers with it: a shape whose size overflows
+/// cannot fit in any allocation, so a saturated size makes the check refuse
+/// it, where a plain `*` would panic (debug) or wrap to a small size that
+/// passes the check (release) and let a GPU kernel run past its buffer.
+/// Found by the `launch_validator` fuzz target.
+pub(crate) fn sat(xs: &[usize]) -> usize {
+    xs.iter().fold(1usize, |acc, &x| acc.saturating_mul(x))
 }
 /// bytes for an optional pointer: 0 when null (nothing to check).
 pub(crate) fn opt(addr: u64, bytes: usize) -> usize {

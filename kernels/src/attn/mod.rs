@@ -12,7 +12,7 @@
 //! `out = bf16(Σ_j softmax(s)_j · v_j)` with f32 accumulation. The order of
 //! the sums is the backend's: parity is NMSE ≤ 1e-6 against the reference.
 //! A row whose sequence, pages or slots fall outside the tables gets bf16 NaN.
-use crate::ops::{bf16s, blocks, i32_arg, require, words, Ops};
+use crate::ops::{bf16s, blocks, i32_arg, require, sat, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
@@ -110,8 +110,8 @@ fn check_view(kernel: &str, kv: &KvView, p: &AttnParams) -> Result<()> {
 
 fn kv_args(kernel: &str, kv: &KvView) -> Result<[(switchyard_core::Arg, usize); 3]> {
     i32_arg(kernel, "num_slots", kv.num_slots)?;
-    let pool = bf16s(kv.num_slots * kv.nkv * kv.hd);
-    Ok([(P(kv.k_pool), pool), (P(kv.v_pool), pool), (P(kv.block_table), words(kv.num_seqs * kv.max_pages))])
+    let pool = bf16s(sat(&[kv.num_slots, kv.nkv, kv.hd]));
+    Ok([(P(kv.k_pool), pool), (P(kv.v_pool), pool), (P(kv.block_table), words(sat(&[kv.num_seqs, kv.max_pages])))])
 }
 
 /// Buffers and sizes of one decode step.
@@ -136,7 +136,7 @@ pub struct AttnDecode {
 impl AttnDecode {
     /// Workspace bytes for `batch` sequences, `nh` heads and up to `splits` splits.
     pub fn workspace_bytes(batch: usize, nh: usize, hd: usize, splits: usize) -> usize {
-        words(batch * nh * splits * (hd + 2))
+        words(sat(&[batch, nh, splits, hd.saturating_add(2)]))
     }
 }
 
@@ -147,15 +147,15 @@ impl Ops {
         let k = ATTENTION_PREFILL.symbol;
         check_view(k, kv, p)?;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
-        let width = p.nh * kv.hd;
+        let width = sat(&[p.nh, kv.hd]);
         let [kp, vp, bt] = kv_args(k, kv)?;
         self.go(
             &ATTENTION_PREFILL,
             [blocks(k, rows, 64)?, blocks(k, p.nh, 1)?, 1],
             [128, 1, 1],
             &[
-                (P(out), bf16s(rows * width)),
-                (P(q), bf16s(rows * width)),
+                (P(out), bf16s(sat(&[rows, width]))),
+                (P(q), bf16s(sat(&[rows, width]))),
                 kp,
                 vp,
                 bt,
@@ -184,8 +184,8 @@ impl Ops {
         require(d.batch > 0 && d.batch <= kv.num_seqs, k, "batch", || {
             format!("batch = {} must be in 1..=num_seqs ({})", d.batch, kv.num_seqs)
         })?;
-        require(d.max_ctx > 0 && d.max_ctx <= kv.max_pages * kv.page, k, "max_ctx", || {
-            format!("max_ctx = {} must be in 1..=max_pages·page ({})", d.max_ctx, kv.max_pages * kv.page)
+        require(d.max_ctx > 0 && d.max_ctx <= sat(&[kv.max_pages, kv.page]), k, "max_ctx", || {
+            format!("max_ctx = {} must be in 1..=max_pages·page ({})", d.max_ctx, sat(&[kv.max_pages, kv.page]))
         })?;
         require(d.max_splits > 0, k, "workspace", || "max_splits must be > 0".into())?;
         let keys = if p.window > 0 { d.max_ctx.min(p.window) } else { d.max_ctx };
@@ -204,9 +204,9 @@ impl Ops {
         require(split_len > 0, k, "split_len", || "split_len must be > 0".into())?;
         let keys = if p.window > 0 { d.max_ctx.min(p.window) } else { d.max_ctx };
         require(splits * split_len >= keys, k, "split_len", || format!("{splits} splits of {split_len} keys do not cover {keys} keys"))?;
-        let width = p.nh * kv.hd;
-        let o_bytes = words(d.batch * p.nh * splits * kv.hd);
-        let ml_bytes = words(d.batch * p.nh * splits * 2);
+        let width = sat(&[p.nh, kv.hd]);
+        let o_bytes = words(sat(&[d.batch, p.nh, splits, kv.hd]));
+        let ml_bytes = words(sat(&[d.batch, p.nh, splits, 2]));
         let ws_bytes = AttnDecode::workspace_bytes(d.batch, p.nh, kv.hd, d.max_splits);
         self.be.check_range(d.workspace, ws_bytes).map_err(|e| Error::oob(k, "workspace", e))?;
         let (o_ws, ml_ws) = (d.workspace, d.workspace + o_bytes as u64);
@@ -219,7 +219,7 @@ impl Ops {
             &[
                 (P(o_ws), o_bytes),
                 (P(ml_ws), ml_bytes),
-                (P(d.q), bf16s(d.batch * width)),
+                (P(d.q), bf16s(sat(&[d.batch, width]))),
                 kp,
                 vp,
                 bt,
@@ -243,7 +243,7 @@ impl Ops {
             [blocks(r, d.batch, 1)?, blocks(r, p.nh, 1)?, 1],
             [128, 1, 1],
             &[
-                (P(d.out), bf16s(d.batch * width)),
+                (P(d.out), bf16s(sat(&[d.batch, width]))),
                 (P(o_ws), o_bytes),
                 (P(ml_ws), ml_bytes),
                 (I(b32), 0),
@@ -456,9 +456,9 @@ impl Ops {
             [blocks(r, batch, 1)?, blocks(r, nh, 1)?, 1],
             [128, 1, 1],
             &[
-                (P(out), bf16s(batch * nh * hd)),
-                (P(o_ws), words(batch * nh * splits * hd)),
-                (P(ml_ws), words(batch * nh * splits * 2)),
+                (P(out), bf16s(sat(&[batch, nh, hd]))),
+                (P(o_ws), words(sat(&[batch, nh, splits, hd]))),
+                (P(ml_ws), words(sat(&[batch, nh, splits, 2]))),
                 (I(i32_arg(r, "batch", batch)?), 0),
                 (I(i32_arg(r, "nh", nh)?), 0),
                 (I(hd as i32), 0),

@@ -1,5 +1,5 @@
 //! Embedding gathers: rows of the token table into the residual stream.
-use crate::ops::{bf16s, blocks, i32_arg, require, words, Ops};
+use crate::ops::{bf16s, blocks, i32_arg, require, sat, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::codec::{bf16_round, bytes};
 use switchyard_core::compare::Tolerance;
@@ -56,8 +56,8 @@ impl Ops {
             [blocks(k, rows, 1)?, 1, 1],
             [crate::norm::norm_block(h), 1, 1],
             &[
-                (P(out), bf16s(rows * h)),
-                (P(table), vocab * h),
+                (P(out), bf16s(sat(&[rows, h]))),
+                (P(table), sat(&[vocab, h])),
                 (P(row_scale), words(vocab)),
                 (P(ids), words(rows)),
                 (I(i32_arg(k, "h", h)?), 0),
@@ -78,8 +78,8 @@ impl Ops {
             [blocks(k, rows, 1)?, 1, 1],
             [crate::norm::norm_block(h), 1, 1],
             &[
-                (P(out), bf16s(rows * h)),
-                (P(table), bf16s(vocab * h)),
+                (P(out), bf16s(sat(&[rows, h]))),
+                (P(table), bf16s(sat(&[vocab, h]))),
                 (P(ids), words(rows)),
                 (I(i32_arg(k, "h", h)?), 0),
                 (I(i32_arg(k, "vocab", vocab)?), 0),
@@ -98,8 +98,8 @@ impl Ops {
             [blocks(k, rows, 1)?, 1, 1],
             [crate::norm::norm_block(h), 1, 1],
             &[
-                (P(out), bf16s(rows * h)),
-                (P(src), bf16s(n_src * h)),
+                (P(out), bf16s(sat(&[rows, h]))),
+                (P(src), bf16s(sat(&[n_src, h]))),
                 (P(idx), words(rows)),
                 (I(i32_arg(k, "h", h)?), 0),
                 (I(i32_arg(k, "n_src", n_src)?), 0),

@@ -11,7 +11,7 @@
 //! elements by one ulp).
 pub mod w4a16;
 
-use crate::ops::{bf16s, blocks, require, words, Ops};
+use crate::ops::{bf16s, blocks, require, sat, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{registry, Arg::*, ArgSpec as A, DType, Result};
@@ -113,7 +113,7 @@ impl Ops {
             sig,
             [blocks(s, n, tn)?, blocks(s, m, tm)?, 1],
             block,
-            &[(P(a), bf16s(m * k)), (P(b), bf16s(n * k)), (P(c), bf16s(m * n)), (U(mu), 0), (U(nu), 0), (U(ku), 0)],
+            &[(P(a), bf16s(sat(&[m, k]))), (P(b), bf16s(sat(&[n, k]))), (P(c), bf16s(sat(&[m, n]))), (U(mu), 0), (U(nu), 0), (U(ku), 0)],
         )
     }
 
@@ -157,7 +157,15 @@ impl Ops {
             &DENSE_GEMM_TC_SCALED_ACC,
             [blocks(s, n, 64)?, blocks(s, m, 16)?, 1],
             [128, 1, 1],
-            &[(P(a), bf16s(m * k)), (P(b), bf16s(n * k)), (P(c), bf16s(m * n)), (U(mu), 0), (U(nu), 0), (U(ku), 0), (F(scale), 0)],
+            &[
+                (P(a), bf16s(sat(&[m, k]))),
+                (P(b), bf16s(sat(&[n, k]))),
+                (P(c), bf16s(sat(&[m, n]))),
+                (U(mu), 0),
+                (U(nu), 0),
+                (U(ku), 0),
+                (F(scale), 0),
+            ],
         )
     }
 
@@ -186,7 +194,15 @@ impl Ops {
             &DENSE_GEMM_SPLITK_PARTIAL,
             [blocks(s, n, 16)?, blocks(s, m, 16)?, sp],
             [16, 16, 1],
-            &[(P(a), bf16s(m * k)), (P(b), bf16s(n * k)), (P(ws), words(splits * m * n)), (U(mu), 0), (U(nu), 0), (U(ku), 0), (U(sp), 0)],
+            &[
+                (P(a), bf16s(sat(&[m, k]))),
+                (P(b), bf16s(sat(&[n, k]))),
+                (P(ws), words(sat(&[splits, m, n]))),
+                (U(mu), 0),
+                (U(nu), 0),
+                (U(ku), 0),
+                (U(sp), 0),
+            ],
         )?;
         self.dense_gemm_splitk_reduce(ws, c, m, n, splits)
     }
@@ -200,7 +216,7 @@ impl Ops {
             &DENSE_GEMM_SPLITK_REDUCE,
             [blocks(r, n, 256)?, mu, 1],
             [256, 1, 1],
-            &[(P(ws), words(splits * m * n)), (P(c), bf16s(m * n)), (U(mu), 0), (U(nu), 0), (U(splits as u32), 0)],
+            &[(P(ws), words(sat(&[splits, m, n]))), (P(c), bf16s(sat(&[m, n]))), (U(mu), 0), (U(nu), 0), (U(splits as u32), 0)],
         )
     }
 }

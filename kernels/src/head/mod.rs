@@ -1,7 +1,7 @@
 //! The output head: logits over the tied embedding table, argmax, and the
 //! option-letter readout. Logits are f32; `softcap(x) = c · tanh(x / c)`,
 //! `c = 0` meaning none.
-use crate::ops::{bf16s, blocks, i32_arg, require, words, Ops};
+use crate::ops::{bf16s, blocks, i32_arg, require, sat, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::codec::{bytes, fp8};
 use switchyard_core::compare::Tolerance;
@@ -75,9 +75,9 @@ impl Ops {
             [blocks(k, vocab, 4)?, 1, 1],
             [128, 1, 1],
             &[
-                (P(out), words(m * vocab)),
-                (P(h), bf16s(m * hdim)),
-                (P(e8), vocab * hdim),
+                (P(out), words(sat(&[m, vocab]))),
+                (P(h), bf16s(sat(&[m, hdim]))),
+                (P(e8), sat(&[vocab, hdim])),
                 (P(row_scale), words(vocab)),
                 (I(i32_arg(k, "m", m)?), 0),
                 (I(i32_arg(k, "vocab", vocab)?), 0),
@@ -97,9 +97,9 @@ impl Ops {
             [blocks(k, vocab, 4)?, 1, 1],
             [128, 1, 1],
             &[
-                (P(out), words(m * vocab)),
-                (P(h), bf16s(m * hdim)),
-                (P(table), bf16s(vocab * hdim)),
+                (P(out), words(sat(&[m, vocab]))),
+                (P(h), bf16s(sat(&[m, hdim]))),
+                (P(table), bf16s(sat(&[vocab, hdim]))),
                 (I(i32_arg(k, "m", m)?), 0),
                 (I(i32_arg(k, "vocab", vocab)?), 0),
                 (I(i32_arg(k, "hdim", hdim)?), 0),
@@ -124,7 +124,7 @@ impl Ops {
             &[
                 (P(idx), words(m)),
                 (P(val), words(m)),
-                (P(logits), words(m * vocab)),
+                (P(logits), words(sat(&[m, vocab]))),
                 (I(i32_arg(k, "vocab", vocab)?), 0),
                 (I(ex0), 0),
                 (I(ex1), 0),
@@ -156,9 +156,9 @@ impl Ops {
             [blocks(k, rows, 1)?, 1, 1],
             [256, 1, 1],
             &[
-                (P(out), words(rows * n_labels)),
-                (P(hidden), bf16s(rows * hdim)),
-                (P(e8), vocab * hdim),
+                (P(out), words(sat(&[rows, n_labels]))),
+                (P(hidden), bf16s(sat(&[rows, hdim]))),
+                (P(e8), sat(&[vocab, hdim])),
                 (P(row_scale), words(vocab)),
                 (P(label_ids), words(n_labels)),
                 (I(i32_arg(k, "n_labels", n_labels)?), 0),

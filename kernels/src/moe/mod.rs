@@ -5,7 +5,7 @@
 //! increasing pair order (DESIGN.md), so results reproduce bit for bit.
 pub mod expert;
 
-use crate::ops::{blocks, i32_arg, require, words, Ops};
+use crate::ops::{blocks, i32_arg, require, sat, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
@@ -67,7 +67,7 @@ impl Ops {
             &MOE_OFFSETS,
             [1, 1, 1],
             [256, 1, 1],
-            &[(P(offsets), words(e + 1)), (P(cursor), words(e)), (P(counts), words(e)), (I(i32_arg(k, "e", e)?), 0)],
+            &[(P(offsets), words(e.saturating_add(1))), (P(cursor), words(e)), (P(counts), words(e)), (I(i32_arg(k, "e", e)?), 0)],
         )
     }
 
@@ -93,7 +93,7 @@ impl Ops {
                 (P(pair_of_slot), words(n)),
                 (P(slot_of_pair), words(n)),
                 (P(cursor), words(e)),
-                (P(offsets), words(e + 1)),
+                (P(offsets), words(e.saturating_add(1))),
                 (P(topk_ids), words(n)),
                 (I(i32_arg(k, "n", n)?), 0),
                 (I(i32_arg(k, "e", e)?), 0),
@@ -115,7 +115,7 @@ impl Ops {
         k: usize,
         e: usize,
     ) -> Result<()> {
-        let n = rows * k;
+        let n = sat(&[rows, k]);
         self.moe_count(counts, topk_ids, n, e)?;
         self.moe_offsets(offsets, cursor, counts, e)?;
         self.moe_scatter(pair_of_slot, slot_of_pair, cursor, offsets, topk_ids, n, e)

@@ -1,6 +1,6 @@
 //! RMSNorm family (Gemma 4: `y = x · (mean(x²) + eps)^-0.5 · w`, no `1 + w`
 //! offset; a null `w` means unscaled). All statistics in f32.
-use crate::ops::{bf16s, blocks, i32_arg, opt, require, words, Ops};
+use crate::ops::{bf16s, blocks, i32_arg, opt, require, sat, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
@@ -47,7 +47,7 @@ pub fn norm_block(dim: usize) -> u32 {
     for per in (1..=8usize).rev() {
         let threads = chunks.div_ceil(per).next_multiple_of(32).clamp(32, 256);
         // Chunks past threads * per are re-read in a tail loop: count them as waste too.
-        let waste = (threads * per).saturating_sub(chunks) + chunks.saturating_sub(threads * per) * 4;
+        let waste = (threads * per).saturating_sub(chunks) + chunks.saturating_sub(threads * per).saturating_mul(4);
         if waste < best.0 {
             best = (waste, threads);
         }
@@ -71,8 +71,8 @@ impl Ops {
             [blocks(k, rows, 1)?, 1, 1],
             [norm_block(dim), 1, 1],
             &[
-                (P(out), bf16s(rows * dim)),
-                (P(x), bf16s(rows * dim)),
+                (P(out), bf16s(sat(&[rows, dim]))),
+                (P(x), bf16s(sat(&[rows, dim]))),
                 (P(w), opt(w, bf16s(dim))),
                 (I(i32_arg(k, "dim", dim)?), 0),
                 (F(eps), 0),
@@ -97,7 +97,7 @@ impl Ops {
         let k = POST_NORM_ADD_PRE_NORM_BF16.symbol;
         check_rows(k, rows, dim, eps)?;
         require(w_pre == 0 || normed != 0, k, "normed", || "null while w_pre is set: the second output has nowhere to go".into())?;
-        let n = bf16s(rows * dim);
+        let n = bf16s(sat(&[rows, dim]));
         self.go(
             &POST_NORM_ADD_PRE_NORM_BF16,
             [blocks(k, rows, 1)?, 1, 1],
@@ -120,7 +120,7 @@ impl Ops {
     pub fn layer_out(&self, out: u64, mid: u64, x: u64, w: u64, layer_scalar: u64, rows: usize, dim: usize, eps: f32) -> Result<()> {
         let k = LAYER_OUT_BF16.symbol;
         check_rows(k, rows, dim, eps)?;
-        let n = bf16s(rows * dim);
+        let n = bf16s(sat(&[rows, dim]));
         self.go(
             &LAYER_OUT_BF16,
             [blocks(k, rows, 1)?, 1, 1],

@@ -5,7 +5,7 @@
 //! tokens a slot is `page · P + offset`, so the paged layout is the same
 //! memory viewed as `[pages, P, nkv, hd]`. `slot[r]` is the slot row `r`
 //! writes to.
-use crate::ops::{bf16s, blocks, i32_arg, opt, require, words, Ops};
+use crate::ops::{bf16s, blocks, i32_arg, opt, require, sat, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
@@ -113,24 +113,24 @@ impl Ops {
             require(p.num_slots > 0, k, "num_slots", || "num_slots must be > 0 when nkv > 0".into())?;
         }
         let kv = p.nkv > 0;
-        let kv_raw = bf16s(p.src_rows * p.nkv * p.hd);
-        let pool = bf16s(p.num_slots * p.nkv * p.hd);
-        let heads = p.nh + p.nkv;
+        let kv_raw = bf16s(sat(&[p.src_rows, p.nkv, p.hd]));
+        let pool = bf16s(sat(&[p.num_slots, p.nkv, p.hd]));
+        let heads = p.nh.saturating_add(p.nkv);
         let block = qkv_block(p.hd);
         self.go(
             &QKV_PREP_BF16,
             [blocks(k, p.rows, 1)?, blocks(k, heads, 1)?, 1],
             [block, 1, 1],
             &[
-                (P(p.q_out), bf16s(p.rows * p.nh * p.hd)),
+                (P(p.q_out), bf16s(sat(&[p.rows, p.nh, p.hd]))),
                 (P(p.k_pool), if kv { opt(p.k_pool, pool) } else { 0 }),
                 (P(p.v_pool), if kv { opt(p.v_pool, pool) } else { 0 }),
-                (P(p.q_raw), bf16s(p.src_rows * p.nh * p.hd)),
+                (P(p.q_raw), bf16s(sat(&[p.src_rows, p.nh, p.hd]))),
                 (P(p.k_raw), if kv { opt(p.k_raw, kv_raw) } else { 0 }),
                 (P(p.v_raw), if kv { opt(p.v_raw, kv_raw) } else { 0 }),
                 (P(p.q_norm), opt(p.q_norm, bf16s(p.hd))),
                 (P(p.k_norm), opt(p.k_norm, bf16s(p.hd))),
-                (P(p.cos_sin), words(p.max_pos * p.hd)),
+                (P(p.cos_sin), words(sat(&[p.max_pos, p.hd]))),
                 (P(p.pos), words(p.rows)),
                 (P(p.slot), if kv { opt(p.slot, words(p.rows)) } else { 0 }),
                 (I(i32_arg(k, "nh", p.nh)?), 0),
