@@ -16,11 +16,12 @@ use std::path::{Path, PathBuf};
 /// Prefixes a text-decoder tensor may carry, tried in this order.
 pub const PREFIXES: [&str; 3] = ["model.language_model.", "model.", ""];
 
-/// Bytes of one safetensors file: memory-mapped from disk, or embedded in
-/// the binary (the default model).
+/// Bytes of one safetensors file: memory-mapped from disk, embedded in
+/// the binary (the default model), or owned (built in memory, fuzzing).
 enum Bytes {
     Mapped(memmap2::Mmap),
     Static(&'static [u8]),
+    Owned(Vec<u8>),
 }
 
 impl Bytes {
@@ -28,6 +29,7 @@ impl Bytes {
         match self {
             Bytes::Mapped(m) => m,
             Bytes::Static(s) => s,
+            Bytes::Owned(v) => v,
         }
     }
 }
@@ -129,6 +131,14 @@ impl Checkpoint {
     pub fn from_static(origin: &str, config_json: &str, safetensors: &'static [u8]) -> Result<Self> {
         let shard = Shard::parse(format!("{origin}/model.safetensors"), Bytes::Static(safetensors))?;
         Self::assemble(config_json.to_string(), origin.to_string(), vec![shard])
+    }
+
+    /// A checkpoint from bytes held in memory (a download, a generated
+    /// model, a fuzz input): the same parsing and checks as [`Checkpoint::open`],
+    /// with the bytes owned rather than leaked.
+    pub fn from_bytes(origin: &str, config_json: String, safetensors: Vec<u8>) -> Result<Self> {
+        let shard = Shard::parse(format!("{origin}/model.safetensors"), Bytes::Owned(safetensors))?;
+        Self::assemble(config_json, origin.to_string(), vec![shard])
     }
 
     fn assemble(config_json: String, origin: String, shards: Vec<Shard>) -> Result<Self> {

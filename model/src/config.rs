@@ -112,6 +112,11 @@ pub struct ModelConfig {
 /// Largest head_dim the attention and qkv_prep kernels take.
 const MAX_HEAD_DIM: usize = 512;
 
+/// Most decoder layers a config may declare. The parser builds per-layer
+/// tables before any tensor is read, so an absurd count (10^9) must be
+/// refused here rather than allocated; real Gemma checkpoints have < 100.
+pub const MAX_LAYERS: usize = 4096;
+
 impl ModelConfig {
     /// Parses `config.json` text.
     pub fn from_json(text: &str) -> Result<Self> {
@@ -228,6 +233,9 @@ impl Parser<'_> {
         let hidden_size = self.dim("hidden_size")?;
         let intermediate_size = self.dim("intermediate_size")?;
         let num_layers = self.dim("num_hidden_layers")?;
+        if num_layers > MAX_LAYERS {
+            return Err(self.err("num_hidden_layers", format!("{num_layers} exceeds the {MAX_LAYERS} layers this loader accepts")));
+        }
         let num_heads = self.dim("num_attention_heads")?;
         let num_kv_heads = self.dim("num_key_value_heads")?;
         let head_dim = self.dim("head_dim")?;

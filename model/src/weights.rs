@@ -277,10 +277,58 @@ impl Loader<'_> {
     }
 }
 
+/// Elements of every tensor `cfg` makes the loader read, in u128 so that no
+/// config, however absurd, overflows; `None` only past u128.
+fn required_elements(cfg: &ModelConfig) -> Option<u128> {
+    let u = |x: usize| x as u128;
+    let (v, h, i) = (u(cfg.vocab_size), u(cfg.hidden_size), u(cfg.intermediate_size));
+    // embed_tokens + final norm.
+    let mut total = v.checked_mul(h)?.checked_add(h)?;
+    for l in &cfg.layers {
+        let (nh, hd, nkv) = (u(cfg.num_heads), u(l.head_dim), u(l.num_kv_heads));
+        let q = nh.checked_mul(hd)?;
+        let kv = nkv.checked_mul(hd)?;
+        let attn = q.checked_mul(h)?.checked_mul(2)?.checked_add(kv.checked_mul(h)?.checked_mul(if l.k_eq_v { 1 } else { 2 })?)?;
+        let mlp = i.checked_mul(h)?.checked_mul(3)?;
+        // 4 layer norms, q_norm, k_norm, layer_scalar.
+        let small = h.checked_mul(4)?.checked_add(hd.checked_mul(2)?)?.checked_add(1)?;
+        total = total.checked_add(attn)?.checked_add(mlp)?.checked_add(small)?;
+        if let Some(m) = cfg.moe {
+            let (e, im) = (u(m.num_experts), u(m.intermediate));
+            let experts = e.checked_mul(im)?.checked_mul(h)?.checked_mul(3)?;
+            // router scale + proj + per_expert_scale, and 3 more norms.
+            let router = h.checked_add(e.checked_mul(h)?)?.checked_add(e)?.checked_add(h.checked_mul(3)?)?;
+            total = total.checked_add(experts)?.checked_add(router)?;
+        }
+    }
+    Some(total)
+}
+
 impl Weights {
     /// Reads, checks, converts and uploads every weight `cfg` calls for.
+    ///
+    /// Before anything is read or uploaded, the sizes the config declares
+    /// are checked against the bytes the checkpoint actually holds (at least
+    /// 2 bytes per element: BF16 / F16 are the narrowest dtypes accepted), so
+    /// a config claiming, say, hidden_size = 10^9 against a small file is
+    /// refused up front rather than overflowing a size computation.
     pub fn load(ck: &Checkpoint, cfg: &ModelConfig, be: &Arc<dyn Backend>, quant: Quant) -> Result<Self> {
         let total = ck.data_bytes();
+        let need = required_elements(cfg).map(|e| e.saturating_mul(2));
+        // Loose on purpose (4x plus 1 MiB): a checkpoint that merely lacks a
+        // tensor or two still gets the specific MissingTensor / WrongShape
+        // error from the per-tensor checks below; this only refuses claims
+        // that no file of this size can back, before any product of them is
+        // computed in usize or anything is allocated.
+        if need.is_none_or(|n| n > (total as u128) * 4 + (1 << 20)) {
+            let need = need.map_or_else(|| "more than 2^128".to_string(), |n| n.to_string());
+            return Err(Error::checkpoint(
+                &ck.origin,
+                format!(
+                    "config.json declares at least {need} bytes of weights, but the checkpoint holds only {total} bytes of tensor data"
+                ),
+            ));
+        }
         let bar = (total > PROGRESS_BYTES && std::io::stderr().is_terminal()).then(|| {
             let b = indicatif::ProgressBar::new(total as u64);
             b.set_style(
