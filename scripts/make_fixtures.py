@@ -59,6 +59,14 @@ COMMON = dict(
 )
 
 
+# Weight scales: the embedding's std and the range of the post-sublayer norm
+# weights. Together they set how much the layers, against the token's own
+# embedding, decide the output (too little: every step repeats the last
+# prompt token; too much: the f32 oracle and a bf16 engine drift apart).
+EMBED_STD = float(os.environ.get("FIXTURE_EMBED_STD", "0.4"))
+POST_LO, POST_HI = (float(x) for x in os.environ.get("FIXTURE_POST_RANGE", "0.6,1.4").split(","))
+
+
 def randomise(model, seed):
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -67,11 +75,11 @@ def randomise(model, seed):
                 # Tied with the LM head. Small enough that the scaled embedding
                 # does not drown the layers (at 0.5 every fixture just repeated
                 # its last prompt token), large enough for logit margins.
-                v = torch.randn(p.shape, generator=g) * 0.2
+                v = torch.randn(p.shape, generator=g) * EMBED_STD
             elif p.dim() == 1 and "post_" in name:
                 # Post-sublayer norms set how loudly each sublayer speaks into
-                # the residual stream: loud, so the layers shape the output.
-                v = 1.5 + 1.5 * torch.rand(p.shape, generator=g)
+                # the residual stream.
+                v = POST_LO + (POST_HI - POST_LO) * torch.rand(p.shape, generator=g)
             elif p.dim() == 1:
                 # Norm weights, router scales: around 1 so every one is exercised.
                 v = 0.6 + 0.8 * torch.rand(p.shape, generator=g)

@@ -5,38 +5,18 @@
 //!
 //! DESIGN.md's whole-model rule is cosine >= 0.999 and max |ours - HF| <=
 //! 2e-2 * max |HF| per step, and the greedy token equal to HF's at every step
-//! whose HF top-2 margin exceeds 0.1. The token rule is asserted as written.
-//! The logit rule is measured and printed (steps that meet it, per fixture),
-//! but the assertion uses a looser bound. FINDING (loosened tolerance): these
-//! fixtures amplify bf16 activation rounding beyond 2e-2, and the graph stores
-//! activations in bf16 between kernels:
+//! whose HF top-2 margin exceeds 0.1. Both rules are asserted as written.
 //!
-//! - An independent f64 NumPy forward pass of both fixtures (from DESIGN.md's
-//!   description) reproduces expected.json to cosine 1.000000 and relative
-//!   error < 1e-4 at every step. So HF's semantics are understood, and the
-//!   oracle is not the source of the gap.
-//! - The same pass, with the values rounded to bf16 where the graph stores
-//!   them (each kernel output) and a sub-ulp jitter (±2^-10 relative) before
-//!   each rounding to stand in for a different summation order, gives on
-//!   tiny-dense over 24 trials a worst-step cosine of 0.9936 to 0.9998
-//!   (median 0.9982) and a max relative error of up to 0.074 (median 0.044).
-//!   None of the 24 trials meets the 2e-2 rule. The fixtures' post-sublayer
-//!   norms (weights 1.5 to 3.0) make each layer loud, so a 2^-9 rounding in
-//!   the residual stream grows to several percent of the logits.
-//! - cpu-ref measures cosine 0.99594 and relative error 0.081 at tiny-dense
-//!   step 0. Prefill and decode give the same bits there (a decode-only
-//!   replay reproduces them), so this is rounding and not a graph path. The
-//!   same run measures 0.99951 and 0.0275 on tiny-moe.
-//!
-//! So the assertion is cosine >= 0.99 and relative error <= 0.12: about 1.5x
-//! the worst value seen (cpu's 0.081 and 1 - 0.99594), still far below what a
-//! semantic error gives (a wrong RoPE split or norm moves the cosine below
-//! 0.9). The backends are also held to the CPU reference (below) with a
-//! strict bound, so a GPU kernel bug cannot hide inside the loose one.
-//! tiny-moe also has a router near-tie: the f64 pass finds a logit gap of
-//! 0.0073 between one token's 2nd and 3rd expert, below bf16 resolution of
-//! the router logits. A backend that flips that choice differs in a
-//! discontinuous way. cpu and wgpu do not flip it; CUDA might.
+//! How the fixtures are scaled matters, and was measured: an earlier set with
+//! loud post-sublayer norms (weights 1.5 to 3.0) made every layer amplify
+//! bf16 activation rounding to several percent of the logits (an independent
+//! f64 pass with bf16 rounding at each kernel output failed the 2e-2 rule in
+//! 24 of 24 jittered trials), while it reproduced HF exactly in f64. The
+//! committed set (embedding std 0.4, post norms 0.6 to 1.4, a decisive router)
+//! keeps the comparison meaningful: the cpu backend measures min cosine
+//! 0.999956 (tiny-dense) and 0.999964 (tiny-moe) against HF. Its greedy tokens
+//! repeat the last prompt token, so the per-step full-vocabulary logits, which
+//! do change with the context, carry the comparison.
 //!
 //! The GPU backends are compared with the CPU reference on the same fixtures:
 //! cosine >= 0.9999 and max relative error <= 1e-2. The per-kernel contracts
@@ -65,10 +45,9 @@ const DESIGN_MIN_COSINE: f64 = 0.999;
 const DESIGN_MAX_REL: f64 = 2e-2;
 /// The greedy-token rule's margin (asserted as DESIGN.md writes it).
 const MARGIN: f64 = 0.1;
-/// The asserted logit bound: loosened for bf16 activations on these
-/// fixtures (see the module comment for the measurements behind it).
-const MIN_COSINE: f64 = 0.99;
-const MAX_REL: f64 = 0.12;
+/// The asserted logit bound: DESIGN.md's.
+const MIN_COSINE: f64 = DESIGN_MIN_COSINE;
+const MAX_REL: f64 = DESIGN_MAX_REL;
 
 /// GPU backends against the CPU reference on the same weights: the kernels
 /// are each within 1 bf16 ulp (or NMSE ≤ 1e-6 where the K order differs), so
