@@ -20,22 +20,8 @@ use switchyard_kernels::moe::expert::ExpertWeights;
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
-fn up(be: &Arc<dyn Backend>, data: &[u8]) -> u64 {
-    let a = be.alloc(data.len()).unwrap();
-    be.upload(a, data).unwrap();
-    a
-}
-
-fn down(be: &Arc<dyn Backend>, addr: u64, n: usize) -> Vec<u8> {
-    let mut v = vec![0u8; n];
-    be.download(addr, &mut v).unwrap();
-    v
-}
-
-/// An output of `bytes` bytes filled with 0xff (NaN as bf16 and f32), so an unwritten element shows.
-fn poisoned(be: &Arc<dyn Backend>, bytes: usize) -> u64 {
-    up(be, &vec![0xff; bytes])
-}
+mod common;
+use common::{down, poisoned, up};
 
 /// A paged cache for `lens`: K and V values (f32, bf16-exact) per slot, and a
 /// block table whose pages are permuted across the pool so paging mistakes show.

@@ -2,24 +2,14 @@
 //! typed errors, aliasing, and a failed kernel leaving memory untouched.
 //! Numeric contracts are tested independently (f64) in the tests crate; the
 //! few exact spot checks here pin behaviour only this backend defines.
-use std::sync::Arc;
 use switchyard_core::codec::bytes::{bf16_bits_from_bytes, bf16_bytes, f32_bytes, f32_from_bytes, i32_bytes, i32_from_bytes};
 use switchyard_core::{Arg, ArgSpec, Backend, Error, KernelSig};
 use switchyard_cpu_ref::{cpu_backend, CpuBackend};
 use switchyard_kernels::rope_kv::QkvPrep;
 use switchyard_kernels::{norm, Ops};
 
-fn up(be: &Arc<dyn Backend>, data: &[u8]) -> u64 {
-    let a = be.alloc(data.len()).unwrap();
-    be.upload(a, data).unwrap();
-    a
-}
-
-fn down(be: &Arc<dyn Backend>, addr: u64, n: usize) -> Vec<u8> {
-    let mut v = vec![0u8; n];
-    be.download(addr, &mut v).unwrap();
-    v
-}
+mod common;
+use common::{down, up};
 
 fn oob(e: Error) -> (String, String, String) {
     match e {

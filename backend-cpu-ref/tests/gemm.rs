@@ -4,39 +4,24 @@
 //! scalar GEMM; scaled_acc against GEMM then scaled_add; every W4A16 variant
 //! against the base), W4A16 against an independent loop over the row-major
 //! NVFP4 codes, and typed errors for shapes a kernel cannot take.
-use std::sync::Arc;
 use switchyard_core::codec::bytes::{bf16_bits_from_bytes, bf16_bytes, f32_from_bytes};
 use switchyard_core::codec::fp8::e4m3_to_f32;
 use switchyard_core::codec::nvfp4::{self, e2m1_to_f32};
 use switchyard_core::codec::{bf16_bits, bf16_value};
-use switchyard_core::{Arg, Backend, Error};
+use switchyard_core::{Arg, Error};
 use switchyard_cpu_ref::cpu_backend;
 use switchyard_kernels::gemm::w4a16::Fp4Weight;
 use switchyard_kernels::gemm::DENSE_GEMM_BF16;
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
-fn up(be: &Arc<dyn Backend>, data: &[u8]) -> u64 {
-    let a = be.alloc(data.len()).unwrap();
-    be.upload(a, data).unwrap();
-    a
-}
-
-fn down(be: &Arc<dyn Backend>, addr: u64, n: usize) -> Vec<u8> {
-    let mut v = vec![0u8; n];
-    be.download(addr, &mut v).unwrap();
-    v
-}
+mod common;
+use common::{down, poisoned, up};
 
 /// Random non-zero GEMM operands `(a [m, k], b [n, k])` as bf16 bytes, drawn
 /// as the parity cases draw them.
 fn operands(g: &mut Gen, m: usize, n: usize, k: usize) -> (Vec<u8>, Vec<u8>) {
     (g.bf16(m * k, 0.01, 1.0).1, g.bf16(n * k, 0.01, 0.5).1)
-}
-
-/// An output buffer of `n` bf16 filled with NaN, so an unwritten element shows.
-fn poisoned(be: &Arc<dyn Backend>, n: usize) -> u64 {
-    up(be, &vec![0xff; 2 * n])
 }
 
 /// Runs one dense launcher on fresh buffers and returns the output bits.
@@ -49,7 +34,7 @@ fn dense(
     k: usize,
     f: impl Fn(&Ops, u64, u64, u64, usize, usize, usize) -> switchyard_core::Result<()>,
 ) -> Vec<u16> {
-    let (pa, pb, pc) = (up(&o.be, a), up(&o.be, b), poisoned(&o.be, m * n));
+    let (pa, pb, pc) = (up(&o.be, a), up(&o.be, b), poisoned(&o.be, 2 * m * n));
     f(o, pa, pb, pc, m, n, k).unwrap();
     let out = bf16_bits_from_bytes(&down(&o.be, pc, 2 * m * n));
     for p in [pa, pb, pc] {
@@ -135,7 +120,7 @@ fn scaled_acc_equals_gemm_then_scaled_add_bit_for_bit() {
             let (pa, pb) = (up(&o.be, &a), up(&o.be, &b));
             let fused = up(&o.be, &c0);
             o.dense_gemm_tc_scaled_acc(pa, pb, fused, m, n, k, scale).unwrap();
-            let (unfused, scratch) = (up(&o.be, &c0), poisoned(&o.be, m * n));
+            let (unfused, scratch) = (up(&o.be, &c0), poisoned(&o.be, 2 * m * n));
             o.dense_gemm_tc(pa, pb, scratch, m, n, k).unwrap();
             o.scaled_add_bf16(unfused, scratch, m * n, scale).unwrap();
             let (f, u) = (down(&o.be, fused, 2 * m * n), down(&o.be, unfused, 2 * m * n));
@@ -159,7 +144,7 @@ fn splitk_chunks_past_k_are_zero_and_reduce_sums_in_s_order() {
     let (m, n, k, splits) = (3, 4, 8, 7);
     let (a, b) = operands(&mut g, m, n, k);
     let (av, bv) = (vals(&bf16_bits_from_bytes(&a)), vals(&bf16_bits_from_bytes(&b)));
-    let (pa, pb, pc) = (up(&o.be, &a), up(&o.be, &b), poisoned(&o.be, m * n));
+    let (pa, pb, pc) = (up(&o.be, &a), up(&o.be, &b), poisoned(&o.be, 2 * m * n));
     let ws = up(&o.be, &vec![0xff; 4 * splits * m * n]);
     o.dense_gemm_splitk(pa, pb, pc, ws, m, n, k, splits).unwrap();
     let w = f32_from_bytes(&down(&o.be, ws, 4 * splits * m * n));
@@ -222,7 +207,7 @@ impl Fp4Case {
 
     fn run(&self, o: &Ops, ldb: usize, f: fn(&Ops, u64, &Fp4Weight, u64, usize, usize, usize) -> switchyard_core::Result<()>) -> Vec<u16> {
         let (bq, bs) = self.q.k_major(ldb);
-        let (pa, pq, ps, pc) = (up(&o.be, &self.a), up(&o.be, &bq), up(&o.be, &bs), poisoned(&o.be, self.m * self.n));
+        let (pa, pq, ps, pc) = (up(&o.be, &self.a), up(&o.be, &bq), up(&o.be, &bs), poisoned(&o.be, 2 * self.m * self.n));
         let w = Fp4Weight { bq: pq, bs: ps, scale2: self.q.global_scale, ldb };
         f(o, pa, &w, pc, self.m, self.n, self.k).unwrap();
         let out = bf16_bits_from_bytes(&down(&o.be, pc, 2 * self.m * self.n));

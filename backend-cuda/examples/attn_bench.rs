@@ -19,22 +19,11 @@ use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
 use switchyard_kernels::moe::expert::ExpertWeights;
 use switchyard_kernels::Ops;
 
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-    fn unit(&mut self) -> f32 {
-        self.next() as f32 / (1u64 << 31) as f32 * 2.0 - 1.0
-    }
-}
+mod common;
+use common::{i32_bytes, Buffers, Lcg};
 
 fn bf16_bytes(n: usize, rng: &mut Lcg, scale: f32) -> Vec<u8> {
     (0..n).flat_map(|_| switchyard_core::codec::bf16_bits(rng.unit() * scale).to_le_bytes()).collect()
-}
-fn i32_bytes(v: &[i32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 struct Bench {
@@ -43,19 +32,16 @@ struct Bench {
     bufs: Vec<u64>,
 }
 
+impl Buffers for Bench {
+    fn backend(&self) -> &Arc<dyn Backend> {
+        &self.be
+    }
+    fn held(&mut self) -> &mut Vec<u64> {
+        &mut self.bufs
+    }
+}
+
 impl Bench {
-    fn buf(&mut self, data: &[u8]) -> Result<u64> {
-        let a = self.be.alloc(data.len())?;
-        self.be.upload(a, data)?;
-        self.bufs.push(a);
-        Ok(a)
-    }
-    fn zeros(&mut self, n: usize) -> Result<u64> {
-        let a = self.be.alloc(n)?;
-        self.be.memset0(a, n)?;
-        self.bufs.push(a);
-        Ok(a)
-    }
     /// A large buffer of random bf16: one 64 MiB random block uploaded, then
     /// copied on the device to fill the rest (uploading gigabytes would
     /// dominate the run).

@@ -16,16 +16,8 @@ use std::sync::Arc;
 use switchyard_core::{Arg, Arg::*, Backend, Result};
 use switchyard_kernels::rope_kv::rope_table;
 
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-    fn unit(&mut self) -> f32 {
-        self.next() as f32 / (1u64 << 31) as f32 * 2.0 - 1.0
-    }
-}
+mod common;
+use common::{i32_bytes, Buffers, Lcg};
 
 fn bf16_bytes(n: usize, rng: &mut Lcg, scale: f32) -> Vec<u8> {
     (0..n).flat_map(|_| switchyard_core::codec::bf16_bits(rng.unit() * scale + 0.01).to_le_bytes()).collect()
@@ -42,9 +34,6 @@ fn bf16_fast(n: usize, rng: &mut Lcg) -> Vec<u8> {
 fn f32_bytes(n: usize, rng: &mut Lcg, scale: f32) -> Vec<u8> {
     (0..n).flat_map(|_| (rng.unit() * scale).to_le_bytes()).collect()
 }
-fn i32_bytes(v: &[i32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
 
 struct Bench {
     be: Arc<dyn Backend>,
@@ -52,19 +41,16 @@ struct Bench {
     copy_gbs: f64,
 }
 
+impl Buffers for Bench {
+    fn backend(&self) -> &Arc<dyn Backend> {
+        &self.be
+    }
+    fn held(&mut self) -> &mut Vec<u64> {
+        &mut self.bufs
+    }
+}
+
 impl Bench {
-    fn buf(&mut self, data: &[u8]) -> Result<u64> {
-        let a = self.be.alloc(data.len())?;
-        self.be.upload(a, data)?;
-        self.bufs.push(a);
-        Ok(a)
-    }
-    fn zeros(&mut self, n: usize) -> Result<u64> {
-        let a = self.be.alloc(n)?;
-        self.be.memset0(a, n)?;
-        self.bufs.push(a);
-        Ok(a)
-    }
     /// (median ms of single timed launches, median per-launch ms of 20 back-to-back launches).
     fn time(&self, sets: usize, f: &mut dyn FnMut(usize) -> Result<()>) -> Result<(f64, f64)> {
         for s in 0..sets.max(2) {

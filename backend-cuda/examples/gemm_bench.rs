@@ -20,18 +20,24 @@ use switchyard_kernels::gemm::w4a16::{random_weight, Fp4Weight};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
+mod common;
+use common::Buffers;
+
 struct Bench {
     be: Arc<dyn Backend>,
     bufs: Vec<u64>,
 }
 
-impl Bench {
-    fn buf(&mut self, data: &[u8]) -> Result<u64> {
-        let a = self.be.alloc(data.len())?;
-        self.be.upload(a, data)?;
-        self.bufs.push(a);
-        Ok(a)
+impl Buffers for Bench {
+    fn backend(&self) -> &Arc<dyn Backend> {
+        &self.be
     }
+    fn held(&mut self) -> &mut Vec<u64> {
+        &mut self.bufs
+    }
+}
+
+impl Bench {
     /// Random bf16 bytes generated on the host once and uploaded `sets` times
     /// with a different bit pattern each (a byte rotation), cheap for large
     /// operands.

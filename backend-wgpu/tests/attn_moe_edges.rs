@@ -10,24 +10,13 @@
 use std::sync::Arc;
 use switchyard_core::codec::{bf16_value, bytes};
 use switchyard_core::compare::nmse;
-use switchyard_core::{Backend, DeviceBuffer, Error, Result};
+use switchyard_core::{Backend, DeviceBuffer, Result};
 use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView, ATTN_NMSE};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
-fn wgpu(test: &str) -> Option<Arc<dyn Backend>> {
-    match switchyard_wgpu::wgpu_backend() {
-        Ok(be) => Some(be),
-        Err(e @ Error::Unavailable { .. }) => {
-            if std::env::var("SWITCHYARD_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
-                panic!("SWITCHYARD_REQUIRE_WGPU=1 but {e}");
-            }
-            eprintln!("SKIPPED {test}: {e} (set SWITCHYARD_REQUIRE_WGPU=1 to make this a failure)");
-            None
-        }
-        Err(e) => panic!("wgpu backend failed to start: {e}"),
-    }
-}
+mod common;
+use common::wgpu;
 
 /// Uploads `inputs` after a poisoned output of `out_bytes` (buffer 0), runs
 /// `f` with all addresses, and returns the output bytes.

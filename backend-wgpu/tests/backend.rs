@@ -10,25 +10,8 @@ use switchyard_kernels::rope_kv::{rope_table, QkvPrep};
 use switchyard_kernels::Ops;
 use switchyard_wgpu::{wgpu_backend_with, WgpuOptions};
 
-fn backend(test: &str, opts: WgpuOptions) -> Option<Arc<dyn Backend>> {
-    match wgpu_backend_with(opts) {
-        Ok(be) => Some(be),
-        Err(e @ Error::Unavailable { .. }) => {
-            if std::env::var("SWITCHYARD_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
-                panic!("SWITCHYARD_REQUIRE_WGPU=1 but {e}");
-            }
-            eprintln!("SKIPPED {test}: {e} (set SWITCHYARD_REQUIRE_WGPU=1 to make this a failure)");
-            None
-        }
-        Err(e) => panic!("wgpu backend failed to start: {e}"),
-    }
-}
-
-fn download(be: &Arc<dyn Backend>, addr: u64, n: usize) -> Vec<u8> {
-    let mut v = vec![0u8; n];
-    be.download(addr, &mut v).unwrap();
-    v
-}
+mod common;
+use common::{backend, down as download};
 
 #[test]
 fn memory_operations_are_byte_exact_at_any_alignment() {

@@ -1,56 +1,23 @@
 //! The GEMM family on wgpu beyond the parity table: the bit-identical
 //! contracts tested with `==` (router vs scalar, scaled_acc vs GEMM then
 //! scaled_add, lossless W4A16 vs base), shapes with several tiles in every
-//! direction and an odd N over several rows, grid folding, and the guard that
-//! the tile cores duplicated across WGSL files (WGSL has no include) stay
-//! identical.
+//! direction and an odd N over several rows, and grid folding.
 //!
 //! The WGSL GEMMs sum every output in strict k order (see the tile cores), so
 //! on this backend even the order-free kernels (tc, pipelined, split-K, the
 //! tiled W4A16 variants) equal the CPU reference exactly; the tests hold them
 //! to that, which is stronger than the parity suite's NMSE bound. Only
 //! `w4a16_gemm_decode` splits K across threads and is compared by NMSE.
-use std::sync::Arc;
 use switchyard_core::codec::bytes::bf16_bits_from_bytes;
 use switchyard_core::codec::{bf16_bits, bf16_value};
-use switchyard_core::{Backend, Error};
 use switchyard_kernels::gemm::w4a16::{random_weight, Fp4Weight};
 use switchyard_kernels::gemm::REORDERED_NMSE;
 use switchyard_kernels::parity::Gen;
-use switchyard_kernels::sources;
 use switchyard_kernels::Ops;
-use switchyard_wgpu::{wgpu_backend_with, WgpuOptions};
+use switchyard_wgpu::WgpuOptions;
 
-fn backend(test: &str, opts: WgpuOptions) -> Option<Arc<dyn Backend>> {
-    match wgpu_backend_with(opts) {
-        Ok(be) => Some(be),
-        Err(e @ Error::Unavailable { .. }) => {
-            if std::env::var("SWITCHYARD_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
-                panic!("SWITCHYARD_REQUIRE_WGPU=1 but {e}");
-            }
-            eprintln!("SKIPPED {test}: {e} (set SWITCHYARD_REQUIRE_WGPU=1 to make this a failure)");
-            None
-        }
-        Err(e) => panic!("wgpu backend failed to start: {e}"),
-    }
-}
-
-fn up(be: &Arc<dyn Backend>, data: &[u8]) -> u64 {
-    let a = be.alloc(data.len()).unwrap();
-    be.upload(a, data).unwrap();
-    a
-}
-
-fn down(be: &Arc<dyn Backend>, addr: u64, n: usize) -> Vec<u8> {
-    let mut v = vec![0u8; n];
-    be.download(addr, &mut v).unwrap();
-    v
-}
-
-/// NaN bytes, so an element nobody wrote shows.
-fn poisoned(be: &Arc<dyn Backend>, bytes: usize) -> u64 {
-    up(be, &vec![0xff; bytes])
-}
+mod common;
+use common::{backend, down, poisoned, up};
 
 fn operands(g: &mut Gen, m: usize, n: usize, k: usize) -> (Vec<u8>, Vec<u8>) {
     (g.bf16(m * k, 0.01, 1.0).1, g.bf16(n * k, 0.01, 0.5).1)

@@ -1,24 +1,9 @@
 //! Every wgpu kernel against the CPU reference under DESIGN.md's tolerances.
 //! No adapter: skipped with a visible reason, unless SWITCHYARD_REQUIRE_WGPU=1.
-use std::sync::Arc;
-use switchyard_core::{Backend, Error};
 use switchyard_kernels::{parity, Ops};
 
-/// The backend, or `None` (after printing why) when this machine has no
-/// adapter and the environment does not require one.
-pub fn backend_or_skip(test: &str) -> Option<Arc<dyn Backend>> {
-    match switchyard_wgpu::wgpu_backend() {
-        Ok(be) => Some(be),
-        Err(e @ Error::Unavailable { .. }) => {
-            if std::env::var("SWITCHYARD_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
-                panic!("SWITCHYARD_REQUIRE_WGPU=1 but {e}");
-            }
-            eprintln!("SKIPPED {test}: {e} (set SWITCHYARD_REQUIRE_WGPU=1 to make this a failure)");
-            None
-        }
-        Err(e) => panic!("wgpu backend failed to start: {e}"),
-    }
-}
+mod common;
+use common::wgpu as backend_or_skip;
 
 #[test]
 fn every_kernel_matches_cpu_ref() {
