@@ -31,15 +31,7 @@ struct Bench {
     ops: Ops,
     bufs: Vec<u64>,
 }
-
-impl Buffers for Bench {
-    fn backend(&self) -> &Arc<dyn Backend> {
-        &self.be
-    }
-    fn held(&mut self) -> &mut Vec<u64> {
-        &mut self.bufs
-    }
-}
+common::buffers_in_fields!(Bench);
 
 impl Bench {
     /// A large buffer of random bf16: one 64 MiB random block uploaded, then

@@ -40,15 +40,7 @@ struct Bench {
     bufs: Vec<u64>,
     copy_gbs: f64,
 }
-
-impl Buffers for Bench {
-    fn backend(&self) -> &Arc<dyn Backend> {
-        &self.be
-    }
-    fn held(&mut self) -> &mut Vec<u64> {
-        &mut self.bufs
-    }
-}
+common::buffers_in_fields!(Bench);
 
 impl Bench {
     /// (median ms of single timed launches, median per-launch ms of 20 back-to-back launches).

@@ -27,15 +27,7 @@ struct Bench {
     be: Arc<dyn Backend>,
     bufs: Vec<u64>,
 }
-
-impl Buffers for Bench {
-    fn backend(&self) -> &Arc<dyn Backend> {
-        &self.be
-    }
-    fn held(&mut self) -> &mut Vec<u64> {
-        &mut self.bufs
-    }
-}
+common::buffers_in_fields!(Bench);
 
 impl Bench {
     /// Random bf16 bytes generated on the host once and uploaded `sets` times

@@ -46,3 +46,19 @@ pub trait Buffers {
         Ok(a)
     }
 }
+
+/// Implements [`Buffers`] for a struct with fields `be: Arc<dyn Backend>` and
+/// `bufs: Vec<u64>`.
+macro_rules! buffers_in_fields {
+    ($t:ty) => {
+        impl $crate::common::Buffers for $t {
+            fn backend(&self) -> &std::sync::Arc<dyn switchyard_core::Backend> {
+                &self.be
+            }
+            fn held(&mut self) -> &mut Vec<u64> {
+                &mut self.bufs
+            }
+        }
+    };
+}
+pub(crate) use buffers_in_fields;
