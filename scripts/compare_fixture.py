@@ -11,8 +11,12 @@ import sys
 
 def main():
     exp = json.load(open(sys.argv[1]))
-    ours = json.load(open(sys.argv[2]))
     label = sys.argv[3] if len(sys.argv) > 3 else sys.argv[2]
+    try:
+        ours = json.load(open(sys.argv[2]))
+    except (OSError, ValueError) as e:
+        print(f"{label}: FAIL: no generate output ({e})")
+        sys.exit(1)
     ok = True
     min_cos, max_rel = 1.0, 0.0
     for step, (a, b) in enumerate(zip(ours["logits"], exp["logits"])):
