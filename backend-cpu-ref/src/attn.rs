@@ -274,9 +274,19 @@ fn attention_decode_reduce(c: &mut Ctx<'_>) -> Result<()> {
     let (batch, nh, hd, splits) = (c.size("batch")?, c.size("nh")?, c.size("hd")?, c.size("splits")?);
     let (out, o_ws, ml_ws) = (c.buf("out")?, c.buf("o_ws")?, c.buf("ml_ws")?);
     let heads = count(kernel, "out", &[batch, nh])?;
+    // An empty output bounds nothing below: hd = 0 let `heads` (up to 2^62)
+    // spin, and heads = 0 let `hd` size a scratch row of gigabytes (fuzzer
+    // findings). The launcher requires both positive; so does the reference.
+    if heads == 0 || hd == 0 {
+        return Err(Error::invalid(kernel, "hd", format!("batch·nh = {heads}, hd = {hd}: the output must be non-empty")));
+    }
     let o = c.f32s(o_ws, 0, count(kernel, "o_ws", &[heads, splits, hd])?)?;
     let ml = c.f32s(ml_ws, 0, count(kernel, "ml_ws", &[heads, splits, 2])?)?;
-    let mut bits = vec![BF16_NAN; count(kernel, "out", &[heads, hd])?];
+    // The output's range first: with splits = 0 the workspace reads above
+    // bound nothing, and heads · hd could ask for terabytes (fuzzer finding).
+    let out_elems = count(kernel, "out", &[heads, hd])?;
+    c.bytes(out, 0, out_elems, 2)?;
+    let mut bits = vec![BF16_NAN; out_elems];
     let mut num = vec![0f32; hd];
     for bh in 0..heads {
         let split = |s: usize| (ml[(bh * splits + s) * 2], ml[(bh * splits + s) * 2 + 1]);

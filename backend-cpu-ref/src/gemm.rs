@@ -97,8 +97,16 @@ pub(crate) fn product(
 }
 
 /// M, N, K of a GEMM launch, read from the scalar arguments (the grid is ignored).
+///
+/// M and N must be > 0 (as the launchers require): with an empty output no
+/// range check bounds the other dimension, and a raw launch with m = 0,
+/// k = 0 and n = 2^32 walked 2^26 empty panels (a fuzzer timeout).
 pub(crate) fn mnk(c: &Ctx<'_>) -> Result<(usize, usize, usize)> {
-    Ok((c.u32_size("m")?, c.u32_size("n")?, c.u32_size("k")?))
+    let (m, n, k) = (c.u32_size("m")?, c.u32_size("n")?, c.u32_size("k")?);
+    if m == 0 || n == 0 {
+        return Err(Error::invalid(c.kernel(), if m == 0 { "m" } else { "n" }, format!("m = {m}, n = {n}: the output must be non-empty")));
+    }
+    Ok((m, n, k))
 }
 
 /// The dense GEMM's f32 sums over `ranges` of K, after checking every operand's
@@ -176,6 +184,8 @@ fn splitk_partial(c: &mut Ctx<'_>) -> Result<()> {
     if splits == 0 {
         return Err(Error::invalid(kernel, "splits", "splits = 0: the K dimension needs at least one chunk"));
     }
+    // mnk refused an empty output, so the workspace check below bounds
+    // `splits` before one range per split is built (a fuzzer OOM).
     let ws = c.buf("ws")?;
     let total = elems(kernel, "ws", splits, elems(kernel, "ws", m, n)?)?;
     // Check the workspace before building one range per split: `splits` is a
