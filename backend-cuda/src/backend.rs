@@ -203,7 +203,12 @@ impl Backend for CudaBackend {
     }
 
     fn info(&self) -> BackendInfo {
-        self.info.clone()
+        let mut info = self.info.clone();
+        // Free memory is read now, not at open: leak checks compare it.
+        if let Ok((free, _)) = self.enter().and_then(|_st| raw::mem_get_info()) {
+            info.details.push(("free memory bytes".into(), free.to_string()));
+        }
+        info
     }
 
     fn alloc(&self, bytes: usize) -> Result<u64> {

@@ -32,6 +32,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuStreamDestroy_v2",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
+    "cuMemGetInfo_v2",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuMemcpyDtoDAsync_v2",
@@ -249,6 +250,14 @@ pub(crate) fn mem_free(p: CUdeviceptr) -> Result<()> {
     // SAFETY: the caller removed `p` from its range table (so it was live)
     // and synchronised the stream first, so no queued kernel reads it.
     unsafe { check(&format_args!("cuMemFree({p:#x})"), cu::cuMemFree_v2(p)) }
+}
+
+/// `(free, total)` device memory in bytes, for the current context's device.
+pub(crate) fn mem_get_info() -> Result<(usize, usize)> {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: valid out-pointers; a context is current.
+    unsafe { check(&"cuMemGetInfo", cu::cuMemGetInfo_v2(&mut free, &mut total))? };
+    Ok((free, total))
 }
 
 /// Host-to-device copy on `s`; returns once the host bytes are no longer needed.

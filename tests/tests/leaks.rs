@@ -19,6 +19,11 @@ const TOKENS: usize = 500;
 /// Token after which the footprint is sampled (warm-up done).
 const WARM: usize = 50;
 
+/// Free device memory as the backend reports it (`info().details`), where it does.
+fn device_free(be: &std::sync::Arc<dyn switchyard_core::Backend>) -> Option<u64> {
+    be.info().details.iter().find(|(k, _)| k == "free memory bytes").and_then(|(_, v)| v.parse().ok())
+}
+
 fn fixture() -> Checkpoint {
     Checkpoint::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-dense")).expect("open tiny-dense")
 }
@@ -36,6 +41,7 @@ per_backend! {
             let mut s = Session::new(&model, 1, prompt.len() + TOKENS, prompt.len()).expect("session");
             let mut row = s.prefill(0, &prompt, 0, false).expect("prefill");
             let mut at_warm = None;
+            let mut free_at_warm = None;
             for t in 1..TOKENS {
                 // EOS is ignored: the run is always TOKENS long.
                 let pos = prompt.len() + t - 1;
@@ -43,11 +49,19 @@ per_backend! {
                 if t == WARM {
                     be.synchronize().unwrap();
                     at_warm = Some(be.live_bytes());
+                    free_at_warm = device_free(&be);
                 }
             }
             be.synchronize().unwrap();
             let (warm, end) = (at_warm.unwrap(), be.live_bytes());
             assert_eq!(end, warm, "{}: live bytes grew from {warm} after token {WARM} to {end} after token {TOKENS}", be.name());
+            // Where the driver reports it (CUDA), the device's own free memory
+            // must not have moved either: this catches memory the backend's
+            // accounting never saw.
+            if let (Some(w), Some(e)) = (free_at_warm, device_free(&be)) {
+                assert_eq!(e, w, "{}: device free memory went from {w} after token {WARM} to {e} after token {TOKENS}", be.name());
+                println!("{}: device free memory {w} bytes after token {WARM} and {e} after token {TOKENS}", be.name());
+            }
             assert!(row.token < 384, "a real token came out");
         }
         assert_eq!(be.live_bytes(), after_load, "{}: the dropped session left bytes behind", be.name());
