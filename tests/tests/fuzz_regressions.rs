@@ -1,0 +1,244 @@
+//! Regression tests for what the fuzz targets (`fuzz/`) found, replayed
+//! through the very harness the fuzzer runs: `fuzz/src/lib.rs` is included
+//! here by path, so a saved input takes the same code path as under
+//! libFuzzer, only in a plain `cargo test` (debug build: overflow checks on,
+//! as in the fuzz build).
+//!
+//! Findings (each fixed, each kept here):
+//! - launch_validator: every typed launcher computed the byte extents it
+//!   range-checks with plain `*` (`bf16s(rows * dim)`, `e * big_k / 2 * big_n`,
+//!   `rows * k` in `moe_route`, ...). Shapes whose product overflows panicked
+//!   with debug assertions, and in release wrapped to a small size that
+//!   passed the range check, so on a GPU the kernel could run past its
+//!   buffer. Fixed with saturating sizes (`kernels/src/ops.rs::sat`).
+//! - launch_validator: `norm_block(dim)` overflowed for huge `dim`.
+//! - launch_validator, raw launches on the CPU reference: kernels allocated
+//!   their output image (or one range per split, or a weight panel) from the
+//!   scalar arguments before range-checking the output, so tiny buffers with
+//!   huge sizes asked for 8-64 GiB (OOM: gather, combine, grouped GEMM with
+//!   e = 0, split-K partial, decode reduce with splits = 0); and row loops
+//!   whose rows touch no memory (dim = 0, hdim = 0, GEMM with m = 0) spun
+//!   through up to 2^32 empty rows (timeouts). Fixed by checking the output
+//!   range first and refusing those empty dimensions.
+//! - checkpoint_loader (seeded by hand, then fuzzed): a config claiming
+//!   10^9 layers made the parser allocate per-layer tables of that length;
+//!   head counts whose products overflow panicked in the weight loader.
+//!   Fixed by `config::MAX_LAYERS` and a check, before any upload, that the
+//!   sizes the config declares fit in the checkpoint's tensor data.
+#[allow(dead_code)]
+#[path = "../../fuzz/src/lib.rs"]
+mod harness;
+
+use harness::{join_loader_input, load_once, split_loader_input, LoadOutcome};
+use std::path::{Path, PathBuf};
+use switchyard_core::{DeviceBuffer, Error};
+use switchyard_kernels::Ops;
+
+fn fuzz_dir(sub: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz").join(sub)
+}
+
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            let p = e.unwrap().path();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn load(data: &[u8]) -> LoadOutcome {
+    let (q, cfg, st) = split_loader_input(data).expect("config part is UTF-8");
+    load_once(q, cfg, st)
+}
+
+/// Every saved launch_validator crash input replays without a panic (each
+/// panicked in the fuzz build before the saturating-size fix).
+#[test]
+fn launch_validator_crashes_replay_clean() {
+    let inputs = files(&fuzz_dir("regressions/launch_validator"));
+    assert!(!inputs.is_empty(), "the regression inputs are missing");
+    for (name, data) in inputs {
+        eprintln!("replaying {name}");
+        harness::launch_once(&data);
+    }
+}
+
+/// The launch seed corpus also replays (the fuzzer starts from it).
+#[test]
+fn launch_validator_seeds_replay_clean() {
+    for (_, data) in files(&fuzz_dir("corpus/launch_validator")) {
+        harness::launch_once(&data);
+    }
+}
+
+/// Every loader seed replays, and the seeds do what their names say: the
+/// micro models load (so the fuzzer starts from the whole success path),
+/// the damaged ones fail with the error their damage calls for.
+#[test]
+fn checkpoint_loader_seeds_behave_as_named() {
+    let seeds = files(&fuzz_dir("corpus/checkpoint_loader"));
+    assert!(seeds.len() >= 10, "seed corpus missing");
+    for (name, data) in seeds {
+        let out = load(&data);
+        let ok = match (&out, name.as_str()) {
+            (LoadOutcome::Loaded(bytes), n) if n.contains("-bf16-") || n.ends_with("-f32") || n.ends_with("-f16") => *bytes > 0,
+            (LoadOutcome::CheckpointErr(m), n) if n.contains("truncated") || n.contains("header-") || n.contains("len-only") => {
+                m.contains("unreadable safetensors")
+            }
+            (LoadOutcome::CheckpointErr(m), "tiny-dense-huge-len") => m.contains("unreadable safetensors"),
+            (LoadOutcome::ModelErr(m), n) if n.contains("missing-tensor") => m.contains("missing tensor"),
+            (LoadOutcome::ModelErr(m), n) if n.contains("wrong-shape") => m.contains("has shape"),
+            (LoadOutcome::ModelErr(m), "micro-no-config") => m.contains("not valid JSON"),
+            (LoadOutcome::ModelErr(m), "tiny-dense-layers-1e9") => m.contains("num_hidden_layers"),
+            (LoadOutcome::ModelErr(m), "tiny-dense-hidden-1e9") => m.contains("declares at least"),
+            // I64 is 8 bytes an element, so the BF16-sized offsets no longer tile the data.
+            (LoadOutcome::CheckpointErr(m), "tiny-dense-bad-dtype") => m.contains("invalid shape, data type, or offset"),
+            _ => false,
+        };
+        assert!(ok, "seed {name}: unexpected outcome {out:?}");
+    }
+}
+
+fn tiny_dense_config() -> serde_json::Value {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-dense/config.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn tiny_dense_bytes() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-dense/model.safetensors")).unwrap()
+}
+
+use switchyard_model::serde_json;
+
+/// A config whose head counts overflow `num_heads · head_dim` (it panicked
+/// in `Loader::layer` before the up-front size check) is refused by that
+/// check, naming the sizes, with nothing uploaded.
+#[test]
+fn loader_refuses_overflowing_head_count() {
+    let mut cfg = tiny_dense_config();
+    cfg["num_attention_heads"] = serde_json::json!(1u64 << 62);
+    let out = load(&join_loader_input(0, &cfg.to_string(), &tiny_dense_bytes()));
+    match out {
+        LoadOutcome::ModelErr(m) => assert!(m.contains("declares at least") && m.contains("bytes of weights"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// hidden_size = 10^9 is refused before any tensor is read, even though the
+/// checkpoint is otherwise complete: the declared embedding alone is far
+/// larger than the file.
+#[test]
+fn loader_refuses_config_larger_than_file() {
+    let mut cfg = tiny_dense_config();
+    cfg["hidden_size"] = serde_json::json!(1_000_000_000u64);
+    match load(&join_loader_input(0, &cfg.to_string(), &tiny_dense_bytes())) {
+        LoadOutcome::ModelErr(m) => assert!(m.contains("declares at least"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// 10^9 layers is refused by the parser (it would otherwise allocate
+/// per-layer tables of that length before reading any tensor).
+#[test]
+fn loader_refuses_absurd_layer_count() {
+    let mut cfg = tiny_dense_config();
+    cfg["num_hidden_layers"] = serde_json::json!(1_000_000_000u64);
+    cfg.as_object_mut().unwrap().remove("layer_types");
+    match load(&join_loader_input(0, &cfg.to_string(), &tiny_dense_bytes())) {
+        LoadOutcome::ModelErr(m) => assert!(m.contains("num_hidden_layers") && m.contains("exceeds"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// The unmodified fixture still loads through the same path (the size check
+/// does not refuse a correct checkpoint).
+#[test]
+fn loader_accepts_the_tiny_dense_fixture() {
+    let cfg = tiny_dense_config();
+    for q in 0..3 {
+        match load(&join_loader_input(q, &cfg.to_string(), &tiny_dense_bytes())) {
+            LoadOutcome::Loaded(bytes) => assert!(bytes > 0),
+            other => panic!("quant {q}: {other:?}"),
+        }
+    }
+}
+
+/// Each launcher site that overflowed, called directly with the shapes that
+/// overflow: a typed error (out of bounds or invalid argument), no panic,
+/// and nothing launched.
+#[test]
+fn launchers_with_overflowing_shapes_are_refused() {
+    let be = switchyard_cpu_ref::cpu_backend();
+    let ops = Ops::new(be.clone());
+    let b = DeviceBuffer::new(&be, 256).unwrap();
+    let a = b.addr();
+    let big = 1usize << 62;
+    let huge = usize::MAX;
+    let checks: Vec<(&str, switchyard_core::Result<()>)> = vec![
+        ("moe_route rows·k", ops.moe_route(a, a, a, a, a, a, big, 8, 4)),
+        ("moe_offsets e+1", ops.moe_offsets(a, a, a, huge)),
+        ("rmsnorm rows·dim", ops.rmsnorm(a, a, 0, 3, big, 1e-6)),
+        ("rmsnorm norm_block", ops.rmsnorm(a, a, 0, 1, huge - 1, 1e-6)),
+        ("embed_gather_bf16 vocab·h", ops.embed_gather_bf16(a, a, a, 1, big, 16, 1.0)),
+        ("gather_rows_bf16 n_src·h", ops.gather_rows_bf16(a, a, a, 1, big, 16)),
+        ("gelu_mul rows·2·inter", ops.gelu_mul(a, a, 1 << 30, 1 << 30)),
+        ("lm_head vocab·hdim", ops.lm_head_logits_bf16(a, a, a, 1, big, 16, 0.0)),
+        ("dense_gemm_splitk splits·m·n", ops.dense_gemm_splitk(a, a, a, a, 1 << 31, 1 << 31, 8, 1 << 31)),
+        ("moe_gather n·h", ops.moe_gather(a, a, a, 1 << 30, 1, 1 << 30, 1)),
+    ];
+    for (what, r) in checks {
+        match r {
+            Err(Error::OutOfBounds { .. } | Error::InvalidArgument { .. }) => {}
+            other => panic!("{what}: expected a typed refusal, got {other:?}"),
+        }
+    }
+    drop(b);
+    assert_eq!(be.live_bytes(), 0);
+}
+
+/// The raw launches behind the CPU reference's OOMs and timeouts, one per
+/// fixed site: each must fail fast with a typed error (a regression would
+/// allocate gigabytes or spin for minutes, and show up as an abort or a
+/// hung test).
+#[test]
+fn raw_launches_that_exhausted_memory_or_spun_fail_fast() {
+    use switchyard_core::Arg::{F, I, P, U};
+    use switchyard_kernels::{attn, gemm, head, moe, norm};
+    let be = switchyard_cpu_ref::cpu_backend();
+    let b = DeviceBuffer::zeroed(&be, 256).unwrap();
+    let a = b.addr();
+    let big = i32::MAX;
+    let g = |x: u32| [x, 1, 1];
+    let t0 = std::time::Instant::now();
+    let cases: Vec<(&switchyard_core::KernelSig, [u32; 3], Vec<switchyard_core::Arg>)> = vec![
+        (&norm::RMSNORM_BF16, g(u32::MAX), vec![P(a), P(a), P(0), I(0), F(1e-6)]),
+        (&norm::LAYER_OUT_BF16, g(u32::MAX), vec![P(a), P(a), P(a), P(0), P(a), I(0), F(1e-6)]),
+        (&gemm::DENSE_GEMM_BF16, g(1), vec![P(a), P(a), P(a), U(0), U(u32::MAX), U(0)]),
+        (&gemm::DENSE_GEMM_SPLITK_PARTIAL, g(1), vec![P(a), P(a), P(a), U(0), U(1), U(1), U(u32::MAX)]),
+        (&moe::expert::MOE_GATHER_BF16, g(1), vec![P(a), P(a), P(a), I(1), I(1), I(big), I(0)]),
+        (&moe::expert::MOE_COMBINE_BF16, g(1), vec![P(a), P(a), P(a), P(a), I(big), I(0), I(big), I(0)]),
+        (&attn::ATTENTION_DECODE_REDUCE, g(1), vec![P(a), P(a), P(a), I(big), I(big), I(8), I(0)]),
+        (&attn::ATTENTION_DECODE_REDUCE, g(1), vec![P(a), P(a), P(a), I(0), I(1), I(big), I(1)]),
+        (&head::LM_HEAD_LOGITS_BF16, g(1), vec![P(a), P(a), P(a), I(0), I(big), I(0), F(0.0)]),
+    ];
+    for (sig, grid, args) in cases {
+        match be.launch(sig.module, sig.symbol, grid, [1, 1, 1], &args) {
+            Err(Error::OutOfBounds { .. } | Error::InvalidArgument { .. }) => {}
+            other => panic!("{}: expected a typed refusal, got {other:?}", sig.symbol),
+        }
+    }
+    // n = 0 rows and e = 0 experts: an empty output, so Ok — but before the
+    // fix the 2^16 x 2^16 weight panel (16 GiB of f32) was allocated anyway.
+    let sig = &moe::expert::MOE_GROUPED_GEMM_BF16;
+    let args = [P(a), P(a), P(a), P(a), I(0), I(0), I(1 << 16), I(1 << 16)];
+    be.launch(sig.module, sig.symbol, g(1), [1, 1, 1], &args).expect("an empty grouped GEMM is a no-op");
+    // Each is refused before any real work: all of them together in well
+    // under a second even unoptimised (the spinning versions took minutes).
+    assert!(t0.elapsed().as_secs() < 5, "refusals took {:?}", t0.elapsed());
+    drop(b);
+    assert_eq!(be.live_bytes(), 0);
+}
