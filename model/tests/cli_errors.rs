@@ -2,25 +2,20 @@
 //! non-zero, say what is wrong on stderr, print nothing on stdout that looks
 //! like a result (token ids, JSON), and never panic.
 //!
-//! The binary belongs to `switchyard-model`, so `CARGO_BIN_EXE_switchyard`
-//! is not set for this crate. It is found next to this test executable's
-//! directory (`target/<profile>/deps/..`), where `cargo test --workspace`
-//! (and `cargo build`) put it. A missing binary is a failure with the
-//! command that builds it, not a skip.
-use std::path::{Path, PathBuf};
+//! It lives in the model package (not `tests/`) so that Cargo builds the
+//! binary before this test and hands over its path in
+//! `CARGO_BIN_EXE_switchyard`: a plain `cargo test --workspace` always runs
+//! it against the current build.
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
-    let bin = profile_dir.join(format!("switchyard{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        bin.is_file(),
-        "{} not found: build it with `cargo build -p switchyard-model --bin switchyard` (same profile and target dir), \
-         or run `cargo test --workspace`",
-        bin.display()
-    );
-    bin
+fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_switchyard")
+}
+
+/// The shared fixtures live in the tests crate.
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
 }
 
 fn run(args: &[&str]) -> Output {
@@ -108,7 +103,7 @@ fn model_dir_missing() {
 /// A copy of the tiny-dense fixture whose safetensors is cut short.
 #[test]
 fn model_with_truncated_safetensors() {
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-dense");
+    let fx = fixtures().join("tiny-dense");
     let dir = std::env::temp_dir().join(format!("switchyard-cli-trunc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(fx.join("config.json"), dir.join("config.json")).unwrap();
@@ -123,7 +118,7 @@ fn model_with_truncated_safetensors() {
 /// A config that is not JSON at all.
 #[test]
 fn model_with_garbage_config() {
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-dense");
+    let fx = fixtures().join("tiny-dense");
     let dir = std::env::temp_dir().join(format!("switchyard-cli-cfg-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.json"), "{ not json").unwrap();
