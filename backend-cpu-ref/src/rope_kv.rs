@@ -38,8 +38,10 @@ fn qkv_prep(c: &mut Ctx<'_>) -> Result<()> {
     let (q_out, q_raw, cos_sin, pos) = (c.buf("q_out")?, c.buf("q_raw")?, c.buf("cos_sin")?, c.buf("pos")?);
     let (nh, nkv, hd, eps) = (c.size("nh")?, c.size("nkv")?, c.size("hd")?, c.f32("eps")?);
     let (src_rows, max_pos, num_slots) = (c.size("src_rows")?, c.size("max_pos")?, c.size("num_slots")?);
-    if hd % 2 != 0 {
-        return Err(Error::invalid(c.kernel(), "hd", format!("hd = {hd} must be even: rotate-half pairs i with i + hd/2")));
+    // hd = 0 as well: every head row would be empty, so nothing would bound
+    // the loop over nh (up to 2^31) heads per row (a fuzzer timeout).
+    if hd == 0 || hd % 2 != 0 {
+        return Err(Error::invalid(c.kernel(), "hd", format!("hd = {hd} must be positive and even: rotate-half pairs i with i + hd/2")));
     }
     let pmap = c.opt_buf("pmap")?;
     let q_norm = c.opt_buf("q_norm")?.map(|w| c.bf16(w, 0, hd)).transpose()?;
