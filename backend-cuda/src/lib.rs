@@ -16,7 +16,8 @@
 //! - Modules are cached in memory and on disk ([`compile::cache_dir`],
 //!   overridable with `SWITCHYARD_CUDA_CACHE`).
 //!
-//! All `unsafe` code lives in the private `raw` module.
+//! `unsafe` code lives in two places: the private `raw` module (driver and
+//! NVRTC calls) and `cublas` (the GEMM yardstick), each block with a SAFETY note.
 #![warn(missing_docs)]
 
 mod backend;
