@@ -120,13 +120,10 @@ __device__ __forceinline__ int cache_slots(int n) { return min(NORM_MAXC, (n + (
 
 // ---------------------------------------------------------------- rmsnorm
 
+// Σ x² over a row: the chunks already held in registers, then the rest
+// streamed from `x`. One order for every norm kernel, so they agree bit for bit.
 template <int V, int C>
-__device__ __forceinline__ void rmsnorm_row(bf16* out, const bf16* x, const bf16* w, int dim, float eps, float* red) {
-    const int n = dim / V;
-    BfVec<V> c[C];
-#pragma unroll
-    for (int j = 0; j < C; ++j)
-        if (slot(j) < n) vload_x<V>(c[j], x + (size_t)slot(j) * V);
+__device__ __forceinline__ float row_sumsq(const BfVec<V> (&c)[C], const bf16* x, int n) {
     float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < C; ++j)
@@ -136,6 +133,17 @@ __device__ __forceinline__ void rmsnorm_row(bf16* out, const bf16* x, const bf16
         vload_x<V>(t, x + (size_t)k * V);
         ss += sumsq<V>(t);
     }
+    return ss;
+}
+
+template <int V, int C>
+__device__ __forceinline__ void rmsnorm_row(bf16* out, const bf16* x, const bf16* w, int dim, float eps, float* red) {
+    const int n = dim / V;
+    BfVec<V> c[C];
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (slot(j) < n) vload_x<V>(c[j], x + (size_t)slot(j) * V);
+    const float ss = row_sumsq<V, C>(c, x, n);
     const float inv = inv_rms(ss, dim, eps, red);
 #pragma unroll
     for (int j = 0; j < C; ++j)
@@ -188,15 +196,7 @@ __device__ __forceinline__ void sandwich_row(bf16* resid_out, bf16* normed, cons
             vload_rw<V>(cr[j], resid + (size_t)slot(j) * V);
         }
     }
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < C; ++j)
-        if (slot(j) < n) ss += sumsq<V>(cx[j]);
-    for (int k = slot(C); k < n; k += blockDim.x) {
-        BfVec<V> t;
-        vload_x<V>(t, x + (size_t)k * V);
-        ss += sumsq<V>(t);
-    }
+    const float ss = row_sumsq<V, C>(cx, x, n);
     const float inv1 = inv_rms(ss, dim, eps, red);
     // resid_out may alias resid: every element is read before it is written,
     // by the same thread, so no other thread observes a half-updated row.
@@ -275,15 +275,7 @@ __device__ __forceinline__ void layer_out_row(bf16* out, const bf16* mid, const 
         }
     }
     const float scalar = *layer_scalar;
-    float ss = 0.0f;
-#pragma unroll
-    for (int j = 0; j < C; ++j)
-        if (slot(j) < n) ss += sumsq<V>(cx[j]);
-    for (int k = slot(C); k < n; k += blockDim.x) {
-        BfVec<V> t;
-        vload_x<V>(t, x + (size_t)k * V);
-        ss += sumsq<V>(t);
-    }
+    const float ss = row_sumsq<V, C>(cx, x, n);
     const float inv = inv_rms(ss, dim, eps, red);
 #pragma unroll
     for (int j = 0; j < C; ++j)
