@@ -49,7 +49,7 @@ impl Pending {
 /// A running kernel's arguments.
 pub(crate) struct Ctx<'a> {
     sig: &'static KernelSig,
-    grid: Grid,
+    grid: Option<Grid>,
     args: &'a [Arg],
     /// Per argument: for a non-null pointer, its address and the bytes from
     /// it to the end of its allocation.
@@ -59,7 +59,7 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// Resolves every non-null pointer argument against `mem`.
-    pub(crate) fn new(sig: &'static KernelSig, grid: Grid, args: &'a [Arg], mem: &'a Allocs) -> Result<Self> {
+    pub(crate) fn new(sig: &'static KernelSig, grid: Option<Grid>, args: &'a [Arg], mem: &'a Allocs) -> Result<Self> {
         sig.check(args)?;
         let mut views = Vec::with_capacity(args.len());
         for (spec, arg) in sig.args.iter().zip(args) {
@@ -85,9 +85,9 @@ impl<'a> Ctx<'a> {
         self.sig.symbol
     }
 
-    /// Rows of a row kernel: the launcher puts them in the grid's x dimension.
+    /// Rows of a kernel still launched through the legacy geometry path.
     pub(crate) fn grid_x(&self) -> usize {
-        self.grid[0] as usize
+        self.grid.map_or(0, |g| g[0] as usize)
     }
 
     fn index(&self, name: &str, kind: ArgKind) -> Result<usize> {

@@ -15,10 +15,10 @@
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 use switchyard_core::vaddr::MAX_ALLOC;
-use switchyard_core::{Arg, Backend, BackendInfo, Error, Grid, KernelSig, Result};
+use switchyard_core::{Arg, Backend, BackendInfo, BackendKind, Error, Grid, KernelSig, Recording, Result};
 
 mod ctx;
 mod memory;
@@ -29,7 +29,7 @@ mod memory;
 macro_rules! register {
     ($sig:path => $run:path) => {
         inventory::submit! {
-            switchyard_core::registry::Implemented { backend: crate::NAME, module: $sig.module, symbol: $sig.symbol }
+            switchyard_core::registry::Implemented { backend: switchyard_core::BackendKind::Cpu, kernel: &$sig }
         }
         inventory::submit! { crate::CpuKernel { sig: &$sig, run: $run } }
     };
@@ -49,8 +49,9 @@ mod w4a16;
 use ctx::Ctx;
 use memory::Memory;
 
-/// The backend name in the registry and on the command line.
-pub const NAME: &str = "cpu";
+const NAME: &str = BackendKind::Cpu.name();
+
+inventory::submit! { switchyard_core::registry::BackendFactory { kind: BackendKind::Cpu, open: || Ok(cpu_backend()) } }
 
 /// A kernel body: reads its arguments through the context and records writes.
 type KernelFn = fn(&mut Ctx<'_>) -> Result<()>;
@@ -71,9 +72,31 @@ fn kernel_fn(sig: &KernelSig) -> Option<KernelFn> {
 
 /// The scalar CPU reference backend. Work runs synchronously inside
 /// [`Backend::launch`]; [`Backend::synchronize`] has nothing to wait for.
+/// A recording is the stored list of launches and copies, run again in
+/// order by [`Backend::replay`].
 #[derive(Default)]
 pub struct CpuBackend {
     mem: Memory,
+    recording: Mutex<Option<Vec<Step>>>,
+}
+
+/// One recorded launch or copy.
+#[derive(Clone, Debug)]
+enum Step {
+    Launch(&'static KernelSig, Vec<Arg>),
+    Copy { dst: u64, src: u64, bytes: usize },
+    Zero { dst: u64, bytes: usize },
+}
+
+impl Step {
+    /// The addresses the step uses, for the liveness check at replay.
+    fn addresses(&self) -> Vec<u64> {
+        match self {
+            Step::Launch(_, args) => args.iter().filter_map(|a| if let Arg::P(p) = *a { (p != 0).then_some(p) } else { None }).collect(),
+            Step::Copy { dst, src, .. } => vec![*dst, *src],
+            Step::Zero { dst, .. } => vec![*dst],
+        }
+    }
 }
 
 impl CpuBackend {
@@ -81,7 +104,62 @@ impl CpuBackend {
     pub fn new() -> CpuBackend {
         CpuBackend::default()
     }
+
+    fn recording(&self) -> MutexGuard<'_, Option<Vec<Step>>> {
+        self.recording.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stores `step` when recording (returns true), else leaves it to run now.
+    fn recorded(&self, step: impl FnOnce() -> Step) -> bool {
+        match self.recording().as_mut() {
+            Some(steps) => {
+                steps.push(step());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Refuses host-side operations while a recording is open.
+    fn not_recording(&self, op: &str) -> Result<()> {
+        if self.recording().is_some() {
+            return Err(Error::invalid(
+                op,
+                "<recording>",
+                "host transfers and synchronisation cannot be recorded; do them outside record()",
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(&self, kernel: &'static KernelSig, grid: Option<Grid>, args: &[Arg]) -> Result<()> {
+        let run = kernel_fn(kernel).ok_or_else(|| Error::UnknownKernel {
+            module: kernel.module.into(),
+            symbol: kernel.symbol.into(),
+            backend: Some(NAME.into()),
+        })?;
+        // The lock is held for the whole kernel so that the snapshot it reads
+        // and the table its writes are committed to are the same.
+        let mut mem = self.mem.lock();
+        let pending = {
+            let mut ctx = Ctx::new(kernel, grid, args, &mem)?;
+            run(&mut ctx)?;
+            ctx.finish()
+        };
+        pending.commit(&mut mem, kernel.symbol)
+    }
+
+    fn run_step(&self, step: &Step) -> Result<()> {
+        match step {
+            Step::Launch(k, args) => self.run(k, None, args),
+            Step::Copy { dst, src, bytes } => self.mem.copy(*dst, *src, *bytes),
+            Step::Zero { dst, bytes } => self.mem.memset0(*dst, *bytes),
+        }
+    }
 }
+
+/// The steps of a CPU recording.
+struct CpuRecording(Vec<Step>);
 
 /// A fresh CPU reference backend, shared.
 pub fn cpu_backend() -> Arc<dyn Backend> {
@@ -89,13 +167,13 @@ pub fn cpu_backend() -> Arc<dyn Backend> {
 }
 
 impl Backend for CpuBackend {
-    fn name(&self) -> &'static str {
-        NAME
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
     }
 
     fn info(&self) -> BackendInfo {
         BackendInfo {
-            backend: NAME,
+            backend: BackendKind::Cpu,
             device: format!("scalar CPU reference ({})", std::env::consts::ARCH),
             driver: format!("switchyard-cpu-ref {}", env!("CARGO_PKG_VERSION")),
             max_alloc_bytes: MAX_ALLOC,
@@ -116,18 +194,29 @@ impl Backend for CpuBackend {
     }
 
     fn upload(&self, dst: u64, data: &[u8]) -> Result<()> {
+        self.not_recording("upload")?;
         self.mem.upload(dst, data)
     }
 
     fn download(&self, src: u64, out: &mut [u8]) -> Result<()> {
+        self.not_recording("download")?;
         self.mem.download(src, out)
     }
 
     fn memset0(&self, dst: u64, bytes: usize) -> Result<()> {
+        self.mem.check_range(dst, bytes).map_err(|d| Error::oob("memset0", "dst", d))?;
+        if self.recorded(|| Step::Zero { dst, bytes }) {
+            return Ok(());
+        }
         self.mem.memset0(dst, bytes)
     }
 
     fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        self.mem.check_range(dst, bytes).map_err(|d| Error::oob("copy", "dst", d))?;
+        self.mem.check_range(src, bytes).map_err(|d| Error::oob("copy", "src", d))?;
+        if self.recorded(|| Step::Copy { dst, src, bytes }) {
+            return Ok(());
+        }
         self.mem.copy(dst, src, bytes)
     }
 
@@ -135,25 +224,43 @@ impl Backend for CpuBackend {
         self.mem.check_range(addr, bytes)
     }
 
-    fn enqueue(&self, kernel: &'static KernelSig, grid: Grid, _block: Grid, args: &[Arg]) -> Result<()> {
-        let run = kernel_fn(kernel).ok_or_else(|| Error::UnknownKernel {
-            module: kernel.module.into(),
-            symbol: kernel.symbol.into(),
-            backend: Some(NAME.into()),
-        })?;
-        // The lock is held for the whole kernel so that the snapshot it reads
-        // and the table its writes are committed to are the same.
-        let mut mem = self.mem.lock();
-        let pending = {
-            let mut ctx = Ctx::new(kernel, grid, args, &mem)?;
-            run(&mut ctx)?;
-            ctx.finish()
-        };
-        pending.commit(&mut mem, kernel.symbol)
+    fn enqueue(&self, kernel: &'static KernelSig, args: &[Arg]) -> Result<()> {
+        if self.recorded(|| Step::Launch(kernel, args.to_vec())) {
+            return Ok(());
+        }
+        self.run(kernel, None, args)
+    }
+
+    fn enqueue_legacy(&self, kernel: &'static KernelSig, grid: Grid, _block: Grid, args: &[Arg]) -> Result<()> {
+        self.not_recording(kernel.symbol)?;
+        self.run(kernel, Some(grid), args)
+    }
+
+    fn record(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<Recording> {
+        {
+            let mut r = self.recording();
+            if r.is_some() {
+                return Err(Error::invalid("record", "<recording>", "a recording is already open on this backend"));
+            }
+            *r = Some(Vec::new());
+        }
+        let result = work();
+        let steps = self.recording().take().unwrap_or_default();
+        result?;
+        Ok(Recording::new(BackendKind::Cpu, self as *const Self as usize, steps.len(), Box::new(CpuRecording(steps))))
+    }
+
+    fn replay(&self, recording: &Recording) -> Result<()> {
+        self.not_recording("replay")?;
+        let CpuRecording(steps) = recording.state::<CpuRecording>(self as *const Self as usize)?;
+        for addr in steps.iter().flat_map(Step::addresses) {
+            self.mem.check_range(addr, 1).map_err(|d| Error::invalid("replay", "recording", format!("a buffer it uses was freed: {d}")))?;
+        }
+        steps.iter().try_for_each(|s| self.run_step(s))
     }
 
     fn synchronize(&self) -> Result<()> {
-        Ok(())
+        self.not_recording("synchronize")
     }
 
     fn time_ms(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<f64> {

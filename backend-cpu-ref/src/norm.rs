@@ -9,10 +9,10 @@ register!(RMSNORM_BF16 => rmsnorm);
 register!(POST_NORM_ADD_PRE_NORM_BF16 => post_norm_add_pre_norm);
 register!(LAYER_OUT_BF16 => layer_out);
 
-/// `dim` of a row kernel, which must be > 0. The row count comes from the
-/// grid (up to 2^32); with dim = 0 every row is empty and touches no memory,
-/// so a raw launch with a huge grid spun through billions of no-op rows
-/// instead of failing (a timeout found by the launch_validator fuzzer).
+/// `dim` of a row kernel, which must be > 0: with dim = 0 every row is
+/// empty and touches no memory, so a raw launch with a huge row count spun
+/// through billions of no-op rows instead of failing (a timeout found by the
+/// launch_validator fuzzer).
 fn row_dim(c: &Ctx<'_>) -> Result<usize> {
     match c.size("dim")? {
         0 => Err(Error::invalid(c.kernel(), "dim", "dim must be > 0")),
@@ -47,7 +47,7 @@ fn rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
     let (out, x, w) = (c.buf("out")?, c.buf("x")?, c.opt_buf("w")?);
     let (dim, eps) = (row_dim(c)?, c.f32("eps")?);
     let w = w.map(|w| c.bf16(w, 0, dim)).transpose()?;
-    for r in 0..c.grid_x() {
+    for r in 0..c.size("rows")? {
         let xr = c.bf16(x, r * dim, dim)?;
         c.put_bf16(out, r * dim, &to_bits(&normalize(&xr, eps, w.as_deref())))?;
     }
@@ -62,7 +62,7 @@ fn post_norm_add_pre_norm(c: &mut Ctx<'_>) -> Result<()> {
     let normed = if w_pre.is_some() { Some(c.buf("normed")?) } else { None };
     let w_post = w_post.map(|w| c.bf16(w, 0, dim)).transpose()?;
     let w_pre = w_pre.map(|w| c.bf16(w, 0, dim)).transpose()?;
-    for r in 0..c.grid_x() {
+    for r in 0..c.size("rows")? {
         let xr = c.bf16(x, r * dim, dim)?;
         let rr = c.bf16(resid, r * dim, dim)?;
         let t = round_all(normalize(&xr, eps, w_post.as_deref()));
@@ -81,7 +81,7 @@ fn layer_out(c: &mut Ctx<'_>) -> Result<()> {
     let (dim, eps) = (row_dim(c)?, c.f32("eps")?);
     let w = w.map(|w| c.bf16(w, 0, dim)).transpose()?;
     let ls = c.f32_at(scalar, 0)?;
-    for r in 0..c.grid_x() {
+    for r in 0..c.size("rows")? {
         let xr = c.bf16(x, r * dim, dim)?;
         let mr = c.bf16(mid, r * dim, dim)?;
         let t = round_all(normalize(&xr, eps, w.as_deref()));

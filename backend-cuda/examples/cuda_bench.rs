@@ -84,7 +84,8 @@ impl Bench {
     #[allow(clippy::too_many_arguments)]
     fn sweep(&self, name: &str, module: &str, symbol: &str, grid: [u32; 3], blocks: &[u32], sets: &[Vec<Arg>], bytes: f64) -> Result<()> {
         for &b in blocks {
-            let t = self.time(sets.len(), &mut |s| self.be.launch(module, symbol, grid, [b, 1, 1], &sets[s]))?;
+            let sig = switchyard_core::registry::lookup(module, symbol)?;
+            let t = self.time(sets.len(), &mut |s| self.be.launch_legacy(sig, grid, [b, 1, 1], &sets[s]))?;
             self.report(name, b, t, bytes);
         }
         Ok(())

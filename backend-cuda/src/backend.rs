@@ -4,9 +4,9 @@ use crate::raw::{self, Attr, CUcontext, CUdevice, CUfunction, CUmodule, CUstream
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use switchyard_core::vaddr::RangeTable;
-use switchyard_core::{Arg, Backend, BackendInfo, Error, Grid, KernelSig, Result};
+use switchyard_core::{Arg, Backend, BackendInfo, BackendKind, Error, Grid, KernelSig, Recording, Result};
 
-const NAME: &str = "cuda";
+const NAME: &str = BackendKind::Cuda.name();
 
 /// Environment variable picking the device ordinal (default 0).
 pub const DEVICE_ENV: &str = "SWITCHYARD_CUDA_DEVICE";
@@ -37,6 +37,8 @@ struct State {
     modules: HashMap<String, Shared<CUmodule>>,
     functions: HashMap<(&'static str, &'static str), Shared<CUfunction>>,
 }
+
+inventory::submit! { switchyard_core::registry::BackendFactory { kind: BackendKind::Cuda, open: cuda_backend } }
 
 /// Opens the CUDA backend on device `$SWITCHYARD_CUDA_DEVICE` (default 0).
 ///
@@ -102,7 +104,7 @@ impl CudaBackend {
                 details.push(("SM clock MHz".to_string(), (clock_khz / 1000).to_string()));
             }
             let info = BackendInfo {
-                backend: NAME,
+                backend: BackendKind::Cuda,
                 device: name,
                 driver: format!("CUDA driver {}.{}", driver / 1000, (driver % 1000) / 10),
                 max_alloc_bytes: total as u64,
@@ -198,8 +200,8 @@ fn param_slot(a: &Arg) -> raw::ParamSlot {
 }
 
 impl Backend for CudaBackend {
-    fn name(&self) -> &'static str {
-        NAME
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
     }
 
     fn info(&self) -> BackendInfo {
@@ -277,7 +279,19 @@ impl Backend for CudaBackend {
         st.ranges.check(addr, bytes as u64)
     }
 
-    fn enqueue(&self, sig: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
+    fn enqueue(&self, sig: &'static KernelSig, _args: &[Arg]) -> Result<()> {
+        Err(Error::Unsupported(format!("{}: planned launches are not wired into the cuda backend yet", sig.symbol)))
+    }
+
+    fn record(&self, _work: &mut dyn FnMut() -> Result<()>) -> Result<Recording> {
+        Err(Error::Unsupported("cuda: recording is not wired yet".into()))
+    }
+
+    fn replay(&self, _recording: &Recording) -> Result<()> {
+        Err(Error::Unsupported("cuda: recording is not wired yet".into()))
+    }
+
+    fn enqueue_legacy(&self, sig: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
         if args.len() != sig.args.len() {
             return Err(Error::invalid(sig.symbol, "<argument list>", format!("expected {}, got {}", sig.args.len(), args.len())));
         }

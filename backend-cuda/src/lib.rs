@@ -34,16 +34,15 @@ pub use cublas::Cublas;
 macro_rules! implemented {
     ($($kernel:path),* $(,)?) => {
         $(inventory::submit! {
-            switchyard_core::registry::Implemented { backend: "cuda", module: $kernel.module, symbol: $kernel.symbol }
+            switchyard_core::registry::Implemented { backend: switchyard_core::BackendKind::Cuda, kernel: &$kernel }
         })*
     };
 }
 
-use switchyard_kernels::{embed, head, moe, norm, rope_kv, util};
+use switchyard_kernels::{embed, head, moe, rope_kv, util};
 
 implemented! {
     embed::EMBED_GATHER_FP8, embed::EMBED_GATHER_BF16, embed::GATHER_ROWS_BF16,
-    norm::RMSNORM_BF16, norm::POST_NORM_ADD_PRE_NORM_BF16, norm::LAYER_OUT_BF16,
     rope_kv::QKV_PREP_BF16,
     moe::MOE_COUNT, moe::MOE_OFFSETS, moe::MOE_SCATTER,
     head::LM_HEAD_LOGITS_FP8, head::LM_HEAD_LOGITS_BF16, head::ARGMAX_ROWS, head::LETTER_LOGITS_FP8,

@@ -15,7 +15,7 @@ pub(crate) fn source(name: &str) -> Option<Source> {
     if name == BYTECOPY_NAME {
         Some(BYTECOPY)
     } else {
-        sources::wgsl(name)
+        switchyard_core::registry::kernels().into_iter().find(|k| k.symbol == name).and_then(sources::wgsl)
     }
 }
 

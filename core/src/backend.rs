@@ -1,13 +1,13 @@
-use crate::{registry, Arg, Error, KernelSig, Result};
+use crate::{registry, Arg, BackendKind, Error, KernelSig, Recording, Result};
 
 /// Launch geometry: `[x, y, z]` blocks in the grid or threads in the block.
 pub type Grid = [u32; 3];
 
 /// What a backend reports about the device it drives.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct BackendInfo {
-    /// Backend name (`cpu`, `wgpu`, `cuda`).
-    pub backend: &'static str,
+    /// Which backend.
+    pub backend: BackendKind,
     /// Device name as the driver reports it.
     pub device: String,
     /// Driver name and version, where known.
@@ -30,8 +30,13 @@ pub struct BackendInfo {
 /// respect to each other, and [`Backend::download`] and
 /// [`Backend::synchronize`] wait for everything enqueued before them.
 pub trait Backend: Send + Sync {
+    /// Which backend this is; [`BackendKind::name`] is its name.
+    fn kind(&self) -> BackendKind;
+
     /// Short backend name, as used by `--backend` and the registry.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
 
     /// Device facts for reports.
     fn info(&self) -> BackendInfo;
@@ -41,7 +46,8 @@ pub trait Backend: Send + Sync {
 
     /// Frees an allocation made by [`Backend::alloc`]. `addr` must be the
     /// address `alloc` returned; afterwards every address into it is invalid
-    /// and using one is an error, not undefined behaviour.
+    /// and using one is an error, not undefined behaviour. Recordings that
+    /// use the allocation are refused at their next replay.
     fn free(&self, addr: u64) -> Result<()>;
 
     /// Copies host bytes to `dst`.
@@ -61,35 +67,62 @@ pub trait Backend: Send + Sync {
     /// the caller completes with the kernel and argument names).
     fn check_range(&self, addr: u64, bytes: usize) -> std::result::Result<(), String>;
 
-    /// Runs a kernel whose arguments were already validated against `kernel`
-    /// by [`Backend::launch`]. Implementations may assume counts, kinds and
-    /// non-null-ness match the signature, and must still resolve every
-    /// pointer against live allocations.
-    fn enqueue(&self, kernel: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()>;
+    /// Runs a kernel whose arguments [`Backend::launch`] has checked against
+    /// its signature. The backend plans the launch itself (geometry, shared
+    /// memory, workspace from its own arena) from the arguments and its
+    /// device's facts, and trusts shapes and extents (the launcher checked
+    /// them). It still checks, under the lock `free` takes, that every
+    /// non-null pointer is live: that check is what keeps a buffer freed on
+    /// another thread from reaching the device.
+    fn enqueue(&self, kernel: &'static KernelSig, args: &[Arg]) -> Result<()>;
 
-    /// Launches `module::symbol`. Validates before the backend sees anything:
-    /// the kernel is declared and implemented by this backend, the argument
-    /// count and kinds match the declaration, non-nullable pointers are not
-    /// null, every non-null pointer lies in a live allocation, and the
-    /// geometry is non-empty. Then calls [`Backend::enqueue`].
-    fn launch(&self, module: &str, symbol: &str, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
-        let sig = registry::lookup(module, symbol)?;
-        if !registry::implements(self.name(), sig) {
-            return Err(Error::UnknownKernel { module: module.into(), symbol: symbol.into(), backend: Some(self.name().into()) });
+    /// Launches `kernel`: it must be implemented by this backend, and the
+    /// argument count, kinds and non-nullability must match its declaration.
+    /// Then calls [`Backend::enqueue`]. Shapes and extents are the typed
+    /// launchers' job (`switchyard_kernels::Ops`).
+    fn launch(&self, kernel: &'static KernelSig, args: &[Arg]) -> Result<()> {
+        if !registry::implements(self.kind(), kernel) {
+            return Err(Error::UnknownKernel {
+                module: kernel.module.into(),
+                symbol: kernel.symbol.into(),
+                backend: Some(self.name().into()),
+            });
         }
-        sig.check(args)?;
-        for (spec, arg) in sig.args.iter().zip(args) {
-            if let Arg::P(addr) = *arg {
-                if addr != 0 {
-                    self.check_range(addr, 1).map_err(|d| Error::oob(sig.symbol, spec.name, d))?;
-                }
-            }
-        }
-        if grid.contains(&0) || block.contains(&0) {
-            return Err(Error::invalid(sig.symbol, "<geometry>", format!("empty launch: grid {grid:?}, block {block:?}")));
-        }
-        self.enqueue(sig, grid, block, args)
+        kernel.check(args)?;
+        self.enqueue(kernel, args)
     }
+
+    /// Transition path for launchers that still compute a CUDA-shaped
+    /// geometry; removed once every kernel has plans.
+    #[doc(hidden)]
+    fn launch_legacy(&self, kernel: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
+        if !registry::implements(self.kind(), kernel) {
+            return Err(Error::UnknownKernel {
+                module: kernel.module.into(),
+                symbol: kernel.symbol.into(),
+                backend: Some(self.name().into()),
+            });
+        }
+        kernel.check(args)?;
+        if grid.contains(&0) || block.contains(&0) {
+            return Err(Error::invalid(kernel.symbol, "<geometry>", format!("empty launch: grid {grid:?}, block {block:?}")));
+        }
+        self.enqueue_legacy(kernel, grid, block, args)
+    }
+
+    /// See [`Backend::launch_legacy`].
+    #[doc(hidden)]
+    fn enqueue_legacy(&self, kernel: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()>;
+
+    /// Records the launches and copies that `work` enqueues, without running
+    /// them, into a [`Recording`] that [`Backend::replay`] runs. Uploads,
+    /// downloads and synchronisation inside `work` are refused (their host
+    /// side cannot be replayed). See [`Recording`] for the contract.
+    fn record(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<Recording>;
+
+    /// Enqueues a recording made by this backend. Refused, naming the
+    /// address, if a buffer it uses was freed since it was recorded.
+    fn replay(&self, recording: &Recording) -> Result<()>;
 
     /// Waits for all enqueued work and reports any deferred error.
     fn synchronize(&self) -> Result<()>;
@@ -101,4 +134,11 @@ pub trait Backend: Send + Sync {
 
     /// Bytes currently allocated through this backend (leak accounting).
     fn live_bytes(&self) -> usize;
+
+    /// Backend-specific capabilities beyond the trait (for example the CUDA
+    /// backend's cuBLAS yardstick), for callers that downcast to a type the
+    /// backend crate documents. `None` where there are none.
+    fn extension(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }

@@ -3,8 +3,12 @@
 //! The interface every Switchyard backend implements, and the vocabulary shared
 //! by the kernel catalogue, the backends and the model:
 //!
-//! - [`Backend`]: an object-safe device driver (memory, copies, kernel launch by
-//!   module + symbol, synchronisation, timing).
+//! - [`Backend`]: an object-safe device driver (memory, copies, kernel launch
+//!   by declaration, recorded launch sequences, synchronisation, timing).
+//! - [`BackendKind`]: backend names, written once; [`registry::open`] opens
+//!   a backend by kind from whatever drivers are linked.
+//! - [`Region`]: a device address with its extent, what launchers take.
+//! - [`Recording`]: a launch sequence captured once and replayed.
 //! - [`Arg`], [`ArgKind`], [`ArgSpec`], [`KernelSig`]: kernel arguments and the
 //!   declared signature every launch is validated against.
 //! - [`registry`]: which kernels exist and which backend implements which.
@@ -24,6 +28,9 @@ mod buffer;
 pub mod codec;
 pub mod compare;
 mod error;
+mod kind;
+mod recording;
+mod region;
 pub mod registry;
 pub mod vaddr;
 
@@ -31,6 +38,9 @@ pub use arg::{Arg, ArgKind, ArgSpec, KernelSig, Role};
 pub use backend::{Backend, BackendInfo, Grid};
 pub use buffer::DeviceBuffer;
 pub use error::{Error, Result};
+pub use kind::BackendKind;
+pub use recording::Recording;
+pub use region::Region;
 
 /// Element types that kernels read and write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -10,7 +10,7 @@
 //! arithmetic overflow with debug assertions, an index out of range, or one
 //! of the asserts below) is a finding.
 use std::sync::Arc;
-use switchyard_core::{registry, Arg, ArgKind, Backend, DeviceBuffer};
+use switchyard_core::{registry, Arg, ArgKind, Backend, DeviceBuffer, Region};
 use switchyard_kernels::attn::{AttnParams, KvView};
 use switchyard_kernels::gemm::w4a16::Fp4Weight;
 use switchyard_kernels::moe::expert::ExpertWeights;
@@ -131,6 +131,8 @@ pub fn load_once(quant: Quant, config: String, safetensors: Vec<u8>) -> LoadOutc
 struct Pool {
     bufs: Vec<DeviceBuffer>,
     freed: u64,
+    /// A region of a buffer that has been dropped (typed launchers must refuse it).
+    freed_region: Region,
 }
 
 /// Small values, boundaries and overflow bait, for scalars and shapes.
@@ -158,7 +160,37 @@ impl Pool {
         }
         let freed = be.alloc(64).expect("alloc 64 bytes");
         be.free(freed).expect("free what was just allocated");
-        Pool { bufs, freed }
+        let freed_region = DeviceBuffer::new(be, 64).expect("alloc 64 bytes").region();
+        Pool { bufs, freed, freed_region }
+    }
+
+    /// A region for a typed launcher: a whole live buffer, a sub-range of
+    /// one (possibly empty), or a region whose buffer was freed.
+    fn region(&self, r: &mut Reader) -> Region {
+        let b = &self.bufs[r.pick(self.bufs.len())];
+        let len = b.len();
+        match r.pick(8) {
+            0 => self.freed_region,
+            1 | 2 => {
+                let off = r.u16() as usize % (len + 1);
+                b.region().tail(off).expect("offset within the buffer")
+            }
+            3 => {
+                let off = r.u16() as usize % (len + 1);
+                let n = r.u16() as usize % (len - off + 1);
+                b.slice(off, n).expect("range within the buffer")
+            }
+            _ => b.region(),
+        }
+    }
+
+    /// An optional region: absent one time in four.
+    fn opt_region(&self, r: &mut Reader) -> Option<Region> {
+        if r.pick(4) == 0 {
+            None
+        } else {
+            Some(self.region(r))
+        }
     }
 
     /// A pointer argument: null, inside a live buffer, at or past its end,
@@ -215,19 +247,6 @@ fn arg_of_kind(kind: ArgKind, pool: &Pool, r: &mut Reader) -> Arg {
     }
 }
 
-fn grid(r: &mut Reader) -> [u32; 3] {
-    let mut g = [1u32; 3];
-    for x in &mut g {
-        *x = match r.pick(4) {
-            0 => 1,
-            1 => r.u8() as u32 % 5,
-            2 => edge(r) as u32,
-            _ => r.u32(),
-        };
-    }
-    g
-}
-
 /// A raw `Backend::launch` of a registered kernel with arbitrary arguments.
 fn raw_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
     let all = registry::kernels();
@@ -243,9 +262,7 @@ fn raw_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
             arg_of_kind(kind, pool, r)
         })
         .collect();
-    let (g, b) = (grid(r), grid(r));
-    let (module, symbol) = if r.pick(32) == 0 { ("nosuch", sig.symbol) } else { (sig.module, sig.symbol) };
-    if let Err(e) = be.launch(module, symbol, g, b, &args) {
+    if let Err(e) = be.launch(sig, &args) {
         assert!(!e.to_string().is_empty());
     }
 }
@@ -258,7 +275,7 @@ fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
         0 => ops.dense_gemm_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r)),
         1 => ops.dense_gemm_tc_scaled_acc(p(r), p(r), p(r), dim(r), dim(r), dim(r), scalar_f32(r)),
         2 => ops.dense_gemm_splitk(p(r), p(r), p(r), p(r), dim(r), dim(r), dim(r), dim(r)),
-        3 => ops.rmsnorm(p(r), p(r), p(r), dim(r), dim(r), scalar_f32(r)),
+        3 => ops.rmsnorm_bf16(pool.region(r), pool.region(r), pool.opt_region(r), dim(r), dim(r), scalar_f32(r)),
         4 => ops.lm_head_logits_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r), scalar_f32(r)),
         5 => ops.argmax_rows(p(r), p(r), p(r), dim(r), dim(r), edge(r) as i32, edge(r) as i32),
         6 => ops.embed_gather_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r), scalar_f32(r)),

@@ -14,6 +14,8 @@
 mod declare;
 mod ops;
 pub mod parity;
+#[macro_use]
+pub mod plan;
 pub mod sources;
 
 pub mod attn;

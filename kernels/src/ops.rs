@@ -1,5 +1,5 @@
 use std::sync::Arc;
-use switchyard_core::{Arg, Backend, Error, KernelSig, Result};
+use switchyard_core::{Arg, Backend, Error, KernelSig, Region, Result};
 
 /// Typed launchers. Each method (defined in the kernel's family module)
 /// validates shapes, checks that every buffer it will touch is large enough,
@@ -20,6 +20,34 @@ impl Ops {
         Ops { be }
     }
 
+    /// Checks that each region covers the bytes the kernel will touch
+    /// through it and that the range is still allocated, then launches.
+    /// The one place launches are range-checked.
+    pub(crate) fn launch(&self, sig: &'static KernelSig, args: &[LaunchArg]) -> Result<()> {
+        debug_assert_eq!(args.len(), sig.args.len(), "launcher of {} out of step with its signature", sig.symbol);
+        let mut plain = Vec::with_capacity(args.len());
+        for (a, spec) in args.iter().zip(sig.args) {
+            plain.push(match *a {
+                LaunchArg::Buf(None) => Arg::P(0),
+                LaunchArg::Buf(Some((region, touches))) => {
+                    if touches > region.len() {
+                        return Err(Error::oob(
+                            sig.symbol,
+                            spec.name,
+                            format!("the kernel touches {touches} bytes; the region holds {}", region.len()),
+                        ));
+                    }
+                    if touches > 0 {
+                        self.be.check_range(region.addr(), touches).map_err(|d| Error::oob(sig.symbol, spec.name, d))?;
+                    }
+                    Arg::P(region.addr())
+                }
+                LaunchArg::Scalar(s) => s,
+            });
+        }
+        self.be.launch(sig, &plain)
+    }
+
     /// Checks each pointer's extent against its allocation, then launches.
     pub(crate) fn go(&self, sig: &'static KernelSig, grid: [u32; 3], block: [u32; 3], args: &[Sized]) -> Result<()> {
         if args.len() != sig.args.len() {
@@ -37,8 +65,39 @@ impl Ops {
             }
         }
         let plain: Vec<Arg> = args.iter().map(|a| a.0).collect();
-        self.be.launch(sig.module, sig.symbol, grid, block, &plain)
+        self.be.launch_legacy(sig, grid, block, &plain)
     }
+}
+
+/// One argument of a typed launch: a buffer region with the bytes the kernel
+/// touches through it (`None`: a null pointer), or a scalar.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LaunchArg {
+    Buf(Option<(Region, usize)>),
+    Scalar(Arg),
+}
+
+/// A region the kernel touches `touches` bytes of (from its start).
+pub(crate) fn region(r: Region, touches: usize) -> LaunchArg {
+    LaunchArg::Buf(Some((r, touches)))
+}
+
+/// An optional region: null when absent.
+pub(crate) fn optional(r: Option<Region>, touches: usize) -> LaunchArg {
+    LaunchArg::Buf(r.map(|r| (r, touches)))
+}
+
+/// A scalar argument.
+pub(crate) fn scalar(a: Arg) -> LaunchArg {
+    LaunchArg::Scalar(a)
+}
+
+/// The product of sizes, saturating at `usize::MAX`: a shape whose size
+/// overflows cannot fit in any region, so a saturated size makes the range
+/// check refuse it, where a plain `*` would panic (debug) or wrap to a
+/// small size that passes (release). Found by the `launch_validator` fuzz target.
+pub(crate) fn saturating_product(xs: &[usize]) -> usize {
+    xs.iter().fold(1usize, |acc, &x| acc.saturating_mul(x))
 }
 
 /// `ceil(a / b)` as a grid dimension, refusing grids past u32.

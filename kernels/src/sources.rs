@@ -31,24 +31,32 @@ pub const CUDA_PRELUDE: Source = Source { path: "src/prelude.cuh", text: include
 /// Shared WGSL helpers (bf16 packing with round-to-nearest-even, fp8 decode), prepended to every kernel.
 pub const WGSL_PRELUDE: Source = Source { path: "src/prelude.wgsl", text: include_str!("prelude.wgsl") };
 
-/// CUDA sources by module.
-pub static CUDA: &[(&str, Source)] = include!("cuda_sources.in");
-/// WGSL sources by kernel symbol.
-pub static WGSL: &[(&str, Source)] = include!("wgsl_sources.in");
+/// CUDA sources by module: every `src/<family>/<module>.cu` (found by the build script).
+pub static CUDA: &[(&str, Source)] = include!(concat!(env!("OUT_DIR"), "/cuda_sources.rs"));
+/// Legacy WGSL table, for kernels not yet registered with `wgsl_plan!`.
+static WGSL_LEGACY: &[(&str, Source)] = include!("wgsl_sources.in");
 
-/// WGSL fragments by path relative to `src/` (the name an include line uses).
+/// WGSL fragments by path relative to `src/` (the name an include line
+/// uses): every `src/<family>/<name>.wgsli` (found by the build script).
 /// A fragment may only use names that every shader including it defines
 /// (`p`, the `d_*` bindings it reads, prelude helpers).
-pub static WGSL_FRAGMENTS: &[(&str, Source)] = include!("wgsl_fragments.in");
+pub static WGSL_FRAGMENTS: &[(&str, Source)] = include!(concat!(env!("OUT_DIR"), "/wgsl_fragments.rs"));
 
 /// The CUDA source of `module`.
 pub fn cuda(module: &str) -> Option<Source> {
     CUDA.iter().find(|(m, _)| *m == module).map(|(_, s)| *s)
 }
 
-/// The WGSL source of `symbol`.
-pub fn wgsl(symbol: &str) -> Option<Source> {
-    WGSL.iter().find(|(m, _)| *m == symbol).map(|(_, s)| *s)
+/// The WGSL source of `kernel`: the file its `wgsl_plan!` registration names.
+pub fn wgsl(kernel: &switchyard_core::KernelSig) -> Option<Source> {
+    crate::plan::wgsl_kernel(kernel).map(|k| k.source).or_else(|| WGSL_LEGACY.iter().find(|(m, _)| *m == kernel.symbol).map(|(_, s)| *s))
+}
+
+/// Every WGSL implementation: (kernel, source).
+pub fn wgsl_all() -> Vec<(&'static switchyard_core::KernelSig, Source)> {
+    let mut v: Vec<_> = switchyard_core::registry::kernels().into_iter().filter_map(|k| wgsl(k).map(|s| (k, s))).collect();
+    v.sort_by_key(|(k, _)| (k.module, k.symbol));
+    v
 }
 
 /// The WGSL fragment at `path` (relative to `src/`, as an include line names it).
@@ -84,9 +92,9 @@ pub fn wgsl_expand(src: &Source) -> Result<Expanded, String> {
     expand_with(src, &wgsl_fragment)
 }
 
-/// [`wgsl_expand`] of the kernel `symbol`'s source; `None` if it has none.
-pub fn wgsl_expanded(symbol: &str) -> Option<Result<Expanded, String>> {
-    wgsl(symbol).map(|s| wgsl_expand(&s))
+/// [`wgsl_expand`] of `kernel`'s source; `None` if it has none.
+pub fn wgsl_expanded(kernel: &switchyard_core::KernelSig) -> Option<Result<Expanded, String>> {
+    wgsl(kernel).map(|s| wgsl_expand(&s))
 }
 
 type Lookup<'a> = &'a dyn Fn(&str) -> Option<Source>;
@@ -121,7 +129,7 @@ fn expand_into(
             .and_then(|r| r.strip_suffix('"'))
             .ok_or_else(|| format!("{}: malformed include (want `{WGSL_INCLUDE} \"<path>\"`): `{}`", at(), line.trim()))?;
         let frag = lookup(name)
-            .ok_or_else(|| format!("{}: unknown include \"{name}\" (fragments are listed in kernels/src/wgsl_fragments.in)", at()))?;
+            .ok_or_else(|| format!("{}: unknown include \"{name}\" (fragments are the .wgsli files in the family folders)", at()))?;
         if stack.contains(&frag.path) {
             return Err(format!("{}: include cycle: {} -> {}", at(), stack.join(" -> "), frag.path));
         }
@@ -187,8 +195,8 @@ mod tests {
 
     #[test]
     fn every_kernel_and_fragment_expands() {
-        for (symbol, _) in WGSL {
-            wgsl_expanded(symbol).unwrap().unwrap_or_else(|e| panic!("{symbol}: {e}"));
+        for (kernel, src) in wgsl_all() {
+            wgsl_expand(&src).unwrap_or_else(|e| panic!("{}: {e}", kernel.symbol));
         }
         for (name, src) in WGSL_FRAGMENTS {
             assert_eq!(src.path, format!("src/{name}"));

@@ -1,37 +1,28 @@
-//! Backend selection: by name (`--backend`, `SWITCHYARD_BACKEND`), limited to
-//! the drivers compiled in through Cargo features.
+//! Backend selection: by name (`--backend`, `SWITCHYARD_BACKEND`), through
+//! the driver registry of `switchyard_core`, among the drivers this build
+//! links (Cargo features decide which).
 use std::sync::Arc;
-use switchyard_core::{Backend, Error, Result};
+use switchyard_core::{registry, Backend, Result};
+
+// Link the drivers the features select, so their factories register.
+#[cfg(feature = "cpu")]
+use switchyard_cpu_ref as _;
+#[cfg(feature = "cuda")]
+use switchyard_cuda as _;
+#[cfg(feature = "wgpu")]
+use switchyard_wgpu as _;
 
 /// Environment variable naming the backend when `--backend` is not given.
 pub const BACKEND_ENV: &str = "SWITCHYARD_BACKEND";
 
-/// Every backend name this project knows, compiled in or not.
-pub const ALL: [&str; 3] = ["cpu", "wgpu", "cuda"];
-
 /// Opens the named backend. A backend left out of the build, or one whose
-/// driver or device is missing, is [`Error::Unavailable`] with the reason.
+/// driver or device is missing, is [`switchyard_core::Error::Unavailable`]
+/// with the reason; an unknown name is an invalid argument listing the known ones.
 pub fn open(name: &str) -> Result<Arc<dyn Backend>> {
-    match name {
-        "cpu" => Ok(switchyard_cpu_ref::cpu_backend()),
-        #[cfg(feature = "wgpu")]
-        "wgpu" => switchyard_wgpu::wgpu_backend(),
-        #[cfg(feature = "cuda")]
-        "cuda" => switchyard_cuda::cuda_backend(),
-        #[cfg(not(feature = "wgpu"))]
-        "wgpu" => Err(compiled_out(name)),
-        #[cfg(not(feature = "cuda"))]
-        "cuda" => Err(compiled_out(name)),
-        other => Err(Error::invalid("--backend", "backend", format!("unknown backend `{other}` (expected one of {})", ALL.join(", ")))),
-    }
+    registry::open_by_name(name)
 }
 
 /// The backend named by `arg`, else by `SWITCHYARD_BACKEND`, else `default`.
 pub fn choose(arg: Option<&str>, default: &str) -> String {
     arg.map(str::to_owned).or_else(|| std::env::var(BACKEND_ENV).ok().filter(|s| !s.is_empty())).unwrap_or_else(|| default.to_owned())
-}
-
-#[allow(dead_code)] // unused when every backend feature is on
-fn compiled_out(name: &str) -> Error {
-    Error::Unavailable { backend: name.into(), reason: format!("this binary was built without the `{name}` Cargo feature") }
 }

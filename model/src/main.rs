@@ -5,6 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use switchyard_core::BackendKind;
 use switchyard_kernels::{parity, Ops};
 use switchyard_model::checkpoint::Checkpoint;
 use switchyard_model::generate::{generate, Request};
@@ -161,7 +162,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let Some(command) = cli.command else { return generate_cmd(cli.generate) };
     match command {
         Command::Kernels => {
-            print!("{}", coverage::matrix(&backends::ALL));
+            print!("{}", coverage::matrix(&BackendKind::ALL));
             Ok(ExitCode::SUCCESS)
         }
         Command::Parity { backend, seed, filter } => parity_cmd(backend, seed, filter),
@@ -201,8 +202,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Result<ExitCode> {
     let explicit = backend.is_some() || std::env::var(backends::BACKEND_ENV).is_ok_and(|s| !s.is_empty());
-    let names: Vec<String> =
-        if explicit { vec![backends::choose(backend.as_deref(), "cpu")] } else { backends::ALL.iter().map(|s| s.to_string()).collect() };
+    let names: Vec<String> = if explicit {
+        vec![backends::choose(backend.as_deref(), "cpu")]
+    } else {
+        BackendKind::ALL.iter().map(|k| k.name().to_string()).collect()
+    };
     let reference = Ops::new(backends::open("cpu")?);
     let mut failed = false;
     let mut tested = 0;

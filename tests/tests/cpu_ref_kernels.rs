@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::bf16_ulp_distance;
-use switchyard_core::{Backend, DeviceBuffer};
+use switchyard_core::{Backend, DeviceBuffer, Region};
 use switchyard_kernels::rope_kv::QkvPrep;
 use switchyard_kernels::Ops;
 use switchyard_tests::reference::{self as r, bf16_f64, bf16_of_f64, Iv};
@@ -59,10 +59,14 @@ struct Bench {
 
 /// Handle to an output buffer of a [`Bench`].
 #[derive(Clone, Copy)]
-struct Out(usize, u64);
+struct Out(usize, Region);
 
 impl Out {
     fn addr(self) -> u64 {
+        self.1.addr()
+    }
+    /// The output's data, without its guard bytes.
+    fn region(self) -> Region {
         self.1
     }
 }
@@ -81,10 +85,15 @@ impl Bench {
 
     /// An input of exactly these bytes.
     fn input(&mut self, name: &str, data: Vec<u8>) -> u64 {
+        self.input_region(name, data).addr()
+    }
+
+    /// An input of exactly these bytes, as a region.
+    fn input_region(&mut self, name: &str, data: Vec<u8>) -> Region {
         let buf = DeviceBuffer::from_bytes(&self.be, &data).unwrap_or_else(|e| panic!("{}: upload `{name}`: {e}", self.label));
-        let a = buf.addr();
+        let r = buf.region();
         self.inputs.push((name.into(), buf, data));
-        a
+        r
     }
 
     /// An output (or in-out buffer) starting as `init`, followed by guard bytes.
@@ -93,9 +102,9 @@ impl Bench {
         let mut d = init;
         d.extend([GUARD_BYTE; GUARD]);
         let buf = DeviceBuffer::from_bytes(&self.be, &d).unwrap_or_else(|e| panic!("{}: upload `{name}`: {e}", self.label));
-        let a = buf.addr();
+        let r = buf.slice(0, len).expect("the buffer holds its data");
         self.outputs.push((name.into(), buf, len));
-        Out(self.outputs.len() - 1, a)
+        Out(self.outputs.len() - 1, r)
     }
 
     fn out_bf16(&mut self, name: &str, n: usize) -> Out {
@@ -386,9 +395,9 @@ fn rmsnorm_bf16(be: &Arc<dyn Backend>) {
             let w = rand_bf16(&mut g, dim, 0.1, 2.0);
             let mut b = Bench::new(be, format!("rmsnorm_bf16 rows={rows} dim={dim} eps={eps} w={}", if weighted { "set" } else { "null" }));
             let out = b.out_bf16("out", rows * dim);
-            let xa = b.input("x", bf16_bytes(&x));
-            let wa = if weighted { b.input("w", bf16_bytes(&w)) } else { 0 };
-            b.run(|o| o.rmsnorm(out.addr(), xa, wa, rows, dim, eps));
+            let xa = b.input_region("x", bf16_bytes(&x));
+            let wa = weighted.then(|| b.input_region("w", bf16_bytes(&w)));
+            b.run(|o| o.rmsnorm_bf16(out.region(), xa, wa, rows, dim, eps));
             b.check_bf16(out, &r::pts(r::rmsnorm(&x, weighted.then_some(&w[..]), dim, eps)), 1, Nan::Any);
             b.finish();
         }
@@ -418,16 +427,16 @@ fn post_norm_add_pre_norm_bf16(be: &Arc<dyn Backend>) {
             );
             let (ro, ra) = if alias {
                 let o = b.output("resid_out(=resid)", bf16_bytes(&resid));
-                (o, o.addr())
+                (o, o.region())
             } else {
                 let o = b.out_bf16("resid_out", rows * dim);
-                (o, b.input("resid", bf16_bytes(&resid)))
+                (o, b.input_region("resid", bf16_bytes(&resid)))
             };
             let normed = normed_given.then(|| b.out_bf16("normed", rows * dim));
-            let xa = b.input("x", bf16_bytes(&x));
-            let wpo = if wpost_on { b.input("w_post", bf16_bytes(&wpost)) } else { 0 };
-            let wpr = if wpre_on { b.input("w_pre", bf16_bytes(&wpre)) } else { 0 };
-            b.run(|o| o.sandwich(ro.addr(), normed.map_or(0, |n| n.addr()), ra, xa, wpo, wpr, rows, dim, eps));
+            let xa = b.input_region("x", bf16_bytes(&x));
+            let wpo = wpost_on.then(|| b.input_region("w_post", bf16_bytes(&wpost)));
+            let wpr = wpre_on.then(|| b.input_region("w_pre", bf16_bytes(&wpre)));
+            b.run(|o| o.post_norm_add_pre_norm_bf16(ro.region(), normed.map(Out::region), ra, xa, wpo, wpr, rows, dim, eps));
             let (e_ro, e_nm) = r::sandwich(&resid, &x, wpost_on.then_some(&wpost[..]), wpre_on.then_some(&wpre[..]), dim, eps);
             b.check_bf16(ro, &e_ro, 1, Nan::Any);
             match (normed, wpre_on) {
@@ -457,11 +466,11 @@ fn layer_out_bf16(be: &Arc<dyn Backend>) {
             let mut b =
                 Bench::new(be, format!("layer_out_bf16 rows={rows} dim={dim} w={} scalar={scalar}", if weighted { "set" } else { "null" }));
             let out = b.out_bf16("out", rows * dim);
-            let ma = b.input("mid", bf16_bytes(&mid));
-            let xa = b.input("x", bf16_bytes(&x));
-            let wa = if weighted { b.input("w", bf16_bytes(&w)) } else { 0 };
-            let sa = b.input("layer_scalar", bytes::f32_bytes(&[scalar]));
-            b.run(|o| o.layer_out(out.addr(), ma, xa, wa, sa, rows, dim, eps));
+            let ma = b.input_region("mid", bf16_bytes(&mid));
+            let xa = b.input_region("x", bf16_bytes(&x));
+            let wa = weighted.then(|| b.input_region("w", bf16_bytes(&w)));
+            let sa = b.input_region("layer_scalar", bytes::f32_bytes(&[scalar]));
+            b.run(|o| o.layer_out_bf16(out.region(), ma, xa, wa, sa, rows, dim, eps));
             b.check_bf16(out, &r::layer_out(&mid, &x, weighted.then_some(&w[..]), scalar, dim, eps), 1, Nan::Any);
             b.finish();
         }
@@ -970,7 +979,7 @@ macro_rules! kernel_tests {
                     let sig = switchyard_core::registry::kernels().into_iter().find(|s| s.symbol == sym);
                     let sig = sig.unwrap_or_else(|| panic!("{sym} is tested here but not declared in the catalogue"));
                     assert!(
-                        switchyard_core::registry::implements(be.name(), sig),
+                        switchyard_core::registry::implements(be.kind(), sig),
                         "{}::{} is not implemented on {}",
                         sig.module,
                         sym,

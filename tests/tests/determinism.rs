@@ -40,8 +40,8 @@ fn run_case(ops: &Ops, case: &Case) -> Vec<Vec<u8>> {
             DeviceBuffer::from_bytes(be, &bytes).or_else(|_| DeviceBuffer::zeroed(be, 1)).expect("alloc")
         })
         .collect();
-    let addrs: Vec<u64> = bufs.iter().map(DeviceBuffer::addr).collect();
-    (case.run)(ops, &addrs).unwrap_or_else(|e| panic!("{} {}: {e}", case.kernel.symbol, case.label));
+    let regions: Vec<_> = case.buffers.iter().zip(&bufs).map(|(b, d)| d.slice(0, b.len()).expect("buffer holds its data")).collect();
+    (case.run)(ops, &regions).unwrap_or_else(|e| panic!("{} {}: {e}", case.kernel.symbol, case.label));
     be.synchronize().unwrap();
     case.buffers.iter().zip(&bufs).filter(|(b, _)| b.check.is_some()).map(|(_, d)| d.to_vec().unwrap()).collect()
 }
@@ -51,7 +51,7 @@ per_backend! {
         let ops = Ops::new(be.clone());
         let mut kernels_run = 0;
         for set in inventory::iter::<CaseSet> {
-            if !registry::implements(be.name(), set.kernel) {
+            if !registry::implements(be.kind(), set.kernel) {
                 continue;
             }
             // Seeded like the parity suite, per kernel.

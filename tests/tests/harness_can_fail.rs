@@ -3,18 +3,13 @@
 //! output, and leaves a third's outputs unwritten. The harness must report
 //! each as its own failure.
 use std::sync::Arc;
-use switchyard_core::registry::Implemented;
-use switchyard_core::{Arg, Backend, BackendInfo, Grid, KernelSig, Result};
+use switchyard_core::{Arg, Backend, BackendInfo, BackendKind, Grid, KernelSig, Recording, Result};
 use switchyard_kernels::parity::{check_kernel, Status};
 use switchyard_kernels::{embed, head, norm, Ops};
 
 struct WrongBackend {
     inner: Arc<dyn Backend>,
 }
-
-inventory::submit! { Implemented { backend: "wrong", module: "norm", symbol: "rmsnorm_bf16" } }
-inventory::submit! { Implemented { backend: "wrong", module: "embed", symbol: "gather_rows_bf16" } }
-inventory::submit! { Implemented { backend: "wrong", module: "head", symbol: "argmax_rows" } }
 
 fn ptr(args: &[Arg], i: usize) -> u64 {
     match args[i] {
@@ -30,12 +25,41 @@ fn int(args: &[Arg], i: usize) -> usize {
     }
 }
 
+impl WrongBackend {
+    /// Runs `kernel` on the reference, then breaks it; `rows` is the row
+    /// count (an argument of planned kernels, the grid of legacy ones).
+    fn wrong(&self, kernel: &'static KernelSig, args: &[Arg], rows: usize, run: &dyn Fn() -> Result<()>) -> Result<()> {
+        match kernel.symbol {
+            // Wrong values: the right result, then one element nudged by 8 ulp.
+            "rmsnorm_bf16" => {
+                run()?;
+                let out = ptr(args, 0);
+                let mut e = [0u8; 2];
+                self.inner.download(out, &mut e)?;
+                let bits = u16::from_le_bytes(e).wrapping_add(8);
+                self.inner.upload(out, &bits.to_le_bytes())
+            }
+            // Out of bounds: the right rows, then two bytes past the end of `out`.
+            "gather_rows_bf16" => {
+                run()?;
+                let h = int(args, kernel.arg_index("h").expect("gather_rows_bf16 declares h"));
+                self.inner.upload(ptr(args, 0) + (rows * h * 2) as u64, &[0x11, 0x22])
+            }
+            // Unwritten: does nothing at all.
+            "argmax_rows" => Ok(()),
+            _ => run(),
+        }
+    }
+}
+
 impl Backend for WrongBackend {
-    fn name(&self) -> &'static str {
-        "wrong"
+    /// Poses as the CPU reference (which implements every kernel), so the
+    /// registry lets every launch through to the sabotage below.
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
     }
     fn info(&self) -> BackendInfo {
-        BackendInfo { backend: "wrong", device: "a deliberately wrong backend".into(), ..Default::default() }
+        BackendInfo { device: "a deliberately wrong backend".into(), ..self.inner.info() }
     }
     fn alloc(&self, bytes: usize) -> Result<u64> {
         self.inner.alloc(bytes)
@@ -58,27 +82,18 @@ impl Backend for WrongBackend {
     fn check_range(&self, addr: u64, bytes: usize) -> std::result::Result<(), String> {
         self.inner.check_range(addr, bytes)
     }
-    fn enqueue(&self, kernel: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
-        match kernel.symbol {
-            // Wrong values: the right result, then one element nudged by 8 ulp.
-            "rmsnorm_bf16" => {
-                self.inner.enqueue(kernel, grid, block, args)?;
-                let out = ptr(args, 0);
-                let mut e = [0u8; 2];
-                self.inner.download(out, &mut e)?;
-                let bits = u16::from_le_bytes(e).wrapping_add(8);
-                self.inner.upload(out, &bits.to_le_bytes())
-            }
-            // Out of bounds: the right rows, then two bytes past the end of `out`.
-            "gather_rows_bf16" => {
-                self.inner.enqueue(kernel, grid, block, args)?;
-                let end = grid[0] as usize * int(args, 3) * 2;
-                self.inner.upload(ptr(args, 0) + end as u64, &[0x11, 0x22])
-            }
-            // Unwritten: does nothing at all.
-            "argmax_rows" => Ok(()),
-            _ => self.inner.enqueue(kernel, grid, block, args),
-        }
+    fn enqueue(&self, kernel: &'static KernelSig, args: &[Arg]) -> Result<()> {
+        let rows = kernel.arg_index("rows").map_or(0, |i| int(args, i));
+        self.wrong(kernel, args, rows, &|| self.inner.enqueue(kernel, args))
+    }
+    fn enqueue_legacy(&self, kernel: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
+        self.wrong(kernel, args, grid[0] as usize, &|| self.inner.enqueue_legacy(kernel, grid, block, args))
+    }
+    fn record(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<Recording> {
+        self.inner.record(work)
+    }
+    fn replay(&self, recording: &Recording) -> Result<()> {
+        self.inner.replay(recording)
     }
     fn synchronize(&self) -> Result<()> {
         self.inner.synchronize()

@@ -19,7 +19,11 @@ per_backend! {
 #[test]
 fn every_declared_kernel_has_parity_cases_and_a_cpu_implementation() {
     for k in switchyard_core::registry::kernels() {
-        assert!(switchyard_core::registry::implements("cpu", k), "{} is declared but the CPU reference does not implement it", k.symbol);
+        assert!(
+            switchyard_core::registry::implements(switchyard_core::BackendKind::Cpu, k),
+            "{} is declared but the CPU reference does not implement it",
+            k.symbol
+        );
         let has_cases = inventory::iter::<parity::CaseSet>.into_iter().any(|s| std::ptr::eq(s.kernel, k));
         assert!(has_cases, "{} has no parity cases", k.symbol);
     }

@@ -342,8 +342,8 @@ fn prefill_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("pos", bytes::i32_bytes(&pos)),
                 ],
                 run: Box::new(move |o, a| {
-                    let kv = KvView { k_pool: a[2], v_pool: a[3], block_table: a[4], ..kv };
-                    o.attention_prefill(a[0], a[1], a[5], a[6], rows, &kv, &params)
+                    let kv = KvView { k_pool: a[2].addr(), v_pool: a[3].addr(), block_table: a[4].addr(), ..kv };
+                    o.attention_prefill(a[0].addr(), a[1].addr(), a[5].addr(), a[6].addr(), rows, &kv, &params)
                 }),
             }
         })
@@ -390,8 +390,16 @@ fn decode_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("workspace", vec![0u8; ws]),
                 ],
                 run: Box::new(move |o, a| {
-                    let kv = KvView { k_pool: a[2], v_pool: a[3], block_table: a[4], ..kv };
-                    let d = AttnDecode { out: a[0], q: a[1], ctx_len: a[5], batch, max_ctx, workspace: a[6], max_splits };
+                    let kv = KvView { k_pool: a[2].addr(), v_pool: a[3].addr(), block_table: a[4].addr(), ..kv };
+                    let d = AttnDecode {
+                        out: a[0].addr(),
+                        q: a[1].addr(),
+                        ctx_len: a[5].addr(),
+                        batch,
+                        max_ctx,
+                        workspace: a[6].addr(),
+                        max_splits,
+                    };
                     match forced {
                         None => o.attention_decode(&d, &kv, &params),
                         Some(len) => {
@@ -429,7 +437,7 @@ fn reduce_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("o_ws", o),
                     Buffer::input("ml_ws", bytes::f32_bytes(&ml)),
                 ],
-                run: Box::new(move |ops, a| ops.attention_decode_reduce(a[0], a[1], a[2], batch, nh, hd, splits)),
+                run: Box::new(move |ops, a| ops.attention_decode_reduce(a[0].addr(), a[1].addr(), a[2].addr(), batch, nh, hd, splits)),
             }
         })
         .collect()

@@ -132,7 +132,7 @@ fn fp8_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("row_scale", bytes::f32_bytes(&scales)),
                     Buffer::input("ids", ids_with_bad(g, rows, vocab)),
                 ],
-                run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, h, scale)),
+                run: Box::new(move |o, a| o.embed_gather_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, vocab, h, scale)),
             }
         })
         .collect()
@@ -152,7 +152,7 @@ fn bf16_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("table", table),
                     Buffer::input("ids", ids_with_bad(g, rows, vocab)),
                 ],
-                run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, h, scale)),
+                run: Box::new(move |o, a| o.embed_gather_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, vocab, h, scale)),
             }
         })
         .collect()
@@ -171,7 +171,7 @@ fn gather_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("src", src),
                     Buffer::input("idx", ids_with_bad(g, rows, n_src)),
                 ],
-                run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, n_src, h)),
+                run: Box::new(move |o, a| o.gather_rows_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, n_src, h)),
             }
         })
         .collect()

@@ -140,7 +140,7 @@ impl Ops {
     /// The prefill GEMM: the pipelined tensor-core kernel where this backend
     /// implements it and the shape allows (K % 8 == 0), else the simple kernel.
     pub fn dense_gemm_prefill(&self, a: u64, b: u64, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        if registry::implements(self.be.name(), &DENSE_GEMM_BF16_PIPELINED) && k % 8 == 0 {
+        if registry::implements(self.be.kind(), &DENSE_GEMM_BF16_PIPELINED) && k % 8 == 0 {
             self.dense_gemm_bf16_pipelined(a, b, c, m, n, k)
         } else {
             self.dense_gemm_bf16(a, b, c, m, n, k)
@@ -240,7 +240,7 @@ fn dense_cases(g: &mut Gen, sig: &'static switchyard_core::KernelSig, tol: Toler
                 kernel: sig,
                 label: format!("m={m} n={n} k={k}"),
                 buffers: vec![Buffer::input("a", a), Buffer::input("b", b), Buffer::output("c", DType::BF16, m * n, tol.clone())],
-                run: Box::new(move |o, x| launch(o, x[0], x[1], x[2], m, n, k)),
+                run: Box::new(move |o, x| launch(o, x[0].addr(), x[1].addr(), x[2].addr(), m, n, k)),
             }
         })
         .collect()
@@ -268,7 +268,7 @@ fn pipelined_cases(g: &mut Gen) -> Vec<Case> {
             Buffer::input("b", b),
             Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
         ],
-        run: Box::new(move |o, x| o.dense_gemm_bf16_pipelined(x[0], x[1], x[2], m, n, k)),
+        run: Box::new(move |o, x| o.dense_gemm_bf16_pipelined(x[0].addr(), x[1].addr(), x[2].addr(), m, n, k)),
     });
     v
 }
@@ -287,7 +287,7 @@ fn scaled_acc_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("b", b),
                     Buffer::inout("c", c0, DType::BF16, Tolerance::Nmse(REORDERED_NMSE)),
                 ],
-                run: Box::new(move |o, x| o.dense_gemm_tc_scaled_acc(x[0], x[1], x[2], m, n, k, 0.37)),
+                run: Box::new(move |o, x| o.dense_gemm_tc_scaled_acc(x[0].addr(), x[1].addr(), x[2].addr(), m, n, k, 0.37)),
             }
         })
         .collect()
@@ -303,7 +303,7 @@ fn scaled_add_cases(g: &mut Gen) -> Vec<Case> {
                 kernel: &SCALED_ADD_BF16,
                 label: format!("n={n} scale=-1.7"),
                 buffers: vec![Buffer::inout("out", out, DType::BF16, Tolerance::Exact), Buffer::input("x", x)],
-                run: Box::new(move |o, a| o.scaled_add_bf16(a[0], a[1], n, -1.7)),
+                run: Box::new(move |o, a| o.scaled_add_bf16(a[0].addr(), a[1].addr(), n, -1.7)),
             }
         })
         .collect()
@@ -324,7 +324,7 @@ fn splitk_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
                     Buffer::input("ws", vec![0u8; 4 * splits * m * n]),
                 ],
-                run: Box::new(move |o, x| o.dense_gemm_splitk(x[0], x[1], x[2], x[3], m, n, k, splits)),
+                run: Box::new(move |o, x| o.dense_gemm_splitk(x[0].addr(), x[1].addr(), x[2].addr(), x[3].addr(), m, n, k, splits)),
             }
         })
         .collect()
@@ -339,7 +339,7 @@ fn splitk_reduce_cases(g: &mut Gen) -> Vec<Case> {
                 kernel: &DENSE_GEMM_SPLITK_REDUCE,
                 label: format!("m={m} n={n} splits={splits}"),
                 buffers: vec![Buffer::input("ws", ws), Buffer::output("c", DType::BF16, m * n, Tolerance::Exact)],
-                run: Box::new(move |o, x| o.dense_gemm_splitk_reduce(x[0], x[1], m, n, splits)),
+                run: Box::new(move |o, x| o.dense_gemm_splitk_reduce(x[0].addr(), x[1].addr(), m, n, splits)),
             }
         })
         .collect()

@@ -186,7 +186,9 @@ fn cases_for(g: &mut Gen, sig: &'static KernelSig, shapes: &[(usize, usize, usiz
                     Buffer::input("bs", bs),
                     Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
                 ],
-                run: Box::new(move |o, x| launch(o, x[0], &Fp4Weight { bq: x[1], bs: x[2], scale2, ldb }, x[3], m, n, k)),
+                run: Box::new(move |o, x| {
+                    launch(o, x[0].addr(), &Fp4Weight { bq: x[1].addr(), bs: x[2].addr(), scale2, ldb }, x[3].addr(), m, n, k)
+                }),
             }
         })
         .collect()

@@ -206,7 +206,7 @@ fn lm_head_fp8_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("e8", codes),
                     Buffer::input("row_scale", bytes::f32_bytes(&scales)),
                 ],
-                run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, hdim, cap)),
+                run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), m, vocab, hdim, cap)),
             }
         })
         .collect()
@@ -228,7 +228,7 @@ fn lm_head_bf16_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("h", hb),
                     Buffer::input("table", tb),
                 ],
-                run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, hdim, cap)),
+                run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, hdim, cap)),
             }
         })
         .collect()
@@ -257,7 +257,7 @@ fn argmax_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::output("val", DType::F32, m, Tolerance::Exact),
                     Buffer::input("logits", bytes::f32_bytes(&l)),
                 ],
-                run: Box::new(move |o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, ex0, ex1)),
+                run: Box::new(move |o, a| o.argmax_rows(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, ex0, ex1)),
             }
         })
         .collect()
@@ -285,7 +285,9 @@ fn letter_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("row_scale", bytes::f32_bytes(&scales)),
                     Buffer::input("label_ids", bytes::i32_bytes(&labels)),
                 ],
-                run: Box::new(move |o, a| o.letter_logits_fp8(a[0], a[1], a[2], a[3], a[4], rows, n_labels, hdim, vocab, cap)),
+                run: Box::new(move |o, a| {
+                    o.letter_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), a[4].addr(), rows, n_labels, hdim, vocab, cap)
+                }),
             }
         })
         .collect()

@@ -301,7 +301,7 @@ fn router_norm_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("x", x),
                     Buffer::input("scale", scale),
                 ],
-                run: Box::new(move |o, a| o.router_norm(a[0], a[1], a[2], rows, dim, 1e-6, root)),
+                run: Box::new(move |o, a| o.router_norm(a[0].addr(), a[1].addr(), a[2].addr(), rows, dim, 1e-6, root)),
             }
         })
         .collect()
@@ -331,7 +331,7 @@ fn topk_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("logits", lb),
                     Buffer::input("per_expert_scale", scale),
                 ],
-                run: Box::new(move |o, a| o.moe_router_topk(a[0], a[1], a[2], a[3], rows, e, k)),
+                run: Box::new(move |o, a| o.moe_router_topk(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, e, k)),
             }
         })
         .collect()
@@ -384,7 +384,7 @@ fn gather_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("x", x),
                     Buffer::input("pair_of_slot", bytes::i32_bytes(&pos)),
                 ],
-                run: Box::new(move |o, a| o.moe_gather(a[0], a[1], a[2], n, k, h, rows)),
+                run: Box::new(move |o, a| o.moe_gather(a[0].addr(), a[1].addr(), a[2].addr(), n, k, h, rows)),
             }
         })
         .collect()
@@ -419,7 +419,16 @@ fn grouped_case(g: &mut Gen, (rows, k, e, big_n, big_k): (usize, usize, usize, u
                 offs,
             ],
             run: Box::new(move |o, x| {
-                o.moe_grouped_gemm(x[0], x[1], &ExpertWeights::Nvfp4 { wq: x[2], ws: x[3], scale2: x[4] }, x[5], n, e, big_n, big_k)
+                o.moe_grouped_gemm(
+                    x[0].addr(),
+                    x[1].addr(),
+                    &ExpertWeights::Nvfp4 { wq: x[2].addr(), ws: x[3].addr(), scale2: x[4].addr() },
+                    x[5].addr(),
+                    n,
+                    e,
+                    big_n,
+                    big_k,
+                )
             }),
         }
     } else {
@@ -428,7 +437,9 @@ fn grouped_case(g: &mut Gen, (rows, k, e, big_n, big_k): (usize, usize, usize, u
             kernel: &MOE_GROUPED_GEMM_BF16,
             label,
             buffers: vec![out, Buffer::input("a", a), Buffer::input("w", w), offs],
-            run: Box::new(move |o, x| o.moe_grouped_gemm(x[0], x[1], &ExpertWeights::Bf16 { w: x[2] }, x[3], n, e, big_n, big_k)),
+            run: Box::new(move |o, x| {
+                o.moe_grouped_gemm(x[0].addr(), x[1].addr(), &ExpertWeights::Bf16 { w: x[2].addr() }, x[3].addr(), n, e, big_n, big_k)
+            }),
         }
     }
 }
@@ -455,7 +466,7 @@ fn gelu_cases(g: &mut Gen) -> Vec<Case> {
                 // 2 ulp after the multiply (seen on the H200 through Vulkan:
                 // 0x3a80 vs 0x3a7e, rows 17, inter 1030).
                 buffers: vec![Buffer::output("out", DType::BF16, rows * inter, Tolerance::Bf16Ulp(2)), Buffer::input("gu", gu)],
-                run: Box::new(move |o, a| o.gelu_mul(a[0], a[1], rows, inter)),
+                run: Box::new(move |o, a| o.gelu_mul(a[0].addr(), a[1].addr(), rows, inter)),
             }
         })
         .collect()
@@ -484,7 +495,7 @@ fn combine_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("slot_of_pair", bytes::i32_bytes(&sop)),
                     Buffer::input("topk_w", w),
                 ],
-                run: Box::new(move |o, a| o.moe_combine(a[0], a[1], a[2], a[3], rows, k, h, n)),
+                run: Box::new(move |o, a| o.moe_combine(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, k, h, n)),
             }
         })
         .collect()

@@ -158,7 +158,7 @@ fn count_cases(g: &mut Gen) -> Vec<Case> {
                 Buffer::output("counts", DType::I32, e, Tolerance::Exact),
                 Buffer::input("topk_ids", bytes::i32_bytes(&ids(g, n, e))),
             ],
-            run: Box::new(move |o, a| o.moe_count(a[0], a[1], n, e)),
+            run: Box::new(move |o, a| o.moe_count(a[0].addr(), a[1].addr(), n, e)),
         })
         .collect()
 }
@@ -176,7 +176,7 @@ fn offsets_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::output("cursor", DType::I32, e, Tolerance::Exact),
                     Buffer::input("counts", cb),
                 ],
-                run: Box::new(move |o, a| o.moe_offsets(a[0], a[1], a[2], e)),
+                run: Box::new(move |o, a| o.moe_offsets(a[0].addr(), a[1].addr(), a[2].addr(), e)),
             }
         })
         .collect()
@@ -198,7 +198,7 @@ fn scatter_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("offsets", bytes::i32_bytes(&off)),
                     Buffer::input("topk_ids", bytes::i32_bytes(&ids)),
                 ],
-                run: Box::new(move |o, a| o.moe_scatter(a[0], a[1], a[2], a[3], a[4], n, e)),
+                run: Box::new(move |o, a| o.moe_scatter(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), a[4].addr(), n, e)),
             }
         })
         .collect()

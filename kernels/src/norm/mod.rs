@@ -1,16 +1,17 @@
 //! RMSNorm family (Gemma 4: `y = x · (mean(x²) + eps)^-0.5 · w`, no `1 + w`
 //! offset; a null `w` means unscaled). All statistics in f32.
-use crate::ops::{bf16s, blocks, i32_arg, opt, require, sat, words, Ops};
+use crate::ops::{bf16s, i32_arg, optional, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
 
 declare_kernel! {
     /// `out[r, j] = bf16(x[r, j] · inv_r · w[j])`, `inv_r = (Σⱼ x² / dim + eps)^-0.5`
     /// in f32; one rounding at the store. `w` null: `out = bf16(x · inv)`.
     /// Shapes: bf16 `[rows, dim]`, `w` bf16 `[dim]`, `dim` even.
     RMSNORM_BF16 = "norm"::"rmsnorm_bf16"(
-        A::output("out"), A::input("x"), A::input("w").or_null(), A::i32("dim"), A::f32("eps"))
+        A::output("out"), A::input("x"), A::input("w").or_null(), A::i32("rows"), A::i32("dim"), A::f32("eps"))
 }
 
 declare_kernel! {
@@ -22,7 +23,7 @@ declare_kernel! {
     /// be null. `resid_out` may alias `resid`.
     POST_NORM_ADD_PRE_NORM_BF16 = "norm"::"post_norm_add_pre_norm_bf16"(
         A::output("resid_out"), A::output("normed").or_null(), A::input("resid"), A::input("x"),
-        A::input("w_post").or_null(), A::input("w_pre").or_null(), A::i32("dim"), A::f32("eps"))
+        A::input("w_post").or_null(), A::input("w_pre").or_null(), A::i32("rows"), A::i32("dim"), A::f32("eps"))
 }
 
 declare_kernel! {
@@ -31,7 +32,7 @@ declare_kernel! {
     /// memory. Three roundings, as HF's bf16 graph does them.
     LAYER_OUT_BF16 = "norm"::"layer_out_bf16"(
         A::output("out"), A::input("mid"), A::input("x"), A::input("w").or_null(),
-        A::input("layer_scalar"), A::i32("dim"), A::f32("eps"))
+        A::input("layer_scalar"), A::i32("rows"), A::i32("dim"), A::f32("eps"))
 }
 
 /// Threads per row block: the row's 16-byte chunks (4-byte pairs when
@@ -40,7 +41,7 @@ declare_kernel! {
 /// leaves the fewest idle chunk slots once the block is rounded up to whole
 /// warps, ties going to more chunks per thread (fewer, fuller threads measured
 /// faster on the H200); at most 256 threads (the kernels' launch bound).
-/// dim 5376 -> 96 threads x 7 chunks. WGSL ignores the block size.
+/// dim 5376 -> 96 threads x 7 chunks.
 pub fn norm_block(dim: usize) -> u32 {
     let chunks = if dim.is_multiple_of(8) { dim / 8 } else { dim.div_ceil(2) }.max(1);
     let mut best = (usize::MAX, 32usize);
@@ -55,6 +56,23 @@ pub fn norm_block(dim: usize) -> u32 {
     best.1 as u32
 }
 
+/// CUDA: one block per row, sized by [`norm_block`].
+fn cuda_row_blocks(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [a.u32("rows")?, 1, 1], [norm_block(a.u32("dim")? as usize), 1, 1]))
+}
+
+/// WGSL: one workgroup of 256 per row (the shaders' fixed size).
+fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [a.u32("rows")?, 1, 1]))
+}
+
+cuda_plan!(RMSNORM_BF16 => cuda_row_blocks);
+cuda_plan!(POST_NORM_ADD_PRE_NORM_BF16 => cuda_row_blocks);
+cuda_plan!(LAYER_OUT_BF16 => cuda_row_blocks);
+wgsl_plan!(RMSNORM_BF16, "norm/rmsnorm_bf16.wgsl" => wgsl_row_groups);
+wgsl_plan!(POST_NORM_ADD_PRE_NORM_BF16, "norm/post_norm_add_pre_norm_bf16.wgsl" => wgsl_row_groups);
+wgsl_plan!(LAYER_OUT_BF16, "norm/layer_out_bf16.wgsl" => wgsl_row_groups);
+
 fn check_rows(kernel: &str, rows: usize, dim: usize, eps: f32) -> Result<()> {
     require(rows > 0, kernel, "rows", || "rows must be > 0".into())?;
     require(dim > 0 && dim % 2 == 0, kernel, "dim", || format!("dim = {dim} must be positive and even (bf16 moves in pairs)"))?;
@@ -63,76 +81,86 @@ fn check_rows(kernel: &str, rows: usize, dim: usize, eps: f32) -> Result<()> {
 
 impl Ops {
     /// See [`RMSNORM_BF16`].
-    pub fn rmsnorm(&self, out: u64, x: u64, w: u64, rows: usize, dim: usize, eps: f32) -> Result<()> {
+    pub fn rmsnorm_bf16(&self, out: Region, x: Region, w: Option<Region>, rows: usize, dim: usize, eps: f32) -> Result<()> {
         let k = RMSNORM_BF16.symbol;
         check_rows(k, rows, dim, eps)?;
-        self.go(
+        let n = bf16s(saturating_product(&[rows, dim]));
+        self.launch(
             &RMSNORM_BF16,
-            [blocks(k, rows, 1)?, 1, 1],
-            [norm_block(dim), 1, 1],
             &[
-                (P(out), bf16s(sat(&[rows, dim]))),
-                (P(x), bf16s(sat(&[rows, dim]))),
-                (P(w), opt(w, bf16s(dim))),
-                (I(i32_arg(k, "dim", dim)?), 0),
-                (F(eps), 0),
+                region(out, n),
+                region(x, n),
+                optional(w, bf16s(dim)),
+                scalar(I(i32_arg(k, "rows", rows)?)),
+                scalar(I(i32_arg(k, "dim", dim)?)),
+                scalar(F(eps)),
             ],
         )
     }
 
     /// See [`POST_NORM_ADD_PRE_NORM_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn sandwich(
+    pub fn post_norm_add_pre_norm_bf16(
         &self,
-        resid_out: u64,
-        normed: u64,
-        resid: u64,
-        x: u64,
-        w_post: u64,
-        w_pre: u64,
+        resid_out: Region,
+        normed: Option<Region>,
+        resid: Region,
+        x: Region,
+        w_post: Option<Region>,
+        w_pre: Option<Region>,
         rows: usize,
         dim: usize,
         eps: f32,
     ) -> Result<()> {
         let k = POST_NORM_ADD_PRE_NORM_BF16.symbol;
         check_rows(k, rows, dim, eps)?;
-        require(w_pre == 0 || normed != 0, k, "normed", || "null while w_pre is set: the second output has nowhere to go".into())?;
-        let n = bf16s(sat(&[rows, dim]));
-        self.go(
+        require(w_pre.is_none() || normed.is_some(), k, "normed", || {
+            "null while w_pre is set: the second output has nowhere to go".into()
+        })?;
+        let n = bf16s(saturating_product(&[rows, dim]));
+        self.launch(
             &POST_NORM_ADD_PRE_NORM_BF16,
-            [blocks(k, rows, 1)?, 1, 1],
-            [norm_block(dim), 1, 1],
             &[
-                (P(resid_out), n),
-                (P(normed), opt(normed, n)),
-                (P(resid), n),
-                (P(x), n),
-                (P(w_post), opt(w_post, bf16s(dim))),
-                (P(w_pre), opt(w_pre, bf16s(dim))),
-                (I(i32_arg(k, "dim", dim)?), 0),
-                (F(eps), 0),
+                region(resid_out, n),
+                optional(normed, n),
+                region(resid, n),
+                region(x, n),
+                optional(w_post, bf16s(dim)),
+                optional(w_pre, bf16s(dim)),
+                scalar(I(i32_arg(k, "rows", rows)?)),
+                scalar(I(i32_arg(k, "dim", dim)?)),
+                scalar(F(eps)),
             ],
         )
     }
 
     /// See [`LAYER_OUT_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn layer_out(&self, out: u64, mid: u64, x: u64, w: u64, layer_scalar: u64, rows: usize, dim: usize, eps: f32) -> Result<()> {
+    pub fn layer_out_bf16(
+        &self,
+        out: Region,
+        mid: Region,
+        x: Region,
+        w: Option<Region>,
+        layer_scalar: Region,
+        rows: usize,
+        dim: usize,
+        eps: f32,
+    ) -> Result<()> {
         let k = LAYER_OUT_BF16.symbol;
         check_rows(k, rows, dim, eps)?;
-        let n = bf16s(sat(&[rows, dim]));
-        self.go(
+        let n = bf16s(saturating_product(&[rows, dim]));
+        self.launch(
             &LAYER_OUT_BF16,
-            [blocks(k, rows, 1)?, 1, 1],
-            [norm_block(dim), 1, 1],
             &[
-                (P(out), n),
-                (P(mid), n),
-                (P(x), n),
-                (P(w), opt(w, bf16s(dim))),
-                (P(layer_scalar), words(1)),
-                (I(i32_arg(k, "dim", dim)?), 0),
-                (F(eps), 0),
+                region(out, n),
+                region(mid, n),
+                region(x, n),
+                optional(w, bf16s(dim)),
+                region(layer_scalar, words(1)),
+                scalar(I(i32_arg(k, "rows", rows)?)),
+                scalar(I(i32_arg(k, "dim", dim)?)),
+                scalar(F(eps)),
             ],
         )
     }
@@ -165,7 +193,7 @@ fn rmsnorm_cases(g: &mut Gen) -> Vec<Case> {
                 kernel: &RMSNORM_BF16,
                 label: format!("rows={rows} dim={dim}{}", if weighted { "" } else { " w=null" }),
                 buffers,
-                run: Box::new(move |o, a| o.rmsnorm(a[0], a[1], if weighted { a[2] } else { 0 }, rows, dim, 1e-6)),
+                run: Box::new(move |o, a| o.rmsnorm_bf16(a[0], a[1], weighted.then(|| a[2]), rows, dim, 1e-6)),
             }
         })
         .collect()
@@ -198,8 +226,8 @@ fn sandwich_cases(g: &mut Gen) -> Vec<Case> {
                 label: format!("rows={rows} dim={dim}{}", if second { "" } else { " w_pre=null" }),
                 buffers,
                 run: Box::new(move |o, a| {
-                    let (normed, wpre) = if second { (a[1], a[5]) } else { (0, 0) };
-                    o.sandwich(a[0], normed, a[2], a[3], a[4], wpre, rows, dim, 1e-6)
+                    let (normed, wpre) = if second { (Some(a[1]), Some(a[5])) } else { (None, None) };
+                    o.post_norm_add_pre_norm_bf16(a[0], normed, a[2], a[3], Some(a[4]), wpre, rows, dim, 1e-6)
                 }),
             }
         })
@@ -224,7 +252,7 @@ fn layer_out_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("w", w),
                     Buffer::input("layer_scalar", scalar),
                 ],
-                run: Box::new(move |o, a| o.layer_out(a[0], a[1], a[2], a[3], a[4], rows, dim, 1e-6)),
+                run: Box::new(move |o, a| o.layer_out_bf16(a[0], a[1], a[2], Some(a[3]), a[4], rows, dim, 1e-6)),
             }
         })
         .collect()

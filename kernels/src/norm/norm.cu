@@ -155,7 +155,8 @@ __device__ __forceinline__ void rmsnorm_row(bf16* out, const bf16* x, const bf16
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int dim, float eps) {
+extern "C" __global__ void __launch_bounds__(256) rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) {
+    if ((int)blockIdx.x >= rows) return;
     __shared__ float red[32];
     const size_t off = (size_t)blockIdx.x * dim;
     out += off;
@@ -228,7 +229,9 @@ __device__ __forceinline__ void sandwich_row(bf16* resid_out, bf16* normed, cons
 }
 
 extern "C" __global__ void __launch_bounds__(256) post_norm_add_pre_norm_bf16(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
-                                                                               const bf16* w_post, const bf16* w_pre, int dim, float eps) {
+                                                                               const bf16* w_post, const bf16* w_pre, int rows, int dim,
+                                                                               float eps) {
+    if ((int)blockIdx.x >= rows) return;
     __shared__ float red[32];
     const size_t off = (size_t)blockIdx.x * dim;
     resid_out += off;
@@ -289,7 +292,8 @@ __device__ __forceinline__ void layer_out_row(bf16* out, const bf16* mid, const 
 }
 
 extern "C" __global__ void __launch_bounds__(256) layer_out_bf16(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar,
-                                                                  int dim, float eps) {
+                                                                  int rows, int dim, float eps) {
+    if ((int)blockIdx.x >= rows) return;
     __shared__ float red[32];
     const size_t off = (size_t)blockIdx.x * dim;
     out += off;

@@ -9,7 +9,7 @@
 // time. An invocation owns the same words in every pass, so re-reading its
 // own resid_out stores is safe, and resid_out may alias resid.
 struct Params {
-    resid_out: u32, normed: u32, resid: u32, x: u32, w_post: u32, w_pre: u32, dim: i32, eps: f32,
+    resid_out: u32, normed: u32, resid: u32, x: u32, w_post: u32, w_pre: u32, rows: i32, dim: i32, eps: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;

@@ -10,7 +10,7 @@
 // Longer rows loop over vectors and read x twice. Otherwise (odd dim/2 or
 // misaligned views) the same math runs a word at a time.
 struct Params {
-    out: u32, x: u32, w: u32, dim: i32, eps: f32,
+    out: u32, x: u32, w: u32, rows: i32, dim: i32, eps: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;

@@ -1,6 +1,6 @@
 use crate::Ops;
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{DType, KernelSig, Result};
+use switchyard_core::{DType, KernelSig, Region, Result};
 
 /// How the harness fills a buffer before the run.
 pub enum Init {
@@ -63,8 +63,8 @@ pub struct Case {
     pub label: String,
     /// Buffers, in the order `run` receives their addresses.
     pub buffers: Vec<Buffer>,
-    /// Calls the typed launcher with the buffers' device addresses.
-    pub run: Box<dyn Fn(&Ops, &[u64]) -> Result<()> + Send + Sync>,
+    /// Calls the typed launcher with the buffers (each region covers the buffer without its guard bytes).
+    pub run: Box<dyn Fn(&Ops, &[Region]) -> Result<()> + Send + Sync>,
 }
 
 /// A kernel's case generator, registered beside its declaration.

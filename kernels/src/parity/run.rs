@@ -3,7 +3,7 @@ use crate::Ops;
 use std::fmt::Write as _;
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::{compare, Values};
-use switchyard_core::{registry, DType, KernelSig, Result};
+use switchyard_core::{registry, DType, DeviceBuffer, KernelSig, Result};
 
 /// Pattern bytes placed after every output.
 pub const GUARD_BYTES: usize = 256;
@@ -83,39 +83,36 @@ struct RunOutput {
 fn execute(ops: &Ops, case: &Case) -> Result<RunOutput> {
     let be = &ops.be;
     let mut bufs = Vec::with_capacity(case.buffers.len());
-    let result = (|| {
-        for b in &case.buffers {
-            let len = b.len();
-            let guard = if b.check.is_some() { GUARD_BYTES } else { 0 };
-            let addr = be.alloc((len + guard).max(1))?;
-            bufs.push(addr);
-            let mut init = match &b.init {
-                Init::Data(d) => d.clone(),
-                Init::Poison(n) => vec![poison_byte(b.check.as_ref().map_or(DType::BF16, |c| c.dtype)); *n],
-            };
-            init.resize(len + guard, GUARD);
-            be.upload(addr, &init)?;
-        }
-        (case.run)(ops, &bufs)?;
-        be.synchronize()?;
-        let mut outputs = Vec::new();
-        for (b, &addr) in case.buffers.iter().zip(&bufs) {
-            outputs.push(match b.check {
-                Some(_) => {
-                    let mut all = vec![0u8; b.len() + GUARD_BYTES];
-                    be.download(addr, &mut all)?;
-                    let guard = all.split_off(b.len());
-                    Some((all, guard))
-                }
-                None => None,
-            });
-        }
-        Ok(RunOutput { outputs })
-    })();
-    for addr in bufs {
-        let _ = be.free(addr);
+    let mut regions = Vec::with_capacity(case.buffers.len());
+    for b in &case.buffers {
+        let len = b.len();
+        let guard = if b.check.is_some() { GUARD_BYTES } else { 0 };
+        let buf = DeviceBuffer::new(be, (len + guard).max(1))?;
+        let mut init = match &b.init {
+            Init::Data(d) => d.clone(),
+            Init::Poison(n) => vec![poison_byte(b.check.as_ref().map_or(DType::BF16, |c| c.dtype)); *n],
+        };
+        init.resize(len + guard, GUARD);
+        buf.write(&init)?;
+        // The launcher sees the data only: touching the guard is refused before the launch.
+        regions.push(buf.slice(0, len)?);
+        bufs.push(buf);
     }
-    result
+    (case.run)(ops, &regions)?;
+    be.synchronize()?;
+    let mut outputs = Vec::new();
+    for (b, buf) in case.buffers.iter().zip(&bufs) {
+        outputs.push(match b.check {
+            Some(_) => {
+                let mut all = buf.to_vec()?;
+                all.truncate(b.len() + GUARD_BYTES);
+                let guard = all.split_off(b.len());
+                Some((all, guard))
+            }
+            None => None,
+        });
+    }
+    Ok(RunOutput { outputs })
 }
 
 fn decode(dtype: DType, b: &[u8]) -> Values {
@@ -220,7 +217,7 @@ pub fn check_kernel(reference: &Ops, candidate: &Ops, sig: &'static KernelSig, s
 pub fn run_all(reference: &Ops, candidate: &Ops, seed: u64, filter: Option<&str>) -> Vec<Row> {
     registry::kernels()
         .into_iter()
-        .filter(|k| registry::implements(candidate.be.name(), k))
+        .filter(|k| registry::implements(candidate.be.kind(), k))
         .filter(|k| filter.is_none_or(|f| k.symbol.contains(f)))
         .flat_map(|k| check_kernel(reference, candidate, k, seed))
         .collect()

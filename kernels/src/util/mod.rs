@@ -35,7 +35,7 @@ fn cases(g: &mut Gen) -> Vec<Case> {
                 kernel: &COPY_U32,
                 label: format!("n={n}"),
                 buffers: vec![Buffer::output("out", DType::I32, n, Tolerance::Exact), Buffer::input("inp", data)],
-                run: Box::new(move |o, a| o.copy_u32(a[0], a[1], n)),
+                run: Box::new(move |o, a| o.copy_u32(a[0].addr(), a[1].addr(), n)),
             }
         })
         .collect()

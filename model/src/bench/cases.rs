@@ -32,7 +32,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (4 * n + 2 * dim) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.rmsnorm(a[0], a[1], a[2], rows, dim, 1e-6)),
+        run: Box::new(move |o, a| o.rmsnorm_bf16(a[0], a[1], Some(a[2]), rows, dim, 1e-6)),
     });
     v.push(BenchCase {
         kernel: "post_norm_add_pre_norm_bf16",
@@ -48,7 +48,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (8 * n + 4 * dim) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.sandwich(a[0], a[1], a[2], a[3], a[4], a[5], rows, dim, 1e-6)),
+        run: Box::new(move |o, a| o.post_norm_add_pre_norm_bf16(a[0], Some(a[1]), a[2], a[3], Some(a[4]), Some(a[5]), rows, dim, 1e-6)),
     });
     v.push(BenchCase {
         kernel: "layer_out_bf16",
@@ -63,7 +63,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (6 * n + 2 * dim) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.layer_out(a[0], a[1], a[2], a[3], a[4], rows, dim, 1e-6)),
+        run: Box::new(move |o, a| o.layer_out_bf16(a[0], a[1], a[2], Some(a[3]), a[4], rows, dim, 1e-6)),
     });
 
     // Gemma-4-31B-like attention heads: 32 query heads, 16 KV heads, head_dim 256.
@@ -94,17 +94,17 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         gemm: None,
         run: Box::new(move |o, a| {
             o.qkv_prep(&QkvPrep {
-                q_out: a[0],
-                k_pool: a[1],
-                v_pool: a[2],
-                q_raw: a[3],
-                k_raw: a[4],
-                v_raw: a[5],
-                q_norm: a[6],
-                k_norm: a[7],
-                cos_sin: a[8],
-                pos: a[9],
-                slot: a[10],
+                q_out: a[0].addr(),
+                k_pool: a[1].addr(),
+                v_pool: a[2].addr(),
+                q_raw: a[3].addr(),
+                k_raw: a[4].addr(),
+                v_raw: a[5].addr(),
+                q_norm: a[6].addr(),
+                k_norm: a[7].addr(),
+                cos_sin: a[8].addr(),
+                pos: a[9].addr(),
+                slot: a[10].addr(),
                 pmap: 0,
                 rows,
                 src_rows: rows,
@@ -130,7 +130,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (3 * n + 8 * rows) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
+        run: Box::new(move |o, a| o.embed_gather_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, vocab, dim, 73.3)),
     });
     v.push(BenchCase {
         kernel: "embed_gather_bf16",
@@ -139,7 +139,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (4 * n + 4 * rows) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
+        run: Box::new(move |o, a| o.embed_gather_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, vocab, dim, 73.3)),
     });
     v.push(BenchCase {
         kernel: "gather_rows_bf16",
@@ -148,7 +148,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (4 * n + 4 * rows) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, rows, dim)),
+        run: Box::new(move |o, a| o.gather_rows_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, rows, dim)),
     });
 
     for m in [1usize, 16] {
@@ -164,7 +164,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
             bytes: (vocab * dim + 4 * vocab + 4 * m * vocab + 2 * m * dim) as f64,
             flops: (2 * m * vocab * dim) as f64,
             gemm: None,
-            run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, dim, 30.0)),
+            run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), m, vocab, dim, 30.0)),
         });
         v.push(BenchCase {
             kernel: "lm_head_logits_bf16",
@@ -173,7 +173,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
             bytes: (2 * vocab * dim + 4 * m * vocab + 2 * m * dim) as f64,
             flops: (2 * m * vocab * dim) as f64,
             gemm: None,
-            run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, dim, 30.0)),
+            run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, dim, 30.0)),
         });
     }
 
@@ -185,7 +185,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (4 * m * vocab + 8 * m) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, 0, 1)),
+        run: Box::new(move |o, a| o.argmax_rows(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, 0, 1)),
     });
     let labels = 4;
     v.push(BenchCase {
@@ -201,7 +201,9 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (2 * n + labels * dim + 4 * rows * labels) as f64,
         flops: (2 * rows * labels * dim) as f64,
         gemm: None,
-        run: Box::new(move |o, a| o.letter_logits_fp8(a[0], a[1], a[2], a[3], a[4], rows, labels, dim, vocab, 30.0)),
+        run: Box::new(move |o, a| {
+            o.letter_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), a[4].addr(), rows, labels, dim, vocab, 30.0)
+        }),
     });
 
     // MoE routing at 4096 tokens, top-8 of 128 experts.
@@ -213,7 +215,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (4 * pairs + 4 * e) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.moe_count(a[0], a[1], pairs, e)),
+        run: Box::new(move |o, a| o.moe_count(a[0].addr(), a[1].addr(), pairs, e)),
     });
     v.push(BenchCase {
         kernel: "moe_scatter",
@@ -228,7 +230,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (12 * pairs + 8 * e) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.moe_scatter(a[0], a[1], a[2], a[3], a[4], pairs, e)),
+        run: Box::new(move |o, a| o.moe_scatter(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), a[4].addr(), pairs, e)),
     });
     gemm_cases(&mut v, scale);
     v
@@ -249,7 +251,7 @@ fn gemm_cases(v: &mut Vec<BenchCase>, scale: Scale) {
                 bytes: (2 * (m * k + n * k + m * n)) as f64,
                 flops,
                 gemm: Some((m, n, k)),
-                run: Box::new(move |o, a| o.dense_gemm_prefill(a[0], a[1], a[2], m, n, k)),
+                run: Box::new(move |o, a| o.dense_gemm_prefill(a[0].addr(), a[1].addr(), a[2].addr(), m, n, k)),
             });
             v.push(fp4_case("w4a16_gemm_n128_m128", m, n, k, |o, a, w, c, m, n, k| o.w4a16_gemm_n128_m128(a, w, c, m, n, k)));
         }
@@ -271,7 +273,9 @@ fn fp4_case(kernel: &'static str, m: usize, n: usize, k: usize, launch: Fp4Launc
         bytes: (n * k / 2 + n * k / 16 + 2 * m * k + 2 * m * n) as f64,
         flops: (2 * m * n * k) as f64,
         gemm: Some((m, n, k)),
-        run: Box::new(move |o, a| launch(o, a[0], &Fp4Weight { bq: a[1], bs: a[2], scale2: 1e-3, ldb: n }, a[3], m, n, k)),
+        run: Box::new(move |o, a| {
+            launch(o, a[0].addr(), &Fp4Weight { bq: a[1].addr(), bs: a[2].addr(), scale2: 1e-3, ldb: n }, a[3].addr(), m, n, k)
+        }),
     }
 }
 

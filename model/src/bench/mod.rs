@@ -17,7 +17,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use switchyard_core::codec::bf16_bits;
-use switchyard_core::{Backend, DeviceBuffer};
+use switchyard_core::{Backend, DeviceBuffer, Region};
 use switchyard_kernels::Ops;
 
 /// How a bench buffer is filled.
@@ -61,7 +61,7 @@ pub struct BenchCase {
     /// Floating-point operations the kernel must do (0 for data movement).
     pub flops: f64,
     /// Launches the kernel on one set of buffers.
-    pub run: Box<dyn Fn(&Ops, &[u64]) -> switchyard_core::Result<()>>,
+    pub run: Box<dyn Fn(&Ops, &[Region]) -> switchyard_core::Result<()>>,
     /// `(m, n, k)` of the dense bf16 GEMM this case is compared with, when a
     /// vendor GEMM (cuBLAS) is the yardstick.
     pub gemm: Option<(usize, usize, usize)>,
@@ -175,9 +175,9 @@ pub fn measure(ops: &Ops, case: &BenchCase, s: &Settings, seed: u64) -> Result<M
         }
         owned.push(set);
     }
-    let addrs: Vec<Vec<u64>> = owned.iter().map(|set| set.iter().map(DeviceBuffer::addr).collect()).collect();
+    let regions: Vec<Vec<Region>> = owned.iter().map(|set| set.iter().map(DeviceBuffer::region).collect()).collect();
     let (med, lo, hi) =
-        time_runs(be, s, sets, &mut |i| (case.run)(ops, &addrs[i])).with_context(|| format!("{} {}", case.kernel, case.shape))?;
+        time_runs(be, s, sets, &mut |i| (case.run)(ops, &regions[i])).with_context(|| format!("{} {}", case.kernel, case.shape))?;
     Ok(Measurement {
         kernel: case.kernel.to_string(),
         shape: case.shape.clone(),
@@ -203,7 +203,7 @@ pub fn copy_ceilings(ops: &Ops, s: &Settings, max_bytes: usize) -> Result<CopyCe
             (Ok(a), Ok(b)) => {
                 a.write(&fill_bytes(&mut SmallRng::seed_from_u64(1), &BufSpec { bytes: bytes.min(64 << 20), fill: Fill::F32(1.0) }))?;
                 let (driver, _, _) = time_runs(be, s, 1, &mut |_| be.copy(b.addr(), a.addr(), bytes))?;
-                let kernel = if switchyard_core::registry::implements(be.name(), &switchyard_kernels::util::COPY_U32) {
+                let kernel = if switchyard_core::registry::implements(be.kind(), &switchyard_kernels::util::COPY_U32) {
                     let (ms, _, _) = time_runs(be, s, 1, &mut |_| ops.copy_u32(b.addr(), a.addr(), bytes / 4))?;
                     Some(2.0 * bytes as f64 / (ms * 1e-3))
                 } else {

@@ -13,10 +13,10 @@ impl Session<'_> {
         let spec = cfg.layers[i];
         let (h, nh, hd, nkv, eps) = (cfg.hidden_size, cfg.num_heads, spec.head_dim, spec.num_kv_heads, cfg.eps);
         let s = &self.s;
-        let (x, x_next) = (s.x[self.cur].addr(), s.x[1 - self.cur].addr());
+        let (xr, x_next) = (s.x[self.cur].region(), s.x[1 - self.cur].region());
 
         // Attention: input norm, projections (V = K's projection when k_eq_v).
-        ops.rmsnorm(s.xn.addr(), x, w.input_norm.addr(), rows, h, eps)?;
+        ops.rmsnorm_bf16(s.xn.region(), xr, Some(w.input_norm.region()), rows, h, eps)?;
         linear::apply(ops, &w.q, s.xn.addr(), s.q_raw.addr(), rows)?;
         linear::apply(ops, &w.k, s.xn.addr(), s.k_raw.addr(), rows)?;
         let v_raw = match &w.v {
@@ -70,7 +70,17 @@ impl Session<'_> {
         }
         linear::apply(ops, &w.o, s.attn.addr(), s.o.addr(), rows)?;
         // x = x + post_attention_norm(o), in place; hn = pre_feedforward_norm(x).
-        ops.sandwich(x, s.hn.addr(), x, s.o.addr(), w.post_attn_norm.addr(), w.pre_ff_norm.addr(), rows, h, eps)?;
+        ops.post_norm_add_pre_norm_bf16(
+            xr,
+            Some(s.hn.region()),
+            xr,
+            s.o.region(),
+            Some(w.post_attn_norm.region()),
+            Some(w.pre_ff_norm.region()),
+            rows,
+            h,
+            eps,
+        )?;
 
         // Dense MLP: gate and up in one GEMM, gelu_tanh(gate) · up, down.
         linear::apply(ops, &w.gate_up, s.hn.addr(), s.gu.addr(), rows)?;
@@ -78,11 +88,11 @@ impl Session<'_> {
         linear::apply(ops, &w.down, s.act.addr(), s.mlp.addr(), rows)?;
 
         let ffn = match &w.moe {
-            Some(mw) => self.moe(mw, x, rows)?,
-            None => s.mlp.addr(),
+            Some(mw) => self.moe(mw, xr, rows)?,
+            None => s.mlp.region(),
         };
         // x_next = (x + post_feedforward_norm(ffn)) · layer_scalar.
-        ops.layer_out(x_next, x, ffn, w.post_ff_norm.addr(), w.layer_scalar.addr(), rows, h, eps)?;
+        ops.layer_out_bf16(x_next, xr, ffn, Some(w.post_ff_norm.region()), w.layer_scalar.region(), rows, h, eps)?;
         self.cur = 1 - self.cur;
         Ok(())
     }

@@ -13,7 +13,7 @@ use switchyard_kernels::Ops;
 /// the backend has it, else the simple tiled kernel. NVFP4: the decode-only
 /// W4A16 kernel for M ≤ 16 where implemented, else the base W4A16 kernel.
 pub fn apply(ops: &Ops, w: &Linear, a: u64, c: u64, m: usize) -> Result<()> {
-    let be = ops.be.name();
+    let be = ops.be.kind();
     match w {
         Linear::Bf16 { w, n, k } => {
             if m > DECODE_MAX_M {

@@ -182,9 +182,9 @@ impl<'m> Session<'m> {
     fn head(&mut self, first: usize, count: usize, want_logits: bool) -> Result<Vec<RowOut>> {
         let (ops, cfg) = (&self.model.ops, &self.model.cfg);
         let (v, h) = (cfg.vocab_size, cfg.hidden_size);
-        let x = self.s.x[self.cur].at(first * h * 2)?;
+        let x = self.s.x[self.cur].region().tail(first * h * 2)?;
         let (f, logits) = (self.s.fnorm.addr(), self.s.logits.addr());
-        ops.rmsnorm(f, x, self.model.weights.final_norm.addr(), count, h, cfg.eps)?;
+        ops.rmsnorm_bf16(self.s.fnorm.region(), x, Some(self.model.weights.final_norm.region()), count, h, cfg.eps)?;
         let cap = cfg.final_logit_softcapping;
         match &self.model.weights.embed {
             Embedding::Bf16(t) => ops.lm_head_logits_bf16(logits, f, t.addr(), count, v, h, cap)?,

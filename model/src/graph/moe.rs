@@ -4,11 +4,13 @@
 use super::Session;
 use crate::error::{Error, Result};
 use crate::weights::MoeWeights;
+use switchyard_core::Region;
 
 impl Session<'_> {
     /// Runs the branch for `rows` rows of residual `x` (the dense MLP output
-    /// is already in `mlp`); returns the address of the combined FFN output.
-    pub(super) fn moe(&self, w: &MoeWeights, x: u64, rows: usize) -> Result<u64> {
+    /// is already in `mlp`); returns the combined FFN output.
+    pub(super) fn moe(&self, w: &MoeWeights, xr: Region, rows: usize) -> Result<Region> {
+        let x = xr.addr();
         let (ops, cfg, s) = (&self.model.ops, &self.model.cfg, &self.s);
         let (Some(mc), Some(ms)) = (cfg.moe, s.moe.as_ref()) else {
             return Err(Error::Request("MoE weights on a model without an MoE config".into()));
@@ -16,7 +18,7 @@ impl Session<'_> {
         let (h, eps, e, k, im) = (cfg.hidden_size, cfg.eps, mc.num_experts, mc.top_k, mc.intermediate);
         let n = rows * k;
 
-        ops.rmsnorm(ms.m1.addr(), s.mlp.addr(), w.post_ff_norm_1.addr(), rows, h, eps)?;
+        ops.rmsnorm_bf16(ms.m1.region(), s.mlp.region(), Some(w.post_ff_norm_1.region()), rows, h, eps)?;
 
         // Router: unweighted RMSNorm · scale · hidden^-0.5, proj, softmax,
         // top-k, renormalise, · per_expert_scale; then expert-sorted slots.
@@ -37,7 +39,7 @@ impl Session<'_> {
         )?;
 
         // Experts on pre_feedforward_layernorm_2(residual), in expert order.
-        ops.rmsnorm(ms.h2.addr(), x, w.pre_ff_norm_2.addr(), rows, h, eps)?;
+        ops.rmsnorm_bf16(ms.h2.region(), xr, Some(w.pre_ff_norm_2.region()), rows, h, eps)?;
         ops.moe_gather(ms.g.addr(), ms.h2.addr(), ms.pair_of_slot.addr(), n, k, h, rows)?;
         ops.moe_grouped_gemm(ms.egu.addr(), ms.g.addr(), &w.gate_up.weights(), ms.offsets.addr(), n, e, 2 * im, h)?;
         ops.gelu_mul(ms.eact.addr(), ms.egu.addr(), n, im)?;
@@ -46,7 +48,17 @@ impl Session<'_> {
 
         // comb = m1 + post_feedforward_layernorm_2(moe): the sandwich kernel
         // with no second norm computes exactly `resid + rmsnorm(x; w_post)`.
-        ops.sandwich(ms.comb.addr(), 0, ms.m1.addr(), ms.out.addr(), w.post_ff_norm_2.addr(), 0, rows, h, eps)?;
-        Ok(ms.comb.addr())
+        ops.post_norm_add_pre_norm_bf16(
+            ms.comb.region(),
+            None,
+            ms.m1.region(),
+            ms.out.region(),
+            Some(w.post_ff_norm_2.region()),
+            None,
+            rows,
+            h,
+            eps,
+        )?;
+        Ok(ms.comb.region())
     }
 }

@@ -1,0 +1,230 @@
+//! Launch plans: how each backend runs a kernel, computed from the problem
+//! (the launch's arguments) and the device's facts.
+//!
+//! A family module registers, beside each declaration, the plans of the
+//! backends that implement it: [`cuda_plan!`] for a `.cu` entry point and
+//! [`wgsl_plan!`] for a `.wgsl` file. Registering a plan is what makes a
+//! backend implement a kernel (it also submits the
+//! [`switchyard_core::registry::Implemented`] entry), so coverage is never
+//! restated. A plan may pick any geometry, several passes, and workspace
+//! bytes that the backend takes from its own arena and binds after the
+//! declared arguments (a trailing pointer parameter on CUDA, the binding after
+//! the last pointer on WGSL).
+use crate::sources::Source;
+use switchyard_core::{Arg, Error, KernelSig, Result};
+
+/// What a plan may know about the device, filled in by the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceFacts {
+    /// Streaming multiprocessors (CUDA) or 0 where unknown (wgpu).
+    pub multiprocessors: u32,
+    /// Largest shared (workgroup) memory per block in bytes, opt-in limit on CUDA.
+    pub max_shared_bytes: u32,
+    /// Threads per warp or subgroup (32 on CUDA; the adapter's minimum
+    /// subgroup size on wgpu, 1 where unknown).
+    pub subgroup_size: u32,
+    /// Largest grid dimension the plan may use for y and z (x on CUDA is 2^31 - 1).
+    pub max_groups_per_dim: u32,
+    /// Largest storage binding in bytes (`u64::MAX` on CUDA).
+    pub max_binding_bytes: u64,
+}
+
+/// A launch's arguments as its plan reads them: by declared name.
+#[derive(Clone, Copy)]
+pub struct PlanArgs<'a> {
+    /// The kernel being planned.
+    pub kernel: &'static KernelSig,
+    args: &'a [Arg],
+}
+
+impl<'a> PlanArgs<'a> {
+    /// Wraps arguments already checked against `kernel`'s signature.
+    pub fn new(kernel: &'static KernelSig, args: &'a [Arg]) -> Self {
+        PlanArgs { kernel, args }
+    }
+
+    fn get(&self, name: &str) -> Result<Arg> {
+        let i = self
+            .kernel
+            .arg_index(name)
+            .ok_or_else(|| Error::invalid(self.kernel.symbol, name, "the plan reads an argument the signature does not declare"))?;
+        self.args.get(i).copied().ok_or_else(|| Error::invalid(self.kernel.symbol, name, "argument missing"))
+    }
+
+    /// A non-negative integer scalar (i32 or u32) as u32.
+    pub fn u32(&self, name: &str) -> Result<u32> {
+        match self.get(name)? {
+            Arg::I(v) if v >= 0 => Ok(v as u32),
+            Arg::U(v) => Ok(v),
+            other => Err(Error::invalid(self.kernel.symbol, name, format!("expected a non-negative integer, got {other:?}"))),
+        }
+    }
+
+    /// A signed integer scalar.
+    pub fn i32(&self, name: &str) -> Result<i32> {
+        match self.get(name)? {
+            Arg::I(v) => Ok(v),
+            other => Err(Error::invalid(self.kernel.symbol, name, format!("expected an i32, got {other:?}"))),
+        }
+    }
+
+    /// Whether the pointer argument `name` is null.
+    pub fn is_null(&self, name: &str) -> Result<bool> {
+        match self.get(name)? {
+            Arg::P(p) => Ok(p == 0),
+            other => Err(Error::invalid(self.kernel.symbol, name, format!("expected a pointer, got {other:?}"))),
+        }
+    }
+
+    /// The device address of pointer argument `name` (0 = null).
+    pub fn addr(&self, name: &str) -> Result<u64> {
+        match self.get(name)? {
+            Arg::P(p) => Ok(p),
+            other => Err(Error::invalid(self.kernel.symbol, name, format!("expected a pointer, got {other:?}"))),
+        }
+    }
+}
+
+/// `ceil(a / b)` as a grid dimension, refusing grids past u32.
+pub fn groups(kernel: &KernelSig, a: u64, b: u64) -> Result<u32> {
+    u32::try_from(a.div_ceil(b.max(1)))
+        .map_err(|_| Error::invalid(kernel.symbol, "<geometry>", format!("{a} items need more than 2^32 blocks")))
+}
+
+/// One CUDA kernel launch of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaPass {
+    /// The `extern "C"` entry point in the kernel's module.
+    pub entry: &'static str,
+    /// Blocks.
+    pub grid: [u32; 3],
+    /// Threads per block.
+    pub block: [u32; 3],
+    /// Dynamic shared memory bytes (the backend raises the function's limit when needed).
+    pub shared_bytes: u32,
+}
+
+/// How the CUDA backend runs one launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaPlan {
+    /// Launches in order, on one stream.
+    pub passes: Vec<CudaPass>,
+    /// Workspace bytes from the backend's arena, passed to every pass as a
+    /// trailing pointer parameter (0: none, no parameter).
+    pub workspace_bytes: u64,
+}
+
+impl CudaPlan {
+    /// One launch of the kernel's own entry point, no shared memory or workspace.
+    pub fn single(kernel: &'static KernelSig, grid: [u32; 3], block: [u32; 3]) -> Self {
+        CudaPlan { passes: vec![CudaPass { entry: kernel.symbol, grid, block, shared_bytes: 0 }], workspace_bytes: 0 }
+    }
+}
+
+/// One WGSL dispatch of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgslPass {
+    /// The `@compute` entry point in the kernel's `.wgsl`.
+    pub entry: &'static str,
+    /// Logical workgroup grid; the backend folds x past the per-dimension
+    /// limit and the shader undoes it with `group_x`.
+    pub grid: [u32; 3],
+    /// Pipeline-overridable constants (part of the pipeline cache key).
+    pub consts: Vec<(&'static str, u32)>,
+    /// `x0..x3` of the kernel's Params block.
+    pub extra: [u32; 4],
+}
+
+/// How the wgpu backend runs one launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgslPlan {
+    /// Dispatches in order.
+    pub passes: Vec<WgslPass>,
+    /// Workspace bytes from the backend's arena, bound after the last
+    /// pointer argument (0: no binding).
+    pub workspace_bytes: u64,
+}
+
+impl WgslPlan {
+    /// One dispatch of the kernel's own entry point.
+    pub fn single(kernel: &'static KernelSig, grid: [u32; 3]) -> Self {
+        WgslPlan { passes: vec![WgslPass { entry: kernel.symbol, grid, consts: vec![], extra: [0; 4] }], workspace_bytes: 0 }
+    }
+}
+
+/// A CUDA plan function.
+pub type CudaPlanFn = fn(&PlanArgs, &DeviceFacts) -> Result<CudaPlan>;
+/// A WGSL plan function.
+pub type WgslPlanFn = fn(&PlanArgs, &DeviceFacts) -> Result<WgslPlan>;
+
+/// A kernel's CUDA implementation: an entry point in `src/<family>/<module>.cu`
+/// (module = the declaration's module) and its plan.
+pub struct CudaKernel {
+    /// The declaration.
+    pub kernel: &'static KernelSig,
+    /// The plan.
+    pub plan: CudaPlanFn,
+}
+inventory::collect!(CudaKernel);
+
+/// A kernel's WGSL implementation: its source file and its plan.
+pub struct WgslKernel {
+    /// The declaration.
+    pub kernel: &'static KernelSig,
+    /// The `.wgsl` file (one program; several kernels may share one).
+    pub source: Source,
+    /// The plan.
+    pub plan: WgslPlanFn,
+}
+inventory::collect!(WgslKernel);
+
+fn key(sig: &KernelSig) -> usize {
+    sig as *const KernelSig as usize
+}
+
+/// The CUDA implementation of `kernel`, if any.
+pub fn cuda_kernel(kernel: &KernelSig) -> Option<&'static CudaKernel> {
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+    static MAP: OnceLock<HashMap<usize, &'static CudaKernel>> = OnceLock::new();
+    MAP.get_or_init(|| inventory::iter::<CudaKernel>.into_iter().map(|k| (key(k.kernel), k)).collect()).get(&key(kernel)).copied()
+}
+
+/// The WGSL implementation of `kernel`, if any.
+pub fn wgsl_kernel(kernel: &KernelSig) -> Option<&'static WgslKernel> {
+    use std::collections::HashMap;
+    use std::sync::OnceLock;
+    static MAP: OnceLock<HashMap<usize, &'static WgslKernel>> = OnceLock::new();
+    MAP.get_or_init(|| inventory::iter::<WgslKernel>.into_iter().map(|k| (key(k.kernel), k)).collect()).get(&key(kernel)).copied()
+}
+
+/// Registers the CUDA implementation of a declared kernel: its entry points
+/// live in the module's `.cu`, and `$plan` lays out the launch.
+macro_rules! cuda_plan {
+    ($sig:path => $plan:path) => {
+        inventory::submit! { $crate::plan::CudaKernel { kernel: &$sig, plan: $plan } }
+        inventory::submit! {
+            switchyard_core::registry::Implemented { backend: switchyard_core::BackendKind::Cuda, kernel: &$sig }
+        }
+    };
+}
+
+/// Registers the WGSL implementation of a declared kernel: the `.wgsl` file
+/// (path relative to `kernels/src`) and `$plan`.
+macro_rules! wgsl_plan {
+    ($sig:path, $file:literal => $plan:path) => {
+        inventory::submit! {
+            $crate::plan::WgslKernel {
+                kernel: &$sig,
+                source: $crate::sources::Source {
+                    path: concat!("src/", $file),
+                    text: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/", $file)),
+                },
+                plan: $plan,
+            }
+        }
+        inventory::submit! {
+            switchyard_core::registry::Implemented { backend: switchyard_core::BackendKind::Wgpu, kernel: &$sig }
+        }
+    };
+}
