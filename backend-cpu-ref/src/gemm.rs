@@ -21,8 +21,8 @@ use std::ops::Range;
 use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
 use switchyard_core::{Error, Result};
 use switchyard_kernels::gemm::{
-    DENSE_GEMM_BF16, DENSE_GEMM_BF16_PIPELINED, DENSE_GEMM_ROUTER, DENSE_GEMM_SPLITK_PARTIAL, DENSE_GEMM_SPLITK_REDUCE, DENSE_GEMM_TC,
-    DENSE_GEMM_TC_SCALED_ACC, SCALED_ADD_BF16,
+    DENSE_GEMM_BF16, DENSE_GEMM_BF16_PIPELINED, DENSE_GEMM_ROUTER, DENSE_GEMM_SPLITK_BF16, DENSE_GEMM_TC, DENSE_GEMM_TC_SCALED_ACC,
+    SCALED_ADD_BF16, SPLITK_MAX_SPLITS,
 };
 
 register!(DENSE_GEMM_BF16 => dense_gemm);
@@ -31,8 +31,7 @@ register!(DENSE_GEMM_TC => dense_gemm);
 register!(DENSE_GEMM_BF16_PIPELINED => dense_gemm);
 register!(DENSE_GEMM_TC_SCALED_ACC => dense_gemm_tc_scaled_acc);
 register!(SCALED_ADD_BF16 => scaled_add);
-register!(DENSE_GEMM_SPLITK_PARTIAL => splitk_partial);
-register!(DENSE_GEMM_SPLITK_REDUCE => splitk_reduce);
+register!(DENSE_GEMM_SPLITK_BF16 => dense_gemm_splitk);
 
 /// Output columns per panel: one f32 accumulator row of this width per
 /// output row stays in registers / L1 while K streams past.
@@ -96,7 +95,7 @@ pub(crate) fn product(
     out
 }
 
-/// M, N, K of a GEMM launch, read from the scalar arguments (the grid is ignored).
+/// M, N, K of a GEMM launch, read from the scalar arguments.
 ///
 /// M and N must be > 0 (as the launchers require): with an empty output no
 /// range check bounds the other dimension, and a raw launch with m = 0,
@@ -177,36 +176,24 @@ fn chunk(k: usize, splits: usize, s: usize) -> Range<usize> {
     lo..((s + 1) * len).min(k)
 }
 
-fn splitk_partial(c: &mut Ctx<'_>) -> Result<()> {
+/// The GPU plans' two passes in one: the partial sums of every chunk (each
+/// from +0 in strict k order), then their sum from +0 in s order, rounded
+/// once. The partials take `splits · M · N` f32 here as in the GPU
+/// workspace, so `splits` is bounded before they are allocated (an
+/// unbounded u32 would ask for up to 2^32 planes).
+fn dense_gemm_splitk(c: &mut Ctx<'_>) -> Result<()> {
     let kernel = c.kernel();
     let (m, n, k) = mnk(c)?;
     let splits = c.u32_size("splits")?;
-    if splits == 0 {
-        return Err(Error::invalid(kernel, "splits", "splits = 0: the K dimension needs at least one chunk"));
+    if !(1..=SPLITK_MAX_SPLITS).contains(&splits) {
+        return Err(Error::invalid(kernel, "splits", format!("splits = {splits} must be in 1..={SPLITK_MAX_SPLITS}")));
     }
-    // mnk refused an empty output, so the workspace check below bounds
-    // `splits` before one range per split is built (a fuzzer OOM).
-    let ws = c.buf("ws")?;
-    let total = elems(kernel, "ws", splits, elems(kernel, "ws", m, n)?)?;
-    // Check the workspace before building one range per split: `splits` is a
-    // u32 from the caller, and 2^32 ranges would be a 64 GiB allocation for a
-    // launch that is refused anyway (found by the launch_validator fuzzer).
-    c.bytes(ws, 0, total, 4)?;
-    let ranges: Vec<Range<usize>> = (0..splits).map(|s| chunk(k, splits, s)).collect();
-    let sums = dense_sums(c, ws, total, 4, &ranges)?;
-    c.put_f32(ws, 0, &sums)
-}
-
-fn splitk_reduce(c: &mut Ctx<'_>) -> Result<()> {
-    let kernel = c.kernel();
-    let (m, n, splits) = (c.u32_size("m")?, c.u32_size("n")?, c.u32_size("splits")?);
-    let (ws, out) = (c.buf("ws")?, c.buf("c")?);
+    let out = c.buf("c")?;
     let mn = elems(kernel, "c", m, n)?;
-    let ws = c.f32s(ws, 0, elems(kernel, "ws", splits, mn)?)?;
-    c.bytes(out, 0, mn, 2)?;
-    // Sum from +0 in s order, as the GEMMs sum from +0 in k order.
+    let ranges: Vec<Range<usize>> = (0..splits).map(|s| chunk(k, splits, s)).collect();
+    let parts = dense_sums(c, out, mn, 2, &ranges)?;
     let mut acc = vec![0f32; mn];
-    for part in ws.chunks_exact(mn.max(1)).take(splits) {
+    for part in parts.chunks_exact(mn) {
         for (a, &p) in acc.iter_mut().zip(part) {
             *a += p;
         }

@@ -4,19 +4,31 @@
 //! scalar GEMM; scaled_acc against GEMM then scaled_add; every W4A16 variant
 //! against the base), W4A16 against an independent loop over the row-major
 //! NVFP4 codes, and typed errors for shapes a kernel cannot take.
-use switchyard_core::codec::bytes::{bf16_bits_from_bytes, bf16_bytes, f32_from_bytes};
+use switchyard_core::codec::bytes::{bf16_bits_from_bytes, bf16_bytes};
 use switchyard_core::codec::fp8::e4m3_to_f32;
 use switchyard_core::codec::nvfp4::{self, e2m1_to_f32};
 use switchyard_core::codec::{bf16_bits, bf16_value};
-use switchyard_core::{Arg, Error};
+use switchyard_core::{Arg, DeviceBuffer, Error, Region};
 use switchyard_cpu_ref::cpu_backend;
-use switchyard_kernels::gemm::w4a16::Fp4Weight;
-use switchyard_kernels::gemm::DENSE_GEMM_BF16;
+use switchyard_kernels::gemm::w4a16::{Fp4Weight, W4A16_GEMM, W4A16_GEMM_DECODE, W4A16_GEMM_N128_LDB};
+use switchyard_kernels::gemm::{DENSE_GEMM_BF16, DENSE_GEMM_SPLITK_BF16, SPLITK_MAX_SPLITS};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
-mod common;
-use common::{down, poisoned, up};
+/// A fresh buffer holding `data`.
+fn up(o: &Ops, data: &[u8]) -> DeviceBuffer {
+    DeviceBuffer::from_bytes(&o.be, data).unwrap()
+}
+
+/// An output of `bytes` bytes filled with 0xff (NaN as bf16), so an unwritten element shows.
+fn poisoned(o: &Ops, bytes: usize) -> DeviceBuffer {
+    up(o, &vec![0xff; bytes])
+}
+
+/// The bf16 elements of a buffer.
+fn bits(b: &DeviceBuffer) -> Vec<u16> {
+    bf16_bits_from_bytes(&b.to_vec().unwrap())
+}
 
 /// Random non-zero GEMM operands `(a [m, k], b [n, k])` as bf16 bytes, drawn
 /// as the parity cases draw them.
@@ -32,15 +44,11 @@ fn dense(
     m: usize,
     n: usize,
     k: usize,
-    f: impl Fn(&Ops, u64, u64, u64, usize, usize, usize) -> switchyard_core::Result<()>,
+    f: impl Fn(&Ops, Region, Region, Region, usize, usize, usize) -> switchyard_core::Result<()>,
 ) -> Vec<u16> {
-    let (pa, pb, pc) = (up(&o.be, a), up(&o.be, b), poisoned(&o.be, 2 * m * n));
-    f(o, pa, pb, pc, m, n, k).unwrap();
-    let out = bf16_bits_from_bytes(&down(&o.be, pc, 2 * m * n));
-    for p in [pa, pb, pc] {
-        o.be.free(p).unwrap();
-    }
-    out
+    let (pa, pb, pc) = (up(o, a), up(o, b), poisoned(o, 2 * m * n));
+    f(o, pa.region(), pb.region(), pc.region(), m, n, k).unwrap();
+    bits(&pc)
 }
 
 fn vals(bits: &[u16]) -> Vec<f32> {
@@ -102,9 +110,7 @@ fn router_tc_pipelined_and_one_split_equal_the_scalar_gemm_bit_for_bit() {
         assert!(dense(&o, &a, &b, m, n, k, Ops::dense_gemm_bf16_pipelined) == base, "pipelined at m={m} n={n} k={k}");
         assert!(dense(&o, &a, &b, m, n, k, Ops::dense_gemm_prefill) == base, "prefill at m={m} n={n} k={k}");
         // One split covers all of K in strict order; the reduce adds it to +0.
-        let ws = o.be.alloc(4 * m * n).unwrap();
-        let split1 = dense(&o, &a, &b, m, n, k, |o, a, b, c, m, n, k| o.dense_gemm_splitk(a, b, c, ws, m, n, k, 1));
-        o.be.free(ws).unwrap();
+        let split1 = dense(&o, &a, &b, m, n, k, |o, a, b, c, m, n, k| o.dense_gemm_splitk_bf16(a, b, c, m, n, k, 1));
         assert!(split1 == base, "split-K with 1 split at m={m} n={n} k={k}");
     }
 }
@@ -117,55 +123,47 @@ fn scaled_acc_equals_gemm_then_scaled_add_bit_for_bit() {
         let (a, b) = operands(&mut g, m, n, k);
         let (_, c0) = g.bf16(m * n, 0.5, 2.0);
         for scale in [0.37f32, -1.7, 1.0] {
-            let (pa, pb) = (up(&o.be, &a), up(&o.be, &b));
-            let fused = up(&o.be, &c0);
-            o.dense_gemm_tc_scaled_acc(pa, pb, fused, m, n, k, scale).unwrap();
-            let (unfused, scratch) = (up(&o.be, &c0), poisoned(&o.be, 2 * m * n));
-            o.dense_gemm_tc(pa, pb, scratch, m, n, k).unwrap();
-            o.scaled_add_bf16(unfused, scratch, m * n, scale).unwrap();
-            let (f, u) = (down(&o.be, fused, 2 * m * n), down(&o.be, unfused, 2 * m * n));
+            let (pa, pb) = (up(&o, &a), up(&o, &b));
+            let fused = up(&o, &c0);
+            o.dense_gemm_tc_scaled_acc(pa.region(), pb.region(), fused.region(), m, n, k, scale).unwrap();
+            let (unfused, scratch) = (up(&o, &c0), poisoned(&o, 2 * m * n));
+            o.dense_gemm_tc(pa.region(), pb.region(), scratch.region(), m, n, k).unwrap();
+            o.scaled_add_bf16(unfused.region(), scratch.region(), m * n, scale).unwrap();
+            let (f, u) = (bits(&fused), bits(&unfused));
             assert!(f == u, "scaled_acc != tc + scaled_add at m={m} n={n} k={k} scale={scale}");
             // And the epilogue is the contract's, recomputed here from the scratch.
-            let (t, c) = (vals(&bf16_bits_from_bytes(&down(&o.be, scratch, 2 * m * n))), vals(&bf16_bits_from_bytes(&c0)));
+            let (t, c) = (vals(&bits(&scratch)), vals(&bf16_bits_from_bytes(&c0)));
             let expect: Vec<u16> = c.iter().zip(&t).map(|(&c, &t)| bf16_bits(c + scale * t)).collect();
-            assert_eq!(bf16_bits_from_bytes(&f), expect, "epilogue at m={m} n={n} k={k} scale={scale}");
-            for p in [pa, pb, fused, unfused, scratch] {
-                o.be.free(p).unwrap();
-            }
+            assert_eq!(f, expect, "epilogue at m={m} n={n} k={k} scale={scale}");
         }
     }
 }
 
 #[test]
-fn splitk_chunks_past_k_are_zero_and_reduce_sums_in_s_order() {
+fn splitk_chunks_past_k_are_zero_and_partials_sum_in_s_order() {
     let o = Ops::new(cpu_backend());
     let mut g = Gen::new(3);
     // k = 8, splits = 7: chunk = ⌈8/7⌉ = 2, so splits 0..4 cover K and 4..7 are empty.
-    let (m, n, k, splits) = (3, 4, 8, 7);
-    let (a, b) = operands(&mut g, m, n, k);
-    let (av, bv) = (vals(&bf16_bits_from_bytes(&a)), vals(&bf16_bits_from_bytes(&b)));
-    let (pa, pb, pc) = (up(&o.be, &a), up(&o.be, &b), poisoned(&o.be, 2 * m * n));
-    let ws = up(&o.be, &vec![0xff; 4 * splits * m * n]);
-    o.dense_gemm_splitk(pa, pb, pc, ws, m, n, k, splits).unwrap();
-    let w = f32_from_bytes(&down(&o.be, ws, 4 * splits * m * n));
-    let c = bf16_bits_from_bytes(&down(&o.be, pc, 2 * m * n));
-    for s in 0..splits {
+    // k = 24, splits = 5: chunk = 5, the last chunk is short (20..24).
+    for (m, n, k, splits) in [(3, 4, 8, 7), (5, 6, 24, 5)] {
+        let (a, b) = operands(&mut g, m, n, k);
+        let (av, bv) = (vals(&bf16_bits_from_bytes(&a)), vals(&bf16_bits_from_bytes(&b)));
+        let c = dense(&o, &a, &b, m, n, k, |o, a, b, c, m, n, k| o.dense_gemm_splitk_bf16(a, b, c, m, n, k, splits));
+        let len = k.div_ceil(splits);
         for i in 0..m {
             for j in 0..n {
-                let mut acc = 0f32;
-                for kk in (2 * s).min(k)..(2 * s + 2).min(k) {
-                    acc += av[i * k + kk] * bv[j * k + kk];
+                // Each chunk from +0 in k order, then the chunks from +0 in s order.
+                let mut sum = 0f32;
+                for s in 0..splits {
+                    let mut part = 0f32;
+                    for kk in (s * len).min(k)..((s + 1) * len).min(k) {
+                        part += av[i * k + kk] * bv[j * k + kk];
+                    }
+                    sum += part;
                 }
-                assert_eq!(w[(s * m + i) * n + j].to_bits(), acc.to_bits(), "ws[{s}, {i}, {j}]");
+                assert_eq!(c[i * n + j], bf16_bits(sum), "c[{i}, {j}] at k={k} splits={splits}");
             }
         }
-    }
-    for e in 0..m * n {
-        let sum = (0..splits).fold(0f32, |acc, s| acc + w[s * m * n + e]);
-        assert_eq!(c[e], bf16_bits(sum), "c[{e}]");
-    }
-    for p in [pa, pb, pc, ws] {
-        o.be.free(p).unwrap();
     }
 }
 
@@ -205,16 +203,17 @@ impl Fp4Case {
         out
     }
 
-    fn run(&self, o: &Ops, ldb: usize, f: fn(&Ops, u64, &Fp4Weight, u64, usize, usize, usize) -> switchyard_core::Result<()>) -> Vec<u16> {
+    fn run(
+        &self,
+        o: &Ops,
+        ldb: usize,
+        f: fn(&Ops, Region, &Fp4Weight, Region, usize, usize, usize) -> switchyard_core::Result<()>,
+    ) -> Vec<u16> {
         let (bq, bs) = self.q.k_major(ldb);
-        let (pa, pq, ps, pc) = (up(&o.be, &self.a), up(&o.be, &bq), up(&o.be, &bs), poisoned(&o.be, 2 * self.m * self.n));
-        let w = Fp4Weight { bq: pq, bs: ps, scale2: self.q.global_scale, ldb };
-        f(o, pa, &w, pc, self.m, self.n, self.k).unwrap();
-        let out = bf16_bits_from_bytes(&down(&o.be, pc, 2 * self.m * self.n));
-        for p in [pa, pq, ps, pc] {
-            o.be.free(p).unwrap();
-        }
-        out
+        let (pa, pq, ps, pc) = (up(o, &self.a), up(o, &bq), up(o, &bs), poisoned(o, 2 * self.m * self.n));
+        let w = Fp4Weight { bq: pq.region(), bs: ps.region(), scale2: self.q.global_scale, ldb };
+        f(o, pa.region(), &w, pc.region(), self.m, self.n, self.k).unwrap();
+        bits(&pc)
     }
 }
 
@@ -255,21 +254,24 @@ fn shapes_a_kernel_cannot_take_are_typed_errors_from_the_kernel_itself() {
     let be = cpu_backend();
     let (a, bq, bs, c) = (be.alloc(4096).unwrap(), be.alloc(4096).unwrap(), be.alloc(4096).unwrap(), be.alloc(4096).unwrap());
     let w4 = |m: u32, n: u32, k: u32| [Arg::P(a), Arg::P(bq), Arg::P(bs), Arg::F(1.0), Arg::P(c), Arg::U(m), Arg::U(n), Arg::U(k)];
-    let (kernel, arg, reason) = invalid(be.launch("w4a16", "w4a16_gemm", [1, 1, 1], [128, 1, 1], &w4(1, 16, 24)).unwrap_err());
+    let (kernel, arg, reason) = invalid(be.launch(&W4A16_GEMM, &w4(1, 16, 24)).unwrap_err());
     assert_eq!((kernel.as_str(), arg.as_str()), ("w4a16_gemm", "k"), "{reason}");
-    let (kernel, arg, reason) = invalid(be.launch("w4a16", "w4a16_gemm_decode", [1, 1, 1], [256, 1, 1], &w4(17, 16, 16)).unwrap_err());
+    let (kernel, arg, reason) = invalid(be.launch(&W4A16_GEMM_DECODE, &w4(17, 16, 16)).unwrap_err());
     assert_eq!((kernel.as_str(), arg.as_str()), ("w4a16_gemm_decode", "m"), "{reason}");
     let mut ldb = w4(1, 64, 16).to_vec();
     ldb.push(Arg::U(48));
-    let (kernel, arg, reason) = invalid(be.launch("w4a16", "w4a16_gemm_n128_ldb", [1, 1, 1], [128, 1, 1], &ldb).unwrap_err());
+    let (kernel, arg, reason) = invalid(be.launch(&W4A16_GEMM_N128_LDB, &ldb).unwrap_err());
     assert_eq!((kernel.as_str(), arg.as_str()), ("w4a16_gemm_n128_ldb", "ldb"), "{reason}");
-    let split0 = [Arg::P(a), Arg::P(bq), Arg::P(c), Arg::U(1), Arg::U(2), Arg::U(2), Arg::U(0)];
-    let (kernel, arg, _) = invalid(be.launch("gemm", "dense_gemm_splitk_partial", [1, 1, 1], [16, 16, 1], &split0).unwrap_err());
-    assert_eq!((kernel.as_str(), arg.as_str()), ("dense_gemm_splitk_partial", "splits"));
+    // No chunk at all, or more partial planes than the workspace bound allows.
+    for splits in [0, SPLITK_MAX_SPLITS as u32 + 1, u32::MAX] {
+        let args = [Arg::P(a), Arg::P(bq), Arg::P(c), Arg::U(1), Arg::U(2), Arg::U(2), Arg::U(splits)];
+        let (kernel, arg, reason) = invalid(be.launch(&DENSE_GEMM_SPLITK_BF16, &args).unwrap_err());
+        assert_eq!((kernel.as_str(), arg.as_str()), ("dense_gemm_splitk_bf16", "splits"), "{reason}");
+    }
     // A weight shorter than N·K: out of bounds naming b, and c left untouched.
     be.upload(c, &[0xab; 4096]).unwrap();
     let big = [Arg::P(a), Arg::P(bq), Arg::P(c), Arg::U(2), Arg::U(64), Arg::U(64)];
-    match be.launch(DENSE_GEMM_BF16.module, DENSE_GEMM_BF16.symbol, [4, 1, 1], [16, 16, 1], &big).unwrap_err() {
+    match be.launch(&DENSE_GEMM_BF16, &big).unwrap_err() {
         Error::OutOfBounds { kernel, arg, .. } => assert_eq!((kernel.as_str(), arg.as_str()), ("dense_gemm_bf16", "b")),
         other => panic!("expected OutOfBounds, got {other:?}"),
     }

@@ -14,26 +14,30 @@
 //! whose total exceeds L2, so weights stream from HBM; inputs are random,
 //! never zeros.
 use std::sync::Arc;
-use switchyard_core::{Backend, Result};
+use switchyard_core::{Backend, DeviceBuffer, Region, Result};
 use switchyard_cuda::{Cublas, CudaBackend};
 use switchyard_kernels::gemm::w4a16::{random_weight, Fp4Weight};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
-mod common;
-use common::Buffers;
-
+/// The device and the buffers made so far (dropping them frees them).
 struct Bench {
     be: Arc<dyn Backend>,
-    bufs: Vec<u64>,
+    bufs: Vec<DeviceBuffer>,
 }
-common::buffers_in_fields!(Bench);
 
 impl Bench {
+    /// A new buffer holding `data`, kept until `bufs` is cleared.
+    fn buf(&mut self, data: &[u8]) -> Result<Region> {
+        let b = DeviceBuffer::from_bytes(&self.be, data)?;
+        let r = b.region();
+        self.bufs.push(b);
+        Ok(r)
+    }
     /// Random bf16 bytes generated on the host once and uploaded `sets` times
     /// with a different bit pattern each (a byte rotation), cheap for large
     /// operands.
-    fn bf16_sets(&mut self, g: &mut Gen, n: usize, sets: usize) -> Result<Vec<u64>> {
+    fn bf16_sets(&mut self, g: &mut Gen, n: usize, sets: usize) -> Result<Vec<Region>> {
         let (_, base) = g.bf16(n.min(1 << 22), -1.0, 1.0);
         let mut out = Vec::new();
         for s in 0..sets {
@@ -86,12 +90,10 @@ fn main() -> Result<()> {
     let n = 1usize << 30;
     let src = b.bf16_sets(&mut g, n / 2, 1)?[0];
     let dst = b.bf16_sets(&mut g, n / 2, 1)?[0];
-    let copy_ms = b.time(4, &mut |_| be.copy(dst, src, n))?;
+    let copy_ms = b.time(4, &mut |_| be.copy(dst.addr(), src.addr(), n))?;
     let copy_gbs = 2.0 * n as f64 / copy_ms / 1e6;
     println!("copy ceiling: {copy_gbs:.0} GB/s (1 GiB device-to-device, read + write)\n");
-    for a in std::mem::take(&mut b.bufs) {
-        be.free(a)?;
-    }
+    b.bufs.clear();
 
     println!("## Dense bf16\n\n| M | N | K | cuBLAS TFLOP/s | pipelined TFLOP/s | % cuBLAS | tc TFLOP/s | % cuBLAS |\n|---|---|---|---|---|---|---|---|");
     let mut w4_prefill = Vec::new();
@@ -102,7 +104,7 @@ fn main() -> Result<()> {
             let c = b.bf16_sets(&mut g, m * n, 1)?[0];
             let flop = 2.0 * (m * n * k) as f64;
             let tf = |ms: f64| flop / ms / 1e9;
-            let t_blas = b.time(10, &mut |_| blas.gemm_bf16(asets[0], bs[0], c, m, n, k))?;
+            let t_blas = b.time(10, &mut |_| blas.gemm_bf16(asets[0].addr(), bs[0].addr(), c.addr(), m, n, k))?;
             let t_pl = b.time(10, &mut |_| ops.dense_gemm_bf16_pipelined(asets[0], bs[0], c, m, n, k))?;
             let t_tc = b.time(4, &mut |_| ops.dense_gemm_tc(asets[0], bs[0], c, m, n, k))?;
             println!(
@@ -115,9 +117,7 @@ fn main() -> Result<()> {
             );
             w4_prefill.push((m, n, k, t_blas));
         }
-        for a in std::mem::take(&mut b.bufs) {
-            be.free(a)?;
-        }
+        b.bufs.clear();
     }
 
     println!(
@@ -139,8 +139,8 @@ fn main() -> Result<()> {
         for m in [1usize, 16] {
             let a = b.bf16_sets(&mut g, m * k, 1)?[0];
             let c = b.bf16_sets(&mut g, m * n, 1)?[0];
-            let t_blas = b.time(20, &mut |i| blas.gemm_bf16(a, bsets[i % 2], c, m, n, k))?;
-            type W4 = fn(&Ops, u64, &Fp4Weight, u64, usize, usize, usize) -> Result<()>;
+            let t_blas = b.time(20, &mut |i| blas.gemm_bf16(a.addr(), bsets[i % 2].addr(), c.addr(), m, n, k))?;
+            type W4 = fn(&Ops, Region, &Fp4Weight, Region, usize, usize, usize) -> Result<()>;
             let kernels: [(&str, W4); 3] =
                 [("w4a16_gemm_decode", Ops::w4a16_gemm_decode), ("w4a16_gemm", Ops::w4a16_gemm), ("w4a16_gemm_n128", Ops::w4a16_gemm_n128)];
             for (name, f) in kernels {
@@ -171,9 +171,7 @@ fn main() -> Result<()> {
                 t_blas / t
             );
         }
-        for a in std::mem::take(&mut b.bufs) {
-            be.free(a)?;
-        }
+        b.bufs.clear();
     }
     drop(blas);
     Ok(())

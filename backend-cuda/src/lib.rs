@@ -53,8 +53,7 @@ implemented! {
 implemented! {
     switchyard_kernels::gemm::DENSE_GEMM_BF16, switchyard_kernels::gemm::DENSE_GEMM_ROUTER,
     switchyard_kernels::gemm::DENSE_GEMM_TC, switchyard_kernels::gemm::DENSE_GEMM_TC_SCALED_ACC,
-    switchyard_kernels::gemm::SCALED_ADD_BF16, switchyard_kernels::gemm::DENSE_GEMM_SPLITK_PARTIAL,
-    switchyard_kernels::gemm::DENSE_GEMM_SPLITK_REDUCE, switchyard_kernels::gemm::DENSE_GEMM_BF16_PIPELINED,
+    switchyard_kernels::gemm::SCALED_ADD_BF16, switchyard_kernels::gemm::DENSE_GEMM_BF16_PIPELINED,
     switchyard_kernels::gemm::w4a16::W4A16_GEMM, switchyard_kernels::gemm::w4a16::W4A16_GEMM_N128,
     switchyard_kernels::gemm::w4a16::W4A16_GEMM_N128_LDB, switchyard_kernels::gemm::w4a16::W4A16_GEMM_N128_M128,
     switchyard_kernels::gemm::w4a16::W4A16_GEMM_N128_M128_BF16, switchyard_kernels::gemm::w4a16::W4A16_GEMM_DECODE,

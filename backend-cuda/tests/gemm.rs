@@ -1,12 +1,12 @@
 //! GEMM-family tests on a CUDA device (each skips, saying so, without one):
-//! parity of all 14 kernels against the CPU reference, the bit-identical
+//! parity of all 13 kernels against the CPU reference, the bit-identical
 //! contracts with `==` at awkward and larger shapes, the pipelined kernel
 //! against cuBLAS, the decode kernel against the tensor-core base, and the
 //! `_ldb` variant at a real vocabulary width (N = 248077).
 use std::sync::Arc;
 use switchyard_core::codec::bf16_value;
 use switchyard_core::compare::nmse;
-use switchyard_core::Backend;
+use switchyard_core::{Backend, DeviceBuffer};
 use switchyard_cuda::{Cublas, CudaBackend};
 use switchyard_kernels::gemm::w4a16::{self, Fp4Weight};
 use switchyard_kernels::gemm::{self as g, REORDERED_NMSE};
@@ -27,43 +27,31 @@ fn dyn_be(cb: &Arc<CudaBackend>) -> Arc<dyn Backend> {
     cb.clone()
 }
 
-/// Uploads `data`; freed by the caller through `free_all`.
-fn up(be: &dyn Backend, data: &[u8], bufs: &mut Vec<u64>) -> u64 {
-    let a = be.alloc(data.len().max(1)).unwrap();
-    be.upload(a, data).unwrap();
-    bufs.push(a);
-    a
+/// A fresh buffer holding `data`.
+fn up(be: &Arc<dyn Backend>, data: &[u8]) -> DeviceBuffer {
+    DeviceBuffer::from_bytes(be, data).unwrap()
 }
 
-/// A buffer of `bytes` filled with 0xff bytes (bf16 NaN pairs / f32 NaN) so unwritten outputs show.
-fn poisoned(be: &dyn Backend, bytes: usize, bufs: &mut Vec<u64>) -> u64 {
-    up(be, &vec![0xffu8; bytes], bufs)
+/// A buffer of `bytes` filled with 0xff bytes (bf16 NaN pairs) so unwritten outputs show.
+fn poisoned(be: &Arc<dyn Backend>, bytes: usize) -> DeviceBuffer {
+    up(be, &vec![0xffu8; bytes])
 }
 
-fn down(be: &dyn Backend, a: u64, bytes: usize) -> Vec<u8> {
-    let mut v = vec![0u8; bytes];
-    be.download(a, &mut v).unwrap();
-    v
-}
-
-fn free_all(be: &dyn Backend, bufs: Vec<u64>) {
-    for a in bufs {
-        be.free(a).unwrap();
-    }
+fn down(b: &DeviceBuffer) -> Vec<u8> {
+    b.to_vec().unwrap()
 }
 
 fn bf16s_f64(b: &[u8]) -> Vec<f64> {
     b.chunks_exact(2).map(|c| bf16_value(u16::from_le_bytes([c[0], c[1]])) as f64).collect()
 }
 
-const MINE: [&switchyard_core::KernelSig; 14] = [
+const MINE: [&switchyard_core::KernelSig; 13] = [
     &g::DENSE_GEMM_BF16,
     &g::DENSE_GEMM_ROUTER,
     &g::DENSE_GEMM_TC,
     &g::DENSE_GEMM_TC_SCALED_ACC,
     &g::SCALED_ADD_BF16,
-    &g::DENSE_GEMM_SPLITK_PARTIAL,
-    &g::DENSE_GEMM_SPLITK_REDUCE,
+    &g::DENSE_GEMM_SPLITK_BF16,
     &g::DENSE_GEMM_BF16_PIPELINED,
     &w4a16::W4A16_GEMM,
     &w4a16::W4A16_GEMM_N128,
@@ -103,20 +91,15 @@ fn scaled_acc_equals_tc_then_scaled_add_bit_for_bit() {
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(11);
     for &(m, n, k) in &EXACT_SHAPES {
-        let mut bufs = Vec::new();
         let (_, a) = gen.bf16(m * k, 0.01, 1.0);
         let (_, b) = gen.bf16(n * k, 0.01, 0.5);
         let (_, c0) = gen.bf16(m * n, 0.5, 2.0);
-        let (a, b) = (up(&*be, &a, &mut bufs), up(&*be, &b, &mut bufs));
-        let fused = up(&*be, &c0, &mut bufs);
-        let unfused = up(&*be, &c0, &mut bufs);
-        let scratch = poisoned(&*be, m * n * 2, &mut bufs);
-        ops.dense_gemm_tc_scaled_acc(a, b, fused, m, n, k, 0.37).unwrap();
-        ops.dense_gemm_tc(a, b, scratch, m, n, k).unwrap();
-        ops.scaled_add_bf16(unfused, scratch, m * n, 0.37).unwrap();
-        let (f, u) = (down(&*be, fused, m * n * 2), down(&*be, unfused, m * n * 2));
-        assert!(f == u, "scaled_acc != tc + scaled_add at m={m} n={n} k={k}");
-        free_all(&*be, bufs);
+        let (a, b) = (up(&be, &a), up(&be, &b));
+        let (fused, unfused, scratch) = (up(&be, &c0), up(&be, &c0), poisoned(&be, m * n * 2));
+        ops.dense_gemm_tc_scaled_acc(a.region(), b.region(), fused.region(), m, n, k, 0.37).unwrap();
+        ops.dense_gemm_tc(a.region(), b.region(), scratch.region(), m, n, k).unwrap();
+        ops.scaled_add_bf16(unfused.region(), scratch.region(), m * n, 0.37).unwrap();
+        assert!(down(&fused) == down(&unfused), "scaled_acc != tc + scaled_add at m={m} n={n} k={k}");
     }
 }
 
@@ -127,15 +110,13 @@ fn router_equals_the_scalar_gemm_bit_for_bit() {
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(12);
     for &(m, n, k) in &EXACT_SHAPES {
-        let mut bufs = Vec::new();
         let (_, a) = gen.bf16(m * k, 0.01, 1.0);
         let (_, b) = gen.bf16(n * k, 0.01, 0.5);
-        let (a, b) = (up(&*be, &a, &mut bufs), up(&*be, &b, &mut bufs));
-        let (c1, c2) = (poisoned(&*be, m * n * 2, &mut bufs), poisoned(&*be, m * n * 2, &mut bufs));
-        ops.dense_gemm_router(a, b, c1, m, n, k).unwrap();
-        ops.dense_gemm_bf16(a, b, c2, m, n, k).unwrap();
-        assert!(down(&*be, c1, m * n * 2) == down(&*be, c2, m * n * 2), "router != dense_gemm_bf16 at m={m} n={n} k={k}");
-        free_all(&*be, bufs);
+        let (a, b) = (up(&be, &a), up(&be, &b));
+        let (c1, c2) = (poisoned(&be, m * n * 2), poisoned(&be, m * n * 2));
+        ops.dense_gemm_router(a.region(), b.region(), c1.region(), m, n, k).unwrap();
+        ops.dense_gemm_bf16(a.region(), b.region(), c2.region(), m, n, k).unwrap();
+        assert!(down(&c1) == down(&c2), "router != dense_gemm_bf16 at m={m} n={n} k={k}");
     }
 }
 
@@ -146,22 +127,20 @@ fn lossless_w4a16_equals_the_base_kernel_bit_for_bit() {
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(13);
     for &(m, n, k) in &[(1usize, 64usize, 64usize), (17, 128, 96), (130, 192, 160), (257, 384, 1040), (64, 256, 2048)] {
-        let mut bufs = Vec::new();
         let (_, a) = gen.bf16(m * k, 0.01, 1.0);
         let (bq, bs, scale2) = w4a16::random_weight(&mut gen, n, k, n);
-        let a = up(&*be, &a, &mut bufs);
-        let w = Fp4Weight { bq: up(&*be, &bq, &mut bufs), bs: up(&*be, &bs, &mut bufs), scale2, ldb: n };
-        let outs: Vec<u64> = (0..4).map(|_| poisoned(&*be, m * n * 2, &mut bufs)).collect();
-        ops.w4a16_gemm(a, &w, outs[0], m, n, k).unwrap();
-        ops.w4a16_gemm_n128_m128_bf16(a, &w, outs[1], m, n, k).unwrap();
-        ops.w4a16_gemm_n128(a, &w, outs[2], m, n, k).unwrap();
-        ops.w4a16_gemm_n128_m128(a, &w, outs[3], m, n, k).unwrap();
-        let base = down(&*be, outs[0], m * n * 2);
-        assert!(base == down(&*be, outs[1], m * n * 2), "lossless != base at m={m} n={n} k={k}");
+        let (a, bq, bs) = (up(&be, &a), up(&be, &bq), up(&be, &bs));
+        let w = Fp4Weight { bq: bq.region(), bs: bs.region(), scale2, ldb: n };
+        let outs: Vec<DeviceBuffer> = (0..4).map(|_| poisoned(&be, m * n * 2)).collect();
+        ops.w4a16_gemm(a.region(), &w, outs[0].region(), m, n, k).unwrap();
+        ops.w4a16_gemm_n128_m128_bf16(a.region(), &w, outs[1].region(), m, n, k).unwrap();
+        ops.w4a16_gemm_n128(a.region(), &w, outs[2].region(), m, n, k).unwrap();
+        ops.w4a16_gemm_n128_m128(a.region(), &w, outs[3].region(), m, n, k).unwrap();
+        let base = down(&outs[0]);
+        assert!(base == down(&outs[1]), "lossless != base at m={m} n={n} k={k}");
         // Not a contract, but true of this implementation (one body for all tilings).
-        assert!(base == down(&*be, outs[2], m * n * 2), "n128 != base at m={m} n={n} k={k}");
-        assert!(base == down(&*be, outs[3], m * n * 2), "n128_m128 != base at m={m} n={n} k={k}");
-        free_all(&*be, bufs);
+        assert!(base == down(&outs[2]), "n128 != base at m={m} n={n} k={k}");
+        assert!(base == down(&outs[3]), "n128_m128 != base at m={m} n={n} k={k}");
     }
 }
 
@@ -179,22 +158,18 @@ fn pipelined_matches_cublas_at_full_tiles() {
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(14);
     for &(m, n, k) in &[(512usize, 1024usize, 1024usize), (300, 776, 1544), (1, 256, 4096)] {
-        let mut bufs = Vec::new();
         let (_, a) = gen.bf16(m * k, -1.0, 1.0);
         let (_, b) = gen.bf16(n * k, -1.0, 1.0);
-        let (a, b) = (up(&*be, &a, &mut bufs), up(&*be, &b, &mut bufs));
-        let (c1, c2, c3) =
-            (poisoned(&*be, m * n * 2, &mut bufs), poisoned(&*be, m * n * 2, &mut bufs), poisoned(&*be, m * n * 2, &mut bufs));
-        ops.dense_gemm_bf16_pipelined(a, b, c1, m, n, k).unwrap();
-        ops.dense_gemm_tc(a, b, c3, m, n, k).unwrap();
-        blas.gemm_bf16(a, b, c2, m, n, k).unwrap();
-        let (p, t, r) =
-            (bf16s_f64(&down(&*be, c1, m * n * 2)), bf16s_f64(&down(&*be, c3, m * n * 2)), bf16s_f64(&down(&*be, c2, m * n * 2)));
+        let (a, b) = (up(&be, &a), up(&be, &b));
+        let (c1, c2, c3) = (poisoned(&be, m * n * 2), poisoned(&be, m * n * 2), poisoned(&be, m * n * 2));
+        ops.dense_gemm_bf16_pipelined(a.region(), b.region(), c1.region(), m, n, k).unwrap();
+        ops.dense_gemm_tc(a.region(), b.region(), c3.region(), m, n, k).unwrap();
+        blas.gemm_bf16(a.addr(), b.addr(), c2.addr(), m, n, k).unwrap();
+        let (p, t, r) = (bf16s_f64(&down(&c1)), bf16s_f64(&down(&c3)), bf16s_f64(&down(&c2)));
         let (e1, e2) = (nmse(&p, &r), nmse(&t, &r));
         println!("m={m} n={n} k={k}: NMSE pipelined vs cuBLAS {e1:.2e}, tc vs cuBLAS {e2:.2e}");
         // Both sides round to bf16 once from f32 sums in different orders.
         assert!(e1 <= REORDERED_NMSE && e2 <= REORDERED_NMSE, "m={m} n={n} k={k}: {e1:.2e} {e2:.2e}");
-        free_all(&*be, bufs);
     }
 }
 
@@ -205,19 +180,17 @@ fn decode_matches_the_base_kernel_at_model_widths() {
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(15);
     for &(m, n, k) in &[(1usize, 1024usize, 5376usize), (16, 512, 8192), (9, 336, 2064)] {
-        let mut bufs = Vec::new();
         let (_, a) = gen.bf16(m * k, -1.0, 1.0);
         let (bq, bs, scale2) = w4a16::random_weight(&mut gen, n, k, n);
-        let a = up(&*be, &a, &mut bufs);
-        let w = Fp4Weight { bq: up(&*be, &bq, &mut bufs), bs: up(&*be, &bs, &mut bufs), scale2, ldb: n };
-        let (c1, c2) = (poisoned(&*be, m * n * 2, &mut bufs), poisoned(&*be, m * n * 2, &mut bufs));
-        ops.w4a16_gemm_decode(a, &w, c1, m, n, k).unwrap();
-        ops.w4a16_gemm(a, &w, c2, m, n, k).unwrap();
-        let (d, r) = (bf16s_f64(&down(&*be, c1, m * n * 2)), bf16s_f64(&down(&*be, c2, m * n * 2)));
+        let (a, bq, bs) = (up(&be, &a), up(&be, &bq), up(&be, &bs));
+        let w = Fp4Weight { bq: bq.region(), bs: bs.region(), scale2, ldb: n };
+        let (c1, c2) = (poisoned(&be, m * n * 2), poisoned(&be, m * n * 2));
+        ops.w4a16_gemm_decode(a.region(), &w, c1.region(), m, n, k).unwrap();
+        ops.w4a16_gemm(a.region(), &w, c2.region(), m, n, k).unwrap();
+        let (d, r) = (bf16s_f64(&down(&c1)), bf16s_f64(&down(&c2)));
         let e = nmse(&d, &r);
         println!("decode vs base m={m} n={n} k={k}: NMSE {e:.2e}");
         assert!(e <= REORDERED_NMSE, "m={m} n={n} k={k}: NMSE {e:.2e}");
-        free_all(&*be, bufs);
     }
 }
 
@@ -227,23 +200,19 @@ fn ldb_variant_at_a_real_vocabulary_width() {
     let be = dyn_be(&cb);
     let ops = Ops::new(be.clone());
     let reference = Ops::new(switchyard_cpu_ref::cpu_backend());
-    let rbe = reference.be.clone();
     let mut gen = Gen::new(16);
     let (m, n, k) = (2usize, 248077usize, 64usize);
     let ldb = n.div_ceil(16) * 16;
     let (_, a) = gen.bf16(m * k, -1.0, 1.0);
     let (bq, bs, scale2) = w4a16::random_weight(&mut gen, n, k, ldb);
-    let run = |o: &Ops, be: &dyn Backend| {
-        let mut bufs = Vec::new();
-        let a = up(be, &a, &mut bufs);
-        let w = Fp4Weight { bq: up(be, &bq, &mut bufs), bs: up(be, &bs, &mut bufs), scale2, ldb };
-        let c = poisoned(be, m * n * 2, &mut bufs);
-        o.w4a16_gemm_n128_ldb(a, &w, c, m, n, k).unwrap();
-        let out = down(be, c, m * n * 2);
-        free_all(be, bufs);
-        out
+    let run = |o: &Ops| {
+        let (a, bq, bs) = (up(&o.be, &a), up(&o.be, &bq), up(&o.be, &bs));
+        let w = Fp4Weight { bq: bq.region(), bs: bs.region(), scale2, ldb };
+        let c = poisoned(&o.be, m * n * 2);
+        o.w4a16_gemm_n128_ldb(a.region(), &w, c.region(), m, n, k).unwrap();
+        down(&c)
     };
-    let (got, want) = (run(&ops, &*be), run(&reference, &*rbe));
+    let (got, want) = (run(&ops), run(&reference));
     let e = nmse(&bf16s_f64(&got), &bf16s_f64(&want));
     println!("w4a16_gemm_n128_ldb m={m} n={n} ldb={ldb} k={k}: NMSE {e:.2e}");
     assert!(e <= REORDERED_NMSE, "NMSE {e:.2e}");

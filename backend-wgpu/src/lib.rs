@@ -59,8 +59,6 @@ register!(
     gemm::DENSE_GEMM_TC,
     gemm::DENSE_GEMM_TC_SCALED_ACC,
     gemm::SCALED_ADD_BF16,
-    gemm::DENSE_GEMM_SPLITK_PARTIAL,
-    gemm::DENSE_GEMM_SPLITK_REDUCE,
     gemm::DENSE_GEMM_BF16_PIPELINED,
     gemm::w4a16::W4A16_GEMM,
     gemm::w4a16::W4A16_GEMM_N128,

@@ -1,8 +1,7 @@
 //! How each kernel maps onto dispatches. Most run the launcher's grid with
 //! the workgroup size fixed in their WGSL; a few choose their own geometry
-//! (lm_head: 256 vocab rows per workgroup and `M` as an override; the GEMMs:
-//! 128 × 128 output tiles; argmax: a chunked first pass into scratch and a
-//! per-row final pass).
+//! (lm_head: 256 vocab rows per workgroup and `M` as an override; argmax: a
+//! chunked first pass into scratch and a per-row final pass).
 use switchyard_core::{Arg, Error, KernelSig, Result};
 
 /// One dispatch of a launch.
@@ -68,8 +67,6 @@ pub(crate) fn plan(sig: &'static KernelSig, grid: [u32; 3], args: &[Arg]) -> Res
                 scratch: rows as u64 * chunks as u64 * 8,
             })
         }
-        // The GEMM family picks its own geometry (kernels/src/gemm/*.wgsl).
-        s if GEMM_PLANNED.contains(&s) => gemm_plan(sig, args),
         // Attention picks its own geometry (kernels/src/attn/*.wgsl).
         "attention_prefill" | "attention_decode_partial" => attn_plan(sig, grid, args),
         // Several slots per workgroup: short rows still fill it, and long slot
@@ -85,70 +82,6 @@ pub(crate) fn plan(sig: &'static KernelSig, grid: [u32; 3], args: &[Arg]) -> Res
 
 /// Words one `copy_u32` workgroup moves (`SPAN` in copy_u32.wgsl).
 const COPY_WORDS_PER_GROUP: u32 = 4096;
-
-/// The GEMM kernels [`gemm_plan`] lays out (scaled_add_bf16 runs the launcher's grid).
-const GEMM_PLANNED: [&str; 13] = [
-    "dense_gemm_bf16",
-    "dense_gemm_router",
-    "dense_gemm_tc",
-    "dense_gemm_bf16_pipelined",
-    "dense_gemm_tc_scaled_acc",
-    "dense_gemm_splitk_partial",
-    "dense_gemm_splitk_reduce",
-    "w4a16_gemm",
-    "w4a16_gemm_n128",
-    "w4a16_gemm_n128_ldb",
-    "w4a16_gemm_n128_m128",
-    "w4a16_gemm_n128_m128_bf16",
-    "w4a16_gemm_decode",
-];
-/// Output rows and columns per workgroup of the tiled GEMM shaders.
-const GEMM_TILE: u32 = 128;
-/// Largest M of the dense GEMMs' small path, and its columns per workgroup.
-const DENSE_SMALL_M: u32 = 16;
-const DENSE_SMALL_COLS: u32 = 32;
-/// Output columns per workgroup of `w4a16_gemm_decode`.
-const DECODE_COLS: u32 = 32;
-
-/// Geometry of the GEMM family. Extras stay 0: the scaled-add shaders OR x3
-/// into a product to keep the driver from fusing it into an FMA.
-fn gemm_plan(sig: &'static KernelSig, args: &[Arg]) -> Result<Plan> {
-    let (m, n) = (int(sig, args, "m")?, int(sig, args, "n")?);
-    let tiles = [n.div_ceil(GEMM_TILE), m.div_ceil(GEMM_TILE)];
-    // Dense M ≤ 16: the small path (32 columns per workgroup, M an override); the
-    // same strict k order as the tiles, so the choice changes no result.
-    let small = |entry: &'static str, gz: u32| Plan {
-        passes: vec![Pass { entry, grid: [n.div_ceil(DENSE_SMALL_COLS), 1, gz], consts: vec![("M", m)], extra: [0; 4] }],
-        scratch: 0,
-    };
-    match sig.symbol {
-        "dense_gemm_bf16" | "dense_gemm_router" | "dense_gemm_tc" | "dense_gemm_bf16_pipelined" if m <= DENSE_SMALL_M => {
-            Ok(small("dense_gemm_small", 1))
-        }
-        "dense_gemm_tc_scaled_acc" if m <= DENSE_SMALL_M => Ok(small("dense_gemm_tc_scaled_acc_small", 1)),
-        "dense_gemm_splitk_partial" if m <= DENSE_SMALL_M => Ok(small("dense_gemm_splitk_partial_small", int(sig, args, "splits")?)),
-        // A thread per output word; the shader indexes words with u32.
-        "dense_gemm_splitk_reduce" => {
-            let words = m as u64 * n as u64 / 2;
-            let groups = u32::try_from(words.div_ceil(256))
-                .map_err(|_| Error::invalid(sig.symbol, "m", format!("m · n = {} elements exceed the u32 index space", 2 * words)))?;
-            Ok(single(sig, [groups, 1, 1]))
-        }
-        // The split is the z dimension (the shader reads wid.z, so the grid must not fold into z).
-        "dense_gemm_splitk_partial" => Ok(single(sig, [tiles[0], tiles[1], int(sig, args, "splits")?])),
-        // M is an override: the per-row accumulators unroll into registers.
-        "w4a16_gemm_decode" => {
-            if !(1..=16).contains(&m) {
-                return Err(Error::invalid(sig.symbol, "m", format!("m = {m} must be in 1..=16")));
-            }
-            Ok(Plan {
-                passes: vec![Pass { entry: sig.symbol, grid: [n.div_ceil(DECODE_COLS), 1, 1], consts: vec![("M", m)], extra: [0; 4] }],
-                scratch: 0,
-            })
-        }
-        _ => Ok(single(sig, [tiles[0], tiles[1], 1])),
-    }
-}
 
 /// Slots per `moe_gather_bf16` workgroup.
 const GATHER_SLOTS: u32 = 8;

@@ -10,6 +10,7 @@
 //! `w4a16_gemm_decode` splits K across threads and is compared by NMSE.
 use switchyard_core::codec::bytes::bf16_bits_from_bytes;
 use switchyard_core::codec::{bf16_bits, bf16_value};
+use switchyard_core::{DeviceBuffer, Region};
 use switchyard_kernels::gemm::w4a16::{random_weight, Fp4Weight};
 use switchyard_kernels::gemm::REORDERED_NMSE;
 use switchyard_kernels::parity::Gen;
@@ -17,13 +18,28 @@ use switchyard_kernels::Ops;
 use switchyard_wgpu::WgpuOptions;
 
 mod common;
-use common::{backend, down, poisoned, up};
+use common::backend;
+
+/// A fresh buffer of `o`'s backend holding `data`.
+fn up(o: &Ops, data: &[u8]) -> DeviceBuffer {
+    DeviceBuffer::from_bytes(&o.be, data).unwrap()
+}
+
+/// An output of `bytes` NaN bytes (0xff), so an element nobody wrote shows.
+fn poisoned(o: &Ops, bytes: usize) -> DeviceBuffer {
+    up(o, &vec![0xff; bytes])
+}
+
+/// The bf16 elements of a buffer.
+fn bits(b: &DeviceBuffer) -> Vec<u16> {
+    bf16_bits_from_bytes(&b.to_vec().unwrap())
+}
 
 fn operands(g: &mut Gen, m: usize, n: usize, k: usize) -> (Vec<u8>, Vec<u8>) {
     (g.bf16(m * k, 0.01, 1.0).1, g.bf16(n * k, 0.01, 0.5).1)
 }
 
-type Dense = fn(&Ops, u64, u64, u64, usize, usize, usize) -> switchyard_core::Result<()>;
+type Dense = fn(&Ops, Region, Region, Region, usize, usize, usize) -> switchyard_core::Result<()>;
 
 /// Runs `f` on fresh buffers of `o` and returns the output bits; unwritten (NaN) outputs fail.
 fn dense(
@@ -33,14 +49,11 @@ fn dense(
     m: usize,
     n: usize,
     k: usize,
-    f: impl Fn(&Ops, u64, u64, u64) -> switchyard_core::Result<()>,
+    f: impl Fn(&Ops, Region, Region, Region) -> switchyard_core::Result<()>,
 ) -> Vec<u16> {
-    let (pa, pb, pc) = (up(&o.be, a), up(&o.be, b), poisoned(&o.be, 2 * m * n));
-    f(o, pa, pb, pc).unwrap();
-    let out = bf16_bits_from_bytes(&down(&o.be, pc, 2 * m * n));
-    for p in [pa, pb, pc] {
-        o.be.free(p).unwrap();
-    }
+    let (pa, pb, pc) = (up(o, a), up(o, b), poisoned(o, 2 * m * n));
+    f(o, pa.region(), pb.region(), pc.region()).unwrap();
+    let out = bits(&pc);
     assert!(out.iter().all(|&x| !bf16_value(x).is_nan()), "m={m} n={n} k={k}: unwritten output");
     out
 }
@@ -74,14 +87,7 @@ fn dense_variants_equal_the_reference_and_each_other_bit_for_bit() {
             if splits > k {
                 continue;
             }
-            let split = |o: &Ops| {
-                dense(o, &a, &b, m, n, k, |o, pa, pb, pc| {
-                    let ws = poisoned(&o.be, 4 * splits * m * n);
-                    let r = o.dense_gemm_splitk(pa, pb, pc, ws, m, n, k, splits);
-                    o.be.free(ws).unwrap();
-                    r
-                })
-            };
+            let split = |o: &Ops| dense(o, &a, &b, m, n, k, |o, pa, pb, pc| o.dense_gemm_splitk_bf16(pa, pb, pc, m, n, k, splits));
             assert!(split(&w) == split(&c), "split-K ({splits} splits) != cpu-ref at m={m} n={n} k={k}");
         }
     }
@@ -116,37 +122,32 @@ fn scaled_acc_equals_tc_then_scaled_add_bit_for_bit() {
         let (a, b) = operands(&mut g, m, n, k);
         let (_, c0) = g.bf16(m * n, 0.5, 2.0);
         for scale in [0.37f32, -1.7, 1.0, 3.1e-3] {
-            let (pa, pb) = (up(&be, &a), up(&be, &b));
-            let fused = up(&be, &c0);
-            o.dense_gemm_tc_scaled_acc(pa, pb, fused, m, n, k, scale).unwrap();
-            let (unfused, scratch) = (up(&be, &c0), poisoned(&be, 2 * m * n));
-            o.dense_gemm_tc(pa, pb, scratch, m, n, k).unwrap();
-            o.scaled_add_bf16(unfused, scratch, m * n, scale).unwrap();
-            let (f, u) = (down(&be, fused, 2 * m * n), down(&be, unfused, 2 * m * n));
+            let (pa, pb) = (up(&o, &a), up(&o, &b));
+            let fused = up(&o, &c0);
+            o.dense_gemm_tc_scaled_acc(pa.region(), pb.region(), fused.region(), m, n, k, scale).unwrap();
+            let (unfused, scratch) = (up(&o, &c0), poisoned(&o, 2 * m * n));
+            o.dense_gemm_tc(pa.region(), pb.region(), scratch.region(), m, n, k).unwrap();
+            o.scaled_add_bf16(unfused.region(), scratch.region(), m * n, scale).unwrap();
+            let (f, u) = (bits(&fused), bits(&unfused));
             assert!(f == u, "scaled_acc != tc + scaled_add at m={m} n={n} k={k} scale={scale}");
             // The epilogue is the contract's two roundings, recomputed on the host.
-            let t = bf16_bits_from_bytes(&down(&be, scratch, 2 * m * n));
+            let t = bits(&scratch);
             let c = bf16_bits_from_bytes(&c0);
             let expect: Vec<u16> = c.iter().zip(&t).map(|(&c, &t)| bf16_bits(bf16_value(c) + scale * bf16_value(t))).collect();
-            assert_eq!(bf16_bits_from_bytes(&f), expect, "epilogue at m={m} n={n} k={k} scale={scale}");
-            for p in [pa, pb, fused, unfused, scratch] {
-                be.free(p).unwrap();
-            }
+            assert_eq!(f, expect, "epilogue at m={m} n={n} k={k} scale={scale}");
         }
     }
+    assert_eq!(be.live_bytes(), 0);
 }
 
-type W4 = fn(&Ops, u64, &Fp4Weight, u64, usize, usize, usize) -> switchyard_core::Result<()>;
+type W4 = fn(&Ops, Region, &Fp4Weight, Region, usize, usize, usize) -> switchyard_core::Result<()>;
 
 /// Runs a W4A16 launcher on fresh buffers and returns the output bits.
 #[allow(clippy::too_many_arguments)]
 fn w4(o: &Ops, a: &[u8], bq: &[u8], bs: &[u8], scale2: f32, ldb: usize, m: usize, n: usize, k: usize, f: W4) -> Vec<u16> {
-    let (pa, pq, ps, pc) = (up(&o.be, a), up(&o.be, bq), up(&o.be, bs), poisoned(&o.be, 2 * m * n));
-    f(o, pa, &Fp4Weight { bq: pq, bs: ps, scale2, ldb }, pc, m, n, k).unwrap();
-    let out = bf16_bits_from_bytes(&down(&o.be, pc, 2 * m * n));
-    for p in [pa, pq, ps, pc] {
-        o.be.free(p).unwrap();
-    }
+    let (pa, pq, ps, pc) = (up(o, a), up(o, bq), up(o, bs), poisoned(o, 2 * m * n));
+    f(o, pa.region(), &Fp4Weight { bq: pq.region(), bs: ps.region(), scale2, ldb }, pc.region(), m, n, k).unwrap();
+    let out = bits(&pc);
     assert!(out.iter().all(|&x| !bf16_value(x).is_nan()), "m={m} n={n} k={k}: unwritten output");
     out
 }
@@ -197,7 +198,7 @@ fn w4a16_variants_equal_the_reference_and_lossless_equals_base() {
 #[test]
 fn folded_grids_cover_every_tile() {
     // Three workgroups per dimension at most: the 2-D GEMM grids fold x into z,
-    // the 1-D decode and reduce grids fold x into y.
+    // the 1-D decode and split-K reduce grids fold x into y.
     let Some(be) = backend("folded_grids_cover_every_tile", WgpuOptions { fold_limit: Some(3), ..Default::default() }) else { return };
     let (w, c) = (Ops::new(be), Ops::new(switchyard_cpu_ref::cpu_backend()));
     let mut g = Gen::new(13);
@@ -214,15 +215,10 @@ fn folded_grids_cover_every_tile() {
         let got = w4(&w, &a, &bq, &bs, s2, n, m, n, k, f);
         assert!(nmse(&got, &reference) <= REORDERED_NMSE, "folded W4A16 at n={n}");
     }
-    let (m, n, splits) = (3, 1400, 3);
-    let (_, ws) = g.f32(splits * m * n, -4.0, 4.0);
-    let reduce = |o: &Ops| {
-        let (pw, pc) = (up(&o.be, &ws), poisoned(&o.be, 2 * m * n));
-        o.dense_gemm_splitk_reduce(pw, pc, m, n, splits).unwrap();
-        let out = down(&o.be, pc, 2 * m * n);
-        o.be.free(pw).unwrap();
-        o.be.free(pc).unwrap();
-        out
-    };
-    assert!(reduce(&w) == reduce(&c), "folded dense_gemm_splitk_reduce");
+    // Split-K: the partials' 3-D grid (one tile, 3 splits on z) never folds;
+    // the reduce's 960 output words are 4 workgroups, folded into 2 × 2.
+    let (m, n, k, splits) = (20, 96, 24, 3);
+    let (a, b) = operands(&mut g, m, n, k);
+    let split = |o: &Ops| dense(o, &a, &b, m, n, k, |o, pa, pb, pc| o.dense_gemm_splitk_bf16(pa, pb, pc, m, n, k, splits));
+    assert!(split(&w) == split(&c), "folded dense_gemm_splitk_bf16");
 }

@@ -272,9 +272,9 @@ fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
     let ops = Ops::new(be.clone());
     let p = |r: &mut Reader| pool.ptr(r);
     let res = match r.pick(18) {
-        0 => ops.dense_gemm_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r)),
-        1 => ops.dense_gemm_tc_scaled_acc(p(r), p(r), p(r), dim(r), dim(r), dim(r), scalar_f32(r)),
-        2 => ops.dense_gemm_splitk(p(r), p(r), p(r), p(r), dim(r), dim(r), dim(r), dim(r)),
+        0 => ops.dense_gemm_bf16(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r)),
+        1 => ops.dense_gemm_tc_scaled_acc(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r), scalar_f32(r)),
+        2 => ops.dense_gemm_splitk_bf16(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r), dim(r)),
         3 => ops.rmsnorm_bf16(pool.region(r), pool.region(r), pool.opt_region(r), dim(r), dim(r), scalar_f32(r)),
         4 => ops.lm_head_logits_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r), scalar_f32(r)),
         5 => ops.argmax_rows(p(r), p(r), p(r), dim(r), dim(r), edge(r) as i32, edge(r) as i32),
@@ -291,11 +291,11 @@ fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
         12 => ops.gelu_mul(p(r), p(r), dim(r), dim(r)),
         13 => ops.moe_combine(p(r), p(r), p(r), p(r), dim(r), dim(r), dim(r), dim(r)),
         14 => {
-            let w = Fp4Weight { bq: p(r), bs: p(r), scale2: scalar_f32(r), ldb: dim(r) };
+            let w = Fp4Weight { bq: pool.region(r), bs: pool.region(r), scale2: scalar_f32(r), ldb: dim(r) };
             match r.pick(3) {
-                0 => ops.w4a16_gemm(p(r), &w, p(r), dim(r), dim(r), dim(r)),
-                1 => ops.w4a16_gemm_n128_ldb(p(r), &w, p(r), dim(r), dim(r), dim(r)),
-                _ => ops.w4a16_gemm_decode(p(r), &w, p(r), dim(r), dim(r), dim(r)),
+                0 => ops.w4a16_gemm(pool.region(r), &w, pool.region(r), dim(r), dim(r), dim(r)),
+                1 => ops.w4a16_gemm_n128_ldb(pool.region(r), &w, pool.region(r), dim(r), dim(r), dim(r)),
+                _ => ops.w4a16_gemm_decode(pool.region(r), &w, pool.region(r), dim(r), dim(r), dim(r)),
             }
         }
         15 => ops.copy_u32(p(r), p(r), dim(r)),

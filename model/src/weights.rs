@@ -49,7 +49,7 @@ impl Linear {
     /// The W4A16 view of an NVFP4 weight.
     pub fn fp4(&self) -> Option<Fp4Weight> {
         match self {
-            Linear::Nvfp4 { bq, bs, scale2, n, .. } => Some(Fp4Weight { bq: bq.addr(), bs: bs.addr(), scale2: *scale2, ldb: *n }),
+            Linear::Nvfp4 { bq, bs, scale2, n, .. } => Some(Fp4Weight { bq: bq.region(), bs: bs.region(), scale2: *scale2, ldb: *n }),
             Linear::Bf16 { .. } => None,
         }
     }

@@ -187,7 +187,7 @@ fn launchers_with_overflowing_shapes_are_refused() {
         ("gather_rows_bf16 n_src·h", ops.gather_rows_bf16(a, a, a, 1, big, 16)),
         ("gelu_mul rows·2·inter", ops.gelu_mul(a, a, 1 << 30, 1 << 30)),
         ("lm_head vocab·hdim", ops.lm_head_logits_bf16(a, a, a, 1, big, 16, 0.0)),
-        ("dense_gemm_splitk splits·m·n", ops.dense_gemm_splitk(a, a, a, a, 1 << 31, 1 << 31, 8, 1 << 31)),
+        ("dense_gemm_splitk_bf16 m·n", ops.dense_gemm_splitk_bf16(b.region(), b.region(), b.region(), 1 << 31, 1 << 31, 8, 8)),
         ("moe_gather n·h", ops.moe_gather(a, a, a, 1 << 30, 1, 1 << 30, 1)),
     ];
     for (what, r) in checks {
@@ -218,7 +218,8 @@ fn raw_launches_that_exhausted_memory_or_spun_fail_fast() {
         (&norm::RMSNORM_BF16, g(u32::MAX), vec![P(a), P(a), P(0), I(i32::MAX), I(0), F(1e-6)]),
         (&norm::LAYER_OUT_BF16, g(u32::MAX), vec![P(a), P(a), P(a), P(0), P(a), I(i32::MAX), I(0), F(1e-6)]),
         (&gemm::DENSE_GEMM_BF16, g(1), vec![P(a), P(a), P(a), U(0), U(u32::MAX), U(0)]),
-        (&gemm::DENSE_GEMM_SPLITK_PARTIAL, g(1), vec![P(a), P(a), P(a), U(0), U(1), U(1), U(u32::MAX)]),
+        (&gemm::DENSE_GEMM_SPLITK_BF16, g(1), vec![P(a), P(a), P(a), U(0), U(1), U(1), U(u32::MAX)]),
+        (&gemm::DENSE_GEMM_SPLITK_BF16, g(1), vec![P(a), P(a), P(a), U(1), U(2), U(2), U(u32::MAX)]),
         (&moe::expert::MOE_GATHER_BF16, g(1), vec![P(a), P(a), P(a), I(1), I(1), I(big), I(0)]),
         (&moe::expert::MOE_COMBINE_BF16, g(1), vec![P(a), P(a), P(a), P(a), I(big), I(0), I(big), I(0)]),
         (&attn::ATTENTION_DECODE_REDUCE, g(1), vec![P(a), P(a), P(a), I(big), I(big), I(8), I(0)]),

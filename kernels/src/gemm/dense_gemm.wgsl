@@ -4,8 +4,8 @@
 // WGSL has no bf16 matrix units to gain from reordering, so all four sum in
 // the scalar order: each equals the CPU reference exactly, the router equals
 // dense_gemm_bf16 by construction, and dense_gemm_tc_scaled_acc (the same
-// core) equals dense_gemm_tc then scaled_add_bf16. The host plan
-// (backend-wgpu/src/plan.rs) launches a (⌈N/128⌉, ⌈M/128⌉) grid of tiles, or
+// core) equals dense_gemm_tc then scaled_add_bf16. The WGSL plan
+// (gemm/mod.rs) launches a (⌈N/128⌉, ⌈M/128⌉) grid of tiles, or
 // for M ≤ 16 ⌈N/32⌉ workgroups of the small path (dense_gemm_small).
 struct Params {
     a: u32, b: u32, c: u32, m: u32, n: u32, k: u32,

@@ -1,7 +1,7 @@
 // c = bf16(c + scale · bf16(acc)) in one pass. acc comes from the same tile
 // core as dense_gemm_tc (dense_tile_core.wgsli), and the epilogue is
 // scaled_add_bf16's, so the result equals dense_gemm_tc into scratch then
-// scaled_add_bf16 bit for bit. Grid (⌈N/128⌉, ⌈M/128⌉) from the host plan,
+// scaled_add_bf16 bit for bit. Grid (⌈N/128⌉, ⌈M/128⌉) from the WGSL plan,
 // or ⌈N/32⌉ workgroups of the small path for M ≤ 16 (as dense_gemm_tc).
 struct Params {
     a: u32, b: u32, c: u32, m: u32, n: u32, k: u32, scale: f32,

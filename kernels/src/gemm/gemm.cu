@@ -3,7 +3,7 @@
 //
 // Two groups with different contracts:
 // - Strict k order (dense_gemm_bf16, dense_gemm_router, the split-K
-//   partial): each output sums acc = acc + a*b for k = 0..K-1 with the
+//   partial pass): each output sums acc = acc + a*b for k = 0..K-1 with the
 //   product and the sum rounded separately. They use __fmul_rn / __fadd_rn,
 //   which the compiler never contracts into an FMA, so they equal the CPU
 //   reference bit for bit whatever --fmad says.
@@ -108,9 +108,13 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_bf16(const bf16* __
     if (row < M && col < N) c[(size_t)row * N + col] = f32_to_bf16(acc);
 }
 
-extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_partial(const bf16* __restrict__ a, const bf16* __restrict__ b,
-                                                                             float* __restrict__ ws, unsigned m, unsigned n, unsigned k,
-                                                                             unsigned splits) {
+// dense_gemm_splitk_bf16: two passes over one workspace ws of splits·M·N f32
+// partial sums (the backend's, appended after the declared parameters).
+// Pass 1, grid (ceil(N/16), ceil(M/16), splits), block (16, 16): ws[s, m, n]
+// = the strict-order sum over chunk s of K (empty past K, so +0).
+extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_bf16_partial(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                                  bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                                  unsigned splits, float* __restrict__ ws) {
     const int M = m, N = n, K = k, S = splits, s = blockIdx.z;
     const int len = (K + S - 1) / S;
     const int lo = min(K, s * len), hi = min(K, (s + 1) * len);
@@ -119,12 +123,14 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_partial(cons
     if (row < M && col < N) ws[((size_t)s * M + row) * N + col] = acc;
 }
 
-// c[m, n] = bf16(sum_s ws[s, m, n]) from +0 in s order. Grid (ceil(N/256), M), block 256.
-extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_reduce(const float* __restrict__ ws, bf16* __restrict__ c, unsigned m,
-                                                                            unsigned n, unsigned splits) {
+// Pass 2, grid (ceil(N/256), M), block 256: c[m, n] = bf16(sum_s ws[s, m, n])
+// from +0 in s order.
+extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                                 bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                                 unsigned splits, const float* __restrict__ ws) {
     const size_t M = m, N = n;
     const unsigned col = blockIdx.x * 256 + threadIdx.x, row = blockIdx.y;
-    if (col >= N) return;
+    if (col >= N || row >= M) return;
     float acc = 0.0f;
     for (unsigned s = 0; s < splits; ++s) acc = __fadd_rn(acc, ws[(s * M + row) * N + col]);
     c[row * N + col] = f32_to_bf16(acc);

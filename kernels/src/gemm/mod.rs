@@ -11,13 +11,18 @@
 //! elements by one ulp).
 pub mod w4a16;
 
-use crate::ops::{bf16s, blocks, require, sat, words, Ops};
+use crate::ops::{bf16s, region, require, saturating_product, scalar, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{registry, Arg::*, ArgSpec as A, DType, Result};
+use switchyard_core::{registry, Arg::*, ArgSpec as A, DType, Error, KernelSig, Region, Result};
 
 /// The NMSE bound for bf16 GEMM outputs whose K order differs from the reference.
 pub const REORDERED_NMSE: f64 = 1e-6;
+
+/// Most K chunks [`DENSE_GEMM_SPLITK_BF16`] takes: the workspace is
+/// `splits · M · N` f32, so this bounds it at 128 times the output.
+pub const SPLITK_MAX_SPLITS: usize = 64;
 
 macro_rules! gemm_args {
     ($($extra:expr),*) => {
@@ -28,20 +33,19 @@ macro_rules! gemm_args {
 declare_kernel! {
     /// Simple tiled GEMM, the scalar order: `acc = 0; for k in 0..K { acc = acc + a·b }`
     /// with the product and the sum each rounded to f32 (no FMA);
-    /// `c = bf16(acc)`. Grid `(⌈N/16⌉, ⌈M/16⌉)`, block `(16, 16)`. K and N even.
+    /// `c = bf16(acc)`. K and N even.
     DENSE_GEMM_BF16 = "gemm"::"dense_gemm_bf16"=> &gemm_args!()
 }
 
 declare_kernel! {
     /// The router GEMM: bit-identical to [`DENSE_GEMM_BF16`] (same strict
-    /// k order, no FMA), register-blocked for speed. Grid `(⌈N/64⌉, ⌈M/16⌉)`,
-    /// block `(16, 16)`. K and N even.
+    /// k order, no FMA), register-blocked for speed. K and N even.
     DENSE_GEMM_ROUTER = "gemm"::"dense_gemm_router"=> &gemm_args!()
 }
 
 declare_kernel! {
     /// Tensor-core GEMM (mma.sync m16n8k16 on CUDA): f32 accumulation in any
-    /// K order, `c = bf16(acc)`. Grid `(⌈N/64⌉, ⌈M/16⌉)`, block 128. K % 8 == 0, N even.
+    /// K order, `c = bf16(acc)`. K % 8 == 0, N even.
     DENSE_GEMM_TC = "gemm"::"dense_gemm_tc"=> &gemm_args!()
 }
 
@@ -62,26 +66,153 @@ declare_kernel! {
 }
 
 declare_kernel! {
-    /// Split-K phase 1: `ws[s, m, n] = Σ_{k ∈ chunk s} a[m,k]·b[n,k]` in f32,
-    /// chunk `s` = `[s·⌈K/splits⌉, min(K, (s+1)·⌈K/splits⌉))` (K order within a
-    /// chunk free). Grid `(⌈N/16⌉, ⌈M/16⌉, splits)`, block `(16, 16)`.
-    DENSE_GEMM_SPLITK_PARTIAL = "gemm"::"dense_gemm_splitk_partial"(
-        A::input("a"), A::input("b"), A::output("ws"), A::u32("m"), A::u32("n"), A::u32("k"), A::u32("splits"))
-}
-
-declare_kernel! {
-    /// Split-K phase 2: `c[m, n] = bf16(Σ_s ws[s, m, n])`, summed in s order.
-    /// Grid `(⌈N/256⌉, M)`, block 256.
-    DENSE_GEMM_SPLITK_REDUCE = "gemm"::"dense_gemm_splitk_reduce"(
-        A::input("ws"), A::output("c"), A::u32("m"), A::u32("n"), A::u32("splits"))
+    /// Split-K GEMM: `c[m, n] = bf16(Σ_s P[s, m, n])` with the partial sums
+    /// `P[s, m, n] = Σ_{k ∈ chunk s} a[m,k]·b[n,k]` in f32, chunk `s` =
+    /// `[s·⌈K/splits⌉, min(K, (s+1)·⌈K/splits⌉))` (empty past K, its sums 0),
+    /// K order within a chunk free, and the partials added from +0 in s
+    /// order. `1 ≤ splits ≤` [`SPLITK_MAX_SPLITS`]; K and N even. The
+    /// partials live in backend workspace (`splits · M · N` f32), never in a
+    /// caller's buffer.
+    DENSE_GEMM_SPLITK_BF16 = "gemm"::"dense_gemm_splitk_bf16"=> &gemm_args!(A::u32("splits"))
 }
 
 declare_kernel! {
     /// Pipelined tensor-core GEMM (multi-stage cp.async, 128×128 tiles on
-    /// CUDA): same contract as [`DENSE_GEMM_TC`]. Grid `(⌈N/128⌉, ⌈M/128⌉)`,
-    /// block 256. K % 8 == 0, N even.
+    /// CUDA): same contract as [`DENSE_GEMM_TC`]. K % 8 == 0, N even.
     DENSE_GEMM_BF16_PIPELINED = "gemm"::"dense_gemm_bf16_pipelined"=> &gemm_args!()
 }
+
+/// CUDA: one block per `cols × rows` output tile.
+fn cuda_tiles(a: &PlanArgs, cols: u64, rows: u64, block: [u32; 3]) -> Result<CudaPlan> {
+    let (m, n) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?));
+    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, n, cols)?, groups(a.kernel, m, rows)?, 1], block))
+}
+
+/// 16 × 16 tiles, a thread per output element.
+fn cuda_dense_gemm_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_tiles(a, 16, 16, [16, 16, 1])
+}
+
+/// 64-column × 16-row tiles, four columns per thread.
+fn cuda_dense_gemm_router(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_tiles(a, 64, 16, [16, 16, 1])
+}
+
+/// 64 × 16 tiles, four warps of mma.sync (dense_gemm_tc and its scaled-add twin).
+fn cuda_tensor_core(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_tiles(a, 64, 16, [128, 1, 1])
+}
+
+/// 128 × 128 tiles, eight warps.
+fn cuda_dense_gemm_bf16_pipelined(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_tiles(a, 128, 128, [256, 1, 1])
+}
+
+/// A thread per element pair.
+fn cuda_scaled_add_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, u64::from(a.u32("n")?), 512)?, 1, 1], [256, 1, 1]))
+}
+
+/// Bytes of the split-K partial sums: `splits · M · N` f32.
+fn splitk_workspace(a: &PlanArgs) -> Result<u64> {
+    let (m, n, splits) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("splits")?));
+    Ok(4 * splits * m * n)
+}
+
+/// Two passes over one workspace: the partials, a 16 × 16 tile per block and
+/// the split on z; then the reduce, a thread per output element of row y.
+fn cuda_dense_gemm_splitk_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    let k = a.kernel;
+    let (m, n, splits) = (a.u32("m")?, u64::from(a.u32("n")?), a.u32("splits")?);
+    Ok(CudaPlan {
+        passes: vec![
+            CudaPass {
+                entry: "dense_gemm_splitk_bf16_partial",
+                grid: [groups(k, n, 16)?, groups(k, u64::from(m), 16)?, splits],
+                block: [16, 16, 1],
+                shared_bytes: 0,
+            },
+            CudaPass { entry: "dense_gemm_splitk_bf16_reduce", grid: [groups(k, n, 256)?, m, 1], block: [256, 1, 1], shared_bytes: 0 },
+        ],
+        workspace_bytes: splitk_workspace(a)?,
+    })
+}
+
+cuda_plan!(DENSE_GEMM_BF16 => cuda_dense_gemm_bf16);
+cuda_plan!(DENSE_GEMM_ROUTER => cuda_dense_gemm_router);
+cuda_plan!(DENSE_GEMM_TC => cuda_tensor_core);
+cuda_plan!(DENSE_GEMM_TC_SCALED_ACC => cuda_tensor_core);
+cuda_plan!(DENSE_GEMM_BF16_PIPELINED => cuda_dense_gemm_bf16_pipelined);
+cuda_plan!(SCALED_ADD_BF16 => cuda_scaled_add_bf16);
+cuda_plan!(DENSE_GEMM_SPLITK_BF16 => cuda_dense_gemm_splitk_bf16);
+
+/// Output rows and columns per workgroup of the tiled WGSL GEMMs (`TILE` in dense_tile_core.wgsli).
+const WGSL_TILE: u64 = 128;
+/// Largest M of the WGSL dense GEMMs' small path, and its columns per
+/// workgroup (`SN` in dense_tile_core.wgsli).
+const WGSL_SMALL_M: u32 = 16;
+const WGSL_SMALL_COLS: u64 = 32;
+
+/// WGSL geometry of the dense shaders: `(⌈N/128⌉, ⌈M/128⌉, gz)` tiles, or for
+/// M ≤ 16 the small path `small` (⌈N/32⌉ workgroups, M as an override) with
+/// the same strict k order, so the choice changes no result. Extras stay 0:
+/// the scaled-add shaders OR x3 into a product to keep the driver from fusing
+/// it into an FMA.
+fn wgsl_dense_pass(a: &PlanArgs, tiled: &'static str, small: &'static str, gz: u32) -> Result<WgslPass> {
+    let (m, n) = (a.u32("m")?, u64::from(a.u32("n")?));
+    Ok(if m <= WGSL_SMALL_M {
+        WgslPass { entry: small, grid: [groups(a.kernel, n, WGSL_SMALL_COLS)?, 1, gz], consts: vec![("M", m)], extra: [0; 4] }
+    } else {
+        let grid = [groups(a.kernel, n, WGSL_TILE)?, groups(a.kernel, u64::from(m), WGSL_TILE)?, gz];
+        WgslPass { entry: tiled, grid, consts: vec![], extra: [0; 4] }
+    })
+}
+
+/// The four strict-order kernels of dense_gemm.wgsl (one entry each, one small path).
+fn wgsl_dense(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_small", 1)?], workspace_bytes: 0 })
+}
+
+fn wgsl_dense_gemm_tc_scaled_acc(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_tc_scaled_acc_small", 1)?], workspace_bytes: 0 })
+}
+
+/// A thread per element pair, 256-thread workgroups.
+fn wgsl_scaled_add_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [groups(a.kernel, u64::from(a.u32("n")?), 512)?, 1, 1]))
+}
+
+/// The partials with the split on z (the shader reads `wid.z`, and a 3-D
+/// grid never folds into z), then the reduce, a thread per output word.
+/// The shaders index the workspace with u32 words, and it must fit one binding.
+fn wgsl_dense_gemm_splitk_bf16(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    let k = a.kernel;
+    let (m, n, splits) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), a.u32("splits")?);
+    let workspace_bytes = splitk_workspace(a)?;
+    if workspace_bytes / 4 > u64::from(u32::MAX) || workspace_bytes > f.max_binding_bytes {
+        return Err(Error::invalid(
+            k.symbol,
+            "splits",
+            format!(
+                "splits · m · n = {} partial sums exceed the WGSL workspace (u32 word index, {}-byte bindings)",
+                workspace_bytes / 4,
+                f.max_binding_bytes
+            ),
+        ));
+    }
+    let partial = wgsl_dense_pass(a, "dense_gemm_splitk_bf16_partial", "dense_gemm_splitk_bf16_partial_small", splits)?;
+    let reduce =
+        WgslPass { entry: "dense_gemm_splitk_bf16_reduce", grid: [groups(k, m * n / 2, 256)?, 1, 1], consts: vec![], extra: [0; 4] };
+    Ok(WgslPlan { passes: vec![partial, reduce], workspace_bytes })
+}
+
+wgsl_plan!(DENSE_GEMM_BF16, "gemm/dense_gemm.wgsl" => wgsl_dense);
+wgsl_plan!(DENSE_GEMM_ROUTER, "gemm/dense_gemm.wgsl" => wgsl_dense);
+wgsl_plan!(DENSE_GEMM_TC, "gemm/dense_gemm.wgsl" => wgsl_dense);
+wgsl_plan!(DENSE_GEMM_BF16_PIPELINED, "gemm/dense_gemm.wgsl" => wgsl_dense);
+wgsl_plan!(DENSE_GEMM_TC_SCALED_ACC, "gemm/dense_gemm_tc_scaled_acc.wgsl" => wgsl_dense_gemm_tc_scaled_acc);
+wgsl_plan!(SCALED_ADD_BF16, "gemm/scaled_add_bf16.wgsl" => wgsl_scaled_add_bf16);
+wgsl_plan!(DENSE_GEMM_SPLITK_BF16, "gemm/dense_gemm_splitk_bf16.wgsl" => wgsl_dense_gemm_splitk_bf16);
 
 /// Checks the shape rules shared by the dense kernels; returns the u32 args.
 fn dense_shape(kernel: &str, m: usize, n: usize, k: usize, k_multiple: usize) -> Result<[u32; 3]> {
@@ -94,52 +225,56 @@ fn dense_shape(kernel: &str, m: usize, n: usize, k: usize, k_multiple: usize) ->
 }
 
 impl Ops {
+    /// The launch shared by the kernels whose arguments are exactly `a, b, c, m, n, k`.
+    #[allow(clippy::too_many_arguments)]
     fn dense(
         &self,
-        sig: &'static switchyard_core::KernelSig,
-        geo: ([usize; 2], [u32; 3]),
-        a: u64,
-        b: u64,
-        c: u64,
+        sig: &'static KernelSig,
+        a: Region,
+        b: Region,
+        c: Region,
         m: usize,
         n: usize,
         k: usize,
         k_multiple: usize,
     ) -> Result<()> {
-        let s = sig.symbol;
-        let [mu, nu, ku] = dense_shape(s, m, n, k, k_multiple)?;
-        let ([tn, tm], block) = geo;
-        self.go(
+        let [mu, nu, ku] = dense_shape(sig.symbol, m, n, k, k_multiple)?;
+        self.launch(
             sig,
-            [blocks(s, n, tn)?, blocks(s, m, tm)?, 1],
-            block,
-            &[(P(a), bf16s(sat(&[m, k]))), (P(b), bf16s(sat(&[n, k]))), (P(c), bf16s(sat(&[m, n]))), (U(mu), 0), (U(nu), 0), (U(ku), 0)],
+            &[
+                region(a, bf16s(saturating_product(&[m, k]))),
+                region(b, bf16s(saturating_product(&[n, k]))),
+                region(c, bf16s(saturating_product(&[m, n]))),
+                scalar(U(mu)),
+                scalar(U(nu)),
+                scalar(U(ku)),
+            ],
         )
     }
 
     /// See [`DENSE_GEMM_BF16`].
-    pub fn dense_gemm_bf16(&self, a: u64, b: u64, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        self.dense(&DENSE_GEMM_BF16, ([16, 16], [16, 16, 1]), a, b, c, m, n, k, 2)
+    pub fn dense_gemm_bf16(&self, a: Region, b: Region, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        self.dense(&DENSE_GEMM_BF16, a, b, c, m, n, k, 2)
     }
 
     /// See [`DENSE_GEMM_ROUTER`].
-    pub fn dense_gemm_router(&self, a: u64, b: u64, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        self.dense(&DENSE_GEMM_ROUTER, ([64, 16], [16, 16, 1]), a, b, c, m, n, k, 2)
+    pub fn dense_gemm_router(&self, a: Region, b: Region, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        self.dense(&DENSE_GEMM_ROUTER, a, b, c, m, n, k, 2)
     }
 
     /// See [`DENSE_GEMM_TC`].
-    pub fn dense_gemm_tc(&self, a: u64, b: u64, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        self.dense(&DENSE_GEMM_TC, ([64, 16], [128, 1, 1]), a, b, c, m, n, k, 8)
+    pub fn dense_gemm_tc(&self, a: Region, b: Region, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        self.dense(&DENSE_GEMM_TC, a, b, c, m, n, k, 8)
     }
 
     /// See [`DENSE_GEMM_BF16_PIPELINED`].
-    pub fn dense_gemm_bf16_pipelined(&self, a: u64, b: u64, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        self.dense(&DENSE_GEMM_BF16_PIPELINED, ([128, 128], [256, 1, 1]), a, b, c, m, n, k, 8)
+    pub fn dense_gemm_bf16_pipelined(&self, a: Region, b: Region, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        self.dense(&DENSE_GEMM_BF16_PIPELINED, a, b, c, m, n, k, 8)
     }
 
     /// The prefill GEMM: the pipelined tensor-core kernel where this backend
     /// implements it and the shape allows (K % 8 == 0), else the simple kernel.
-    pub fn dense_gemm_prefill(&self, a: u64, b: u64, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
+    pub fn dense_gemm_prefill(&self, a: Region, b: Region, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
         if registry::implements(self.be.kind(), &DENSE_GEMM_BF16_PIPELINED) && k % 8 == 0 {
             self.dense_gemm_bf16_pipelined(a, b, c, m, n, k)
         } else {
@@ -149,74 +284,51 @@ impl Ops {
 
     /// See [`DENSE_GEMM_TC_SCALED_ACC`].
     #[allow(clippy::too_many_arguments)]
-    pub fn dense_gemm_tc_scaled_acc(&self, a: u64, b: u64, c: u64, m: usize, n: usize, k: usize, scale: f32) -> Result<()> {
+    pub fn dense_gemm_tc_scaled_acc(&self, a: Region, b: Region, c: Region, m: usize, n: usize, k: usize, scale: f32) -> Result<()> {
         let s = DENSE_GEMM_TC_SCALED_ACC.symbol;
         let [mu, nu, ku] = dense_shape(s, m, n, k, 8)?;
         require(scale.is_finite(), s, "scale", || format!("scale = {scale} must be finite"))?;
-        self.go(
+        self.launch(
             &DENSE_GEMM_TC_SCALED_ACC,
-            [blocks(s, n, 64)?, blocks(s, m, 16)?, 1],
-            [128, 1, 1],
             &[
-                (P(a), bf16s(sat(&[m, k]))),
-                (P(b), bf16s(sat(&[n, k]))),
-                (P(c), bf16s(sat(&[m, n]))),
-                (U(mu), 0),
-                (U(nu), 0),
-                (U(ku), 0),
-                (F(scale), 0),
+                region(a, bf16s(saturating_product(&[m, k]))),
+                region(b, bf16s(saturating_product(&[n, k]))),
+                region(c, bf16s(saturating_product(&[m, n]))),
+                scalar(U(mu)),
+                scalar(U(nu)),
+                scalar(U(ku)),
+                scalar(F(scale)),
             ],
         )
     }
 
     /// See [`SCALED_ADD_BF16`].
-    pub fn scaled_add_bf16(&self, out: u64, x: u64, n: usize, scale: f32) -> Result<()> {
+    pub fn scaled_add_bf16(&self, out: Region, x: Region, n: usize, scale: f32) -> Result<()> {
         let s = SCALED_ADD_BF16.symbol;
         require(n > 0 && n % 2 == 0 && u32::try_from(n).is_ok(), s, "n", || format!("n = {n} must be positive, even and < 2^32"))?;
         require(scale.is_finite(), s, "scale", || format!("scale = {scale} must be finite"))?;
-        self.go(
-            &SCALED_ADD_BF16,
-            [blocks(s, n, 512)?, 1, 1],
-            [256, 1, 1],
-            &[(P(out), bf16s(n)), (P(x), bf16s(n)), (U(n as u32), 0), (F(scale), 0)],
-        )
+        self.launch(&SCALED_ADD_BF16, &[region(out, bf16s(n)), region(x, bf16s(n)), scalar(U(n as u32)), scalar(F(scale))])
     }
 
-    /// Split-K GEMM: partial products into the f32 workspace `ws`
-    /// (`[splits, M, N]`), then the reduce into `c`.
+    /// See [`DENSE_GEMM_SPLITK_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn dense_gemm_splitk(&self, a: u64, b: u64, c: u64, ws: u64, m: usize, n: usize, k: usize, splits: usize) -> Result<()> {
-        let s = DENSE_GEMM_SPLITK_PARTIAL.symbol;
+    pub fn dense_gemm_splitk_bf16(&self, a: Region, b: Region, c: Region, m: usize, n: usize, k: usize, splits: usize) -> Result<()> {
+        let s = DENSE_GEMM_SPLITK_BF16.symbol;
         let [mu, nu, ku] = dense_shape(s, m, n, k, 2)?;
-        require((1..=k).contains(&splits) && splits <= 64, s, "splits", || format!("splits = {splits} must be in 1..=min(k, 64)"))?;
-        let sp = splits as u32;
-        self.go(
-            &DENSE_GEMM_SPLITK_PARTIAL,
-            [blocks(s, n, 16)?, blocks(s, m, 16)?, sp],
-            [16, 16, 1],
+        require((1..=k).contains(&splits) && splits <= SPLITK_MAX_SPLITS, s, "splits", || {
+            format!("splits = {splits} must be in 1..=min(k, {SPLITK_MAX_SPLITS})")
+        })?;
+        self.launch(
+            &DENSE_GEMM_SPLITK_BF16,
             &[
-                (P(a), bf16s(sat(&[m, k]))),
-                (P(b), bf16s(sat(&[n, k]))),
-                (P(ws), words(sat(&[splits, m, n]))),
-                (U(mu), 0),
-                (U(nu), 0),
-                (U(ku), 0),
-                (U(sp), 0),
+                region(a, bf16s(saturating_product(&[m, k]))),
+                region(b, bf16s(saturating_product(&[n, k]))),
+                region(c, bf16s(saturating_product(&[m, n]))),
+                scalar(U(mu)),
+                scalar(U(nu)),
+                scalar(U(ku)),
+                scalar(U(splits as u32)),
             ],
-        )?;
-        self.dense_gemm_splitk_reduce(ws, c, m, n, splits)
-    }
-
-    /// Split-K phase 2 alone. See [`DENSE_GEMM_SPLITK_REDUCE`].
-    pub fn dense_gemm_splitk_reduce(&self, ws: u64, c: u64, m: usize, n: usize, splits: usize) -> Result<()> {
-        let r = DENSE_GEMM_SPLITK_REDUCE.symbol;
-        let [mu, nu, _] = dense_shape(r, m, n, 2, 2)?;
-        require((1..=64).contains(&splits), r, "splits", || format!("splits = {splits} must be in 1..=64"))?;
-        self.go(
-            &DENSE_GEMM_SPLITK_REDUCE,
-            [blocks(r, n, 256)?, mu, 1],
-            [256, 1, 1],
-            &[(P(ws), words(sat(&[splits, m, n]))), (P(c), bf16s(sat(&[m, n]))), (U(mu), 0), (U(nu), 0), (U(splits as u32), 0)],
         )
     }
 }
@@ -229,9 +341,9 @@ pub(crate) fn operands(g: &mut Gen, m: usize, n: usize, k: usize) -> (Vec<u8>, V
     (g.bf16(m * k, 0.01, 1.0).1, g.bf16(n * k, 0.01, 0.5).1)
 }
 
-type DenseLaunch = fn(&Ops, u64, u64, u64, usize, usize, usize) -> Result<()>;
+type DenseLaunch = fn(&Ops, Region, Region, Region, usize, usize, usize) -> Result<()>;
 
-fn dense_cases(g: &mut Gen, sig: &'static switchyard_core::KernelSig, tol: Tolerance, launch: DenseLaunch) -> Vec<Case> {
+fn dense_cases(g: &mut Gen, sig: &'static KernelSig, tol: Tolerance, launch: DenseLaunch) -> Vec<Case> {
     SHAPES
         .iter()
         .map(|&(m, n, k)| {
@@ -240,7 +352,7 @@ fn dense_cases(g: &mut Gen, sig: &'static switchyard_core::KernelSig, tol: Toler
                 kernel: sig,
                 label: format!("m={m} n={n} k={k}"),
                 buffers: vec![Buffer::input("a", a), Buffer::input("b", b), Buffer::output("c", DType::BF16, m * n, tol.clone())],
-                run: Box::new(move |o, x| launch(o, x[0].addr(), x[1].addr(), x[2].addr(), m, n, k)),
+                run: Box::new(move |o, x| launch(o, x[0], x[1], x[2], m, n, k)),
             }
         })
         .collect()
@@ -268,7 +380,7 @@ fn pipelined_cases(g: &mut Gen) -> Vec<Case> {
             Buffer::input("b", b),
             Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
         ],
-        run: Box::new(move |o, x| o.dense_gemm_bf16_pipelined(x[0].addr(), x[1].addr(), x[2].addr(), m, n, k)),
+        run: Box::new(move |o, x| o.dense_gemm_bf16_pipelined(x[0], x[1], x[2], m, n, k)),
     });
     v
 }
@@ -287,7 +399,7 @@ fn scaled_acc_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("b", b),
                     Buffer::inout("c", c0, DType::BF16, Tolerance::Nmse(REORDERED_NMSE)),
                 ],
-                run: Box::new(move |o, x| o.dense_gemm_tc_scaled_acc(x[0].addr(), x[1].addr(), x[2].addr(), m, n, k, 0.37)),
+                run: Box::new(move |o, x| o.dense_gemm_tc_scaled_acc(x[0], x[1], x[2], m, n, k, 0.37)),
             }
         })
         .collect()
@@ -303,53 +415,41 @@ fn scaled_add_cases(g: &mut Gen) -> Vec<Case> {
                 kernel: &SCALED_ADD_BF16,
                 label: format!("n={n} scale=-1.7"),
                 buffers: vec![Buffer::inout("out", out, DType::BF16, Tolerance::Exact), Buffer::input("x", x)],
-                run: Box::new(move |o, a| o.scaled_add_bf16(a[0].addr(), a[1].addr(), n, -1.7)),
+                run: Box::new(move |o, a| o.scaled_add_bf16(a[0], a[1], n, -1.7)),
             }
         })
         .collect()
 }
 
+/// The shared shapes with 1, 3, 4 and 7 splits, plus splits whose last
+/// chunks start past K (k = 8 and 24 in 7 chunks of 2 and 4: the trailing
+/// partials are empty and must add +0), on both WGSL paths (M ≤ 16 and tiled).
 fn splitk_cases(g: &mut Gen) -> Vec<Case> {
     SHAPES
         .iter()
         .zip([1usize, 3, 4, 7])
-        .map(|(&(m, n, k), splits)| {
+        .map(|(&(m, n, k), splits)| (m, n, k, splits))
+        .chain([(3, 4, 8, 7), (20, 40, 24, 7)])
+        .map(|(m, n, k, splits)| {
             let (a, b) = operands(g, m, n, k);
             Case {
-                kernel: &DENSE_GEMM_SPLITK_PARTIAL,
+                kernel: &DENSE_GEMM_SPLITK_BF16,
                 label: format!("m={m} n={n} k={k} splits={splits}"),
                 buffers: vec![
                     Buffer::input("a", a),
                     Buffer::input("b", b),
                     Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
-                    Buffer::input("ws", vec![0u8; 4 * splits * m * n]),
                 ],
-                run: Box::new(move |o, x| o.dense_gemm_splitk(x[0].addr(), x[1].addr(), x[2].addr(), x[3].addr(), m, n, k, splits)),
+                run: Box::new(move |o, x| o.dense_gemm_splitk_bf16(x[0], x[1], x[2], m, n, k, splits)),
             }
         })
         .collect()
 }
 
-fn splitk_reduce_cases(g: &mut Gen) -> Vec<Case> {
-    [(1usize, 64usize, 1usize), (17, 40, 3), (33, 130, 7)]
-        .into_iter()
-        .map(|(m, n, splits)| {
-            let (_, ws) = g.f32(splits * m * n, -4.0, 4.0);
-            Case {
-                kernel: &DENSE_GEMM_SPLITK_REDUCE,
-                label: format!("m={m} n={n} splits={splits}"),
-                buffers: vec![Buffer::input("ws", ws), Buffer::output("c", DType::BF16, m * n, Tolerance::Exact)],
-                run: Box::new(move |o, x| o.dense_gemm_splitk_reduce(x[0].addr(), x[1].addr(), m, n, splits)),
-            }
-        })
-        .collect()
-}
-
-inventory::submit! { CaseSet { kernel: &DENSE_GEMM_SPLITK_REDUCE, cases: splitk_reduce_cases } }
 inventory::submit! { CaseSet { kernel: &DENSE_GEMM_BF16, cases: bf16_cases } }
 inventory::submit! { CaseSet { kernel: &DENSE_GEMM_ROUTER, cases: router_cases } }
 inventory::submit! { CaseSet { kernel: &DENSE_GEMM_TC, cases: tc_cases } }
 inventory::submit! { CaseSet { kernel: &DENSE_GEMM_BF16_PIPELINED, cases: pipelined_cases } }
 inventory::submit! { CaseSet { kernel: &DENSE_GEMM_TC_SCALED_ACC, cases: scaled_acc_cases } }
 inventory::submit! { CaseSet { kernel: &SCALED_ADD_BF16, cases: scaled_add_cases } }
-inventory::submit! { CaseSet { kernel: &DENSE_GEMM_SPLITK_PARTIAL, cases: splitk_cases } }
+inventory::submit! { CaseSet { kernel: &DENSE_GEMM_SPLITK_BF16, cases: splitk_cases } }

@@ -1,5 +1,5 @@
 // out[i] = bf16(out[i] + scale · x[i]): a thread per word (element pair), the
-// launcher's grid of ⌈n/512⌉ 256-thread workgroups. The epilogue of
+// plan's grid of ⌈n/512⌉ 256-thread workgroups. The epilogue of
 // dense_gemm_tc_scaled_acc.wgsl, written the same way so the two agree bit
 // for bit.
 struct Params {

@@ -14,11 +14,12 @@
 //! reference). [`W4A16_GEMM_N128_M128_BF16`] additionally equals
 //! [`W4A16_GEMM`] bit for bit on the same backend.
 use super::{operands, REORDERED_NMSE};
-use crate::ops::{bf16s, blocks, require, sat, Ops};
+use crate::ops::{bf16s, region, require, saturating_product, scalar, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{groups, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::codec::nvfp4;
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, KernelSig, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, KernelSig, Region, Result};
 
 macro_rules! w4a16_args {
     ($($extra:expr),*) => {
@@ -27,11 +28,11 @@ macro_rules! w4a16_args {
 }
 
 declare_kernel! {
-    /// Base W4A16 GEMM, 64-wide N tile. Grid `(⌈N/64⌉, ⌈M/64⌉)`, block 128. N % 16 == 0, K % 16 == 0.
+    /// Base W4A16 GEMM, 64-wide N tile. N % 16 == 0, K % 16 == 0.
     W4A16_GEMM = "w4a16"::"w4a16_gemm" => &w4a16_args!()
 }
 declare_kernel! {
-    /// 128-wide N tile. Grid `(⌈N/128⌉, ⌈M/64⌉)`, block 128. N % 16 == 0, K % 16 == 0.
+    /// 128-wide N tile. N % 16 == 0, K % 16 == 0.
     W4A16_GEMM_N128 = "w4a16"::"w4a16_gemm_n128" => &w4a16_args!()
 }
 declare_kernel! {
@@ -41,32 +42,93 @@ declare_kernel! {
     W4A16_GEMM_N128_LDB = "w4a16"::"w4a16_gemm_n128_ldb" => &w4a16_args!(A::u32("ldb"))
 }
 declare_kernel! {
-    /// Two 64-row M chunks per block, sharing each weight load. Grid
-    /// `(⌈N/128⌉, ⌈M/128⌉)`, block 128. N % 16 == 0, K % 16 == 0.
+    /// Two 64-row M chunks per block, sharing each weight load. N % 16 == 0, K % 16 == 0.
     W4A16_GEMM_N128_M128 = "w4a16"::"w4a16_gemm_n128_m128" => &w4a16_args!()
 }
 declare_kernel! {
     /// Lossless bf16-MMA variant at the 128×128 tiling: bit-identical to
-    /// [`W4A16_GEMM`] on the same backend. Grid `(⌈N/128⌉, ⌈M/128⌉)`, block 128.
+    /// [`W4A16_GEMM`] on the same backend.
     W4A16_GEMM_N128_M128_BF16 = "w4a16"::"w4a16_gemm_n128_m128_bf16" => &w4a16_args!()
 }
 declare_kernel! {
     /// Decode-only variant (M ≤ 16): one pass over the weights with every
-    /// row's accumulator live. Grid `(⌈N/64⌉, 1)`, block 256. N % 16 == 0, K % 16 == 0.
+    /// row's accumulator live. N % 16 == 0, K % 16 == 0.
     W4A16_GEMM_DECODE = "w4a16"::"w4a16_gemm_decode" => &w4a16_args!()
 }
 
 /// Largest M the decode variant takes.
 pub const DECODE_MAX_M: usize = 16;
 
-/// A W4A16 weight on the device: addresses of the K-major codes and scales,
-/// the global scale, and the row stride.
+/// CUDA: one block of `threads` per `cols × rows` output tile.
+fn cuda_tiles(a: &PlanArgs, cols: u64, rows: u64, threads: u32) -> Result<CudaPlan> {
+    let (m, n) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?));
+    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, n, cols)?, groups(a.kernel, m, rows)?, 1], [threads, 1, 1]))
+}
+
+/// 64 × 64 tiles, four warps.
+fn cuda_w4a16_gemm(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_tiles(a, 64, 64, 128)
+}
+
+/// 128-column × 64-row tiles (w4a16_gemm_n128 and its `_ldb` twin).
+fn cuda_n128(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_tiles(a, 128, 64, 128)
+}
+
+/// 128 × 128 tiles: two 64-row chunks per block (w4a16_gemm_n128_m128 and its lossless twin).
+fn cuda_n128_m128(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_tiles(a, 128, 128, 128)
+}
+
+/// 64 columns per block with all M ≤ 16 rows live, eight warps splitting K.
+fn cuda_w4a16_gemm_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_tiles(a, 64, DECODE_MAX_M as u64, 256)
+}
+
+cuda_plan!(W4A16_GEMM => cuda_w4a16_gemm);
+cuda_plan!(W4A16_GEMM_N128 => cuda_n128);
+cuda_plan!(W4A16_GEMM_N128_LDB => cuda_n128);
+cuda_plan!(W4A16_GEMM_N128_M128 => cuda_n128_m128);
+cuda_plan!(W4A16_GEMM_N128_M128_BF16 => cuda_n128_m128);
+cuda_plan!(W4A16_GEMM_DECODE => cuda_w4a16_gemm_decode);
+
+/// Output rows and columns per workgroup of the tiled WGSL shaders (every
+/// variant but decode runs the one 128 × 128 tile core, w4a16_tile_core.wgsli).
+const WGSL_TILE: u64 = 128;
+/// Output columns per workgroup of the WGSL `w4a16_gemm_decode`.
+const WGSL_DECODE_COLS: u64 = 32;
+
+/// `(⌈N/128⌉, ⌈M/128⌉)` tiles.
+fn wgsl_tiles(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let (m, n) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?));
+    Ok(WgslPlan::single(a.kernel, [groups(a.kernel, n, WGSL_TILE)?, groups(a.kernel, m, WGSL_TILE)?, 1]))
+}
+
+/// ⌈N/32⌉ workgroups; M is an override, so the per-row accumulators unroll into registers.
+fn wgsl_w4a16_gemm_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let (m, n) = (a.u32("m")?, u64::from(a.u32("n")?));
+    if !(1..=DECODE_MAX_M as u32).contains(&m) {
+        return Err(Error::invalid(a.kernel.symbol, "m", format!("m = {m} must be in 1..={DECODE_MAX_M}")));
+    }
+    let grid = [groups(a.kernel, n, WGSL_DECODE_COLS)?, 1, 1];
+    Ok(WgslPlan { passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [0; 4] }], workspace_bytes: 0 })
+}
+
+wgsl_plan!(W4A16_GEMM, "gemm/w4a16_gemm.wgsl" => wgsl_tiles);
+wgsl_plan!(W4A16_GEMM_N128, "gemm/w4a16_gemm.wgsl" => wgsl_tiles);
+wgsl_plan!(W4A16_GEMM_N128_LDB, "gemm/w4a16_gemm_n128_ldb.wgsl" => wgsl_tiles);
+wgsl_plan!(W4A16_GEMM_N128_M128, "gemm/w4a16_gemm.wgsl" => wgsl_tiles);
+wgsl_plan!(W4A16_GEMM_N128_M128_BF16, "gemm/w4a16_gemm.wgsl" => wgsl_tiles);
+wgsl_plan!(W4A16_GEMM_DECODE, "gemm/w4a16_gemm.wgsl" => wgsl_w4a16_gemm_decode);
+
+/// A W4A16 weight on the device: the K-major codes and scales, the global
+/// scale, and the row stride.
 #[derive(Clone, Copy, Debug)]
 pub struct Fp4Weight {
     /// Codes `[K/2, ldb]`.
-    pub bq: u64,
+    pub bq: Region,
     /// Block scales `[K/16, ldb]`.
-    pub bs: u64,
+    pub bs: Region,
     /// Global scale.
     pub scale2: f32,
     /// Row stride in bytes (= n unless padded).
@@ -93,70 +155,60 @@ fn check(kernel: &str, w: &Fp4Weight, m: usize, n: usize, k: usize, need_packed:
     require(w.scale2.is_finite(), kernel, "scale2", || format!("scale2 = {} must be finite", w.scale2))?;
     // GPU kernels stream the weights with 16-byte loads: a weight view that
     // starts mid-vector would fault there, so it is refused here on every backend.
-    for (name, addr) in [("bq", w.bq), ("bs", w.bs)] {
+    for (name, r) in [("bq", w.bq), ("bs", w.bs)] {
+        let addr = r.addr();
         require(addr % 16 == 0, kernel, name, || format!("address {addr:#x} must be 16-byte aligned (vector weight loads)"))?;
     }
     Ok([m as u32, n as u32, k as u32])
 }
 
 impl Ops {
+    /// The launch shared by every variant.
     #[allow(clippy::too_many_arguments)]
-    fn w4a16(
-        &self,
-        sig: &'static KernelSig,
-        tile: [usize; 2],
-        block: u32,
-        a: u64,
-        w: &Fp4Weight,
-        c: u64,
-        m: usize,
-        n: usize,
-        k: usize,
-    ) -> Result<()> {
-        let s = sig.symbol;
+    fn w4a16(&self, sig: &'static KernelSig, a: Region, w: &Fp4Weight, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
         let ldb_variant = std::ptr::eq(sig, &W4A16_GEMM_N128_LDB);
-        let [mu, nu, ku] = check(s, w, m, n, k, !ldb_variant)?;
+        let [mu, nu, ku] = check(sig.symbol, w, m, n, k, !ldb_variant)?;
         let mut args = vec![
-            (P(a), bf16s(sat(&[m, k]))),
-            (P(w.bq), sat(&[k / 2, w.ldb])),
-            (P(w.bs), sat(&[k / nvfp4::BLOCK, w.ldb])),
-            (F(w.scale2), 0),
-            (P(c), bf16s(sat(&[m, n]))),
-            (U(mu), 0),
-            (U(nu), 0),
-            (U(ku), 0),
+            region(a, bf16s(saturating_product(&[m, k]))),
+            region(w.bq, saturating_product(&[k / 2, w.ldb])),
+            region(w.bs, saturating_product(&[k / nvfp4::BLOCK, w.ldb])),
+            scalar(F(w.scale2)),
+            region(c, bf16s(saturating_product(&[m, n]))),
+            scalar(U(mu)),
+            scalar(U(nu)),
+            scalar(U(ku)),
         ];
         if ldb_variant {
-            args.push((U(w.ldb as u32), 0));
+            args.push(scalar(U(w.ldb as u32)));
         }
-        self.go(sig, [blocks(s, n, tile[0])?, blocks(s, m, tile[1])?, 1], [block, 1, 1], &args)
+        self.launch(sig, &args)
     }
 
     /// See [`W4A16_GEMM`].
-    pub fn w4a16_gemm(&self, a: u64, w: &Fp4Weight, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        self.w4a16(&W4A16_GEMM, [64, 64], 128, a, w, c, m, n, k)
+    pub fn w4a16_gemm(&self, a: Region, w: &Fp4Weight, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        self.w4a16(&W4A16_GEMM, a, w, c, m, n, k)
     }
     /// See [`W4A16_GEMM_N128`].
-    pub fn w4a16_gemm_n128(&self, a: u64, w: &Fp4Weight, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        self.w4a16(&W4A16_GEMM_N128, [128, 64], 128, a, w, c, m, n, k)
+    pub fn w4a16_gemm_n128(&self, a: Region, w: &Fp4Weight, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        self.w4a16(&W4A16_GEMM_N128, a, w, c, m, n, k)
     }
     /// See [`W4A16_GEMM_N128_LDB`].
-    pub fn w4a16_gemm_n128_ldb(&self, a: u64, w: &Fp4Weight, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        self.w4a16(&W4A16_GEMM_N128_LDB, [128, 64], 128, a, w, c, m, n, k)
+    pub fn w4a16_gemm_n128_ldb(&self, a: Region, w: &Fp4Weight, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        self.w4a16(&W4A16_GEMM_N128_LDB, a, w, c, m, n, k)
     }
     /// See [`W4A16_GEMM_N128_M128`].
-    pub fn w4a16_gemm_n128_m128(&self, a: u64, w: &Fp4Weight, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        self.w4a16(&W4A16_GEMM_N128_M128, [128, 128], 128, a, w, c, m, n, k)
+    pub fn w4a16_gemm_n128_m128(&self, a: Region, w: &Fp4Weight, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        self.w4a16(&W4A16_GEMM_N128_M128, a, w, c, m, n, k)
     }
     /// See [`W4A16_GEMM_N128_M128_BF16`].
-    pub fn w4a16_gemm_n128_m128_bf16(&self, a: u64, w: &Fp4Weight, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
-        self.w4a16(&W4A16_GEMM_N128_M128_BF16, [128, 128], 128, a, w, c, m, n, k)
+    pub fn w4a16_gemm_n128_m128_bf16(&self, a: Region, w: &Fp4Weight, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        self.w4a16(&W4A16_GEMM_N128_M128_BF16, a, w, c, m, n, k)
     }
     /// See [`W4A16_GEMM_DECODE`].
-    pub fn w4a16_gemm_decode(&self, a: u64, w: &Fp4Weight, c: u64, m: usize, n: usize, k: usize) -> Result<()> {
+    pub fn w4a16_gemm_decode(&self, a: Region, w: &Fp4Weight, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
         let s = W4A16_GEMM_DECODE.symbol;
         require(m <= DECODE_MAX_M, s, "m", || format!("m = {m} is too large for the decode-only variant (max {DECODE_MAX_M})"))?;
-        self.w4a16(&W4A16_GEMM_DECODE, [64, DECODE_MAX_M], 256, a, w, c, m, n, k)
+        self.w4a16(&W4A16_GEMM_DECODE, a, w, c, m, n, k)
     }
 }
 
@@ -169,7 +221,7 @@ pub fn random_weight(g: &mut Gen, n: usize, k: usize, ldb: usize) -> (Vec<u8>, V
     (p, s, q.global_scale)
 }
 
-type Launch = fn(&Ops, u64, &Fp4Weight, u64, usize, usize, usize) -> Result<()>;
+type Launch = fn(&Ops, Region, &Fp4Weight, Region, usize, usize, usize) -> Result<()>;
 
 fn cases_for(g: &mut Gen, sig: &'static KernelSig, shapes: &[(usize, usize, usize, usize)], launch: Launch) -> Vec<Case> {
     shapes
@@ -186,9 +238,7 @@ fn cases_for(g: &mut Gen, sig: &'static KernelSig, shapes: &[(usize, usize, usiz
                     Buffer::input("bs", bs),
                     Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
                 ],
-                run: Box::new(move |o, x| {
-                    launch(o, x[0].addr(), &Fp4Weight { bq: x[1].addr(), bs: x[2].addr(), scale2, ldb }, x[3].addr(), m, n, k)
-                }),
+                run: Box::new(move |o, x| launch(o, x[0], &Fp4Weight { bq: x[1], bs: x[2], scale2, ldb }, x[3], m, n, k)),
             }
         })
         .collect()

@@ -1,8 +1,8 @@
 // W4A16 GEMMs over the K-major NVFP4 layout (kernels/src/gemm/w4a16.rs):
 // w4a16_gemm, _n128, _n128_m128 and the lossless _n128_m128_bf16 share one
 // tiled entry body, so the lossless variant equals the base bit for bit (and
-// all four equal the reference's strict k order); the host plan launches a
-// (⌈N/128⌉, ⌈M/128⌉) grid. w4a16_gemm_decode (M ≤ 16) streams the weights
+// all four equal the reference's strict k order); the WGSL plan (w4a16.rs)
+// launches a (⌈N/128⌉, ⌈M/128⌉) grid. w4a16_gemm_decode (M ≤ 16) streams the weights
 // instead, splitting K across the workgroup. N % 16 == 0 here (ldb = n).
 struct Params {
     a: u32, bq: u32, bs: u32, scale2: f32, c: u32, m: u32, n: u32, k: u32,

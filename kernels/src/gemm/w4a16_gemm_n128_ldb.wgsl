@@ -1,7 +1,7 @@
 // w4a16_gemm_n128 with an explicit weight row stride `ldb` (a multiple of 16,
 // ≥ N, columns N..ldb zero padding) for N not a multiple of 16, such as a
 // vocabulary of 248077. The tile core is w4a16_gemm.wgsl's
-// (w4a16_tile_core.wgsli), so the sums are the reference's; the host plan
+// (w4a16_tile_core.wgsli), so the sums are the reference's; the WGSL plan
 // launches a (⌈N/128⌉, ⌈M/128⌉) grid.
 //
 // With N odd, the output element (m, n) is bf16 number m·N + n, so a row's

@@ -1,4 +1,5 @@
 use super::{BenchCase, BufSpec, Fill};
+use switchyard_core::Region;
 use switchyard_kernels::gemm::w4a16::Fp4Weight;
 use switchyard_kernels::rope_kv::{rope_table, QkvPrep};
 
@@ -251,7 +252,7 @@ fn gemm_cases(v: &mut Vec<BenchCase>, scale: Scale) {
                 bytes: (2 * (m * k + n * k + m * n)) as f64,
                 flops,
                 gemm: Some((m, n, k)),
-                run: Box::new(move |o, a| o.dense_gemm_prefill(a[0].addr(), a[1].addr(), a[2].addr(), m, n, k)),
+                run: Box::new(move |o, a| o.dense_gemm_prefill(a[0], a[1], a[2], m, n, k)),
             });
             v.push(fp4_case("w4a16_gemm_n128_m128", m, n, k, |o, a, w, c, m, n, k| o.w4a16_gemm_n128_m128(a, w, c, m, n, k)));
         }
@@ -261,7 +262,7 @@ fn gemm_cases(v: &mut Vec<BenchCase>, scale: Scale) {
     }
 }
 
-type Fp4Launch = fn(&switchyard_kernels::Ops, u64, &Fp4Weight, u64, usize, usize, usize) -> switchyard_core::Result<()>;
+type Fp4Launch = fn(&switchyard_kernels::Ops, Region, &Fp4Weight, Region, usize, usize, usize) -> switchyard_core::Result<()>;
 
 /// A W4A16 case: random activations, random NVFP4 codes and finite scales.
 /// Bytes are the weights (codes + scales) plus activations and output.
@@ -273,9 +274,7 @@ fn fp4_case(kernel: &'static str, m: usize, n: usize, k: usize, launch: Fp4Launc
         bytes: (n * k / 2 + n * k / 16 + 2 * m * k + 2 * m * n) as f64,
         flops: (2 * m * n * k) as f64,
         gemm: Some((m, n, k)),
-        run: Box::new(move |o, a| {
-            launch(o, a[0].addr(), &Fp4Weight { bq: a[1].addr(), bs: a[2].addr(), scale2: 1e-3, ldb: n }, a[3].addr(), m, n, k)
-        }),
+        run: Box::new(move |o, a| launch(o, a[0], &Fp4Weight { bq: a[1], bs: a[2], scale2: 1e-3, ldb: n }, a[3], m, n, k)),
     }
 }
 

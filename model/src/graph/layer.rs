@@ -17,11 +17,11 @@ impl Session<'_> {
 
         // Attention: input norm, projections (V = K's projection when k_eq_v).
         ops.rmsnorm_bf16(s.xn.region(), xr, Some(w.input_norm.region()), rows, h, eps)?;
-        linear::apply(ops, &w.q, s.xn.addr(), s.q_raw.addr(), rows)?;
-        linear::apply(ops, &w.k, s.xn.addr(), s.k_raw.addr(), rows)?;
+        linear::apply(ops, &w.q, s.xn.region(), s.q_raw.region(), rows)?;
+        linear::apply(ops, &w.k, s.xn.region(), s.k_raw.region(), rows)?;
         let v_raw = match &w.v {
             Some(v) => {
-                linear::apply(ops, v, s.xn.addr(), s.v_raw.addr(), rows)?;
+                linear::apply(ops, v, s.xn.region(), s.v_raw.region(), rows)?;
                 s.v_raw.addr()
             }
             None => s.k_raw.addr(),
@@ -68,7 +68,7 @@ impl Session<'_> {
                 ops.attention_decode(&d, &kv, &params)?
             }
         }
-        linear::apply(ops, &w.o, s.attn.addr(), s.o.addr(), rows)?;
+        linear::apply(ops, &w.o, s.attn.region(), s.o.region(), rows)?;
         // x = x + post_attention_norm(o), in place; hn = pre_feedforward_norm(x).
         ops.post_norm_add_pre_norm_bf16(
             xr,
@@ -83,9 +83,9 @@ impl Session<'_> {
         )?;
 
         // Dense MLP: gate and up in one GEMM, gelu_tanh(gate) · up, down.
-        linear::apply(ops, &w.gate_up, s.hn.addr(), s.gu.addr(), rows)?;
+        linear::apply(ops, &w.gate_up, s.hn.region(), s.gu.region(), rows)?;
         ops.gelu_mul(s.act.addr(), s.gu.addr(), rows, cfg.intermediate_size)?;
-        linear::apply(ops, &w.down, s.act.addr(), s.mlp.addr(), rows)?;
+        linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?;
 
         let ffn = match &w.moe {
             Some(mw) => self.moe(mw, xr, rows)?,

@@ -24,7 +24,7 @@ impl Session<'_> {
         // top-k, renormalise, · per_expert_scale; then expert-sorted slots.
         let root = (h as f64).powf(-0.5) as f32;
         ops.router_norm(ms.rn.addr(), x, w.router_scale.addr(), rows, h, eps, root)?;
-        ops.dense_gemm_router(ms.rn.addr(), w.router_proj.addr(), ms.rl.addr(), rows, e, h)?;
+        ops.dense_gemm_router(ms.rn.region(), w.router_proj.region(), ms.rl.region(), rows, e, h)?;
         ops.moe_router_topk(ms.topk_ids.addr(), ms.topk_w.addr(), ms.rl.addr(), w.per_expert_scale.addr(), rows, e, k)?;
         ops.moe_route(
             ms.counts.addr(),
