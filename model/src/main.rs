@@ -226,7 +226,7 @@ fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Res
         }
         print!("{}", parity::table(&rows));
         let fails = rows.iter().filter(|r| !r.status.passed()).count();
-        println!("\n{name}: {} passed, {} failed\n", rows.len() - fails, fails);
+        println!("\n{}\n", parity::summary(&name, &rows));
         failed |= fails > 0;
         tested += 1;
     }
