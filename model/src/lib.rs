@@ -24,6 +24,7 @@ pub mod kv_cache;
 pub mod quant;
 pub mod rope;
 pub mod synthetic;
+pub mod tensors;
 pub mod weights;
 
 pub use error::{Error, Result};

@@ -180,7 +180,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let Some(s) = seed {
                 spec.seed = s;
             }
-            spec.build().write(&out)?;
+            spec.build()?.write(&out)?;
             println!("wrote {}", out.display());
             Ok(ExitCode::SUCCESS)
         }
