@@ -276,7 +276,7 @@ impl WeightSource for Loader<'_> {
 
 impl Experts {
     /// bf16 experts in one buffer `[e, n, k]`.
-    pub(crate) fn bf16(w: DeviceBuffer) -> Self {
+    pub fn bf16(w: DeviceBuffer) -> Self {
         Experts { bufs: vec![w], fp4: false }
     }
 }

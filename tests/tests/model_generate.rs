@@ -106,7 +106,7 @@ per_backend! {
 #[test]
 fn request_errors_are_errors() {
     let be: Arc<dyn Backend> = switchyard_cpu_ref::cpu_backend();
-    let d = write(&switchyard_model::synthetic::Spec::tiny_dense().build().unwrap(), "req");
+    let d = write(&switchyard_cli::synthetic::Spec::tiny_dense().build().unwrap(), "req");
     let ck = Checkpoint::open(d.path()).unwrap();
     let model = Model::load(&ck, be, Quant::None).unwrap();
     use switchyard_model::generate::{generate, Request};

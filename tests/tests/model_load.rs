@@ -5,12 +5,12 @@ mod model_support;
 
 use model_support::*;
 use std::sync::Arc;
+use switchyard_cli::synthetic::{Spec, Synthetic};
 use switchyard_core::Backend;
 use switchyard_model::checkpoint::Checkpoint;
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
 use switchyard_model::serde_json::json;
-use switchyard_model::synthetic::{Spec, Synthetic};
 use switchyard_model::Error;
 
 fn cpu() -> Arc<dyn Backend> {
@@ -73,14 +73,14 @@ fn wrong_shape_names_both_shapes() {
 fn wrong_dtype_is_refused() {
     let mut s = Spec::tiny_dense().build().unwrap();
     let t = s.tensor_mut("model.norm.weight").unwrap();
-    t.dtype = switchyard_model::synthetic::SafeDtype::I16;
+    t.dtype = switchyard_cli::synthetic::SafeDtype::I16;
     match load_err(&s, "dtype") {
         e @ Error::WrongDtype { .. } => assert!(e.to_string().contains("model.norm.weight") && e.to_string().contains("I16"), "{e}"),
         other => panic!("expected WrongDtype, got {other:?}"),
     }
     let mut s = Spec::tiny_dense().build().unwrap();
     let t = s.tensor_mut("model.layers.0.layer_scalar").unwrap();
-    t.dtype = switchyard_model::synthetic::SafeDtype::I32;
+    t.dtype = switchyard_cli::synthetic::SafeDtype::I32;
     t.data = 1i32.to_le_bytes().to_vec();
     assert!(matches!(load_err(&s, "dtype-i32"), Error::WrongDtype { .. }));
 }
@@ -176,7 +176,7 @@ fn prefixes_shards_and_float_types_load_the_same_model() {
     // F32 tensors (exact for bf16 values) convert back to the same bf16.
     let mut s = base.clone();
     for t in s.tensors.iter_mut().step_by(2) {
-        t.convert(switchyard_model::synthetic::SafeDtype::F32);
+        t.convert(switchyard_cli::synthetic::SafeDtype::F32);
     }
     let d = write(&s, "f32");
     let g = run(d.path());
@@ -185,7 +185,7 @@ fn prefixes_shards_and_float_types_load_the_same_model() {
     // F16 tensors: converted with rounding; tiny values may lose bits in f16 itself.
     let mut s = base.clone();
     for t in s.tensors.iter_mut().filter(|t| t.name.ends_with("norm.weight")) {
-        t.convert(switchyard_model::synthetic::SafeDtype::F16);
+        t.convert(switchyard_cli::synthetic::SafeDtype::F16);
     }
     let d = write(&s, "f16");
     let g = run(d.path());

@@ -19,12 +19,7 @@
 //! finite (the argmax needs them finite). Norm weights are 1 and so is
 //! `layer_scalar`. Random values do not change how fast a kernel runs.
 use crate::bench;
-use crate::config::{LayerKind, ModelConfig};
-use crate::graph::{Model, Session};
-use crate::quant::Quant;
 use crate::synthetic::Spec;
-use crate::tensors::{ModelTensors, TensorKind, TensorSpec};
-use crate::weights::{Embedding, Experts, Linear, WeightSource, Weights};
 use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -33,6 +28,11 @@ use std::time::Instant;
 use switchyard_core::codec::{bf16_bits, bytes};
 use switchyard_core::{Backend, DeviceBuffer};
 use switchyard_kernels::Ops;
+use switchyard_model::config::{LayerKind, ModelConfig};
+use switchyard_model::graph::{Model, Session};
+use switchyard_model::quant::Quant;
+use switchyard_model::tensors::{ModelTensors, TensorKind, TensorSpec};
+use switchyard_model::weights::{Embedding, Experts, Linear, WeightSource, Weights};
 
 /// The benchmark model's shape. [`Shape::gemma4`] gives the defaults.
 #[derive(Clone, Debug)]
@@ -150,7 +150,7 @@ impl Filler {
     }
 
     /// A `bytes`-long buffer of random bf16 values.
-    fn random(&self, bytes: usize) -> crate::error::Result<DeviceBuffer> {
+    fn random(&self, bytes: usize) -> switchyard_model::error::Result<DeviceBuffer> {
         self.placed.set(self.placed.get() + bytes);
         let buf = DeviceBuffer::new(&self.be, bytes)?;
         let mut off = 0;
@@ -162,7 +162,7 @@ impl Filler {
         Ok(buf)
     }
 
-    fn ones(&self, n: usize) -> crate::error::Result<DeviceBuffer> {
+    fn ones(&self, n: usize) -> switchyard_model::error::Result<DeviceBuffer> {
         self.placed.set(self.placed.get() + 2 * n);
         Ok(DeviceBuffer::from_bytes(&self.be, &bf16_bits(1.0).to_le_bytes().repeat(n))?)
     }
@@ -170,7 +170,7 @@ impl Filler {
 
 /// Norm weights and scalars are 1; everything else is the random block.
 impl WeightSource for Filler {
-    fn bf16(&mut self, t: &TensorSpec) -> crate::error::Result<DeviceBuffer> {
+    fn bf16(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<DeviceBuffer> {
         let n = element_count(t);
         match t.kind {
             TensorKind::Vector => self.ones(n),
@@ -178,26 +178,26 @@ impl WeightSource for Filler {
         }
     }
 
-    fn f32(&mut self, t: &TensorSpec) -> crate::error::Result<DeviceBuffer> {
+    fn f32(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<DeviceBuffer> {
         self.placed.set(self.placed.get() + 4 * element_count(t));
         Ok(DeviceBuffer::from_bytes(&self.be, &bytes::f32_bytes(&vec![1.0; element_count(t)]))?)
     }
 
-    fn linear(&mut self, t: &TensorSpec) -> crate::error::Result<Linear> {
+    fn linear(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Linear> {
         let (n, k) = (t.shape[0], t.shape[1]);
         Ok(Linear::Bf16 { w: self.random(2 * n * k)?, n, k })
     }
 
-    fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> crate::error::Result<Linear> {
+    fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> switchyard_model::error::Result<Linear> {
         let (n, k) = (gate.shape[0] + up.shape[0], gate.shape[1]);
         Ok(Linear::Bf16 { w: self.random(2 * n * k)?, n, k })
     }
 
-    fn experts(&mut self, t: &TensorSpec) -> crate::error::Result<Experts> {
+    fn experts(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Experts> {
         Ok(Experts::bf16(self.random(2 * element_count(t))?))
     }
 
-    fn embedding(&mut self, t: &TensorSpec) -> crate::error::Result<Embedding> {
+    fn embedding(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Embedding> {
         Ok(Embedding::Bf16(self.random(2 * element_count(t))?))
     }
 

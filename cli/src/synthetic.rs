@@ -8,15 +8,15 @@
 //! The checkpoint is plain data ([`Synthetic::config`], [`Synthetic::tensors`])
 //! so a test can damage it (drop a tensor, change a shape or dtype) before
 //! writing it out.
-use crate::config::ModelConfig;
-use crate::error::{Error, Result};
-use crate::tensors::{ModelTensors, TensorKind};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use safetensors::{Dtype, View};
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::path::Path;
+use switchyard_model::config::ModelConfig;
+use switchyard_model::error::{Error, Result};
+use switchyard_model::tensors::{ModelTensors, TensorKind};
 
 /// The shape of a synthetic model.
 #[derive(Clone, Debug)]
@@ -169,7 +169,7 @@ impl Spec {
     }
 
     /// Random weights for every tensor the graph reads (the list in
-    /// [`crate::tensors`]), HF names with the `model.` prefix.
+    /// [`switchyard_model::tensors`]), HF names with the `model.` prefix.
     pub fn tensors(&self) -> Result<Vec<Tensor>> {
         let cfg = self.config();
         let cfg = ModelConfig::from_value(cfg.as_object().expect("a json! object literal"))?;

@@ -5,13 +5,14 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use switchyard_cli::{backends, bench, bench_model, coverage, synthetic};
 use switchyard_core::BackendKind;
 use switchyard_kernels::{parity, Ops};
 use switchyard_model::checkpoint::Checkpoint;
+use switchyard_model::default_model;
 use switchyard_model::generate::{generate, Request};
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
-use switchyard_model::{backends, bench, bench_model, coverage, default_model, synthetic};
 
 #[derive(Parser)]
 #[command(
