@@ -11,3 +11,8 @@ pub mod bench;
 pub mod bench_model;
 pub mod coverage;
 pub mod synthetic;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
