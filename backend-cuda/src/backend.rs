@@ -223,9 +223,9 @@ impl CudaBackend {
     /// implemented here, the arguments match its signature, every pointer is
     /// live). The plan still supplies dynamic shared memory and workspace, so
     /// it must have one pass; a kernel without a plan yet (transition) runs
-    /// its own entry point with neither. The caller answers for the kernel
-    /// being correct at that geometry: kernels that derive their work split
-    /// from `blockDim` are, the others may not be.
+    /// its own entry point with neither. Whether the kernel is correct at
+    /// that geometry is the caller's business (its `.cu` says which block
+    /// sizes it supports): this is a tuning tool, not a launch path.
     pub fn launch_with_geometry(&self, sig: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
         if !registry::implements(BackendKind::Cuda, sig) {
             return Err(unknown_kernel(sig));
