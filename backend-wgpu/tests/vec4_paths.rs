@@ -36,8 +36,11 @@ fn run(be: &Arc<dyn Backend>, lead: usize, outs: &[usize], ins: &[&[u8]], f: &dy
     outs.iter().enumerate().map(|(i, _)| bufs[i].to_vec().unwrap()[lead..].to_vec()).collect()
 }
 
+/// Compares (what, wgpu output, reference output) and panics naming `what`.
+type Check = dyn Fn(&str, &[u8], &[u8]);
+
 /// cpu-ref and wgpu outputs for every lead.
-fn both(test: &str, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[Region]) -> Result<()>, check: &dyn Fn(&str, &[u8], &[u8])) {
+fn both(test: &str, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[Region]) -> Result<()>, check: &Check) {
     let Some(gpu) = wgpu(test) else { return };
     let cpu = switchyard_cpu_ref::cpu_backend();
     for lead in [0usize, 4, 8, 16] {
