@@ -15,7 +15,7 @@
 //!   override constants); bind groups per buffer set.
 //! - Launches, copies and clears are recorded into one command encoder and
 //!   submitted at a synchronize, download, upload or timing call, or after
-//!   [`WgpuOptions::max_batch`] dispatches. [`launch_overhead`] measures what
+//!   [`WgpuOptions::max_batch`] dispatches; `switchyard bench` measures what
 //!   a launch costs.
 //! - A [`Recording`] holds every dispatch already resolved (pipeline, bind
 //!   group over its own Params buffer, workgroup counts) and every copy and
@@ -1115,71 +1115,5 @@ impl Backend for WgpuBackend {
 
     fn live_bytes(&self) -> usize {
         self.state().allocs.live_bytes() as usize
-    }
-}
-
-/// What one launch costs, from [`launch_overhead`].
-#[derive(Clone, Copy, Debug)]
-pub struct LaunchOverhead {
-    /// Launches timed.
-    pub launches: usize,
-    /// Host time to validate, record and (every batch) submit one launch, in µs.
-    pub host_us: f64,
-    /// Wall time per launch until the device finished all of them, in µs.
-    pub total_us: f64,
-}
-
-impl std::fmt::Display for LaunchOverhead {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:.1} µs host, {:.1} µs end-to-end per launch ({} tiny launches)", self.host_us, self.total_us, self.launches)
-    }
-}
-
-/// Times `launches` tiny launches (`moe_offsets` with one expert: three
-/// pointers, no real work) through the full `Ops` → `Backend::launch` path
-/// on any backend, after a warm-up that builds the pipeline.
-pub fn launch_overhead(be: &Arc<dyn Backend>, launches: usize) -> Result<LaunchOverhead> {
-    let ops = switchyard_kernels::Ops::new(be.clone());
-    let counts = switchyard_core::DeviceBuffer::zeroed(be, 4)?;
-    let offsets = switchyard_core::DeviceBuffer::new(be, 8)?;
-    let cursor = switchyard_core::DeviceBuffer::new(be, 4)?;
-    let go = |n: usize| -> Result<()> {
-        for _ in 0..n {
-            ops.moe_offsets(offsets.addr(), cursor.addr(), counts.addr(), 1)?;
-        }
-        Ok(())
-    };
-    go(8)?;
-    be.synchronize()?;
-    let n = launches.max(1);
-    let t = Instant::now();
-    go(n)?;
-    let host = t.elapsed();
-    be.synchronize()?;
-    let total = t.elapsed();
-    Ok(LaunchOverhead { launches: n, host_us: host.as_secs_f64() * 1e6 / n as f64, total_us: total.as_secs_f64() * 1e6 / n as f64 })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{arena_size, PAD};
-
-    #[test]
-    fn the_workspace_arena_grows_by_doubling_within_the_binding_limit() {
-        let limit = 1 << 20;
-        // Empty arena: exactly what is asked, rounded to PAD, never below PAD.
-        assert_eq!(arena_size(0, 1, limit), Ok(Some(PAD)));
-        assert_eq!(arena_size(0, 100, limit), Ok(Some(112)));
-        // Enough already: no replacement.
-        assert_eq!(arena_size(112, 100, limit), Ok(None));
-        assert_eq!(arena_size(112, 112, limit), Ok(None));
-        // A little more: double, so rising sizes replace the buffer rarely.
-        assert_eq!(arena_size(112, 120, limit), Ok(Some(224)));
-        // Much more: what is asked.
-        assert_eq!(arena_size(112, 5000, limit), Ok(Some(5008)));
-        // Doubling stops at the limit; asking past it is an error naming it.
-        assert_eq!(arena_size(limit - 64, limit - 16, limit), Ok(Some(limit)));
-        let e = arena_size(0, limit + 1, limit).unwrap_err();
-        assert!(e.contains("max_storage_buffer_binding_size"), "{e}");
     }
 }
