@@ -4,7 +4,7 @@
 # over `parity` and `generate` on cuda, the HF fixtures on cuda and wgpu,
 # the kernel bench on both, bench-model on both, and HF's decode bench.
 #
-# Here:  cargo build --release -p switchyard-model && mkdir -p dist &&
+# Here:  cargo build --release -p switchyard-cli && mkdir -p dist &&
 #        cp target/release/switchyard dist/ && strip dist/switchyard &&
 #        bash ../shared/device/prepare-vulkan.sh .device-vk
 # There: bash scripts/h200_checks.sh     (carry dist and .device-vk; writes to $OUT)

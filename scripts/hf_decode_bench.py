@@ -30,7 +30,7 @@ import time
 
 def shape_config(layers, hidden, vocab):
     """The HF config.json of `bench_model::Shape::gemma4(layers, hidden)` with
-    `vocab` (mirrors model/src/bench_model.rs and synthetic.rs Spec::config)."""
+    `vocab` (mirrors cli/src/bench_model.rs and cli/src/synthetic.rs Spec::config)."""
     heads = max(1, hidden // 320)
     kv = max(1, heads // 2)
     gkv = max(1, heads // 4)

@@ -10,10 +10,13 @@
 //! (the kernel's own throughput), the bytes the kernel must move, GB/s and
 //! the ratio to a device-to-device copy measured in the same run. Inputs
 //! rotate among several buffer sets so that L2 (50 MB on an H200) does not
-//! serve repeated runs. The grid is always the launcher's; the block sizes
-//! other than the launcher's go through `Backend::launch` directly.
+//! serve repeated runs. The grid is always the one the kernel's plan (or,
+//! for kernels not yet moved to plans, its launcher) computes; every block
+//! size goes through `CudaBackend::launch_with_geometry`, checked like a
+//! launch, with the plan's shared memory and workspace.
 use std::sync::Arc;
 use switchyard_core::{Arg, Arg::*, Backend, Result};
+use switchyard_cuda::CudaBackend;
 use switchyard_kernels::rope_kv::rope_table;
 
 mod common;
@@ -36,6 +39,7 @@ fn f32_bytes(n: usize, rng: &mut Lcg, scale: f32) -> Vec<u8> {
 }
 
 struct Bench {
+    cb: Arc<CudaBackend>,
     be: Arc<dyn Backend>,
     bufs: Vec<u64>,
     copy_gbs: f64,
@@ -85,7 +89,7 @@ impl Bench {
     fn sweep(&self, name: &str, module: &str, symbol: &str, grid: [u32; 3], blocks: &[u32], sets: &[Vec<Arg>], bytes: f64) -> Result<()> {
         for &b in blocks {
             let sig = switchyard_core::registry::lookup(module, symbol)?;
-            let t = self.time(sets.len(), &mut |s| self.be.launch_legacy(sig, grid, [b, 1, 1], &sets[s]))?;
+            let t = self.time(sets.len(), &mut |s| self.cb.launch_with_geometry(sig, grid, [b, 1, 1], &sets[s]))?;
             self.report(name, b, t, bytes);
         }
         Ok(())
@@ -93,14 +97,14 @@ impl Bench {
 }
 
 fn main() -> Result<()> {
-    let cb = Arc::new(switchyard_cuda::CudaBackend::open(0)?);
+    let cb = Arc::new(CudaBackend::open(0)?);
     let t0 = std::time::Instant::now();
     cb.preload()?;
     let compile_s = t0.elapsed().as_secs_f64();
-    let be: Arc<dyn Backend> = cb;
+    let be: Arc<dyn Backend> = cb.clone();
     let info = be.info();
     println!("device: {} ({}) {:?}", info.device, info.driver, info.details);
-    let mut b = Bench { be: be.clone(), bufs: Vec::new(), copy_gbs: 1.0 };
+    let mut b = Bench { cb, be: be.clone(), bufs: Vec::new(), copy_gbs: 1.0 };
     let mut rng = Lcg(7);
     println!("NVRTC compile / cache load of all modules: {compile_s:.2} s");
 
@@ -138,12 +142,12 @@ fn main() -> Result<()> {
     let nb = switchyard_kernels::norm::norm_block(dim);
     let norm_blocks = [nb, 64, 128, 224];
 
-    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(xs[s]), P(w), I(dim as i32), F(eps)]).collect();
+    let (r, d) = (I(rows as i32), I(dim as i32));
+    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(xs[s]), P(w), r, d, F(eps)]).collect();
     b.sweep("rmsnorm_bf16", "norm", "rmsnorm_bf16", g_rows, &norm_blocks, &a, 2.0 * act as f64)?;
-    let a: Vec<Vec<Arg>> =
-        (0..sets).map(|s| vec![P(outs[s]), P(outs2[s]), P(rs[s]), P(xs[s]), P(w), P(w), I(dim as i32), F(eps)]).collect();
+    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(outs2[s]), P(rs[s]), P(xs[s]), P(w), P(w), r, d, F(eps)]).collect();
     b.sweep("post_norm_add_pre_norm_bf16", "norm", "post_norm_add_pre_norm_bf16", g_rows, &norm_blocks, &a, 4.0 * act as f64)?;
-    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(rs[s]), P(xs[s]), P(w), P(scalar), I(dim as i32), F(eps)]).collect();
+    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(rs[s]), P(xs[s]), P(w), P(scalar), r, d, F(eps)]).collect();
     b.sweep("layer_out_bf16", "norm", "layer_out_bf16", g_rows, &norm_blocks, &a, 3.0 * act as f64)?;
 
     // Embedding gathers from a 262144-row table.

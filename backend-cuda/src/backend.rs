@@ -1,15 +1,23 @@
 //! [`CudaBackend`]: the [`Backend`] trait over the CUDA driver API.
 use crate::compile::{DiskCache, Job};
-use crate::raw::{self, Attr, CUcontext, CUdevice, CUfunction, CUmodule, CUstream, Shared};
-use std::collections::HashMap;
+use crate::cublas::Cublas;
+use crate::raw::{self, Attr, CUcontext, CUdevice, CUfunction, CUgraph, CUmodule, CUstream, GraphExec, Shared};
+use std::any::Any;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use switchyard_core::vaddr::RangeTable;
-use switchyard_core::{Arg, Backend, BackendInfo, BackendKind, Error, Grid, KernelSig, Recording, Result};
+use switchyard_core::{registry, Arg, Backend, BackendInfo, BackendKind, Error, Grid, KernelSig, Recording, Result};
+use switchyard_kernels::plan::{self, CudaPlan, DeviceFacts, PlanArgs};
 
 const NAME: &str = BackendKind::Cuda.name();
 
 /// Environment variable picking the device ordinal (default 0).
 pub const DEVICE_ENV: &str = "SWITCHYARD_CUDA_DEVICE";
+
+/// Dynamic shared memory a function may use without opting in.
+const DEFAULT_DYNAMIC_SHARED: u32 = 48 << 10;
 
 /// The CUDA backend: one device, its primary context, one non-blocking
 /// stream. Addresses are real `CUdeviceptr` values, tracked in a
@@ -21,13 +29,25 @@ pub const DEVICE_ENV: &str = "SWITCHYARD_CUDA_DEVICE";
 /// deferred kernel fault with its CUDA error name. Kernel modules are compiled
 /// with NVRTC on first use for the device's exact architecture and cached in
 /// memory and on disk (see [`crate::compile::cache_dir`]).
+///
+/// Each launch runs its kernel's CUDA plan (`switchyard_kernels::plan`),
+/// computed from the arguments and this device's [`DeviceFacts`]. Workspace
+/// a plan asks for comes from an arena this backend owns, passed as one
+/// trailing pointer parameter; arena bytes are not counted in
+/// [`Backend::live_bytes`] (see [`CudaBackend::arena_bytes`]).
+///
+/// A [`Recording`] is a CUDA graph captured from the stream; see
+/// [`Backend::record`].
 pub struct CudaBackend {
     device: CUdevice,
     ctx: Shared<CUcontext>,
     stream: Shared<CUstream>,
     arch: String,
+    facts: DeviceFacts,
     info: BackendInfo,
     cache: DiskCache,
+    /// Distinguishes this instance from a later one at the same address.
+    instance: u64,
     state: Mutex<State>,
 }
 
@@ -35,8 +55,50 @@ pub struct CudaBackend {
 struct State {
     ranges: RangeTable,
     modules: HashMap<String, Shared<CUmodule>>,
-    functions: HashMap<(&'static str, &'static str), Shared<CUfunction>>,
+    functions: HashMap<(&'static str, &'static str), Function>,
+    arena: Arena,
+    /// `Some` while `record` captures the stream: what the capture uses.
+    capturing: Option<Capture>,
 }
+
+/// A loaded entry point.
+struct Function {
+    f: Shared<CUfunction>,
+    /// Whether its dynamic shared memory limit was raised to the device's opt-in maximum.
+    raised: bool,
+}
+
+/// Workspace for plans that ask for it. Grows by allocating a bigger buffer;
+/// retired buffers stay allocated until the backend drops, because launches
+/// still queued and recordings may use them.
+#[derive(Default)]
+struct Arena {
+    buffers: RangeTable,
+    /// The buffer new launches get: (base, bytes, serial).
+    current: Option<(u64, u64, u64)>,
+}
+
+/// `(base, serial)` of an allocation, from [`RangeTable::identity`].
+type Identity = (u64, u64);
+
+/// What an open capture has recorded.
+#[derive(Default)]
+struct Capture {
+    buffers: BTreeSet<Identity>,
+    arena: BTreeSet<Identity>,
+    steps: usize,
+}
+
+/// The state a CUDA [`Recording`] carries.
+struct CudaRecording {
+    instance: u64,
+    /// `None` when nothing was captured (there is no graph to launch).
+    exec: Option<GraphExec>,
+    buffers: Vec<Identity>,
+    arena: Vec<Identity>,
+}
+
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
 inventory::submit! { switchyard_core::registry::BackendFactory { kind: BackendKind::Cuda, open: cuda_backend } }
 
@@ -76,6 +138,7 @@ impl CudaBackend {
             let major = raw::device_attr(device, Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
             let minor = raw::device_attr(device, Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
             let sms = raw::device_attr(device, Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+            let max_shared = raw::device_attr(device, Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
             let l2 = raw::device_attr(device, Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?;
             let clock_khz = raw::device_attr(device, Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE).unwrap_or(0);
             let total = raw::device_total_mem(device)?;
@@ -95,6 +158,7 @@ impl CudaBackend {
                 ("compute capability".to_string(), format!("{major}.{minor}")),
                 ("arch".to_string(), arch.clone()),
                 ("multiprocessors".to_string(), sms.to_string()),
+                ("shared memory per block (opt-in)".to_string(), max_shared.to_string()),
                 ("L2 bytes".to_string(), l2.to_string()),
                 ("memory bytes".to_string(), total.to_string()),
                 ("nvrtc".to_string(), format!("{}.{}", nvrtc.0, nvrtc.1)),
@@ -110,7 +174,24 @@ impl CudaBackend {
                 max_alloc_bytes: total as u64,
                 details,
             };
-            Ok(CudaBackend { device, ctx: Shared(ctx), stream: Shared(stream), arch, info, cache, state: Mutex::new(State::default()) })
+            let facts = DeviceFacts {
+                multiprocessors: u32::try_from(sms).unwrap_or(0),
+                max_shared_bytes: u32::try_from(max_shared).unwrap_or(0),
+                subgroup_size: 32,
+                max_groups_per_dim: 65535,
+                max_binding_bytes: u64::MAX,
+            };
+            Ok(CudaBackend {
+                device,
+                ctx: Shared(ctx),
+                stream: Shared(stream),
+                arch,
+                facts,
+                info,
+                cache,
+                instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+                state: Mutex::new(State::default()),
+            })
         })
     }
 
@@ -119,11 +200,69 @@ impl CudaBackend {
         &self.arch
     }
 
+    /// What launch plans are told about this device.
+    pub fn device_facts(&self) -> DeviceFacts {
+        self.facts
+    }
+
+    /// Bytes held by the workspace arena (current and retired buffers),
+    /// which [`Backend::live_bytes`] does not count.
+    pub fn arena_bytes(&self) -> usize {
+        self.state.lock().map(|s| s.arena.buffers.live_bytes() as usize).unwrap_or(0)
+    }
+
+    /// A cuBLAS handle on this backend's stream (the GEMM yardstick). Reach
+    /// it from an `Arc<dyn Backend>` through [`Backend::extension`]:
+    /// `be.extension().and_then(|x| x.downcast_ref::<CudaBackend>())`.
+    pub fn cublas(&self) -> Result<Cublas<'_>> {
+        Cublas::new(self)
+    }
+
+    /// Runs `sig` with the geometry `grid` x `block` instead of its plan's,
+    /// for block-size sweeps. Checked like [`Backend::launch`] (the kernel is
+    /// implemented here, the arguments match its signature, every pointer is
+    /// live). The plan still supplies dynamic shared memory and workspace, so
+    /// it must have one pass; a kernel without a plan yet (transition) runs
+    /// its own entry point with neither. Whether the kernel is correct at
+    /// that geometry is the caller's business (its `.cu` says which block
+    /// sizes it supports): this is a tuning tool, not a launch path.
+    pub fn launch_with_geometry(&self, sig: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
+        if !registry::implements(BackendKind::Cuda, sig) {
+            return Err(unknown_kernel(sig));
+        }
+        sig.check(args)?;
+        if grid.contains(&0) || block.contains(&0) {
+            return Err(Error::invalid(sig.symbol, "<geometry>", format!("empty launch: grid {grid:?}, block {block:?}")));
+        }
+        let mut plan = match plan::cuda_kernel(sig) {
+            Some(k) => (k.plan)(&PlanArgs::new(sig, args), &self.facts)?,
+            None => CudaPlan::single(sig, grid, block),
+        };
+        let [pass] = plan.passes.as_mut_slice() else {
+            return Err(Error::Unsupported(format!(
+                "{}: its CUDA plan has {} passes; launch_with_geometry sets the geometry of one-pass plans only",
+                sig.symbol,
+                plan.passes.len()
+            )));
+        };
+        pass.grid = grid;
+        pass.block = block;
+        self.run_plan(sig, args, &plan)
+    }
+
     /// Makes this backend's context current on the calling thread and returns
     /// its stream, for a library (cuBLAS) that enqueues work on it directly:
     /// that work is then ordered with this backend's launches and copies.
     pub(crate) fn current_stream(&self) -> Result<CUstream> {
         let _st = self.enter()?;
+        Ok(self.stream.0)
+    }
+
+    /// [`CudaBackend::current_stream`] for work this backend cannot record
+    /// (cuBLAS calls: their buffers are not tracked), refused inside `record`.
+    pub(crate) fn stream_outside_recording(&self, op: &str) -> Result<CUstream> {
+        let st = self.enter()?;
+        Self::not_capturing(&st, op)?;
         Ok(self.stream.0)
     }
 
@@ -138,22 +277,125 @@ impl CudaBackend {
         st.ranges.check(addr, bytes as u64).map_err(|d| Error::oob(op, arg, d))
     }
 
-    /// The function for `sig`, compiling and loading its module on first use.
-    fn function(&self, st: &mut State, sig: &'static KernelSig) -> Result<CUfunction> {
-        if let Some(f) = st.functions.get(&(sig.module, sig.symbol)) {
-            return Ok(f.0);
+    /// Refuses `op` while `record` captures the stream: its host side (or the
+    /// stream synchronisation it needs) cannot be part of a graph.
+    fn not_capturing(st: &State, op: &str) -> Result<()> {
+        if st.capturing.is_some() {
+            return Err(Error::invalid(
+                op,
+                "<recording>",
+                "host transfers, frees, timing and synchronisation cannot be recorded; do them outside record()",
+            ));
         }
-        let module = match st.modules.get(sig.module) {
-            Some(m) => m.0,
-            None => {
-                let m = self.load_module(sig.module)?;
-                st.modules.insert(sig.module.to_string(), Shared(m));
-                m
+        Ok(())
+    }
+
+    /// Notes that an open capture used the allocations containing `addrs`
+    /// (already checked live), and counts one step.
+    fn captured(st: &mut State, addrs: &[u64]) {
+        let State { ranges, capturing, .. } = st;
+        if let Some(cap) = capturing.as_mut() {
+            cap.buffers.extend(addrs.iter().filter(|&&a| a != 0).filter_map(|&a| ranges.identity(a)));
+            cap.steps += 1;
+        }
+    }
+
+    /// The plan of a kernel with a CUDA implementation.
+    fn plan(&self, sig: &'static KernelSig, args: &[Arg]) -> Result<CudaPlan> {
+        let kernel = plan::cuda_kernel(sig).ok_or_else(|| unknown_kernel(sig))?;
+        let plan = (kernel.plan)(&PlanArgs::new(sig, args), &self.facts)?;
+        debug_assert!(!plan.passes.is_empty(), "{}: a CUDA plan without passes", sig.symbol);
+        debug_assert!(
+            plan.passes.iter().all(|p| !p.grid.contains(&0) && !p.block.contains(&0)),
+            "{}: a CUDA plan with an empty launch: {plan:?}",
+            sig.symbol
+        );
+        Ok(plan)
+    }
+
+    /// Launches `plan`'s passes for `args` (checked against `sig` by the
+    /// caller), after checking under the lock that every pointer is live.
+    fn run_plan(&self, sig: &'static KernelSig, args: &[Arg], plan: &CudaPlan) -> Result<()> {
+        let mut st = self.enter()?;
+        // Checked under the lock that `free` takes, so no allocation can
+        // disappear between this check and the launch.
+        let mut addrs = Vec::with_capacity(args.len());
+        for (spec, a) in sig.args.iter().zip(args) {
+            if let Arg::P(p) = *a {
+                if p != 0 {
+                    Self::check(&st, sig.symbol, spec.name, p, 1)?;
+                    addrs.push(p);
+                }
+            }
+        }
+        let mut params: Vec<raw::ParamSlot> = args.iter().map(param_slot).collect();
+        if plan.workspace_bytes > 0 {
+            let (base, serial) = self.workspace(&mut st, sig, plan.workspace_bytes)?;
+            params.push(base);
+            if let Some(cap) = st.capturing.as_mut() {
+                cap.arena.insert((base, serial));
+            }
+        }
+        // Noted before launching: a pass that fails after an earlier one was
+        // captured still leaves the capture naming every buffer it used.
+        Self::captured(&mut st, &addrs);
+        for pass in &plan.passes {
+            let what = format!("{}::{}", sig.module, pass.entry);
+            let f = self.function(&mut st, sig, pass.entry, pass.shared_bytes, &what)?;
+            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, self.stream.0, &mut params, &what)?;
+        }
+        Ok(())
+    }
+
+    /// At least `bytes` of workspace: the current arena buffer, or a new one
+    /// (twice the old size, or `bytes` if larger) that replaces it.
+    fn workspace(&self, st: &mut State, sig: &KernelSig, bytes: u64) -> Result<Identity> {
+        let arena = &mut st.arena;
+        if let Some((base, len, serial)) = arena.current {
+            if len >= bytes {
+                return Ok((base, serial));
+            }
+        }
+        let len = bytes.max(arena.current.map_or(0, |c| c.1.saturating_mul(2)));
+        let size = usize::try_from(len)
+            .map_err(|_| Error::invalid(sig.symbol, "<workspace>", format!("{len} bytes of workspace do not fit in usize")))?;
+        let base = raw::mem_alloc(size)?;
+        let serial = arena.buffers.insert(base, len);
+        arena.current = Some((base, len, serial));
+        Ok((base, serial))
+    }
+
+    /// The function `entry` of `sig`'s module, compiling and loading the
+    /// module on first use, and allowed `shared_bytes` of dynamic shared memory.
+    fn function(&self, st: &mut State, sig: &'static KernelSig, entry: &'static str, shared_bytes: u32, what: &str) -> Result<CUfunction> {
+        let State { modules, functions, .. } = st;
+        let func = match functions.entry((sig.module, entry)) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let module = match modules.get(sig.module) {
+                    Some(m) => m.0,
+                    None => {
+                        let m = self.load_module(sig.module)?;
+                        modules.insert(sig.module.to_string(), Shared(m));
+                        m
+                    }
+                };
+                let f = raw::module_function(module, entry, what)?;
+                e.insert(Function { f: Shared(f), raised: false })
             }
         };
-        let f = raw::module_function(module, sig.symbol, &format!("{}::{}", sig.module, sig.symbol))?;
-        st.functions.insert((sig.module, sig.symbol), Shared(f));
-        Ok(f)
+        if shared_bytes > DEFAULT_DYNAMIC_SHARED && !func.raised {
+            if shared_bytes > self.facts.max_shared_bytes {
+                return Err(Error::invalid(
+                    sig.symbol,
+                    "<plan>",
+                    format!("{entry} asks for {shared_bytes} bytes of shared memory; the device allows {}", self.facts.max_shared_bytes),
+                ));
+            }
+            raw::func_set_max_dynamic_shared(func.f.0, self.facts.max_shared_bytes, what)?;
+            func.raised = true;
+        }
+        Ok(func.f.0)
     }
 
     /// Disk cache first; a missing, corrupt or driver-rejected entry is
@@ -184,6 +426,46 @@ impl CudaBackend {
         }
         Ok(())
     }
+
+    /// Ends the stream capture `record` began, whatever state the backend is
+    /// in (a poisoned lock included: the stream must leave capture mode).
+    /// Returns the graph (null if the driver made none), the driver's
+    /// verdict, and what the capture used.
+    fn end_capture(&self) -> (CUgraph, Result<()>, Capture) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let cap = st.capturing.take().unwrap_or_default();
+        if let Err(e) = raw::set_current(self.ctx.0) {
+            return (std::ptr::null_mut(), Err(e), cap);
+        }
+        let (graph, ended) = raw::end_capture(self.stream.0);
+        (graph, ended, cap)
+    }
+}
+
+fn unknown_kernel(sig: &KernelSig) -> Error {
+    Error::UnknownKernel { module: sig.module.into(), symbol: sig.symbol.into(), backend: Some(NAME.into()) }
+}
+
+/// An open stream capture; dropping it unfinished (a panic in the recorded
+/// work) ends the capture and discards the graph, so the stream is usable again.
+struct OpenCapture<'a> {
+    be: &'a CudaBackend,
+    open: bool,
+}
+
+impl OpenCapture<'_> {
+    fn end(mut self) -> (CUgraph, Result<()>, Capture) {
+        self.open = false;
+        self.be.end_capture()
+    }
+}
+
+impl Drop for OpenCapture<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            raw::graph_destroy(self.be.end_capture().0);
+        }
+    }
 }
 
 /// Packs an argument into one 8-byte parameter slot, in the byte order the
@@ -210,6 +492,7 @@ impl Backend for CudaBackend {
         if let Ok((free, _)) = self.enter().and_then(|_st| raw::mem_get_info()) {
             info.details.push(("free memory bytes".into(), free.to_string()));
         }
+        info.details.push(("workspace arena bytes".into(), self.arena_bytes().to_string()));
         info
     }
 
@@ -225,6 +508,7 @@ impl Backend for CudaBackend {
 
     fn free(&self, addr: u64) -> Result<()> {
         let mut st = self.enter()?;
+        Self::not_capturing(&st, "free")?;
         // Validated before touching the driver: freeing an unknown address
         // is a caller bug, reported as such.
         st.ranges.remove(addr).map_err(|d| Error::invalid("free", "addr", d))?;
@@ -235,10 +519,11 @@ impl Backend for CudaBackend {
     }
 
     fn upload(&self, dst: u64, data: &[u8]) -> Result<()> {
+        let st = self.enter()?;
+        Self::not_capturing(&st, "upload")?;
         if data.is_empty() {
             return Ok(());
         }
-        let st = self.enter()?;
         Self::check(&st, "upload", "dst", dst, data.len())?;
         raw::upload(dst, data, self.stream.0)
     }
@@ -248,6 +533,7 @@ impl Backend for CudaBackend {
             return self.synchronize();
         }
         let st = self.enter()?;
+        Self::not_capturing(&st, "download")?;
         Self::check(&st, "download", "src", src, out.len())?;
         raw::download(out, src, self.stream.0)
     }
@@ -256,8 +542,9 @@ impl Backend for CudaBackend {
         if bytes == 0 {
             return Ok(());
         }
-        let st = self.enter()?;
+        let mut st = self.enter()?;
         Self::check(&st, "memset0", "dst", dst, bytes)?;
+        Self::captured(&mut st, &[dst]);
         raw::memset0(dst, bytes, self.stream.0)
     }
 
@@ -265,12 +552,13 @@ impl Backend for CudaBackend {
         if bytes == 0 {
             return Ok(());
         }
-        let st = self.enter()?;
+        let mut st = self.enter()?;
         Self::check(&st, "copy", "dst", dst, bytes)?;
         Self::check(&st, "copy", "src", src, bytes)?;
         if dst < src + bytes as u64 && src < dst + bytes as u64 {
             return Err(Error::invalid("copy", "dst", format!("[{dst:#x}, +{bytes}) overlaps the source [{src:#x}, +{bytes})")));
         }
+        Self::captured(&mut st, &[dst, src]);
         raw::copy_dtod(dst, src, bytes, self.stream.0)
     }
 
@@ -279,52 +567,102 @@ impl Backend for CudaBackend {
         st.ranges.check(addr, bytes as u64)
     }
 
-    fn enqueue(&self, sig: &'static KernelSig, _args: &[Arg]) -> Result<()> {
-        Err(Error::Unsupported(format!("{}: planned launches are not wired into the cuda backend yet", sig.symbol)))
-    }
-
-    fn record(&self, _work: &mut dyn FnMut() -> Result<()>) -> Result<Recording> {
-        Err(Error::Unsupported("cuda: recording is not wired yet".into()))
-    }
-
-    fn replay(&self, _recording: &Recording) -> Result<()> {
-        Err(Error::Unsupported("cuda: recording is not wired yet".into()))
+    fn enqueue(&self, sig: &'static KernelSig, args: &[Arg]) -> Result<()> {
+        debug_assert!(sig.check(args).is_ok(), "{}: enqueue without Backend::launch's signature check", sig.symbol);
+        let plan = self.plan(sig, args)?;
+        self.run_plan(sig, args, &plan)
     }
 
     fn enqueue_legacy(&self, sig: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
         if args.len() != sig.args.len() {
             return Err(Error::invalid(sig.symbol, "<argument list>", format!("expected {}, got {}", sig.args.len(), args.len())));
         }
-        let mut st = self.enter()?;
-        // Checked again under the lock that `free` takes, so no allocation
-        // can disappear between this check and the launch.
-        for (spec, a) in sig.args.iter().zip(args) {
-            if let Arg::P(p) = *a {
-                if p != 0 {
-                    Self::check(&st, sig.symbol, spec.name, p, 1)?;
-                }
+        // As on the CPU reference: only planned launches are recorded.
+        Self::not_capturing(&*self.enter()?, sig.symbol)?;
+        self.run_plan(sig, args, &CudaPlan::single(sig, grid, block))
+    }
+
+    /// Captures the stream into a CUDA graph (relaxed capture mode) while
+    /// `work` runs: launches, `copy` and `memset0` become graph nodes and do
+    /// not run. `upload`, `download`, `free`, `synchronize`, `time_ms`,
+    /// `replay` and legacy launches are refused inside. The recording keeps
+    /// the identity (base address and allocation serial) of every buffer and
+    /// arena block it uses, so a replay after any of them was freed is
+    /// refused even if the address was allocated again.
+    fn record(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<Recording> {
+        {
+            let mut st = self.enter()?;
+            if st.capturing.is_some() {
+                return Err(Error::invalid("record", "<recording>", "a recording is already open on this backend"));
             }
+            raw::begin_capture(self.stream.0)?;
+            st.capturing = Some(Capture::default());
         }
-        let f = self.function(&mut st, sig)?;
-        let mut params: Vec<raw::ParamSlot> = args.iter().map(param_slot).collect();
-        raw::launch(f, grid, block, self.stream.0, &mut params, &format!("{}::{}", sig.module, sig.symbol))
+        let open = OpenCapture { be: self, open: true };
+        let worked = work();
+        let (graph, ended, cap) = open.end();
+        let exec = worked.and(ended).and_then(|()| {
+            if cap.steps == 0 {
+                return Ok(None);
+            }
+            let _st = self.enter()?;
+            GraphExec::instantiate(graph, self.device).map(Some)
+        });
+        raw::graph_destroy(graph);
+        let state = CudaRecording {
+            instance: self.instance,
+            exec: exec?,
+            buffers: cap.buffers.into_iter().collect(),
+            arena: cap.arena.into_iter().collect(),
+        };
+        Ok(Recording::new(BackendKind::Cuda, self as *const Self as usize, cap.steps, Box::new(state)))
+    }
+
+    fn replay(&self, recording: &Recording) -> Result<()> {
+        let rec = recording.state::<CudaRecording>(self as *const Self as usize)?;
+        if rec.instance != self.instance {
+            return Err(Error::invalid("replay", "recording", "recorded on another cuda backend instance (since dropped)"));
+        }
+        let st = self.enter()?;
+        Self::not_capturing(&st, "replay")?;
+        // Once per replay, under the lock `free` takes.
+        let freed = |(base, serial): &Identity| {
+            Error::invalid(
+                "replay",
+                "recording",
+                format!("a buffer it uses was freed: the allocation at {base:#x} (serial {serial}) no longer exists"),
+            )
+        };
+        if let Some(id) = rec.buffers.iter().find(|(b, s)| !st.ranges.is_live(*b, *s)) {
+            return Err(freed(id));
+        }
+        if let Some(id) = rec.arena.iter().find(|(b, s)| !st.arena.buffers.is_live(*b, *s)) {
+            return Err(freed(id));
+        }
+        match &rec.exec {
+            Some(exec) => exec.launch(self.stream.0),
+            None => Ok(()),
+        }
     }
 
     fn synchronize(&self) -> Result<()> {
-        let _st = self.enter()?;
+        let st = self.enter()?;
+        Self::not_capturing(&st, "synchronize")?;
         raw::stream_sync(self.stream.0, &"cuStreamSynchronize (reports faults of earlier asynchronous work)")
     }
 
     fn time_ms(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
         let (start, end) = {
-            let _st = self.enter()?;
+            let st = self.enter()?;
+            Self::not_capturing(&st, "time_ms")?;
             let (s, e) = (raw::Event::new()?, raw::Event::new()?);
             s.record(self.stream.0)?;
             (s, e)
         };
         // The lock is not held while `work` runs: it launches through `self`.
         work()?;
-        let _st = self.enter()?;
+        let st = self.enter()?;
+        Self::not_capturing(&st, "time_ms")?;
         end.record(self.stream.0)?;
         end.synchronize()?;
         Ok(end.elapsed_since(&start)? as f64)
@@ -332,6 +670,12 @@ impl Backend for CudaBackend {
 
     fn live_bytes(&self) -> usize {
         self.state.lock().map(|s| s.ranges.live_bytes() as usize).unwrap_or(0)
+    }
+
+    /// `Some(self)`: downcast to [`CudaBackend`] for cuBLAS
+    /// ([`CudaBackend::cublas`]) and tuning ([`CudaBackend::launch_with_geometry`]).
+    fn extension(&self) -> Option<&dyn Any> {
+        Some(self)
     }
 }
 
@@ -345,7 +689,7 @@ impl Drop for CudaBackend {
         for m in st.modules.values() {
             let _ = raw::module_unload(m.0);
         }
-        for base in st.ranges.bases() {
+        for base in st.ranges.bases().into_iter().chain(st.arena.buffers.bases()) {
             let _ = raw::mem_free(base);
         }
         let _ = raw::stream_destroy(self.stream.0);

@@ -32,7 +32,10 @@ fn check(what: &str, r: cb::cublasStatus_t) -> Result<()> {
     }
 }
 
-/// A cuBLAS handle bound to one [`CudaBackend`]'s context and stream.
+/// A cuBLAS handle bound to one [`CudaBackend`]'s context and stream; made
+/// by [`CudaBackend::cublas`] (or `Cublas::new`). Its calls are refused
+/// inside [`switchyard_core::Backend::record`]: a recording tracks only the
+/// buffers of the backend's own launches and copies.
 pub struct Cublas<'a> {
     be: &'a CudaBackend,
     handle: cb::cublasHandle_t,
@@ -54,9 +57,9 @@ impl<'a> Cublas<'a> {
         if !missing.is_empty() {
             return Err(unavailable(format!("libcublas lacks {}", missing.join(", "))));
         }
-        let stream = be.current_stream()?;
+        let stream = be.stream_outside_recording("cublas")?;
         let mut handle: cb::cublasHandle_t = std::ptr::null_mut();
-        // SAFETY: the backend's context is current on this thread (current_stream made it so);
+        // SAFETY: the backend's context is current on this thread (stream_outside_recording made it so);
         // `handle` is a valid out-pointer and every symbol resolved above.
         check("cublasCreate_v2", unsafe { cb::cublasCreate_v2(&mut handle) })?;
         // SAFETY: `handle` was just created; `stream` is the backend's live stream, which outlives
@@ -84,7 +87,7 @@ impl<'a> Cublas<'a> {
         for (name, addr, elems) in [("a", a, m * k), ("b", b, n * k), ("c", c, m * n)] {
             self.be.check_range(addr, elems * 2).map_err(|d| Error::oob(op, name, d))?;
         }
-        self.be.current_stream()?;
+        self.be.stream_outside_recording(op)?;
         let (alpha, beta) = (1.0f32, 0.0f32);
         // SAFETY: a, b, c are live device allocations of the backend's context (checked above)
         // holding at least the bytes each operand needs; the context is current; alpha and beta

@@ -13,6 +13,28 @@
 //!   checked against the live allocations before a launch.
 //! - One stream; launches are asynchronous; [`switchyard_core::Backend::synchronize`]
 //!   reports deferred faults with the CUDA error name.
+//! - A launch runs the kernel's CUDA plan (`switchyard_kernels::plan`,
+//!   registered beside the kernel's declaration) with this device's
+//!   [`switchyard_kernels::plan::DeviceFacts`]; workspace comes from an arena
+//!   the backend owns ([`CudaBackend::arena_bytes`]).
+//! - [`switchyard_core::Backend::record`] captures the stream into a CUDA
+//!   graph; [`switchyard_core::Backend::replay`] checks that every buffer it
+//!   uses is still the same live allocation, then launches the graph.
+//! - CUDA-only capabilities are reached from an `Arc<dyn Backend>` through
+//!   [`switchyard_core::Backend::extension`], which returns the
+//!   [`CudaBackend`] itself:
+//!
+//!   ```no_run
+//!   # fn f(be: &dyn switchyard_core::Backend) -> switchyard_core::Result<()> {
+//!   use switchyard_cuda::CudaBackend;
+//!   if let Some(cuda) = be.extension().and_then(|x| x.downcast_ref::<CudaBackend>()) {
+//!       let blas = cuda.cublas()?; // the GEMM yardstick, on the backend's stream
+//!       # let _ = blas;
+//!       // cuda.launch_with_geometry(sig, grid, block, args) for block-size sweeps
+//!   }
+//!   # Ok(())
+//!   # }
+//!   ```
 //! - Modules are cached in memory and on disk ([`compile::cache_dir`],
 //!   overridable with `SWITCHYARD_CUDA_CACHE`).
 //!

@@ -11,7 +11,7 @@ use cudarc::nvrtc::sys as nv;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use switchyard_core::{Error, Result};
 
-pub(crate) use cu::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmodule, CUstream};
+pub(crate) use cu::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUmodule, CUstream};
 
 const BACKEND: &str = "cuda";
 
@@ -46,6 +46,13 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuModuleGetFunction",
     "cuModuleUnload",
     "cuLaunchKernel",
+    "cuFuncSetAttribute",
+    "cuStreamBeginCapture_v2",
+    "cuStreamEndCapture",
+    "cuGraphInstantiateWithFlags",
+    "cuGraphDestroy",
+    "cuGraphExecDestroy",
+    "cuGraphLaunch",
 ];
 
 /// NVRTC entry points this crate calls.
@@ -358,19 +365,137 @@ pub(crate) fn module_function(m: CUmodule, symbol: &str, what: &str) -> Result<C
 /// the kernel's parameter type needs from the start.
 pub(crate) type ParamSlot = u64;
 
-/// Enqueues `f` on `s`. `params` holds one slot per kernel parameter, in order.
-pub(crate) fn launch(f: CUfunction, grid: [u32; 3], block: [u32; 3], s: CUstream, params: &mut [ParamSlot], what: &str) -> Result<()> {
+/// Enqueues `f` on `s` with `shared_bytes` of dynamic shared memory.
+/// `params` holds one slot per kernel parameter, in order.
+pub(crate) fn launch(
+    f: CUfunction,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_bytes: u32,
+    s: CUstream,
+    params: &mut [ParamSlot],
+    what: &str,
+) -> Result<()> {
     let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p as *mut ParamSlot as *mut c_void).collect();
     // SAFETY: `f` comes from a loaded module; the caller built `params` from
     // arguments validated against the kernel's declared signature (same count
-    // and kinds as the .cu entry point), and checked every pointer argument
-    // against live allocations. cuLaunchKernel copies the parameter values
-    // before returning, so `params` may be dropped afterwards.
+    // and kinds as the .cu entry point, plus the workspace pointer where the
+    // plan asks for one), and checked every pointer argument against live
+    // allocations. cuLaunchKernel copies the parameter values before
+    // returning, so `params` may be dropped afterwards. Dynamic shared memory
+    // past the function's limit is refused by the driver, not undefined.
     unsafe {
         check(
-            &format_args!("cuLaunchKernel({what}, grid {grid:?}, block {block:?})"),
-            cu::cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, s, ptrs.as_mut_ptr(), std::ptr::null_mut()),
+            &format_args!("cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes)"),
+            cu::cuLaunchKernel(
+                f,
+                grid[0],
+                grid[1],
+                grid[2],
+                block[0],
+                block[1],
+                block[2],
+                shared_bytes,
+                s,
+                ptrs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            ),
         )
+    }
+}
+
+/// Lets `f` launch with up to `bytes` of dynamic shared memory (the driver
+/// caps it at 48 KiB until a function opts in).
+pub(crate) fn func_set_max_dynamic_shared(f: CUfunction, bytes: u32, what: &str) -> Result<()> {
+    let value = c_int::try_from(bytes).map_err(|_| Error::invalid(what, "<plan>", format!("{bytes} bytes of shared memory")))?;
+    // SAFETY: `f` comes from a loaded module of the current context; the
+    // attribute takes a plain integer.
+    unsafe {
+        check(
+            &format_args!("cuFuncSetAttribute({what}, MAX_DYNAMIC_SHARED_SIZE_BYTES = {bytes})"),
+            cu::cuFuncSetAttribute(f, cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, value),
+        )
+    }
+}
+
+// ---------------------------------------------------------------- graphs (recordings)
+
+/// Starts capturing `s` into a graph. Relaxed mode: the capture does not
+/// forbid other driver calls in the process (the backend's arena may
+/// `cuMemAlloc` while capturing); the backend itself refuses the calls that
+/// would break the capture (synchronisation, host copies, frees).
+pub(crate) fn begin_capture(s: CUstream) -> Result<()> {
+    // SAFETY: `s` is this backend's live, non-default stream, not capturing
+    // (the backend's `capturing` flag, held under its lock, says so).
+    unsafe { check(&"cuStreamBeginCapture_v2", cu::cuStreamBeginCapture_v2(s, cu::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)) }
+}
+
+/// Ends the capture of `s`. The graph comes back even when the driver
+/// reports an error, where it made one (null otherwise), so that the caller
+/// can destroy it.
+pub(crate) fn end_capture(s: CUstream) -> (CUgraph, Result<()>) {
+    let mut g: CUgraph = std::ptr::null_mut();
+    // SAFETY: `s` is capturing (begun by begin_capture); valid out-pointer.
+    let r = unsafe { cu::cuStreamEndCapture(s, &mut g) };
+    (g, check(&"cuStreamEndCapture", r))
+}
+
+/// Destroys a captured graph template (not its instantiations).
+pub(crate) fn graph_destroy(g: CUgraph) {
+    if !g.is_null() {
+        // SAFETY: `g` came from end_capture, is owned by the caller and not used afterwards.
+        let _ = unsafe { cu::cuGraphDestroy(g) };
+    }
+}
+
+/// An instantiated graph, owned: destroyed on drop. It retains the device's
+/// primary context, so it stays valid even if it outlives the backend that
+/// made it (the recording is then refused at replay; only the handle lives on).
+pub(crate) struct GraphExec {
+    exec: CUgraphExec,
+    device: CUdevice,
+    ctx: CUcontext,
+}
+
+// SAFETY: a CUgraphExec is an opaque driver handle usable from any thread;
+// it is launched only through the backend, under its lock, and destroyed once
+// in Drop.
+unsafe impl Send for GraphExec {}
+// SAFETY: as for Send: shared references only read the handle.
+unsafe impl Sync for GraphExec {}
+
+impl GraphExec {
+    /// Instantiates `g` in the current context (that of `device`'s primary context).
+    pub(crate) fn instantiate(g: CUgraph, device: CUdevice) -> Result<GraphExec> {
+        let ctx = primary_ctx_retain(device)?;
+        let mut exec: CUgraphExec = std::ptr::null_mut();
+        // SAFETY: `g` is a complete captured graph; valid out-pointer; the
+        // context that captured it is current.
+        let r = unsafe { cu::cuGraphInstantiateWithFlags(&mut exec, g, 0) };
+        if let Err(e) = check(&"cuGraphInstantiateWithFlags", r) {
+            let _ = primary_ctx_release(device);
+            return Err(e);
+        }
+        Ok(GraphExec { exec, device, ctx })
+    }
+
+    /// Enqueues the graph on `s`.
+    pub(crate) fn launch(&self, s: CUstream) -> Result<()> {
+        // SAFETY: `exec` is live (owned by self); `s` is the live stream of
+        // the backend that made it, whose context is current; the caller
+        // checked that every allocation the graph uses is still live.
+        unsafe { check(&"cuGraphLaunch", cu::cuGraphLaunch(self.exec, s)) }
+    }
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        if set_current(self.ctx).is_ok() {
+            // SAFETY: `exec` is live and owned by self; its context is alive
+            // (retained by self) and current.
+            let _ = unsafe { cu::cuGraphExecDestroy(self.exec) };
+        }
+        let _ = primary_ctx_release(self.device);
     }
 }
 

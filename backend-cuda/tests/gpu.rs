@@ -1,19 +1,12 @@
 //! Tests that need a CUDA device (the H200 run). Each skips with a printed
 //! reason where `cuda_backend()` is unavailable, so CI without a GPU passes
 //! them visibly as skipped.
-use std::sync::Arc;
-use switchyard_core::{Arg, Backend, Error};
+use switchyard_core::{Arg, DeviceBuffer, Error};
+use switchyard_kernels::norm::RMSNORM_BF16;
 use switchyard_kernels::{parity, Ops};
 
-fn cuda() -> Option<Arc<dyn Backend>> {
-    match switchyard_cuda::cuda_backend() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            println!("SKIPPED (no CUDA device): {e}");
-            None
-        }
-    }
-}
+mod common;
+use common::cuda;
 
 #[test]
 fn memory_round_trips_and_is_bounds_checked() {
@@ -48,19 +41,19 @@ fn memory_round_trips_and_is_bounds_checked() {
 fn launches_check_pointers_and_report_kernel_names() {
     let Some(be) = cuda() else { return };
     let ops = Ops::new(be.clone());
-    let out = be.alloc(64 * 2).unwrap();
-    let x = be.alloc(64 * 2).unwrap();
-    be.upload(x, &[0x3fu8; 128]).unwrap();
-    ops.rmsnorm(out, x, 0, 1, 64, 1e-6).unwrap();
+    let out = DeviceBuffer::new(&be, 64 * 2).unwrap();
+    let x = DeviceBuffer::from_bytes(&be, &[0x3fu8; 128]).unwrap();
+    ops.rmsnorm_bf16(out.region(), x.region(), None, 1, 64, 1e-6).unwrap();
     be.synchronize().unwrap();
-    // A freed input is refused before the GPU sees it, naming kernel and argument.
-    be.free(x).unwrap();
-    let e = be
-        .launch("norm", "rmsnorm_bf16", [1, 1, 1], [256, 1, 1], &[Arg::P(out), Arg::P(x), Arg::P(0), Arg::I(64), Arg::F(1e-6)])
-        .unwrap_err();
+    let x_addr = x.addr();
+    drop(x);
+    // A freed input is refused by the backend's own liveness check (Backend::launch
+    // skips the launcher's range checks) before the GPU sees it, naming kernel and argument.
+    let e = be.launch(&RMSNORM_BF16, &[Arg::P(out.addr()), Arg::P(x_addr), Arg::P(0), Arg::I(1), Arg::I(64), Arg::F(1e-6)]).unwrap_err();
     let msg = e.to_string();
-    assert!(matches!(e, Error::OutOfBounds { .. }) && msg.contains("rmsnorm_bf16") && msg.contains('x'), "{msg}");
-    be.free(out).unwrap();
+    assert!(matches!(&e, Error::OutOfBounds { kernel, arg, .. } if kernel == "rmsnorm_bf16" && arg == "x"), "{msg}");
+    drop(out);
+    assert_eq!(be.live_bytes(), 0);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! GPU: only libnvrtc is needed. Skips, saying why, where libnvrtc cannot be
 //! loaded (put e.g. the nvidia-cuda-nvrtc wheel's lib directory on
 //! LD_LIBRARY_PATH to run it).
-use switchyard_core::{registry, ArgKind, Role};
+use switchyard_core::{registry, ArgKind, BackendKind, Role};
 use switchyard_kernels::sources;
 
 fn nvrtc() -> Option<(i32, i32)> {
@@ -53,6 +53,11 @@ fn entry_params<'a>(text: &'a str, symbol: &str) -> Option<Vec<&'a str>> {
     None
 }
 
+/// The name in a C parameter declaration (`const bf16* __restrict__ x` -> `x`).
+fn param_name(p: &str) -> &str {
+    p.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("")
+}
+
 #[test]
 fn every_registered_cuda_kernel_matches_its_declared_signature() {
     // Needs no NVRTC: compares each entry point's C parameter list with the
@@ -60,16 +65,38 @@ fn every_registered_cuda_kernel_matches_its_declared_signature() {
     // the driver cannot check at launch.
     let mut checked = 0;
     for sig in registry::kernels() {
-        if !registry::implements("cuda", sig) {
+        if !registry::implements(BackendKind::Cuda, sig) {
             continue;
         }
         let src = sources::cuda(sig.module)
             .unwrap_or_else(|| panic!("{}::{} registered on cuda but the module has no .cu", sig.module, sig.symbol));
         let params = entry_params(src.text, sig.symbol)
             .unwrap_or_else(|| panic!("{}: no extern \"C\" __global__ entry point `{}`", src.path, sig.symbol));
-        assert_eq!(params.len(), sig.args.len(), "{}: `{}` takes {:?}, declared ({})", src.path, sig.symbol, params, sig.arg_names());
+        // A plan's workspace arrives as one trailing pointer after the declared arguments.
+        let params = match params.split_last() {
+            Some((last, rest)) if params.len() == sig.args.len() + 1 && param_name(last) == "workspace" => {
+                let ty = last[..last.len() - "workspace".len()].replace("__restrict__", "");
+                assert!(
+                    ty.trim().ends_with('*') && !ty.trim().starts_with("const "),
+                    "{}: `{}`'s trailing workspace parameter must be a mutable pointer, is `{last}`",
+                    src.path,
+                    sig.symbol
+                );
+                rest.to_vec()
+            }
+            _ => params,
+        };
+        assert_eq!(
+            params.len(),
+            sig.args.len(),
+            "{}: `{}` takes {:?}, declared ({}) [+ a trailing `workspace` pointer where its plan asks for workspace]",
+            src.path,
+            sig.symbol,
+            params,
+            sig.arg_names()
+        );
         for (p, spec) in params.iter().zip(sig.args) {
-            let name = p.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("");
+            let name = param_name(p);
             assert_eq!(name, spec.name, "{}: `{}` parameter `{p}` where `{}` is declared", src.path, sig.symbol, spec.name);
             let ty = p[..p.len() - name.len()].replace("__restrict__", "");
             let ty = ty.trim();

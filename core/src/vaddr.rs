@@ -6,6 +6,7 @@
 //! allocation's addresses stay recognisably dead) and the low [`OFFSET_BITS`]
 //! hold the offset. Address 0 is null.
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bits of a virtual address that hold the byte offset.
 pub const OFFSET_BITS: u32 = 40;
@@ -122,23 +123,36 @@ fn check_within(addr: u64, off: u64, bytes: u64, len: u64) -> Result<(), String>
 /// Live allocations keyed by real base address, for backends whose addresses
 /// are real device pointers (CUDA): answers "is this range inside one live
 /// allocation".
+///
+/// Each allocation also gets a serial, unique across every table in the
+/// process, so that `(base, serial)` names one allocation even after the
+/// driver hands the same base address out again: a recording stores these
+/// identities and [`RangeTable::is_live`] tells at replay whether the very
+/// allocation it used still exists.
 #[derive(Default)]
 pub struct RangeTable {
-    live: BTreeMap<u64, u64>,
+    live: BTreeMap<u64, (u64, u64)>,
     live_bytes: u64,
 }
 
+/// Serials for [`RangeTable`] allocations; process-wide so that tables of two
+/// backend instances never give the same serial to different allocations.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
 impl RangeTable {
-    /// Records an allocation.
-    pub fn insert(&mut self, base: u64, len: u64) {
-        self.live.insert(base, len);
+    /// Records an allocation and returns its serial (larger than every
+    /// serial handed out before, by any table).
+    pub fn insert(&mut self, base: u64, len: u64) -> u64 {
+        let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+        self.live.insert(base, (len, serial));
         self.live_bytes += len;
+        serial
     }
 
     /// Forgets the allocation based at `base`.
     pub fn remove(&mut self, base: u64) -> Result<u64, String> {
         match self.live.remove(&base) {
-            Some(len) => {
+            Some((len, _)) => {
                 self.live_bytes -= len;
                 Ok(len)
             }
@@ -146,15 +160,35 @@ impl RangeTable {
         }
     }
 
+    /// The live allocation containing `addr`, as `(base, len, serial)`.
+    fn containing(&self, addr: u64) -> Option<(u64, u64, u64)> {
+        let (&base, &(len, serial)) = self.live.range(..=addr).next_back()?;
+        (addr < base + len).then_some((base, len, serial))
+    }
+
     /// Checks that `[addr, addr + bytes)` lies inside one live allocation.
     pub fn check(&self, addr: u64, bytes: u64) -> Result<(), String> {
-        let Some((&base, &len)) = self.live.range(..=addr).next_back() else {
-            return Err(format!("address {addr:#x} is not inside any live allocation"));
+        let Some((base, len, _)) = self.containing(addr) else {
+            return Err(match self.live.range(..=addr).next_back() {
+                Some((&b, &(l, _))) => {
+                    format!("address {addr:#x} is not inside any live allocation (nearest below ends at {:#x})", b + l)
+                }
+                None => format!("address {addr:#x} is not inside any live allocation"),
+            });
         };
-        if addr >= base + len {
-            return Err(format!("address {addr:#x} is not inside any live allocation (nearest below ends at {:#x})", base + len));
-        }
         check_within(addr, addr - base, bytes, len)
+    }
+
+    /// The identity `(base, serial)` of the live allocation containing `addr`.
+    pub fn identity(&self, addr: u64) -> Option<(u64, u64)> {
+        self.containing(addr).map(|(base, _, serial)| (base, serial))
+    }
+
+    /// Whether the allocation `(base, serial)` (from [`RangeTable::identity`])
+    /// is still live: false once it is freed, even if a later allocation
+    /// reuses its base address.
+    pub fn is_live(&self, base: u64, serial: u64) -> bool {
+        self.live.get(&base).is_some_and(|&(_, s)| s == serial)
     }
 
     /// Total bytes in live allocations.
@@ -194,5 +228,23 @@ mod tests {
         assert!(t.check(0xfff, 1).is_err());
         t.remove(0x1000).unwrap();
         assert!(t.check(0x1000, 1).is_err());
+    }
+
+    #[test]
+    fn identities_outlive_address_reuse() {
+        let mut t = RangeTable::default();
+        let s1 = t.insert(0x1000, 0x100);
+        assert_eq!(t.identity(0x10ff), Some((0x1000, s1)));
+        assert_eq!(t.identity(0x1100), None);
+        assert!(t.is_live(0x1000, s1));
+        t.remove(0x1000).unwrap();
+        assert!(!t.is_live(0x1000, s1));
+        // The driver may hand the same base out again: a new allocation, a new serial.
+        let s2 = t.insert(0x1000, 0x100);
+        assert!(s2 > s1);
+        assert!(!t.is_live(0x1000, s1) && t.is_live(0x1000, s2));
+        // Serials are unique across tables too (two backend instances).
+        let mut other = RangeTable::default();
+        assert!(other.insert(0x1000, 0x100) > s2);
     }
 }

@@ -2,9 +2,10 @@
 //! against the shape the config implies, converted to the storage the chosen
 //! quantization wants, and uploaded once.
 use crate::checkpoint::{Checkpoint, HostTensor};
-use crate::config::{ModelConfig, MoeConfig};
+use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::quant::Quant;
+use crate::tensors::{ModelTensors, TensorSpec};
 use std::io::IsTerminal;
 use std::sync::Arc;
 use switchyard_core::codec::{bytes, fp8, nvfp4};
@@ -176,14 +177,8 @@ impl Loader<'_> {
         Ok(t)
     }
 
-    fn bf16(&mut self, name: &str, shape: &[usize]) -> Result<DeviceBuffer> {
-        let t = self.tensor(name, shape)?;
-        self.upload(&t.bytes())
-    }
-
-    fn f32(&mut self, name: &str, shape: &[usize]) -> Result<DeviceBuffer> {
-        let v = self.ck.tensor_f32(name, shape)?;
-        self.upload(&bytes::f32_bytes(&v))
+    fn host(&mut self, t: &TensorSpec) -> Result<HostTensor> {
+        self.tensor(&t.name, &t.shape)
     }
 
     /// A `[n, k]` weight from host bf16 bits: NVFP4 when asked for and the
@@ -198,20 +193,61 @@ impl Loader<'_> {
         let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
         Ok(Linear::Bf16 { w: self.upload(&bytes)?, n, k })
     }
+}
 
-    fn linear(&mut self, name: &str, n: usize, k: usize) -> Result<Linear> {
-        let t = self.tensor(name, &[n, k])?;
-        self.linear_from(&t.name, &t.data, n, k)
+/// Where weight values come from: a checkpoint ([`Weights::load`]) or
+/// random device data (bench-model). [`Weights::assemble`] walks the
+/// tensor list and asks the source for each tensor in the form the graph
+/// stores it.
+pub trait WeightSource {
+    /// A tensor stored as raw bf16 (norm weights, the router projection).
+    fn bf16(&mut self, t: &TensorSpec) -> Result<DeviceBuffer>;
+    /// A tensor stored as f32 (`layer_scalar`, `per_expert_scale`).
+    fn f32(&mut self, t: &TensorSpec) -> Result<DeviceBuffer>;
+    /// A linear layer `[n, k]`, in the storage the quantization wants.
+    fn linear(&mut self, t: &TensorSpec) -> Result<Linear>;
+    /// The dense MLP's gate and up projections stacked into one `[2·I, k]`
+    /// linear, gate rows first (the layout `gelu_mul` reads).
+    fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> Result<Linear>;
+    /// Stacked expert weights `[e, n, k]`.
+    fn experts(&mut self, t: &TensorSpec) -> Result<Experts>;
+    /// The tied token table.
+    fn embedding(&mut self, t: &TensorSpec) -> Result<Embedding>;
+    /// Bytes placed on the device so far.
+    fn device_bytes(&self) -> usize;
+}
+
+impl WeightSource for Loader<'_> {
+    fn bf16(&mut self, t: &TensorSpec) -> Result<DeviceBuffer> {
+        let h = self.host(t)?;
+        self.upload(&h.bytes())
     }
 
-    fn experts(&mut self, name: &str, e: usize, n: usize, k: usize) -> Result<Experts> {
-        let t = self.tensor(name, &[e, n, k])?;
+    fn f32(&mut self, t: &TensorSpec) -> Result<DeviceBuffer> {
+        let v = self.ck.tensor_f32(&t.name, &t.shape)?;
+        self.upload(&bytes::f32_bytes(&v))
+    }
+
+    fn linear(&mut self, t: &TensorSpec) -> Result<Linear> {
+        let h = self.host(t)?;
+        self.linear_from(&h.name, &h.data, t.shape[0], t.shape[1])
+    }
+
+    fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> Result<Linear> {
+        let (g, u) = (self.host(gate)?, self.host(up)?);
+        let stacked: Vec<u16> = g.data.iter().chain(&u.data).copied().collect();
+        self.linear_from(&g.name, &stacked, gate.shape[0] + up.shape[0], gate.shape[1])
+    }
+
+    fn experts(&mut self, t: &TensorSpec) -> Result<Experts> {
+        let (e, n, k) = (t.shape[0], t.shape[1], t.shape[2]);
+        let h = self.host(t)?;
         if self.quant == Quant::Nvfp4 && n % 16 == 0 && k % nvfp4::BLOCK == 0 {
-            let vals = t.to_f32();
+            let vals = h.to_f32();
             let (mut wq, mut ws, mut s2) = (Vec::new(), Vec::new(), Vec::with_capacity(e));
             for x in 0..e {
                 let q = nvfp4::quantize(&vals[x * n * k..(x + 1) * n * k], n, k)
-                    .map_err(|err| Error::checkpoint(&t.name, format!("nvfp4 quantization of expert {x}: {err}")))?;
+                    .map_err(|err| Error::checkpoint(&h.name, format!("nvfp4 quantization of expert {x}: {err}")))?;
                 let (p, s) = q.k_major(n);
                 wq.extend(p);
                 ws.extend(s);
@@ -220,88 +256,29 @@ impl Loader<'_> {
             let bufs = vec![self.upload(&wq)?, self.upload(&ws)?, self.upload(&bytes::f32_bytes(&s2))?];
             return Ok(Experts { bufs, fp4: true });
         }
-        Ok(Experts { bufs: vec![self.upload(&t.bytes())?], fp4: false })
+        Ok(Experts { bufs: vec![self.upload(&h.bytes())?], fp4: false })
     }
 
-    fn layer(&mut self, cfg: &ModelConfig, i: usize) -> Result<LayerWeights> {
-        let spec = cfg.layers[i];
-        let (h, nh, hd, nkv, inter) = (cfg.hidden_size, cfg.num_heads, spec.head_dim, spec.num_kv_heads, cfg.intermediate_size);
-        let p = format!("layers.{i}.");
-        let a = format!("{p}self_attn.");
-        let gate = self.tensor(&format!("{p}mlp.gate_proj.weight"), &[inter, h])?;
-        let up = self.tensor(&format!("{p}mlp.up_proj.weight"), &[inter, h])?;
-        let stacked: Vec<u16> = gate.data.iter().chain(&up.data).copied().collect();
-        Ok(LayerWeights {
-            input_norm: self.bf16(&format!("{p}input_layernorm.weight"), &[h])?,
-            post_attn_norm: self.bf16(&format!("{p}post_attention_layernorm.weight"), &[h])?,
-            pre_ff_norm: self.bf16(&format!("{p}pre_feedforward_layernorm.weight"), &[h])?,
-            post_ff_norm: self.bf16(&format!("{p}post_feedforward_layernorm.weight"), &[h])?,
-            q: self.linear(&format!("{a}q_proj.weight"), nh * hd, h)?,
-            k: self.linear(&format!("{a}k_proj.weight"), nkv * hd, h)?,
-            v: if spec.k_eq_v { None } else { Some(self.linear(&format!("{a}v_proj.weight"), nkv * hd, h)?) },
-            o: self.linear(&format!("{a}o_proj.weight"), h, nh * hd)?,
-            q_norm: self.bf16(&format!("{a}q_norm.weight"), &[hd])?,
-            k_norm: self.bf16(&format!("{a}k_norm.weight"), &[hd])?,
-            gate_up: self.linear_from(&gate.name, &stacked, 2 * inter, h)?,
-            down: self.linear(&format!("{p}mlp.down_proj.weight"), h, inter)?,
-            layer_scalar: self.f32(&format!("{p}layer_scalar"), &[1])?,
-            moe: match cfg.moe {
-                Some(m) => Some(self.moe(&p, h, m)?),
-                None => None,
-            },
-        })
-    }
-
-    fn moe(&mut self, p: &str, h: usize, m: MoeConfig) -> Result<MoeWeights> {
-        let (e, im) = (m.num_experts, m.intermediate);
-        Ok(MoeWeights {
-            router_scale: self.bf16(&format!("{p}router.scale"), &[h])?,
-            router_proj: self.bf16(&format!("{p}router.proj.weight"), &[e, h])?,
-            per_expert_scale: self.f32(&format!("{p}router.per_expert_scale"), &[e])?,
-            pre_ff_norm_2: self.bf16(&format!("{p}pre_feedforward_layernorm_2.weight"), &[h])?,
-            post_ff_norm_1: self.bf16(&format!("{p}post_feedforward_layernorm_1.weight"), &[h])?,
-            post_ff_norm_2: self.bf16(&format!("{p}post_feedforward_layernorm_2.weight"), &[h])?,
-            gate_up: self.experts(&format!("{p}experts.gate_up_proj"), e, 2 * im, h)?,
-            down: self.experts(&format!("{p}experts.down_proj"), e, h, im)?,
-        })
-    }
-
-    fn embedding(&mut self, cfg: &ModelConfig) -> Result<Embedding> {
-        let (v, h) = (cfg.vocab_size, cfg.hidden_size);
-        let t = self.tensor("embed_tokens.weight", &[v, h])?;
+    fn embedding(&mut self, t: &TensorSpec) -> Result<Embedding> {
+        let (v, h) = (t.shape[0], t.shape[1]);
+        let host = self.host(t)?;
         if self.quant == Quant::Fp8Embed {
-            let (codes, scales) = fp8::quantize_rows(&t.to_f32(), v, h);
+            let (codes, scales) = fp8::quantize_rows(&host.to_f32(), v, h);
             return Ok(Embedding::Fp8 { codes: self.upload(&codes)?, row_scale: self.upload(&bytes::f32_bytes(&scales))? });
         }
-        Ok(Embedding::Bf16(self.upload(&t.bytes())?))
+        Ok(Embedding::Bf16(self.upload(&host.bytes())?))
+    }
+
+    fn device_bytes(&self) -> usize {
+        self.uploaded
     }
 }
 
-/// Elements of every tensor `cfg` makes the loader read, in u128 so that no
-/// config, however absurd, overflows; `None` only past u128.
-fn required_elements(cfg: &ModelConfig) -> Option<u128> {
-    let u = |x: usize| x as u128;
-    let (v, h, i) = (u(cfg.vocab_size), u(cfg.hidden_size), u(cfg.intermediate_size));
-    // embed_tokens + final norm.
-    let mut total = v.checked_mul(h)?.checked_add(h)?;
-    for l in &cfg.layers {
-        let (nh, hd, nkv) = (u(cfg.num_heads), u(l.head_dim), u(l.num_kv_heads));
-        let q = nh.checked_mul(hd)?;
-        let kv = nkv.checked_mul(hd)?;
-        let attn = q.checked_mul(h)?.checked_mul(2)?.checked_add(kv.checked_mul(h)?.checked_mul(if l.k_eq_v { 1 } else { 2 })?)?;
-        let mlp = i.checked_mul(h)?.checked_mul(3)?;
-        // 4 layer norms, q_norm, k_norm, layer_scalar.
-        let small = h.checked_mul(4)?.checked_add(hd.checked_mul(2)?)?.checked_add(1)?;
-        total = total.checked_add(attn)?.checked_add(mlp)?.checked_add(small)?;
-        if let Some(m) = cfg.moe {
-            let (e, im) = (u(m.num_experts), u(m.intermediate));
-            let experts = e.checked_mul(im)?.checked_mul(h)?.checked_mul(3)?;
-            // router scale + proj + per_expert_scale, and 3 more norms.
-            let router = h.checked_add(e.checked_mul(h)?)?.checked_add(e)?.checked_add(h.checked_mul(3)?)?;
-            total = total.checked_add(experts)?.checked_add(router)?;
-        }
+impl Experts {
+    /// bf16 experts in one buffer `[e, n, k]`.
+    pub fn bf16(w: DeviceBuffer) -> Self {
+        Experts { bufs: vec![w], fp4: false }
     }
-    Some(total)
 }
 
 impl Weights {
@@ -314,7 +291,8 @@ impl Weights {
     /// refused up front rather than overflowing a size computation.
     pub fn load(ck: &Checkpoint, cfg: &ModelConfig, be: &Arc<dyn Backend>, quant: Quant) -> Result<Self> {
         let total = ck.data_bytes();
-        let need = required_elements(cfg).map(|e| e.saturating_mul(2));
+        let tensors = ModelTensors::of(cfg);
+        let need = tensors.elements().map(|e| e.saturating_mul(2));
         // Loose on purpose (4x plus 1 MiB): a checkpoint that merely lacks a
         // tensor or two still gets the specific MissingTensor / WrongShape
         // error from the per-tensor checks below; this only refuses claims
@@ -339,12 +317,50 @@ impl Weights {
             b
         });
         let mut l = Loader { ck, be, quant, uploaded: 0, bar };
-        let embed = l.embedding(cfg)?;
-        let final_norm = l.bf16("norm.weight", &[cfg.hidden_size])?;
-        let layers = (0..cfg.num_layers()).map(|i| l.layer(cfg, i)).collect::<Result<Vec<_>>>()?;
+        let weights = Self::assemble(&tensors, &mut l)?;
         if let Some(b) = &l.bar {
             b.finish_and_clear();
         }
-        Ok(Weights { embed, final_norm, layers, device_bytes: l.uploaded })
+        Ok(weights)
+    }
+
+    /// Every weight of `tensors`, each from `src` in the form the graph
+    /// stores it.
+    pub fn assemble(tensors: &ModelTensors, src: &mut dyn WeightSource) -> Result<Self> {
+        let embed = src.embedding(&tensors.embed)?;
+        let final_norm = src.bf16(&tensors.final_norm)?;
+        let mut layers = Vec::with_capacity(tensors.layers.len());
+        for t in &tensors.layers {
+            layers.push(LayerWeights {
+                input_norm: src.bf16(&t.input_norm)?,
+                post_attn_norm: src.bf16(&t.post_attn_norm)?,
+                pre_ff_norm: src.bf16(&t.pre_ff_norm)?,
+                post_ff_norm: src.bf16(&t.post_ff_norm)?,
+                q: src.linear(&t.q)?,
+                k: src.linear(&t.k)?,
+                v: t.v.as_ref().map(|v| src.linear(v)).transpose()?,
+                o: src.linear(&t.o)?,
+                q_norm: src.bf16(&t.q_norm)?,
+                k_norm: src.bf16(&t.k_norm)?,
+                gate_up: src.gate_up(&t.gate, &t.up)?,
+                down: src.linear(&t.down)?,
+                layer_scalar: src.f32(&t.layer_scalar)?,
+                moe: match &t.moe {
+                    Some(m) => Some(MoeWeights {
+                        router_scale: src.bf16(&m.router_scale)?,
+                        // Kept bf16 whatever the quantization: the router GEMM's contract is bit-exactness.
+                        router_proj: src.bf16(&m.router_proj)?,
+                        per_expert_scale: src.f32(&m.per_expert_scale)?,
+                        pre_ff_norm_2: src.bf16(&m.pre_ff_norm_2)?,
+                        post_ff_norm_1: src.bf16(&m.post_ff_norm_1)?,
+                        post_ff_norm_2: src.bf16(&m.post_ff_norm_2)?,
+                        gate_up: src.experts(&m.gate_up)?,
+                        down: src.experts(&m.down)?,
+                    }),
+                    None => None,
+                },
+            });
+        }
+        Ok(Weights { embed, final_norm, layers, device_bytes: src.device_bytes() })
     }
 }

@@ -16,7 +16,7 @@ fn flag(name: &str) -> bool {
 /// is unavailable here and its REQUIRE flag is not set; panics when the flag is
 /// set, so CI cannot silently skip the backend it is meant to test.
 pub fn backend_or_skip(name: &str) -> Option<Arc<dyn Backend>> {
-    match switchyard_model::backends::open(name) {
+    match switchyard_cli::backends::open(name) {
         Ok(be) => Some(be),
         Err(e @ Error::Unavailable { .. }) => {
             let required = match name {

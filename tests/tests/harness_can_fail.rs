@@ -9,6 +9,8 @@ use switchyard_kernels::{embed, head, norm, Ops};
 
 struct WrongBackend {
     inner: Arc<dyn Backend>,
+    /// Replays do nothing (the recorded work is dropped).
+    replay_drops_work: bool,
 }
 
 fn ptr(args: &[Arg], i: usize) -> u64 {
@@ -93,6 +95,9 @@ impl Backend for WrongBackend {
         self.inner.record(work)
     }
     fn replay(&self, recording: &Recording) -> Result<()> {
+        if self.replay_drops_work {
+            return Ok(());
+        }
         self.inner.replay(recording)
     }
     fn synchronize(&self) -> Result<()> {
@@ -108,7 +113,7 @@ impl Backend for WrongBackend {
 
 fn failures(sig: &'static KernelSig) -> Vec<Status> {
     let reference = Ops::new(switchyard_cpu_ref::cpu_backend());
-    let wrong = Ops::new(Arc::new(WrongBackend { inner: switchyard_cpu_ref::cpu_backend() }));
+    let wrong = Ops::new(Arc::new(WrongBackend { inner: switchyard_cpu_ref::cpu_backend(), replay_drops_work: false }));
     let rows = check_kernel(&reference, &wrong, sig, 42);
     println!("{}", switchyard_kernels::parity::table(&rows));
     assert!(!rows.is_empty());
@@ -141,4 +146,20 @@ fn the_honest_cpu_backend_passes_the_same_kernels() {
         let rows = check_kernel(&reference, &honest, sig, 42);
         assert!(rows.iter().all(|r| r.status.passed()), "{}", switchyard_kernels::parity::table(&rows));
     }
+}
+
+#[test]
+fn replays_that_differ_from_direct_launches_are_reported() {
+    let reference = Ops::new(switchyard_cpu_ref::cpu_backend());
+    let lossy = Ops::new(Arc::new(WrongBackend { inner: switchyard_cpu_ref::cpu_backend(), replay_drops_work: true }));
+    // layer_out is not sabotaged on direct launches: only its replay is wrong.
+    let rows = check_kernel(&reference, &lossy, &norm::LAYER_OUT_BF16, 42);
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter().all(|r| matches!(r.status, Status::ReplayDiffers(_)) && !r.replay_identical),
+        "{}",
+        switchyard_kernels::parity::table(&rows)
+    );
+    let summary = switchyard_kernels::parity::summary("lossy", &rows);
+    assert!(summary.ends_with(&format!("0 passed, {} failed (replayed: 0 identical)", rows.len())), "{summary}");
 }

@@ -1,9 +1,9 @@
 //! `config.json` parsing: what HF's Gemma4TextConfig derives (per-layer
 //! head_dim / KV heads, RoPE per layer type, k_eq_v on full layers only) and
 //! a clear error naming the field for everything the graph refuses.
+use switchyard_cli::synthetic::Spec;
 use switchyard_model::config::{LayerKind, ModelConfig};
 use switchyard_model::serde_json::{json, Value};
-use switchyard_model::synthetic::Spec;
 use switchyard_model::Error;
 
 fn parse(v: &Value) -> Result<ModelConfig, Error> {

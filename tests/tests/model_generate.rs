@@ -19,7 +19,7 @@ const NEW: usize = 12;
 per_backend! {
     fn generates_deterministically(be) {
         for (name, spec) in specs() {
-            let d = write(&spec.build(), name);
+            let d = write(&spec.build().unwrap(), name);
             let a = run_dir(d.path(), &be, Quant::None, NEW);
             assert_eq!(a.tokens.len(), NEW, "{name}: EOS is ignored, so every step runs");
             assert_eq!(a.logits.len(), NEW);
@@ -50,7 +50,7 @@ per_backend! {
         }
         let cpu = switchyard_cpu_ref::cpu_backend();
         for (name, spec) in specs() {
-            let d = write(&spec.build(), name);
+            let d = write(&spec.build().unwrap(), name);
             let reference = run_dir(d.path(), &cpu, Quant::None, NEW);
             let g = run_dir(d.path(), &be, Quant::None, NEW);
             // Tensor-core GEMMs and attention may sum in another order
@@ -65,7 +65,7 @@ per_backend! {
 per_backend! {
     fn decode_steps_match_a_fresh_prefill(be) {
         for (name, spec) in specs() {
-            let d = write(&spec.build(), name);
+            let d = write(&spec.build().unwrap(), name);
             let ck = Checkpoint::open(d.path()).unwrap();
             let model = Model::load(&ck, be.clone(), Quant::None).unwrap();
             let g = run_dir(d.path(), &be, Quant::None, NEW);
@@ -87,7 +87,7 @@ per_backend! {
 per_backend! {
     fn quantized_weights_stay_close(be) {
         for (name, spec) in specs() {
-            let d = write(&spec.build(), name);
+            let d = write(&spec.build().unwrap(), name);
             let reference = run_dir(d.path(), &be, Quant::None, 4);
             // Quantisation error, not kernel error: these bounds are about 2x
             // what the synthetic models show (fp8: cosine 0.9986, rel 0.03;
@@ -106,7 +106,7 @@ per_backend! {
 #[test]
 fn request_errors_are_errors() {
     let be: Arc<dyn Backend> = switchyard_cpu_ref::cpu_backend();
-    let d = write(&switchyard_model::synthetic::Spec::tiny_dense().build(), "req");
+    let d = write(&switchyard_cli::synthetic::Spec::tiny_dense().build().unwrap(), "req");
     let ck = Checkpoint::open(d.path()).unwrap();
     let model = Model::load(&ck, be, Quant::None).unwrap();
     use switchyard_model::generate::{generate, Request};

@@ -5,12 +5,12 @@ mod model_support;
 
 use model_support::*;
 use std::sync::Arc;
+use switchyard_cli::synthetic::{Spec, Synthetic};
 use switchyard_core::Backend;
 use switchyard_model::checkpoint::Checkpoint;
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
 use switchyard_model::serde_json::json;
-use switchyard_model::synthetic::{Spec, Synthetic};
 use switchyard_model::Error;
 
 fn cpu() -> Arc<dyn Backend> {
@@ -33,7 +33,7 @@ fn load_err(s: &Synthetic, tag: &str) -> Error {
 
 #[test]
 fn missing_tensor_names_tensor_and_shape() {
-    let mut s = Spec::tiny_dense().build();
+    let mut s = Spec::tiny_dense().build().unwrap();
     s.tensors.retain(|t| t.name != "model.layers.1.self_attn.k_proj.weight");
     let e = load_err(&s, "missing");
     match &e {
@@ -49,7 +49,7 @@ fn missing_tensor_names_tensor_and_shape() {
 
 #[test]
 fn missing_moe_tensor() {
-    let mut s = Spec::tiny_moe().build();
+    let mut s = Spec::tiny_moe().build().unwrap();
     s.tensors.retain(|t| t.name != "model.layers.3.experts.down_proj");
     let msg = load_err(&s, "missing-moe").to_string();
     assert!(msg.contains("layers.3.experts.down_proj") && msg.contains("[8, 128, 64]"), "{msg}");
@@ -57,7 +57,7 @@ fn missing_moe_tensor() {
 
 #[test]
 fn wrong_shape_names_both_shapes() {
-    let mut s = Spec::tiny_dense().build();
+    let mut s = Spec::tiny_dense().build().unwrap();
     let t = s.tensor_mut("model.layers.0.mlp.up_proj.weight").unwrap();
     t.shape = vec![96, 192]; // transposed: same bytes, wrong layout
     match load_err(&s, "shape") {
@@ -71,23 +71,23 @@ fn wrong_shape_names_both_shapes() {
 
 #[test]
 fn wrong_dtype_is_refused() {
-    let mut s = Spec::tiny_dense().build();
+    let mut s = Spec::tiny_dense().build().unwrap();
     let t = s.tensor_mut("model.norm.weight").unwrap();
-    t.dtype = switchyard_model::synthetic::SafeDtype::I16;
+    t.dtype = switchyard_cli::synthetic::SafeDtype::I16;
     match load_err(&s, "dtype") {
         e @ Error::WrongDtype { .. } => assert!(e.to_string().contains("model.norm.weight") && e.to_string().contains("I16"), "{e}"),
         other => panic!("expected WrongDtype, got {other:?}"),
     }
-    let mut s = Spec::tiny_dense().build();
+    let mut s = Spec::tiny_dense().build().unwrap();
     let t = s.tensor_mut("model.layers.0.layer_scalar").unwrap();
-    t.dtype = switchyard_model::synthetic::SafeDtype::I32;
+    t.dtype = switchyard_cli::synthetic::SafeDtype::I32;
     t.data = 1i32.to_le_bytes().to_vec();
     assert!(matches!(load_err(&s, "dtype-i32"), Error::WrongDtype { .. }));
 }
 
 #[test]
 fn truncated_file_is_an_error() {
-    let d = write(&Spec::tiny_dense().build(), "truncated");
+    let d = write(&Spec::tiny_dense().build().unwrap(), "truncated");
     let f = d.path().join("model.safetensors");
     let bytes = std::fs::read(&f).unwrap();
     for cut in [bytes.len() - 1, bytes.len() / 2, 100, 9, 3, 0] {
@@ -102,7 +102,7 @@ fn truncated_file_is_an_error() {
 
 #[test]
 fn corrupt_header_is_an_error() {
-    let d = write(&Spec::tiny_dense().build(), "corrupt");
+    let d = write(&Spec::tiny_dense().build().unwrap(), "corrupt");
     let f = d.path().join("model.safetensors");
     let good = std::fs::read(&f).unwrap();
     let n = u64::from_le_bytes(good[..8].try_into().unwrap()) as usize;
@@ -134,10 +134,10 @@ fn corrupt_header_is_an_error() {
 
 #[test]
 fn unsupported_config_is_refused_before_weights() {
-    let mut s = Spec::tiny_dense().build();
+    let mut s = Spec::tiny_dense().build().unwrap();
     s.config["num_kv_shared_layers"] = json!(1);
     assert!(matches!(load_err(&s, "kvshare"), Error::Config { ref field, .. } if field == "num_kv_shared_layers"));
-    let d = write(&Spec::tiny_dense().build(), "badjson");
+    let d = write(&Spec::tiny_dense().build().unwrap(), "badjson");
     std::fs::write(d.path().join("config.json"), "{ not json").unwrap();
     assert!(matches!(load(d.path()), Err(Error::Config { .. })));
 }
@@ -146,7 +146,7 @@ fn unsupported_config_is_refused_before_weights() {
 fn missing_files_are_io_errors() {
     let d = TempDir::new("empty");
     assert!(matches!(load(d.path()), Err(Error::Io { .. })));
-    std::fs::write(d.path().join("config.json"), Spec::tiny_dense().build().config_json()).unwrap();
+    std::fs::write(d.path().join("config.json"), Spec::tiny_dense().build().unwrap().config_json()).unwrap();
     match load(d.path()) {
         Err(e @ Error::Io { .. }) => assert!(e.to_string().contains("model.safetensors"), "{e}"),
         other => panic!("expected an Io error, got {:?}", other.map(|_| ())),
@@ -160,7 +160,7 @@ fn run(dir: &std::path::Path) -> switchyard_model::generate::Generation {
 
 #[test]
 fn prefixes_shards_and_float_types_load_the_same_model() {
-    let base = Spec::tiny_moe().build();
+    let base = Spec::tiny_moe().build().unwrap();
     let d0 = write(&base, "base");
     let reference = run(d0.path());
 
@@ -176,7 +176,7 @@ fn prefixes_shards_and_float_types_load_the_same_model() {
     // F32 tensors (exact for bf16 values) convert back to the same bf16.
     let mut s = base.clone();
     for t in s.tensors.iter_mut().step_by(2) {
-        t.convert(switchyard_model::synthetic::SafeDtype::F32);
+        t.convert(switchyard_cli::synthetic::SafeDtype::F32);
     }
     let d = write(&s, "f32");
     let g = run(d.path());
@@ -185,7 +185,7 @@ fn prefixes_shards_and_float_types_load_the_same_model() {
     // F16 tensors: converted with rounding; tiny values may lose bits in f16 itself.
     let mut s = base.clone();
     for t in s.tensors.iter_mut().filter(|t| t.name.ends_with("norm.weight")) {
-        t.convert(switchyard_model::synthetic::SafeDtype::F16);
+        t.convert(switchyard_cli::synthetic::SafeDtype::F16);
     }
     let d = write(&s, "f16");
     let g = run(d.path());

@@ -31,6 +31,9 @@ pub enum Status {
     Error(String),
     /// The kernel is declared but has no parity case.
     NoCase,
+    /// Direct launch passed, but the same case replayed from a recording
+    /// did not give the same bytes (or could not be recorded or replayed).
+    ReplayDiffers(String),
 }
 
 impl Status {
@@ -46,11 +49,12 @@ impl Status {
             Status::Unwritten(_) => "FAIL unwritten",
             Status::Error(_) => "FAIL error",
             Status::NoCase => "FAIL no case",
+            Status::ReplayDiffers(_) => "FAIL replay",
         }
     }
     fn detail(&self) -> &str {
         match self {
-            Status::Mismatch(s) | Status::GuardCorrupted(s) | Status::Unwritten(s) | Status::Error(s) => s,
+            Status::Mismatch(s) | Status::GuardCorrupted(s) | Status::Unwritten(s) | Status::Error(s) | Status::ReplayDiffers(s) => s,
             _ => "",
         }
     }
@@ -73,6 +77,16 @@ pub struct Row {
     pub tol: String,
     /// Outcome.
     pub status: Status,
+    /// Whether the case replayed from a recording gave bytes identical to
+    /// the direct launch (outputs and guard bytes).
+    pub replay_identical: bool,
+}
+
+/// `N passed, M failed (replayed: K identical)` for a backend's rows.
+pub fn summary(backend: &str, rows: &[Row]) -> String {
+    let fails = rows.iter().filter(|r| !r.status.passed()).count();
+    let identical = rows.iter().filter(|r| r.replay_identical).count();
+    format!("{backend}: {} passed, {fails} failed (replayed: {identical} identical)", rows.len() - fails)
 }
 
 struct RunOutput {
@@ -80,7 +94,15 @@ struct RunOutput {
     outputs: Vec<Option<(Vec<u8>, Vec<u8>)>>,
 }
 
-fn execute(ops: &Ops, case: &Case) -> Result<RunOutput> {
+/// How a case's launches are issued.
+#[derive(Clone, Copy, PartialEq)]
+enum Launch {
+    Direct,
+    /// Recorded, then replayed once: what a decode step does every token.
+    Replayed,
+}
+
+fn execute(ops: &Ops, case: &Case, how: Launch) -> Result<RunOutput> {
     let be = &ops.be;
     let mut bufs = Vec::with_capacity(case.buffers.len());
     let mut regions = Vec::with_capacity(case.buffers.len());
@@ -98,7 +120,13 @@ fn execute(ops: &Ops, case: &Case) -> Result<RunOutput> {
         regions.push(buf.slice(0, len)?);
         bufs.push(buf);
     }
-    (case.run)(ops, &regions)?;
+    match how {
+        Launch::Direct => (case.run)(ops, &regions)?,
+        Launch::Replayed => {
+            let recording = be.record(&mut || (case.run)(ops, &regions))?;
+            be.replay(&recording)?;
+        }
+    }
     be.synchronize()?;
     let mut outputs = Vec::new();
     for (b, buf) in case.buffers.iter().zip(&bufs) {
@@ -113,6 +141,19 @@ fn execute(ops: &Ops, case: &Case) -> Result<RunOutput> {
         });
     }
     Ok(RunOutput { outputs })
+}
+
+/// Why the replayed run is not byte-identical to the direct one, if it is not.
+fn replay_difference(direct: &RunOutput, replayed: &Result<RunOutput>, i: usize) -> Option<String> {
+    let replayed = match replayed {
+        Ok(r) => r,
+        Err(e) => return Some(format!("recording or replay failed: {e}")),
+    };
+    let (Some((d, dg)), Some((r, rg))) = (&direct.outputs[i], &replayed.outputs[i]) else { return None };
+    if let Some(j) = d.iter().zip(r).position(|(a, b)| a != b) {
+        return Some(format!("byte {j} differs: direct {:#04x}, replayed {:#04x}", d[j], r[j]));
+    }
+    dg.iter().zip(rg).position(|(a, b)| a != b).map(|j| format!("guard byte {j} differs between direct and replayed runs"))
 }
 
 fn decode(dtype: DType, b: &[u8]) -> Values {
@@ -134,15 +175,17 @@ fn check_case(reference: &Ops, candidate: &Ops, case: &Case) -> Vec<Row> {
         max_err,
         tol,
         status,
+        replay_identical: false,
     };
-    let expected = match execute(reference, case) {
+    let expected = match execute(reference, case, Launch::Direct) {
         Ok(r) => r,
         Err(e) => return vec![row("-", f64::NAN, "-".into(), Status::Error(format!("reference {}: {e}", reference.be.name())))],
     };
-    let actual = match execute(candidate, case) {
+    let actual = match execute(candidate, case, Launch::Direct) {
         Ok(r) => r,
         Err(e) => return vec![row("-", f64::NAN, "-".into(), Status::Error(e.to_string()))],
     };
+    let replayed = execute(candidate, case, Launch::Replayed);
     let mut rows = Vec::new();
     for (i, b) in case.buffers.iter().enumerate() {
         let Some(check) = &b.check else { continue };
@@ -188,8 +231,13 @@ fn check_case(reference: &Ops, candidate: &Ops, case: &Case) -> Vec<Row> {
             continue;
         }
         let rep = compare(&decode(check.dtype, act), &decode(check.dtype, exp), &check.tol);
-        let status = if rep.passed() { Status::Pass } else { Status::Mismatch(rep.to_string()) };
-        rows.push(row(b.name, rep.max_err, tol, status));
+        let differs = replay_difference(&actual, &replayed, i);
+        let status = match (&differs, rep.passed()) {
+            (_, false) => Status::Mismatch(rep.to_string()),
+            (Some(d), true) => Status::ReplayDiffers(d.clone()),
+            (None, true) => Status::Pass,
+        };
+        rows.push(Row { replay_identical: differs.is_none(), ..row(b.name, rep.max_err, tol, status) });
     }
     rows
 }
@@ -206,6 +254,7 @@ pub fn check_kernel(reference: &Ops, candidate: &Ops, sig: &'static KernelSig, s
             max_err: f64::NAN,
             tol: "-".into(),
             status: Status::NoCase,
+            replay_identical: false,
         }];
     }
     let mut gen = Gen::new(seed ^ fxhash(sig.symbol));

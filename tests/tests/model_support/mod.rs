@@ -3,12 +3,12 @@
 #![allow(dead_code)]
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use switchyard_cli::synthetic::{Spec, Synthetic};
 use switchyard_core::Backend;
 use switchyard_model::checkpoint::Checkpoint;
 use switchyard_model::generate::{generate, Generation, Request};
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
-use switchyard_model::synthetic::{Spec, Synthetic};
 
 /// The prompt the tests use (as the fixtures do).
 pub const PROMPT: [u32; 6] = [2, 17, 99, 5, 250, 31];

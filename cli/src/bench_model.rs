@@ -19,11 +19,7 @@
 //! finite (the argmax needs them finite). Norm weights are 1 and so is
 //! `layer_scalar`. Random values do not change how fast a kernel runs.
 use crate::bench;
-use crate::config::{LayerKind, ModelConfig};
-use crate::graph::{Model, Session};
-use crate::quant::Quant;
 use crate::synthetic::Spec;
-use crate::weights::{Embedding, LayerWeights, Linear, Weights};
 use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -32,6 +28,11 @@ use std::time::Instant;
 use switchyard_core::codec::{bf16_bits, bytes};
 use switchyard_core::{Backend, DeviceBuffer};
 use switchyard_kernels::Ops;
+use switchyard_model::config::{LayerKind, ModelConfig};
+use switchyard_model::graph::{Model, Session};
+use switchyard_model::quant::Quant;
+use switchyard_model::tensors::{ModelTensors, TensorKind, TensorSpec};
+use switchyard_model::weights::{Embedding, Experts, Linear, WeightSource, Weights};
 
 /// The benchmark model's shape. [`Shape::gemma4`] gives the defaults.
 #[derive(Clone, Debug)]
@@ -134,6 +135,8 @@ struct Filler {
     be: Arc<dyn Backend>,
     block: DeviceBuffer,
     bytes: usize,
+    /// Bytes of weights made so far.
+    placed: std::cell::Cell<usize>,
 }
 
 impl Filler {
@@ -143,11 +146,12 @@ impl Filler {
         let a = (3.0 / hidden as f32).sqrt();
         let mut rng = SmallRng::seed_from_u64(0x6e77a4);
         let data: Vec<u8> = (0..bytes / 2).flat_map(|_| bf16_bits(rng.random_range(-a..a)).to_le_bytes()).collect();
-        Ok(Filler { be: be.clone(), block: DeviceBuffer::from_bytes(be, &data)?, bytes })
+        Ok(Filler { be: be.clone(), block: DeviceBuffer::from_bytes(be, &data)?, bytes, placed: Default::default() })
     }
 
     /// A `bytes`-long buffer of random bf16 values.
-    fn random(&self, bytes: usize) -> Result<DeviceBuffer> {
+    fn random(&self, bytes: usize) -> switchyard_model::error::Result<DeviceBuffer> {
+        self.placed.set(self.placed.get() + bytes);
         let buf = DeviceBuffer::new(&self.be, bytes)?;
         let mut off = 0;
         while off < bytes {
@@ -158,68 +162,73 @@ impl Filler {
         Ok(buf)
     }
 
-    fn linear(&self, n: usize, k: usize) -> Result<Linear> {
-        Ok(Linear::Bf16 { w: self.random(n * k * 2)?, n, k })
+    fn ones(&self, n: usize) -> switchyard_model::error::Result<DeviceBuffer> {
+        self.placed.set(self.placed.get() + 2 * n);
+        Ok(DeviceBuffer::from_bytes(&self.be, &bf16_bits(1.0).to_le_bytes().repeat(n))?)
     }
 }
 
-fn ones_bf16(be: &Arc<dyn Backend>, n: usize) -> Result<DeviceBuffer> {
-    let one = bf16_bits(1.0).to_le_bytes();
-    Ok(DeviceBuffer::from_bytes(be, &one.repeat(n))?)
+/// Norm weights and scalars are 1; everything else is the random block.
+impl WeightSource for Filler {
+    fn bf16(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<DeviceBuffer> {
+        let n = element_count(t);
+        match t.kind {
+            TensorKind::Vector => self.ones(n),
+            _ => self.random(2 * n),
+        }
+    }
+
+    fn f32(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<DeviceBuffer> {
+        self.placed.set(self.placed.get() + 4 * element_count(t));
+        Ok(DeviceBuffer::from_bytes(&self.be, &bytes::f32_bytes(&vec![1.0; element_count(t)]))?)
+    }
+
+    fn linear(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Linear> {
+        let (n, k) = (t.shape[0], t.shape[1]);
+        Ok(Linear::Bf16 { w: self.random(2 * n * k)?, n, k })
+    }
+
+    fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> switchyard_model::error::Result<Linear> {
+        let (n, k) = (gate.shape[0] + up.shape[0], gate.shape[1]);
+        Ok(Linear::Bf16 { w: self.random(2 * n * k)?, n, k })
+    }
+
+    fn experts(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Experts> {
+        Ok(Experts::bf16(self.random(2 * element_count(t))?))
+    }
+
+    fn embedding(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Embedding> {
+        Ok(Embedding::Bf16(self.random(2 * element_count(t))?))
+    }
+
+    fn device_bytes(&self) -> usize {
+        self.placed.get()
+    }
+}
+
+/// Elements of a tensor of a config that already fit in memory.
+fn element_count(t: &TensorSpec) -> usize {
+    t.shape.iter().product()
 }
 
 /// Makes a model of `cfg` on `be` with random weights, without a checkpoint.
 pub fn random_model(be: &Arc<dyn Backend>, cfg: ModelConfig) -> Result<Model> {
-    let (h, nh, inter, v) = (cfg.hidden_size, cfg.num_heads, cfg.intermediate_size, cfg.vocab_size);
+    let (h, inter, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
     let largest = (v * h).max(2 * inter * h) * 2;
     if cfg.moe.is_some() {
         bail!("the decode benchmark model is dense (no MoE block)");
     }
-    let fill = Filler::new(be, largest, h)?;
-    let mut layers = Vec::with_capacity(cfg.num_layers());
-    for spec in &cfg.layers {
-        let (hd, nkv) = (spec.head_dim, spec.num_kv_heads);
-        let lw = LayerWeights {
-            input_norm: ones_bf16(be, h)?,
-            post_attn_norm: ones_bf16(be, h)?,
-            pre_ff_norm: ones_bf16(be, h)?,
-            post_ff_norm: ones_bf16(be, h)?,
-            q: fill.linear(nh * hd, h)?,
-            k: fill.linear(nkv * hd, h)?,
-            v: if spec.k_eq_v { None } else { Some(fill.linear(nkv * hd, h)?) },
-            o: fill.linear(h, nh * hd)?,
-            q_norm: ones_bf16(be, hd)?,
-            k_norm: ones_bf16(be, hd)?,
-            gate_up: fill.linear(2 * inter, h)?,
-            down: fill.linear(h, inter)?,
-            layer_scalar: DeviceBuffer::from_bytes(be, &bytes::f32_bytes(&[1.0]))?,
-            moe: None,
-        };
-        layers.push(lw);
-    }
-    let embed = Embedding::Bf16(fill.random(v * h * 2)?);
-    let final_norm = ones_bf16(be, h)?;
+    let mut fill = Filler::new(be, largest, h)?;
+    let weights = Weights::assemble(&ModelTensors::of(&cfg), &mut fill)?;
     be.synchronize()?;
-    let device_bytes = weight_bytes(&cfg);
-    Ok(Model { cfg, weights: Weights { embed, final_norm, layers, device_bytes }, ops: Ops::new(be.clone()), quant: Quant::None })
+    Ok(Model { cfg, weights, ops: Ops::new(be.clone()), quant: Quant::None })
 }
 
 /// Bytes of weights one decode step reads: every matrix and norm once, and
 /// the whole tied table (the LM head scores every vocabulary row; the
 /// embedding gather's B rows are negligible and not counted).
 pub fn weight_bytes(cfg: &ModelConfig) -> usize {
-    let (h, nh, inter) = (cfg.hidden_size, cfg.num_heads, cfg.intermediate_size);
-    let layers: usize = cfg
-        .layers
-        .iter()
-        .map(|l| {
-            let (hd, nkv) = (l.head_dim, l.num_kv_heads);
-            let kv = if l.k_eq_v { 1 } else { 2 } * nkv * hd * h;
-            let mats = nh * hd * h + kv + h * nh * hd + 3 * inter * h;
-            2 * (mats + 4 * h + 2 * hd) + 4
-        })
-        .sum();
-    layers + 2 * (cfg.vocab_size * h + h)
+    ModelTensors::of(cfg).all().into_iter().map(|t| element_count(t) * t.kind.device_bytes_per_element()).sum()
 }
 
 /// KV-cache bytes the attention of one decode step reads for one sequence

@@ -5,13 +5,14 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use switchyard_cli::{backends, bench, bench_model, coverage, synthetic};
 use switchyard_core::BackendKind;
 use switchyard_kernels::{parity, Ops};
 use switchyard_model::checkpoint::Checkpoint;
+use switchyard_model::default_model;
 use switchyard_model::generate::{generate, Request};
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
-use switchyard_model::{backends, bench, bench_model, coverage, default_model, synthetic};
 
 #[derive(Parser)]
 #[command(
@@ -180,7 +181,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if let Some(s) = seed {
                 spec.seed = s;
             }
-            spec.build().write(&out)?;
+            spec.build()?.write(&out)?;
             println!("wrote {}", out.display());
             Ok(ExitCode::SUCCESS)
         }
@@ -226,7 +227,7 @@ fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Res
         }
         print!("{}", parity::table(&rows));
         let fails = rows.iter().filter(|r| !r.status.passed()).count();
-        println!("\n{name}: {} passed, {} failed\n", rows.len() - fails, fails);
+        println!("\n{}\n", parity::summary(&name, &rows));
         failed |= fails > 0;
         tested += 1;
     }
@@ -236,36 +237,23 @@ fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Res
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// The CUDA device the bench opens: `SWITCHYARD_CUDA_DEVICE`, else 0.
-#[cfg(feature = "cuda")]
-fn cuda_ordinal() -> Result<i32> {
-    match std::env::var(switchyard_cuda::DEVICE_ENV) {
-        Ok(v) => v.trim().parse().with_context(|| format!("{}={v:?} is not a device ordinal", switchyard_cuda::DEVICE_ENV)),
-        Err(_) => Ok(0),
-    }
-}
-
 fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<String>, scale: Option<String>) -> Result<ExitCode> {
     let name = backends::choose(backend.as_deref(), "cpu");
-    // On CUDA the concrete backend is kept too: cuBLAS, the GEMM yardstick,
-    // runs on its stream and checks addresses against its allocations.
+    let be = backends::open(&name)?;
+    // cuBLAS, the GEMM yardstick, is a CUDA extension reached through the
+    // backend: it runs on the backend's stream and checks addresses against
+    // its allocations.
     #[cfg(feature = "cuda")]
-    let cuda = if name == "cuda" { Some(std::sync::Arc::new(switchyard_cuda::CudaBackend::open(cuda_ordinal()?)?)) } else { None };
-    #[cfg(feature = "cuda")]
-    let cublas = cuda.as_deref().map(switchyard_cuda::Cublas::new).transpose()?;
+    let cublas = match be.extension().and_then(|e| e.downcast_ref::<switchyard_cuda::CudaBackend>()) {
+        Some(cuda) => Some(cuda.cublas()?),
+        None => None,
+    };
     #[cfg(feature = "cuda")]
     let vendor_fn = |a, b, c, m, n, k| cublas.as_ref().expect("vendor used only with cuBLAS").gemm_bf16(a, b, c, m, n, k);
     #[cfg(feature = "cuda")]
     let vendor: Option<&bench::VendorGemm<'_>> = if cublas.is_some() { Some(&vendor_fn) } else { None };
     #[cfg(not(feature = "cuda"))]
     let vendor: Option<&bench::VendorGemm<'_>> = None;
-    #[cfg(feature = "cuda")]
-    let be: std::sync::Arc<dyn switchyard_core::Backend> = match &cuda {
-        Some(c) => c.clone(),
-        None => backends::open(&name)?,
-    };
-    #[cfg(not(feature = "cuda"))]
-    let be = backends::open(&name)?;
     let scale = match scale.as_deref() {
         None if name == "cpu" => bench::Scale::Small,
         None | Some("production") => bench::Scale::Production,

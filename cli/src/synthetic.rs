@@ -8,13 +8,15 @@
 //! The checkpoint is plain data ([`Synthetic::config`], [`Synthetic::tensors`])
 //! so a test can damage it (drop a tensor, change a shape or dtype) before
 //! writing it out.
-use crate::error::{Error, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use safetensors::{Dtype, View};
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::path::Path;
+use switchyard_model::config::ModelConfig;
+use switchyard_model::error::{Error, Result};
+use switchyard_model::tensors::{ModelTensors, TensorKind};
 
 /// The shape of a synthetic model.
 #[derive(Clone, Debug)]
@@ -166,52 +168,37 @@ impl Spec {
         c
     }
 
-    /// Random weights for every tensor the graph reads, HF names with the `model.` prefix.
-    pub fn tensors(&self) -> Vec<Tensor> {
+    /// Random weights for every tensor the graph reads (the list in
+    /// [`switchyard_model::tensors`]), HF names with the `model.` prefix.
+    pub fn tensors(&self) -> Result<Vec<Tensor>> {
+        let cfg = self.config();
+        let cfg = ModelConfig::from_value(cfg.as_object().expect("a json! object literal"))?;
         let mut g = Gen(SmallRng::seed_from_u64(self.seed));
-        let (h, i_sz) = (self.hidden, self.intermediate);
-        let mut t = vec![Tensor::bf16("model.embed_tokens.weight", vec![self.vocab, h], g.normal(self.vocab * h, 0.5))];
-        for l in 0..self.full.len() {
-            let (hd, kv) = self.layer_dims(l);
-            let p = format!("model.layers.{l}.");
-            let a = format!("{p}self_attn.");
-            t.push(g.matrix(&format!("{a}q_proj.weight"), self.heads * hd, h));
-            t.push(g.matrix(&format!("{a}k_proj.weight"), kv * hd, h));
-            if !(self.k_eq_v && self.full[l]) {
-                t.push(g.matrix(&format!("{a}v_proj.weight"), kv * hd, h));
-            }
-            t.push(g.matrix(&format!("{a}o_proj.weight"), h, self.heads * hd));
-            t.push(g.vector(&format!("{a}q_norm.weight"), hd));
-            t.push(g.vector(&format!("{a}k_norm.weight"), hd));
-            t.push(g.matrix(&format!("{p}mlp.gate_proj.weight"), i_sz, h));
-            t.push(g.matrix(&format!("{p}mlp.up_proj.weight"), i_sz, h));
-            t.push(g.matrix(&format!("{p}mlp.down_proj.weight"), h, i_sz));
-            for n in ["input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"] {
-                t.push(g.vector(&format!("{p}{n}.weight"), h));
-            }
-            // HF stores layer_scalar as an f32-typed buffer (bf16 in a bf16 save).
-            let s: Vec<f32> = vec![0.7 + 0.6 * g.0.random::<f32>()];
-            t.push(Tensor::bf16(&format!("{p}layer_scalar"), vec![1], s));
-            if let Some((e, _, im)) = self.moe {
-                t.push(g.matrix(&format!("{p}router.proj.weight"), e, h));
-                t.push(g.vector(&format!("{p}router.scale"), h));
-                t.push(g.vector(&format!("{p}router.per_expert_scale"), e));
-                let gu = g.normal(e * 2 * im * h, (1.0 / h as f32).sqrt());
-                t.push(Tensor::bf16(&format!("{p}experts.gate_up_proj"), vec![e, 2 * im, h], gu));
-                let dn = g.normal(e * h * im, (1.0 / im as f32).sqrt());
-                t.push(Tensor::bf16(&format!("{p}experts.down_proj"), vec![e, h, im], dn));
-                for n in ["pre_feedforward_layernorm_2", "post_feedforward_layernorm_1", "post_feedforward_layernorm_2"] {
-                    t.push(g.vector(&format!("{p}{n}.weight"), h));
+        let tensors = ModelTensors::of(&cfg);
+        Ok(tensors
+            .all()
+            .into_iter()
+            .map(|t| {
+                let name = format!("model.{}", t.name);
+                match t.kind {
+                    TensorKind::Embedding => Tensor::bf16(&name, t.shape.clone(), g.normal(t.shape.iter().product(), 0.5)),
+                    TensorKind::Linear => g.matrix(&name, t.shape[0], t.shape[1]),
+                    TensorKind::Vector | TensorKind::F32 => g.vector(&name, t.shape[0]),
+                    // Stacked experts, each scaled by its fan-in.
+                    TensorKind::Experts => {
+                        let (e, n, k) = (t.shape[0], t.shape[1], t.shape[2]);
+                        Tensor::bf16(&name, t.shape.clone(), g.normal(e * n * k, (1.0 / k as f32).sqrt()))
+                    }
+                    // HF stores layer_scalar as an f32-typed buffer (bf16 in a bf16 save).
+                    TensorKind::LayerScalar => Tensor::bf16(&name, vec![1], vec![0.7 + 0.6 * g.0.random::<f32>()]),
                 }
-            }
-        }
-        t.push(g.vector("model.norm.weight", h));
-        t
+            })
+            .collect())
     }
 
     /// The complete checkpoint.
-    pub fn build(&self) -> Synthetic {
-        Synthetic { config: self.config(), tensors: self.tensors() }
+    pub fn build(&self) -> Result<Synthetic> {
+        Ok(Synthetic { config: self.config(), tensors: self.tensors()? })
     }
 }
 
