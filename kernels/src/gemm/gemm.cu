@@ -108,31 +108,31 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_bf16(const bf16* __
     if (row < M && col < N) c[(size_t)row * N + col] = f32_to_bf16(acc);
 }
 
-// dense_gemm_splitk_bf16: two passes over one workspace ws of splits·M·N f32
-// partial sums (the backend's, appended after the declared parameters).
+// dense_gemm_splitk_bf16: two passes over the backend's workspace (appended
+// after the declared parameters), the splits·M·N f32 partial sums ws[s, m, n].
 // Pass 1, grid (ceil(N/16), ceil(M/16), splits), block (16, 16): ws[s, m, n]
 // = the strict-order sum over chunk s of K (empty past K, so +0).
-extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_bf16_partial(const bf16* __restrict__ a, const bf16* __restrict__ b,
-                                                                                  bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
-                                                                                  unsigned splits, float* __restrict__ ws) {
+extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                          bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                          unsigned splits, float* __restrict__ workspace) {
     const int M = m, N = n, K = k, S = splits, s = blockIdx.z;
     const int len = (K + S - 1) / S;
     const int lo = min(K, s * len), hi = min(K, (s + 1) * len);
     float acc = simple_dot(a, b, M, N, K, lo, hi);
     int row = blockIdx.y * 16 + threadIdx.y, col = blockIdx.x * 16 + threadIdx.x;
-    if (row < M && col < N) ws[((size_t)s * M + row) * N + col] = acc;
+    if (row < M && col < N) workspace[((size_t)s * M + row) * N + col] = acc;
 }
 
 // Pass 2, grid (ceil(N/256), M), block 256: c[m, n] = bf16(sum_s ws[s, m, n])
 // from +0 in s order.
 extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
                                                                                  bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
-                                                                                 unsigned splits, const float* __restrict__ ws) {
+                                                                                 unsigned splits, const float* __restrict__ workspace) {
     const size_t M = m, N = n;
     const unsigned col = blockIdx.x * 256 + threadIdx.x, row = blockIdx.y;
     if (col >= N || row >= M) return;
     float acc = 0.0f;
-    for (unsigned s = 0; s < splits; ++s) acc = __fadd_rn(acc, ws[(s * M + row) * N + col]);
+    for (unsigned s = 0; s < splits; ++s) acc = __fadd_rn(acc, workspace[(s * M + row) * N + col]);
     c[row * N + col] = f32_to_bf16(acc);
 }
 

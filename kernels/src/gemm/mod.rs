@@ -127,7 +127,7 @@ fn cuda_dense_gemm_splitk_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan
     Ok(CudaPlan {
         passes: vec![
             CudaPass {
-                entry: "dense_gemm_splitk_bf16_partial",
+                entry: "dense_gemm_splitk_bf16",
                 grid: [groups(k, n, 16)?, groups(k, u64::from(m), 16)?, splits],
                 block: [16, 16, 1],
                 shared_bytes: 0,
@@ -200,7 +200,7 @@ fn wgsl_dense_gemm_splitk_bf16(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan
             ),
         ));
     }
-    let partial = wgsl_dense_pass(a, "dense_gemm_splitk_bf16_partial", "dense_gemm_splitk_bf16_partial_small", splits)?;
+    let partial = wgsl_dense_pass(a, k.symbol, "dense_gemm_splitk_bf16_small", splits)?;
     let reduce =
         WgslPass { entry: "dense_gemm_splitk_bf16_reduce", grid: [groups(k, m * n / 2, 256)?, 1, 1], consts: vec![], extra: [0; 4] };
     Ok(WgslPlan { passes: vec![partial, reduce], workspace_bytes })
