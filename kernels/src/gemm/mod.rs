@@ -113,10 +113,25 @@ fn cuda_scaled_add_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
     Ok(CudaPlan::single(a.kernel, [groups(a.kernel, u64::from(a.u32("n")?), 512)?, 1, 1], [256, 1, 1]))
 }
 
-/// Bytes of the split-K partial sums: `splits · M · N` f32.
+/// Bytes of the split-K partial sums: `splits · M · N` f32. Never 0: both
+/// entries take the workspace parameter, which a backend binds only when the
+/// plan asks for bytes, so an empty problem is refused rather than launched
+/// with a parameter missing. Saturates: a size past u64 cannot come from any
+/// arena, which refuses it.
 fn splitk_workspace(a: &PlanArgs) -> Result<u64> {
-    let (m, n, splits) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("splits")?));
-    Ok(4 * splits * m * n)
+    let mut bytes = 4u64;
+    for name in ["m", "n", "splits"] {
+        let v = a.u32(name)?;
+        if v == 0 {
+            return Err(Error::invalid(
+                a.kernel.symbol,
+                name,
+                format!("{name} = 0: split-K needs a non-empty output and at least one chunk"),
+            ));
+        }
+        bytes = bytes.saturating_mul(u64::from(v));
+    }
+    Ok(bytes)
 }
 
 /// Two passes over one workspace: the partials, a 16 × 16 tile per block and
@@ -453,3 +468,95 @@ inventory::submit! { CaseSet { kernel: &DENSE_GEMM_BF16_PIPELINED, cases: pipeli
 inventory::submit! { CaseSet { kernel: &DENSE_GEMM_TC_SCALED_ACC, cases: scaled_acc_cases } }
 inventory::submit! { CaseSet { kernel: &SCALED_ADD_BF16, cases: scaled_add_cases } }
 inventory::submit! { CaseSet { kernel: &DENSE_GEMM_SPLITK_BF16, cases: splitk_cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{cuda_kernel, wgsl_kernel};
+
+    const FACTS: DeviceFacts = DeviceFacts {
+        multiprocessors: 132,
+        max_shared_bytes: 232448,
+        subgroup_size: 32,
+        max_groups_per_dim: 65535,
+        max_binding_bytes: 1 << 31,
+    };
+
+    fn args(sig: &'static KernelSig, m: u32, n: u32, k: u32, splits: u32) -> Vec<switchyard_core::Arg> {
+        sig.args
+            .iter()
+            .map(|a| match a.name {
+                "m" => U(m),
+                "n" => U(n),
+                "k" => U(k),
+                "splits" => U(splits),
+                "scale" => F(1.0),
+                _ => P(256),
+            })
+            .collect()
+    }
+
+    fn cuda(sig: &'static KernelSig, m: u32, n: u32, splits: u32) -> Result<CudaPlan> {
+        let a = args(sig, m, n, 64, splits);
+        (cuda_kernel(sig).expect("registered").plan)(&PlanArgs::new(sig, &a), &FACTS)
+    }
+
+    /// The grids and blocks the launchers computed before plans existed, written out by hand.
+    #[test]
+    fn cuda_plans_keep_the_launcher_geometry() {
+        let (m, n) = (300u32, 1030u32);
+        let one = |sig, grid, block| {
+            let p = cuda(sig, m, n, 1).unwrap();
+            assert_eq!((p.passes.len(), p.passes[0].grid, p.passes[0].block, p.workspace_bytes), (1, grid, block, 0), "{}", sig.symbol);
+        };
+        one(&DENSE_GEMM_BF16, [65, 19, 1], [16, 16, 1]);
+        one(&DENSE_GEMM_ROUTER, [17, 19, 1], [16, 16, 1]);
+        one(&DENSE_GEMM_TC, [17, 19, 1], [128, 1, 1]);
+        one(&DENSE_GEMM_TC_SCALED_ACC, [17, 19, 1], [128, 1, 1]);
+        one(&DENSE_GEMM_BF16_PIPELINED, [9, 3, 1], [256, 1, 1]);
+        let p = cuda(&DENSE_GEMM_SPLITK_BF16, m, n, 7).unwrap();
+        let geo: Vec<_> = p.passes.iter().map(|p| (p.entry, p.grid, p.block)).collect();
+        assert_eq!(
+            geo,
+            [("dense_gemm_splitk_bf16", [65, 19, 7], [16, 16, 1]), ("dense_gemm_splitk_bf16_reduce", [5, 300, 1], [256, 1, 1])]
+        );
+        assert_eq!(p.workspace_bytes, 4 * 7 * 300 * 1030);
+    }
+
+    #[test]
+    fn scaled_add_plans_cover_every_pair() {
+        let a = [P(256), P(256), U(70000), F(1.0)];
+        let pa = PlanArgs::new(&SCALED_ADD_BF16, &a);
+        let c = (cuda_kernel(&SCALED_ADD_BF16).unwrap().plan)(&pa, &FACTS).unwrap();
+        assert_eq!((c.passes[0].grid, c.passes[0].block), ([137, 1, 1], [256, 1, 1]));
+        let w = (wgsl_kernel(&SCALED_ADD_BF16).unwrap().plan)(&pa, &FACTS).unwrap();
+        assert_eq!(w.passes[0].grid, [137, 1, 1]);
+    }
+
+    #[test]
+    fn wgsl_splitk_takes_the_small_path_up_to_m_16_and_reduces_per_word() {
+        let plan = |m| {
+            let a = args(&DENSE_GEMM_SPLITK_BF16, m, 1030, 64, 3);
+            (wgsl_kernel(&DENSE_GEMM_SPLITK_BF16).unwrap().plan)(&PlanArgs::new(&DENSE_GEMM_SPLITK_BF16, &a), &FACTS).unwrap()
+        };
+        let small = plan(16);
+        assert_eq!((small.passes[0].entry, small.passes[0].grid), ("dense_gemm_splitk_bf16_small", [33, 1, 3]));
+        assert_eq!(small.passes[0].consts, [("M", 16)]);
+        assert_eq!((small.passes[1].entry, small.passes[1].grid), ("dense_gemm_splitk_bf16_reduce", [33, 1, 1]));
+        let tiled = plan(300);
+        assert_eq!((tiled.passes[0].entry, tiled.passes[0].grid), ("dense_gemm_splitk_bf16", [9, 3, 3]));
+        assert_eq!(tiled.passes[1].grid, [604, 1, 1]);
+        assert_eq!(tiled.workspace_bytes, 4 * 3 * 300 * 1030);
+    }
+
+    /// Both split-K entries take the workspace parameter, so no plan may ask for none.
+    #[test]
+    fn splitk_plans_refuse_an_empty_problem() {
+        for (m, n, splits, arg) in [(0, 8, 1, "m"), (4, 0, 1, "n"), (4, 8, 0, "splits")] {
+            match cuda(&DENSE_GEMM_SPLITK_BF16, m, n, splits) {
+                Err(Error::InvalidArgument { arg: a, .. }) => assert_eq!(a, arg),
+                other => panic!("m={m} n={n} splits={splits}: {other:?}"),
+            }
+        }
+    }
+}

@@ -272,3 +272,42 @@ inventory::submit! { CaseSet { kernel: &W4A16_GEMM_N128_LDB, cases: ldb_cases } 
 inventory::submit! { CaseSet { kernel: &W4A16_GEMM_N128_M128, cases: m128_cases } }
 inventory::submit! { CaseSet { kernel: &W4A16_GEMM_N128_M128_BF16, cases: lossless_cases } }
 inventory::submit! { CaseSet { kernel: &W4A16_GEMM_DECODE, cases: decode_cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{cuda_kernel, wgsl_kernel};
+
+    const FACTS: DeviceFacts = DeviceFacts {
+        multiprocessors: 132,
+        max_shared_bytes: 232448,
+        subgroup_size: 32,
+        max_groups_per_dim: 65535,
+        max_binding_bytes: 1 << 31,
+    };
+
+    /// The grids and blocks the launchers computed before plans existed, and
+    /// the WGSL geometry the wgpu backend computed, written out by hand.
+    #[test]
+    fn plans_keep_the_launcher_geometry() {
+        let (n, ldb) = (1040u32, 1040u32);
+        for (sig, m, grid, block, wgrid) in [
+            (&W4A16_GEMM, 300u32, [17, 5, 1], 128, [9, 3, 1]),
+            (&W4A16_GEMM_N128, 300, [9, 5, 1], 128, [9, 3, 1]),
+            (&W4A16_GEMM_N128_LDB, 300, [9, 5, 1], 128, [9, 3, 1]),
+            (&W4A16_GEMM_N128_M128, 300, [9, 3, 1], 128, [9, 3, 1]),
+            (&W4A16_GEMM_N128_M128_BF16, 300, [9, 3, 1], 128, [9, 3, 1]),
+            (&W4A16_GEMM_DECODE, 9, [17, 1, 1], 256, [33, 1, 1]),
+        ] {
+            let mut a = vec![P(256), P(256), P(256), F(1.0), P(256), U(m), U(n), U(64)];
+            if std::ptr::eq(sig, &W4A16_GEMM_N128_LDB) {
+                a.push(U(ldb));
+            }
+            let pa = PlanArgs::new(sig, &a);
+            let c = (cuda_kernel(sig).unwrap().plan)(&pa, &FACTS).unwrap();
+            assert_eq!((c.passes.len(), c.passes[0].grid, c.passes[0].block), (1, grid, [block, 1, 1]), "{}", sig.symbol);
+            let w = (wgsl_kernel(sig).unwrap().plan)(&pa, &FACTS).unwrap();
+            assert_eq!((w.passes.len(), w.passes[0].entry, w.passes[0].grid), (1, sig.symbol, wgrid), "{}", sig.symbol);
+        }
+    }
+}
