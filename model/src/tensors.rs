@@ -116,14 +116,18 @@ impl LayerTensors {
         use TensorKind::*;
         let (h, nh, inter) = (cfg.hidden_size, cfg.num_heads, cfg.intermediate_size);
         let (hd, nkv) = (spec.head_dim, spec.num_kv_heads);
+        // Saturating: a config's sizes are checked against the checkpoint
+        // only after this list is made, so an absurd product must not
+        // overflow here; a saturated dimension then fails that check.
+        let (q_rows, kv_rows) = (nh.saturating_mul(hd), nkv.saturating_mul(hd));
         let p = format!("layers.{i}.");
         let a = format!("{p}self_attn.");
         let t = |name: String, shape: Vec<usize>, kind| TensorSpec::new(name, shape, kind);
         LayerTensors {
-            q: t(format!("{a}q_proj.weight"), vec![nh * hd, h], Linear),
-            k: t(format!("{a}k_proj.weight"), vec![nkv * hd, h], Linear),
-            v: (!spec.k_eq_v).then(|| t(format!("{a}v_proj.weight"), vec![nkv * hd, h], Linear)),
-            o: t(format!("{a}o_proj.weight"), vec![h, nh * hd], Linear),
+            q: t(format!("{a}q_proj.weight"), vec![q_rows, h], Linear),
+            k: t(format!("{a}k_proj.weight"), vec![kv_rows, h], Linear),
+            v: (!spec.k_eq_v).then(|| t(format!("{a}v_proj.weight"), vec![kv_rows, h], Linear)),
+            o: t(format!("{a}o_proj.weight"), vec![h, q_rows], Linear),
             q_norm: t(format!("{a}q_norm.weight"), vec![hd], Vector),
             k_norm: t(format!("{a}k_norm.weight"), vec![hd], Vector),
             gate: t(format!("{p}mlp.gate_proj.weight"), vec![inter, h], Linear),
@@ -161,7 +165,7 @@ impl MoeTensors {
             router_proj: t(format!("{p}router.proj.weight"), vec![e, h], Linear),
             router_scale: t(format!("{p}router.scale"), vec![h], Vector),
             per_expert_scale: t(format!("{p}router.per_expert_scale"), vec![e], F32),
-            gate_up: t(format!("{p}experts.gate_up_proj"), vec![e, 2 * im, h], Experts),
+            gate_up: t(format!("{p}experts.gate_up_proj"), vec![e, im.saturating_mul(2), h], Experts),
             down: t(format!("{p}experts.down_proj"), vec![e, h, im], Experts),
             pre_ff_norm_2: t(format!("{p}pre_feedforward_layernorm_2.weight"), vec![h], Vector),
             post_ff_norm_1: t(format!("{p}post_feedforward_layernorm_1.weight"), vec![h], Vector),
