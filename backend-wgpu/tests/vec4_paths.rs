@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::bf16_ulp_distance;
-use switchyard_core::{Backend, DeviceBuffer, Result};
+use switchyard_core::{Backend, DeviceBuffer, Region, Result};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
@@ -20,7 +20,7 @@ use common::wgpu;
 
 /// Runs `f` on `be` with outputs (poisoned with 0xff bytes) then inputs, each
 /// placed `lead` bytes into its own allocation; returns the outputs.
-fn run(be: &Arc<dyn Backend>, lead: usize, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[u64]) -> Result<()>) -> Vec<Vec<u8>> {
+fn run(be: &Arc<dyn Backend>, lead: usize, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[Region]) -> Result<()>) -> Vec<Vec<u8>> {
     let mut bufs = Vec::new();
     for &n in outs {
         bufs.push(DeviceBuffer::from_bytes(be, &vec![0xffu8; lead + n]).unwrap());
@@ -30,14 +30,17 @@ fn run(be: &Arc<dyn Backend>, lead: usize, outs: &[usize], ins: &[&[u8]], f: &dy
         v.extend_from_slice(d);
         bufs.push(DeviceBuffer::from_bytes(be, &v).unwrap());
     }
-    let addrs: Vec<u64> = bufs.iter().map(|b| b.at(lead).unwrap()).collect();
-    f(&Ops::new(be.clone()), &addrs).unwrap();
+    let regions: Vec<Region> = bufs.iter().map(|b| b.region().tail(lead).unwrap()).collect();
+    f(&Ops::new(be.clone()), &regions).unwrap();
     be.synchronize().unwrap();
     outs.iter().enumerate().map(|(i, _)| bufs[i].to_vec().unwrap()[lead..].to_vec()).collect()
 }
 
+/// Compares (what, wgpu output, reference output) and panics naming `what`.
+type Check = dyn Fn(&str, &[u8], &[u8]);
+
 /// cpu-ref and wgpu outputs for every lead.
-fn both(test: &str, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[u64]) -> Result<()>, check: &dyn Fn(&str, &[u8], &[u8])) {
+fn both(test: &str, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[Region]) -> Result<()>, check: &Check) {
     let Some(gpu) = wgpu(test) else { return };
     let cpu = switchyard_cpu_ref::cpu_backend();
     for lead in [0usize, 4, 8, 16] {
@@ -82,18 +85,24 @@ fn norms_on_every_path() {
         let (_, w2) = g.bf16(dim, 0.05, 0.5);
         let (_, ls) = g.f32(1, 0.2, 1.5);
         let t = format!("rmsnorm dim={dim}");
-        both(&t, &[2 * n], &[&x, &w], &|o, a| o.rmsnorm(a[0], a[1], a[2], rows, dim, 1e-6), &bf16_within(1));
+        both(&t, &[2 * n], &[&x, &w], &|o, a| o.rmsnorm_bf16(a[0], a[1], Some(a[2]), rows, dim, 1e-6), &bf16_within(1));
         // Outputs computed from a rounded intermediate: 2 ulp (kernels/src/norm/mod.rs, DERIVED).
         let t = format!("sandwich dim={dim}");
         both(
             &t,
             &[2 * n, 2 * n],
             &[&x2, &x, &w2, &w],
-            &|o, a| o.sandwich(a[0], a[1], a[2], a[3], a[4], a[5], rows, dim, 1e-6),
+            &|o, a| o.post_norm_add_pre_norm_bf16(a[0], Some(a[1]), a[2], a[3], Some(a[4]), Some(a[5]), rows, dim, 1e-6),
             &bf16_within(2),
         );
         let t = format!("layer_out dim={dim}");
-        both(&t, &[2 * n], &[&x2, &x, &w2, &ls], &|o, a| o.layer_out(a[0], a[1], a[2], a[3], a[4], rows, dim, 1e-6), &bf16_within(2));
+        both(
+            &t,
+            &[2 * n],
+            &[&x2, &x, &w2, &ls],
+            &|o, a| o.layer_out_bf16(a[0], a[1], a[2], Some(a[3]), a[4], rows, dim, 1e-6),
+            &bf16_within(2),
+        );
     }
 }
 
@@ -106,9 +115,21 @@ fn gathers_on_every_path() {
         let ids = bytes::i32_bytes(&[3, -1, 36, 37, 0]);
         let (_, table) = g.bf16(vocab * h, 0.01, 3.0);
         let t = format!("embed_gather_bf16 h={h}");
-        both(&t, &[2 * rows * h], &[&table, &ids], &|o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, h, 1.7), &bf16_within(1));
+        both(
+            &t,
+            &[2 * rows * h],
+            &[&table, &ids],
+            &|o, a| o.embed_gather_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, vocab, h, 1.7),
+            &bf16_within(1),
+        );
         let t = format!("gather_rows_bf16 h={h}");
-        both(&t, &[2 * rows * h], &[&table, &ids], &|o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, vocab, h), &bf16_within(0));
+        both(
+            &t,
+            &[2 * rows * h],
+            &[&table, &ids],
+            &|o, a| o.gather_rows_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, vocab, h),
+            &bf16_within(0),
+        );
         if h % 8 == 0 {
             let (codes, scales, _) = g.fp8_table(vocab, h);
             let sc = bytes::f32_bytes(&scales);
@@ -117,7 +138,7 @@ fn gathers_on_every_path() {
                 &t,
                 &[2 * rows * h],
                 &[&codes, &sc, &ids],
-                &|o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, h, 1.7),
+                &|o, a| o.embed_gather_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, vocab, h, 1.7),
                 &bf16_within(1),
             );
         }
