@@ -67,8 +67,8 @@ fn lm_head_logits_bf16(c: &mut Ctx<'_>) -> Result<()> {
 
 fn argmax_rows(c: &mut Ctx<'_>) -> Result<()> {
     let (idx, val, logits) = (c.buf("idx")?, c.buf("val")?, c.buf("logits")?);
-    let (vocab, ex0, ex1) = (c.size("vocab")?, c.i32("ex0")?, c.i32("ex1")?);
-    for i in 0..c.grid_x() {
+    let (m, vocab, ex0, ex1) = (c.size("m")?, c.size("vocab")?, c.i32("ex0")?, c.i32("ex1")?);
+    for i in 0..m {
         let row = c.f32s(logits, i * vocab, vocab)?;
         let (mut best, mut best_val) = (-1i32, f32::NEG_INFINITY);
         for (v, &x) in row.iter().enumerate() {
@@ -90,20 +90,20 @@ fn argmax_rows(c: &mut Ctx<'_>) -> Result<()> {
 
 fn letter_logits_fp8(c: &mut Ctx<'_>) -> Result<()> {
     let (out, hidden, e8, row_scale, label_ids) = (c.buf("out")?, c.buf("hidden")?, c.buf("e8")?, c.buf("row_scale")?, c.buf("label_ids")?);
-    let (n_labels, hdim, vocab, cap) = (c.size("n_labels")?, c.size("hdim")?, c.size("vocab")?, c.f32("softcap")?);
-    // As in lm_head: with hdim = 0 no read bounds the grid's row loop.
+    let (rows, n_labels, hdim, vocab, cap) = (c.size("rows")?, c.size("n_labels")?, c.size("hdim")?, c.size("vocab")?, c.f32("softcap")?);
+    // As in lm_head: with hdim = 0 no read bounds the row loop.
     if hdim == 0 {
         return Err(Error::invalid(c.kernel(), "hdim", "hdim must be > 0"));
     }
     let labels = c.i32s(label_ids, 0, n_labels)?;
     // Decode each label's table row once; out-of-range labels give NaN.
-    let rows: Vec<Option<(Vec<f32>, f32)>> = labels
+    let table: Vec<Option<(Vec<f32>, f32)>> = labels
         .iter()
         .map(|&l| in_range(l, vocab).map(|l| Ok((c.e4m3(e8, l * hdim, hdim)?, c.f32_at(row_scale, l)?))).transpose())
         .collect::<Result<_>>()?;
-    for r in 0..c.grid_x() {
+    for r in 0..rows {
         let x = c.bf16(hidden, r * hdim, hdim)?;
-        let o: Vec<f32> = rows.iter().map(|t| t.as_ref().map_or(f32::NAN, |(t, s)| softcap(s * dot(&x, t), cap))).collect();
+        let o: Vec<f32> = table.iter().map(|t| t.as_ref().map_or(f32::NAN, |(t, s)| softcap(s * dot(&x, t), cap))).collect();
         c.put_f32(out, r * n_labels, &o)?;
     }
     Ok(())

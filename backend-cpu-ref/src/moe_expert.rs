@@ -29,9 +29,7 @@ register!(MOE_COMBINE_BF16 => combine);
 fn router_norm(c: &mut Ctx<'_>) -> Result<()> {
     let kernel = c.kernel();
     let (out, x, scale) = (c.buf("out")?, c.buf("x")?, c.buf("scale")?);
-    let (dim, eps, root) = (c.size("dim")?, c.f32("eps")?, c.f32("root")?);
-    // The launcher passes the row count in the grid; there is no rows argument.
-    let rows = c.grid_x();
+    let (rows, dim, eps, root) = (c.size("rows")?, c.size("dim")?, c.f32("eps")?, c.f32("root")?);
     let total = count(kernel, "x", &[rows, dim])?;
     let xv = c.bf16(x, 0, total)?;
     let sv = c.bf16(scale, 0, dim)?;

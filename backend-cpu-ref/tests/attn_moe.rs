@@ -21,7 +21,7 @@ use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
 mod common;
-use common::{down, poisoned, up};
+use common::{buffer, down, poisoned, poisoned_buffer, up};
 
 /// A paged cache for `lens`: K and V values (f32, bf16-exact) per slot, and a
 /// block table whose pages are permuted across the pool so paging mistakes show.
@@ -330,10 +330,11 @@ fn router_topk_takes_the_lowest_index_on_ties_and_renormalises() {
     // Experts 1, 2 and 4 tie at the top; 0 is next. k = 3 takes 1, 2, 4 in that order.
     let logits = [1.0f32, 2.0, 2.0, -1.0, 2.0, 0.5];
     let scale = [1.0f32, 0.5, 2.0, 1.0, 4.0, 1.0];
-    let (ids, w) = (poisoned(be, 12), poisoned(be, 12));
-    ops.moe_router_topk(ids, w, up(be, &bf16_bytes(&logits)), up(be, &f32_bytes(&scale)), 1, 6, 3).unwrap();
-    assert_eq!(i32_from_bytes(&down(be, ids, 12)), [1, 2, 4]);
-    let w = f32_from_bytes(&down(be, w, 12));
+    let (ids, w) = (poisoned_buffer(be, 12), poisoned_buffer(be, 12));
+    let (la, sa) = (buffer(be, &bf16_bytes(&logits)), buffer(be, &f32_bytes(&scale)));
+    ops.moe_router_topk(ids.region(), w.region(), la.region(), sa.region(), 1, 6, 3).unwrap();
+    assert_eq!(i32_from_bytes(&ids.to_vec().unwrap()), [1, 2, 4]);
+    let w = f32_from_bytes(&w.to_vec().unwrap());
     // Equal probabilities renormalise to 1/3 each (up to the f32 softmax), times the scales.
     for (got, s) in w.iter().zip([0.5f32, 2.0, 4.0]) {
         assert!((got - s / 3.0).abs() <= 1e-6 * s, "{w:?}");
@@ -351,9 +352,10 @@ fn combine_skips_dropped_pairs_and_poisons_bad_slots() {
                                                                         // Token 0: slots 2 (w .5) and 0 (w 2); token 1: dropped and slot 1 (w 3); token 2: slot 7 (bad).
     let sop = [2, 0, -1, 1, 7, 0];
     let w = [0.5f32, 2.0, 100.0, 3.0, 1.0, 1.0];
-    let out = poisoned(be, 3 * h * 2);
-    ops.moe_combine(out, up(be, &bf16_bytes(&y)), up(be, &i32_bytes(&sop)), up(be, &f32_bytes(&w)), 3, 2, h, 3).unwrap();
-    let got = bf16_from_bytes(&down(be, out, 3 * h * 2));
+    let out = poisoned_buffer(be, 3 * h * 2);
+    let (ya, sa, wa) = (buffer(be, &bf16_bytes(&y)), buffer(be, &i32_bytes(&sop)), buffer(be, &f32_bytes(&w)));
+    ops.moe_combine_bf16(out.region(), ya.region(), sa.region(), wa.region(), 3, 2, h, 3).unwrap();
+    let got = bf16_from_bytes(&out.to_vec().unwrap());
     assert_eq!(&got[..h], &[3.5; 4]); // 0.5·3 + 2·1
     assert_eq!(&got[h..2 * h], &[6.0; 4]); // the dropped pair's weight 100 is not used
     assert!(got[2 * h..].iter().all(|x| x.is_nan()));
@@ -367,9 +369,10 @@ fn gather_zero_rows_for_empty_slots_and_nan_for_bad_tokens() {
     let x: Vec<f32> = (0..rows * h).map(|i| i as f32 + 1.0).collect();
     // Pairs 3 -> token 1, 0 -> token 0, -1 empty, 4 -> token 2 (out of range), -3 malformed.
     let pos = [3, 0, -1, 4, -3];
-    let out = poisoned(be, pos.len() * h * 2);
-    ops.moe_gather(out, up(be, &bf16_bytes(&x)), up(be, &i32_bytes(&pos)), pos.len(), k, h, rows).unwrap();
-    let got = bf16_from_bytes(&down(be, out, pos.len() * h * 2));
+    let out = poisoned_buffer(be, pos.len() * h * 2);
+    let (xa, pa) = (buffer(be, &bf16_bytes(&x)), buffer(be, &i32_bytes(&pos)));
+    ops.moe_gather_bf16(out.region(), xa.region(), pa.region(), pos.len(), k, h, rows).unwrap();
+    let got = bf16_from_bytes(&out.to_vec().unwrap());
     assert_eq!(&got[..2 * h], &[5.0, 6.0, 7.0, 8.0, 1.0, 2.0, 3.0, 4.0]);
     assert_eq!(&got[2 * h..3 * h], &[0.0; 4]);
     assert!(got[3 * h..].iter().all(|x| x.is_nan()));
@@ -386,10 +389,11 @@ fn grouped_gemms_match_plain_loops_and_zero_rows_past_the_segments() {
     let (a, ab) = g.bf16(n * big_k, 0.01, 1.0);
     let (w, wb) = g.bf16(e * big_n * big_k, 0.01, 0.5);
     let expert = |s: usize| (0..e).find(|&x| (offsets[x] as usize..offsets[x + 1] as usize).contains(&s));
-    let (aa, oa) = (up(be, &ab), up(be, &i32_bytes(&offsets)));
-    let out = poisoned(be, n * big_n * 2);
-    ops.moe_grouped_gemm(out, aa, &ExpertWeights::Bf16 { w: up(be, &wb) }, oa, n, e, big_n, big_k).unwrap();
-    let got = bf16_bits_from_bytes(&down(be, out, n * big_n * 2));
+    let (aa, oa, wa) = (buffer(be, &ab), buffer(be, &i32_bytes(&offsets)), buffer(be, &wb));
+    let (aa, oa, bf16_w) = (aa.region(), oa.region(), ExpertWeights::Bf16 { w: wa.region() });
+    let out = poisoned_buffer(be, n * big_n * 2);
+    ops.moe_grouped_gemm(out.region(), aa, &bf16_w, oa, n, e, big_n, big_k).unwrap();
+    let got = bf16_bits_from_bytes(&out.to_vec().unwrap());
     for s in 0..n {
         for j in 0..big_n {
             let want = match expert(s) {
@@ -412,10 +416,11 @@ fn grouped_gemms_match_plain_loops_and_zero_rows_past_the_segments() {
         let code = wq[x * big_k / 2 * big_n + (kk / 2) * big_n + j] >> (4 * (kk % 2)) & 0xf;
         e2m1_to_f32(code) * e4m3_to_f32(ws[x * big_k / 16 * big_n + (kk / 16) * big_n + j])
     };
-    let out = poisoned(be, n * big_n * 2);
-    let fp4 = ExpertWeights::Nvfp4 { wq: up(be, &wq), ws: up(be, &ws), scale2: up(be, &f32_bytes(&s2)) };
-    ops.moe_grouped_gemm(out, aa, &fp4, oa, n, e, big_n, big_k).unwrap();
-    let got = bf16_bits_from_bytes(&down(be, out, n * big_n * 2));
+    let out = poisoned_buffer(be, n * big_n * 2);
+    let (qa, sa, s2a) = (buffer(be, &wq), buffer(be, &ws), buffer(be, &f32_bytes(&s2)));
+    let fp4 = ExpertWeights::Nvfp4 { wq: qa.region(), ws: sa.region(), scale2: s2a.region() };
+    ops.moe_grouped_gemm(out.region(), aa, &fp4, oa, n, e, big_n, big_k).unwrap();
+    let got = bf16_bits_from_bytes(&out.to_vec().unwrap());
     for s in 0..n {
         for j in 0..big_n {
             let want = match expert(s) {
@@ -426,8 +431,8 @@ fn grouped_gemms_match_plain_loops_and_zero_rows_past_the_segments() {
         }
     }
     // Offsets that run backwards are refused, naming the argument.
-    let bad = up(be, &i32_bytes(&[0, 3, 2, 5]));
-    match ops.moe_grouped_gemm(out, aa, &ExpertWeights::Bf16 { w: up(be, &wb) }, bad, n, e, big_n, big_k).unwrap_err() {
+    let bad = buffer(be, &i32_bytes(&[0, 3, 2, 5]));
+    match ops.moe_grouped_gemm(out.region(), aa, &bf16_w, bad.region(), n, e, big_n, big_k).unwrap_err() {
         Error::InvalidArgument { arg, .. } => assert_eq!(arg, "offsets"),
         other => panic!("unexpected {other:?}"),
     }
@@ -440,9 +445,9 @@ fn gelu_mul_and_router_norm_follow_their_formulas() {
     let mut g = Gen::new(16);
     let (rows, inter) = (3, 10);
     let (gu, gub) = g.bf16(rows * 2 * inter, 0.01, 4.0);
-    let out = poisoned(be, rows * inter * 2);
-    ops.gelu_mul(out, up(be, &gub), rows, inter).unwrap();
-    let got = bf16_from_bytes(&down(be, out, rows * inter * 2));
+    let (out, gua) = (poisoned_buffer(be, rows * inter * 2), buffer(be, &gub));
+    ops.gelu_mul_bf16(out.region(), gua.region(), rows, inter).unwrap();
+    let got = bf16_from_bytes(&out.to_vec().unwrap());
     for r in 0..rows {
         for i in 0..inter {
             let (x, u) = (gu[r * 2 * inter + i] as f64, gu[r * 2 * inter + inter + i] as f64);
@@ -453,16 +458,16 @@ fn gelu_mul_and_router_norm_follow_their_formulas() {
         }
     }
     // gelu(0) = 0 exactly and gelu(x) ≈ x for large x.
-    let out2 = poisoned(be, 4 * 2);
-    ops.gelu_mul(out2, up(be, &bf16_bytes(&[0.0, 10.0, 5.0, 3.0])), 1, 2).unwrap();
-    assert_eq!(bf16_from_bytes(&down(be, out2, 4)), [0.0, 30.0]);
+    let (out2, gu2) = (poisoned_buffer(be, 2 * 2), buffer(be, &bf16_bytes(&[0.0, 10.0, 5.0, 3.0])));
+    ops.gelu_mul_bf16(out2.region(), gu2.region(), 1, 2).unwrap();
+    assert_eq!(bf16_from_bytes(&out2.to_vec().unwrap()), [0.0, 30.0]);
 
     let (dim, root) = (16, 16f32.powf(-0.5));
     let (x, xb) = g.bf16(2 * dim, 0.01, 3.0);
     let (sc, sb) = g.bf16(dim, 0.1, 2.0);
-    let out = poisoned(be, 2 * dim * 2);
-    ops.router_norm(out, up(be, &xb), up(be, &sb), 2, dim, 1e-6, root).unwrap();
-    let got = bf16_bits_from_bytes(&down(be, out, 2 * dim * 2));
+    let (out, xa, sa) = (poisoned_buffer(be, 2 * dim * 2), buffer(be, &xb), buffer(be, &sb));
+    ops.router_norm_bf16(out.region(), xa.region(), sa.region(), 2, dim, 1e-6, root).unwrap();
+    let got = bf16_bits_from_bytes(&out.to_vec().unwrap());
     for r in 0..2 {
         let xr = &x[r * dim..(r + 1) * dim];
         let inv = 1.0 / (xr.iter().fold(0f32, |s, &v| s + v * v) / dim as f32 + 1e-6).sqrt();

@@ -9,7 +9,7 @@ use switchyard_kernels::rope_kv::QkvPrep;
 use switchyard_kernels::{norm, Ops};
 
 mod common;
-use common::{down, up};
+use common::{buffer, down, poisoned_buffer, up};
 
 fn oob(e: Error) -> (String, String, String) {
     match e {
@@ -201,20 +201,21 @@ fn argmax_and_moe_follow_their_tie_rules() {
     let ops = Ops::new(be.clone());
     // Row 0: the excluded 9 would win, then a tie between 2 and 3. Row 1: only NaN and the excluded id.
     let logits = [9.0, f32::NAN, 5.0, 5.0, 9.0, f32::NAN, f32::NAN, f32::NAN];
-    let (idx, val) = (be.alloc(8).unwrap(), be.alloc(8).unwrap());
-    ops.argmax_rows(idx, val, up(&be, &f32_bytes(&logits)), 2, 4, -1, 0).unwrap();
-    assert_eq!(i32_from_bytes(&down(&be, idx, 8)), [2, -1]);
-    assert_eq!(f32_from_bytes(&down(&be, val, 8)), [5.0, f32::NEG_INFINITY]);
+    let (idx, val) = (poisoned_buffer(&be, 8), poisoned_buffer(&be, 8));
+    let la = buffer(&be, &f32_bytes(&logits));
+    ops.argmax_rows(idx.region(), val.region(), la.region(), 2, 4, -1, 0).unwrap();
+    assert_eq!(i32_from_bytes(&idx.to_vec().unwrap()), [2, -1]);
+    assert_eq!(f32_from_bytes(&val.to_vec().unwrap()), [5.0, f32::NEG_INFINITY]);
 
     let ids = [1, 0, 1, 7, 0, 1];
     let (n, e) = (ids.len(), 2);
-    let topk = up(&be, &i32_bytes(&ids));
-    let (counts, offsets, cursor) = (be.alloc(4 * e).unwrap(), be.alloc(4 * (e + 1)).unwrap(), be.alloc(4 * e).unwrap());
-    let (pos, sop) = (be.alloc(4 * n).unwrap(), be.alloc(4 * n).unwrap());
-    ops.moe_route(counts, offsets, cursor, pos, sop, topk, n, 1, e).unwrap();
-    assert_eq!(i32_from_bytes(&down(&be, counts, 4 * e)), [2, 3]);
-    assert_eq!(i32_from_bytes(&down(&be, offsets, 4 * (e + 1))), [0, 2, 5]);
-    assert_eq!(i32_from_bytes(&down(&be, cursor, 4 * e)), [2, 5]);
-    assert_eq!(i32_from_bytes(&down(&be, pos, 4 * n)), [1, 4, 0, 2, 5, -1]);
-    assert_eq!(i32_from_bytes(&down(&be, sop, 4 * n)), [2, 0, 3, -1, 1, 4]);
+    let topk = buffer(&be, &i32_bytes(&ids));
+    let (counts, offsets, cursor) = (poisoned_buffer(&be, 4 * e), poisoned_buffer(&be, 4 * (e + 1)), poisoned_buffer(&be, 4 * e));
+    let (pos, sop) = (poisoned_buffer(&be, 4 * n), poisoned_buffer(&be, 4 * n));
+    ops.moe_route(counts.region(), offsets.region(), cursor.region(), pos.region(), sop.region(), topk.region(), n, 1, e).unwrap();
+    assert_eq!(i32_from_bytes(&counts.to_vec().unwrap()), [2, 3]);
+    assert_eq!(i32_from_bytes(&offsets.to_vec().unwrap()), [0, 2, 5]);
+    assert_eq!(i32_from_bytes(&cursor.to_vec().unwrap()), [2, 5]);
+    assert_eq!(i32_from_bytes(&pos.to_vec().unwrap()), [1, 4, 0, 2, 5, -1]);
+    assert_eq!(i32_from_bytes(&sop.to_vec().unwrap()), [2, 0, 3, -1, 1, 4]);
 }

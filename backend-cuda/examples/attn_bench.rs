@@ -14,7 +14,7 @@
 //!   (bf16 and NVFP4 weights) in TFLOP/s, and the gather / gelu / combine
 //!   kernels in GB/s.
 use std::sync::Arc;
-use switchyard_core::{Backend, Result};
+use switchyard_core::{Backend, DeviceBuffer, Result};
 use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
 use switchyard_kernels::moe::expert::ExpertWeights;
 use switchyard_kernels::Ops;
@@ -33,21 +33,27 @@ struct Bench {
 }
 common::buffers_in_fields!(Bench);
 
+/// Fills `bytes` at `a` with random bf16: one 64 MiB random block uploaded,
+/// then copied on the device to fill the rest (uploading gigabytes would
+/// dominate the run).
+fn fill_random(be: &Arc<dyn Backend>, a: u64, bytes: usize, rng: &mut Lcg) -> Result<()> {
+    let chunk = (64usize << 20).min(bytes);
+    be.upload(a, &bf16_bytes(chunk / 2, rng, 1.0))?;
+    let mut done = chunk;
+    while done < bytes {
+        let n = chunk.min(bytes - done);
+        be.copy(a + done as u64, a, n)?;
+        done += n;
+    }
+    Ok(())
+}
+
 impl Bench {
-    /// A large buffer of random bf16: one 64 MiB random block uploaded, then
-    /// copied on the device to fill the rest (uploading gigabytes would
-    /// dominate the run).
+    /// A large buffer of random bf16 (see [`fill_random`]).
     fn random_big(&mut self, bytes: usize, rng: &mut Lcg) -> Result<u64> {
-        let chunk = (64usize << 20).min(bytes);
         let a = self.be.alloc(bytes)?;
         self.bufs.push(a);
-        self.be.upload(a, &bf16_bytes(chunk / 2, rng, 1.0))?;
-        let mut done = chunk;
-        while done < bytes {
-            let n = chunk.min(bytes - done);
-            self.be.copy(a + done as u64, a, n)?;
-            done += n;
-        }
+        fill_random(&self.be, a, bytes, rng)?;
         Ok(a)
     }
     /// Median milliseconds of `f` over 15 timed runs after one warm-up.
@@ -166,41 +172,49 @@ fn main() -> Result<()> {
     for x in 0..e {
         offsets[x + 1] = offsets[x] + counts[x] as i32;
     }
-    let offs = b.buf(&i32_bytes(&offsets))?;
-    let a_gu = b.buf(&bf16_bytes(rows * hidden, &mut rng, 1.0))?;
-    let gu = b.zeros(rows * 2 * inter * 2)?;
-    let act = b.zeros(rows * inter * 2)?;
-    let y = b.zeros(rows * hidden * 2)?;
-    let w_gu = b.random_big(e * 2 * inter * hidden * 2, &mut rng)?;
-    let w_dn = b.random_big(e * hidden * inter * 2, &mut rng)?;
+    // The MoE launchers take regions: these buffers are freed when dropped.
+    let big = |bytes: usize, rng: &mut Lcg| -> Result<DeviceBuffer> {
+        let d = DeviceBuffer::new(&be, bytes)?;
+        fill_random(&be, d.addr(), bytes, rng)?;
+        Ok(d)
+    };
+    let offs_buf = DeviceBuffer::from_bytes(&be, &i32_bytes(&offsets))?;
+    let offs = offs_buf.region();
+    let a_gu = DeviceBuffer::from_bytes(&be, &bf16_bytes(rows * hidden, &mut rng, 1.0))?;
+    let gu = DeviceBuffer::zeroed(&be, rows * 2 * inter * 2)?;
+    let act = DeviceBuffer::zeroed(&be, rows * inter * 2)?;
+    let y = DeviceBuffer::zeroed(&be, rows * hidden * 2)?;
+    let w_gu = big(e * 2 * inter * hidden * 2, &mut rng)?;
+    let w_dn = big(e * hidden * inter * 2, &mut rng)?;
     println!("\n| MoE expert path (e=128, top-8, 4096 tokens, hidden {hidden}, inter {inter}) | ms | TFLOP/s | GB/s |\n|---|---|---|---|");
     let gemm = |name: &str, ms: f64, big_n: usize, big_k: usize, wbytes: usize| {
         let flops = 2.0 * (rows * big_n * big_k) as f64;
         let bytes = (wbytes + rows * (big_k + big_n) * 2) as f64;
         println!("| {name} | {ms:.3} | {:.1} | {:.0} |", flops / ms / 1e9, bytes / ms / 1e6);
     };
-    let ms = b.time(&mut || b.ops.moe_grouped_gemm(gu, a_gu, &ExpertWeights::Bf16 { w: w_gu }, offs, rows, e, 2 * inter, hidden))?;
+    let bf16_gu = ExpertWeights::Bf16 { w: w_gu.region() };
+    let ms = b.time(&mut || b.ops.moe_grouped_gemm(gu.region(), a_gu.region(), &bf16_gu, offs, rows, e, 2 * inter, hidden))?;
     gemm("grouped bf16 gate_up", ms, 2 * inter, hidden, e * 2 * inter * hidden * 2);
-    let ms = b.time(&mut || b.ops.moe_grouped_gemm(y, act, &ExpertWeights::Bf16 { w: w_dn }, offs, rows, e, hidden, inter))?;
+    let bf16_dn = ExpertWeights::Bf16 { w: w_dn.region() };
+    let ms = b.time(&mut || b.ops.moe_grouped_gemm(y.region(), act.region(), &bf16_dn, offs, rows, e, hidden, inter))?;
     gemm("grouped bf16 down", ms, hidden, inter, e * hidden * inter * 2);
     // NVFP4: random codes; scales drawn from small positive e4m3 codes.
-    let wq = b.random_big(e * hidden / 2 * 2 * inter, &mut rng)?;
+    let wq = big(e * hidden / 2 * 2 * inter, &mut rng)?;
     let scales: Vec<u8> = (0..e * hidden / 16 * 2 * inter).map(|_| 0x30 + (rng.next() % 8) as u8).collect();
-    let wsc = b.buf(&scales)?;
-    let s2 = b.buf(&(0..e).flat_map(|_| 0.01f32.to_le_bytes()).collect::<Vec<u8>>())?;
-    let ms = b.time(&mut || {
-        b.ops.moe_grouped_gemm(gu, a_gu, &ExpertWeights::Nvfp4 { wq, ws: wsc, scale2: s2 }, offs, rows, e, 2 * inter, hidden)
-    })?;
+    let wsc = DeviceBuffer::from_bytes(&be, &scales)?;
+    let s2 = DeviceBuffer::from_bytes(&be, &(0..e).flat_map(|_| 0.01f32.to_le_bytes()).collect::<Vec<u8>>())?;
+    let fp4 = ExpertWeights::Nvfp4 { wq: wq.region(), ws: wsc.region(), scale2: s2.region() };
+    let ms = b.time(&mut || b.ops.moe_grouped_gemm(gu.region(), a_gu.region(), &fp4, offs, rows, e, 2 * inter, hidden))?;
     gemm("grouped nvfp4 gate_up", ms, 2 * inter, hidden, e * 2 * inter * hidden * 9 / 16);
-    let ms = b.time(&mut || b.ops.gelu_mul(act, gu, rows, inter))?;
+    let ms = b.time(&mut || b.ops.gelu_mul_bf16(act.region(), gu.region(), rows, inter))?;
     println!("| gelu_mul | {ms:.3} | | {:.0} |", (rows * 3 * inter * 2) as f64 / ms / 1e6);
-    let x = b.buf(&bf16_bytes(tokens * hidden, &mut rng, 1.0))?;
+    let x = DeviceBuffer::from_bytes(&be, &bf16_bytes(tokens * hidden, &mut rng, 1.0))?;
     let pairs: Vec<i32> = (0..rows as i32).collect();
-    let pos = b.buf(&i32_bytes(&pairs))?;
-    let ms = b.time(&mut || b.ops.moe_gather(a_gu, x, pos, rows, top_k, hidden, tokens))?;
+    let pos = DeviceBuffer::from_bytes(&be, &i32_bytes(&pairs))?;
+    let ms = b.time(&mut || b.ops.moe_gather_bf16(a_gu.region(), x.region(), pos.region(), rows, top_k, hidden, tokens))?;
     println!("| moe_gather | {ms:.3} | | {:.0} |", (2 * rows * hidden * 2) as f64 / ms / 1e6);
-    let tw = b.buf(&(0..rows).flat_map(|_| 0.125f32.to_le_bytes()).collect::<Vec<u8>>())?;
-    let ms = b.time(&mut || b.ops.moe_combine(x, y, pos, tw, tokens, top_k, hidden, rows))?;
+    let tw = DeviceBuffer::from_bytes(&be, &(0..rows).flat_map(|_| 0.125f32.to_le_bytes()).collect::<Vec<u8>>())?;
+    let ms = b.time(&mut || b.ops.moe_combine_bf16(x.region(), y.region(), pos.region(), tw.region(), tokens, top_k, hidden, rows))?;
     println!("| moe_combine | {ms:.3} | | {:.0} |", ((rows + tokens) * hidden * 2) as f64 / ms / 1e6);
 
     for a in std::mem::take(&mut b.bufs) {

@@ -125,7 +125,7 @@ fn main() -> Result<()> {
         let rows = 65536usize;
         let l = b.buf(&f32_bytes(rows, &mut rng, 1.0))?;
         let (idx, val) = (b.zeros(rows * 4)?, b.zeros(rows * 4)?);
-        let sets = vec![vec![P(idx), P(val), P(l), I(1), I(-1), I(-1)]];
+        let sets = vec![vec![P(idx), P(val), P(l), I(rows as i32), I(1), I(-1), I(-1)]];
         b.sweep("probe: 65536 empty-ish blocks", "head", "argmax_rows", [rows as u32, 1, 1], &[32, 128], &sets, 1.0)?;
     }
 
@@ -239,7 +239,7 @@ fn main() -> Result<()> {
     let asets = 8;
     let logits: Vec<u64> = (0..asets).map(|_| b.buf(&f32_bytes(m * vocab, &mut rng, 20.0))).collect::<Result<_>>()?;
     let (idx, val) = (b.zeros(m * 4)?, b.zeros(m * 4)?);
-    let a: Vec<Vec<Arg>> = (0..asets).map(|s| vec![P(idx), P(val), P(logits[s]), I(vocab as i32), I(3), I(-1)]).collect();
+    let a: Vec<Vec<Arg>> = (0..asets).map(|s| vec![P(idx), P(val), P(logits[s]), I(m as i32), I(vocab as i32), I(3), I(-1)]).collect();
     b.sweep("argmax_rows m=16", "head", "argmax_rows", [m as u32, 1, 1], &[1024], &a, (m * vocab * 4 + 8 * m) as f64)?;
 
     for a in std::mem::take(&mut b.bufs) {

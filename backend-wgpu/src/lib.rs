@@ -1083,7 +1083,7 @@ impl Backend for WgpuBackend {
         // As on the CPU reference: only planned launches are recorded.
         not_recording(&st, sig.symbol)?;
         let (mut binds, words) = self.bind_args(&st, sig, args)?;
-        if plan::has_scratch(sig.symbol) {
+        if plan.scratch > 0 {
             binds.push(self.workspace(&mut st, sig.symbol, plan.scratch)?);
         }
         for pass in &plan.passes {

@@ -1,7 +1,5 @@
-//! How each kernel maps onto dispatches. Most run the launcher's grid with
-//! the workgroup size fixed in their WGSL; a few choose their own geometry
-//! (lm_head: 256 vocab rows per workgroup and `M` as an override; argmax: a
-//! chunked first pass into scratch and a per-row final pass).
+//! TRANSITION: geometry of kernels still launched through the legacy path
+//! (the launcher's grid); removed once every family has WGSL plans.
 use switchyard_core::{Arg, Error, KernelSig, Result};
 
 /// One dispatch of a launch.
@@ -21,15 +19,6 @@ pub(crate) struct Plan {
     pub scratch: u64,
 }
 
-/// Whether a kernel's layout has a scratch binding after its pointers.
-pub(crate) fn has_scratch(symbol: &str) -> bool {
-    symbol == "argmax_rows"
-}
-
-const ARGMAX_CHUNK: u32 = 256 * 16;
-/// Vocab rows per lm_head workgroup (`NR` in lm_head_logits_*.wgsl).
-const HEAD_ROWS_PER_GROUP: u32 = 32;
-
 fn int(sig: &KernelSig, args: &[Arg], name: &str) -> Result<u32> {
     let i = sig.arg_index(name).ok_or_else(|| Error::invalid(sig.symbol, name, "no such argument (plan out of date)"))?;
     match args[i] {
@@ -45,46 +34,11 @@ fn single(sig: &KernelSig, grid: [u32; 3]) -> Plan {
 
 pub(crate) fn plan(sig: &'static KernelSig, grid: [u32; 3], args: &[Arg]) -> Result<Plan> {
     match sig.symbol {
-        "lm_head_logits_fp8" | "lm_head_logits_bf16" => {
-            let m = int(sig, args, "m")?;
-            if !(1..=16).contains(&m) {
-                return Err(Error::invalid(sig.symbol, "m", format!("m = {m} must be in 1..=16")));
-            }
-            let vocab = int(sig, args, "vocab")?;
-            // One shader for every m (kernels/src/head/lm_head_logits_*.wgsl): 32 vocab rows per
-            // workgroup, lanes striding over k with 16-byte loads; M unrolls the per-h-row loops.
-            let groups = vocab.div_ceil(HEAD_ROWS_PER_GROUP);
-            Ok(Plan { passes: vec![Pass { entry: sig.symbol, grid: [groups, 1, 1], consts: vec![("M", m)], extra: [0; 4] }], scratch: 0 })
-        }
-        "argmax_rows" => {
-            let rows = grid[0];
-            let chunks = int(sig, args, "vocab")?.div_ceil(ARGMAX_CHUNK);
-            Ok(Plan {
-                passes: vec![
-                    Pass { entry: "argmax_rows", grid: [chunks, rows, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
-                    Pass { entry: "argmax_rows_final", grid: [rows, 1, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
-                ],
-                scratch: rows as u64 * chunks as u64 * 8,
-            })
-        }
         // Attention picks its own geometry (kernels/src/attn/*.wgsl).
         "attention_prefill" | "attention_decode_partial" => attn_plan(sig, grid, args),
-        // Several slots per workgroup: short rows still fill it, and long slot
-        // lists need fewer workgroups (a 1-D grid folds only once).
-        "moe_gather_bf16" => Ok(single(sig, [int(sig, args, "n")?.div_ceil(GATHER_SLOTS), 1, 1])),
-        // Row tiles on x, the dimension that folds (n = tokens · top-k can be large).
-        "moe_grouped_gemm_bf16" | "moe_grouped_w4a16" => Ok(single(sig, [grid[1], grid[0], 1])),
-        // 4096 words per workgroup: four 16-byte vectors per invocation (copy_u32.wgsl).
-        "copy_u32" => Ok(single(sig, [int(sig, args, "n")?.div_ceil(COPY_WORDS_PER_GROUP), 1, 1])),
         _ => Ok(single(sig, grid)),
     }
 }
-
-/// Words one `copy_u32` workgroup moves (`SPAN` in copy_u32.wgsl).
-const COPY_WORDS_PER_GROUP: u32 = 4096;
-
-/// Slots per `moe_gather_bf16` workgroup.
-const GATHER_SLOTS: u32 = 8;
 
 /// Query rows per attention workgroup: a power of two with rows · hd/2 <= 1024,
 /// so that each of the 128 threads keeps at most 16 f32 accumulators and

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use switchyard_core::codec::{bf16_value, bytes};
 use switchyard_core::compare::nmse;
-use switchyard_core::{Backend, DeviceBuffer, Result};
+use switchyard_core::{Backend, DeviceBuffer, Region, Result};
 use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView, ATTN_NMSE};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
@@ -19,15 +19,23 @@ mod common;
 use common::wgpu;
 
 /// Uploads `inputs` after a poisoned output of `out_bytes` (buffer 0), runs
-/// `f` with all addresses, and returns the output bytes.
-fn run(be: &Arc<dyn Backend>, out_bytes: usize, inputs: &[&[u8]], f: &dyn Fn(&Ops, &[u64]) -> Result<()>) -> Vec<u8> {
-    let out = DeviceBuffer::from_bytes(be, &vec![0xffu8; out_bytes]).unwrap();
-    let bufs: Vec<DeviceBuffer> = inputs.iter().map(|d| DeviceBuffer::from_bytes(be, d).unwrap()).collect();
-    let mut addrs = vec![out.addr()];
-    addrs.extend(bufs.iter().map(|b| b.addr()));
-    f(&Ops::new(be.clone()), &addrs).unwrap();
+/// `f` with all of them, and returns the output bytes.
+fn run_buffers(be: &Arc<dyn Backend>, out_bytes: usize, inputs: &[&[u8]], f: &dyn Fn(&Ops, &[DeviceBuffer]) -> Result<()>) -> Vec<u8> {
+    let mut bufs = vec![DeviceBuffer::from_bytes(be, &vec![0xffu8; out_bytes]).unwrap()];
+    bufs.extend(inputs.iter().map(|d| DeviceBuffer::from_bytes(be, d).unwrap()));
+    f(&Ops::new(be.clone()), &bufs).unwrap();
     be.synchronize().unwrap();
-    out.to_vec().unwrap()
+    bufs[0].to_vec().unwrap()
+}
+
+/// [`run_buffers`] for launchers that take addresses.
+fn run(be: &Arc<dyn Backend>, out_bytes: usize, inputs: &[&[u8]], f: &dyn Fn(&Ops, &[u64]) -> Result<()>) -> Vec<u8> {
+    run_buffers(be, out_bytes, inputs, &|o, b| f(o, &b.iter().map(|b| b.addr()).collect::<Vec<_>>()))
+}
+
+/// [`run_buffers`] for launchers that take regions.
+fn run_regions(be: &Arc<dyn Backend>, out_bytes: usize, inputs: &[&[u8]], f: &dyn Fn(&Ops, &[Region]) -> Result<()>) -> Vec<u8> {
+    run_buffers(be, out_bytes, inputs, &|o, b| f(o, &b.iter().map(|b| b.region()).collect::<Vec<_>>()))
 }
 
 fn bf16s(b: &[u8]) -> Vec<f64> {
@@ -157,9 +165,9 @@ fn gather_and_combine_poison_rules_match_the_reference() {
     let pairs: Vec<i32> = vec![3, -1, -5, (rows * k) as i32, 11, 0];
     let pb = bytes::i32_bytes(&pairs);
     let n = pairs.len();
-    let go = |o: &Ops, a: &[u64]| o.moe_gather(a[0], a[1], a[2], n, k, h, rows);
-    let got = run(&be, n * h * 2, &[&x, &pb], &go);
-    assert_eq!(got, run(&cpu, n * h * 2, &[&x, &pb], &go), "moe_gather");
+    let go = |o: &Ops, a: &[Region]| o.moe_gather_bf16(a[0], a[1], a[2], n, k, h, rows);
+    let got = run_regions(&be, n * h * 2, &[&x, &pb], &go);
+    assert_eq!(got, run_regions(&cpu, n * h * 2, &[&x, &pb], &go), "moe_gather");
 
     let ny = 5usize;
     let (yv, _) = g.f32(ny * h, 0.01, 2.0);
@@ -168,9 +176,9 @@ fn gather_and_combine_poison_rules_match_the_reference() {
     let slots: Vec<i32> = vec![0, 4, -1, 2, 1, 5, -2, 3, 4, 4, 1, 0];
     let (_, w) = g.f32(slots.len(), 0.05, 1.0);
     let sb = bytes::i32_bytes(&slots);
-    let go = |o: &Ops, a: &[u64]| o.moe_combine(a[0], a[1], a[2], a[3], rows, k, h, ny);
-    let got = run(&be, rows * h * 2, &[&y, &sb, &w], &go);
-    let want = run(&cpu, rows * h * 2, &[&y, &sb, &w], &go);
+    let go = |o: &Ops, a: &[Region]| o.moe_combine_bf16(a[0], a[1], a[2], a[3], rows, k, h, ny);
+    let got = run_regions(&be, rows * h * 2, &[&y, &sb, &w], &go);
+    let want = run_regions(&cpu, rows * h * 2, &[&y, &sb, &w], &go);
     check("moe_combine", &got, &want, 1e-6);
     assert!(bf16s(&got[2 * h * 2..4 * h * 2]).iter().all(|v| v.is_nan()));
     assert!(bf16s(&got[..2 * h * 2]).iter().all(|v| !v.is_nan()));

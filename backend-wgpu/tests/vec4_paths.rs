@@ -150,7 +150,7 @@ fn copy_on_every_path() {
     let mut g = Gen::new(13);
     for n in [1usize, 4095, 4096, 4097, 3 * 4096 + 5] {
         let (_, d) = g.i32(n, i32::MIN, i32::MAX);
-        both(&format!("copy_u32 n={n}"), &[4 * n], &[&d], &|o, a| o.copy_u32(a[0].addr(), a[1].addr(), n), &exact);
+        both(&format!("copy_u32 n={n}"), &[4 * n], &[&d], &|o, a| o.copy_u32(a[0], a[1], n), &exact);
     }
 }
 
@@ -178,7 +178,7 @@ fn lm_head_on_every_path() {
             &t,
             &[4 * m * vocab],
             &[&h, &codes, &sc],
-            &|o, a| o.lm_head_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), m, vocab, hdim, 0.0),
+            &|o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, hdim, 0.0),
             &f32_within(hdim as f32),
         );
         let (_, table) = g.bf16(vocab * hdim, -1.0, 1.0);
@@ -187,7 +187,7 @@ fn lm_head_on_every_path() {
             &t,
             &[4 * m * vocab],
             &[&h, &table],
-            &|o, a| o.lm_head_logits_bf16(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, hdim, 30.0),
+            &|o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, hdim, 30.0),
             &f32_within(hdim as f32),
         );
     }
@@ -206,6 +206,6 @@ fn argmax_on_every_path() {
         v[2 * vocab % (m * vocab) + 7] = 20.0;
         let d = bytes::f32_bytes(&v);
         let t = format!("argmax_rows m={m} vocab={vocab}");
-        both(&t, &[4 * m, 4 * m], &[&d], &|o, a| o.argmax_rows(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, 7, -1), &exact);
+        both(&t, &[4 * m, 4 * m], &[&d], &|o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, 7, -1), &exact);
     }
 }

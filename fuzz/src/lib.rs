@@ -271,25 +271,29 @@ fn raw_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
 fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
     let ops = Ops::new(be.clone());
     let p = |r: &mut Reader| pool.ptr(r);
+    let reg = |r: &mut Reader| pool.region(r);
     let res = match r.pick(18) {
         0 => ops.dense_gemm_bf16(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r)),
         1 => ops.dense_gemm_tc_scaled_acc(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r), scalar_f32(r)),
         2 => ops.dense_gemm_splitk_bf16(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r), dim(r)),
         3 => ops.rmsnorm_bf16(pool.region(r), pool.region(r), pool.opt_region(r), dim(r), dim(r), scalar_f32(r)),
-        4 => ops.lm_head_logits_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r), scalar_f32(r)),
-        5 => ops.argmax_rows(p(r), p(r), p(r), dim(r), dim(r), edge(r) as i32, edge(r) as i32),
+        4 => ops.lm_head_logits_bf16(reg(r), reg(r), reg(r), dim(r), dim(r), dim(r), scalar_f32(r)),
+        5 => ops.argmax_rows(reg(r), reg(r), reg(r), dim(r), dim(r), edge(r) as i32, edge(r) as i32),
         6 => ops.embed_gather_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r), scalar_f32(r)),
         7 => ops.gather_rows_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r)),
-        8 => ops.moe_route(p(r), p(r), p(r), p(r), p(r), p(r), dim(r), dim(r), dim(r)),
-        9 => ops.moe_router_topk(p(r), p(r), p(r), p(r), dim(r), dim(r), dim(r)),
-        10 => ops.moe_gather(p(r), p(r), p(r), dim(r), dim(r), dim(r), dim(r)),
+        8 => ops.moe_route(reg(r), reg(r), reg(r), reg(r), reg(r), reg(r), dim(r), dim(r), dim(r)),
+        9 => ops.moe_router_topk(reg(r), reg(r), reg(r), reg(r), dim(r), dim(r), dim(r)),
+        10 => ops.moe_gather_bf16(reg(r), reg(r), reg(r), dim(r), dim(r), dim(r), dim(r)),
         11 => {
-            let w =
-                if r.pick(2) == 0 { ExpertWeights::Bf16 { w: p(r) } } else { ExpertWeights::Nvfp4 { wq: p(r), ws: p(r), scale2: p(r) } };
-            ops.moe_grouped_gemm(p(r), p(r), &w, p(r), dim(r), dim(r), dim(r), dim(r))
+            let w = if r.pick(2) == 0 {
+                ExpertWeights::Bf16 { w: reg(r) }
+            } else {
+                ExpertWeights::Nvfp4 { wq: reg(r), ws: reg(r), scale2: reg(r) }
+            };
+            ops.moe_grouped_gemm(reg(r), reg(r), &w, reg(r), dim(r), dim(r), dim(r), dim(r))
         }
-        12 => ops.gelu_mul(p(r), p(r), dim(r), dim(r)),
-        13 => ops.moe_combine(p(r), p(r), p(r), p(r), dim(r), dim(r), dim(r), dim(r)),
+        12 => ops.gelu_mul_bf16(reg(r), reg(r), dim(r), dim(r)),
+        13 => ops.moe_combine_bf16(reg(r), reg(r), reg(r), reg(r), dim(r), dim(r), dim(r), dim(r)),
         14 => {
             let w = Fp4Weight { bq: pool.region(r), bs: pool.region(r), scale2: scalar_f32(r), ldb: dim(r) };
             match r.pick(3) {
@@ -298,7 +302,7 @@ fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
                 _ => ops.w4a16_gemm_decode(pool.region(r), &w, pool.region(r), dim(r), dim(r), dim(r)),
             }
         }
-        15 => ops.copy_u32(p(r), p(r), dim(r)),
+        15 => ops.copy_u32(reg(r), reg(r), dim(r)),
         16 => {
             let kv = KvView {
                 k_pool: p(r),

@@ -79,9 +79,9 @@ impl Experts {
     /// The kernel's view.
     pub fn weights(&self) -> ExpertWeights {
         if self.fp4 {
-            ExpertWeights::Nvfp4 { wq: self.bufs[0].addr(), ws: self.bufs[1].addr(), scale2: self.bufs[2].addr() }
+            ExpertWeights::Nvfp4 { wq: self.bufs[0].region(), ws: self.bufs[1].region(), scale2: self.bufs[2].region() }
         } else {
-            ExpertWeights::Bf16 { w: self.bufs[0].addr() }
+            ExpertWeights::Bf16 { w: self.bufs[0].region() }
         }
     }
 }

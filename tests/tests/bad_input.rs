@@ -120,14 +120,14 @@ fn buffer_too_small_for_the_shape(be: &Arc<dyn Backend>) {
     // lm_head: table one row short.
     let (logits, h, e8, sc) = (buf(be, 4 * 10), buf(be, 2 * 16), buf(be, 9 * 16), buf(be, 4 * 10));
     expect_oob(
-        ops.lm_head_logits_fp8(logits.addr(), h.addr(), e8.addr(), sc.addr(), 1, 10, 16, 0.0),
+        ops.lm_head_logits_fp8(logits.region(), h.region(), e8.region(), sc.region(), 1, 10, 16, 0.0),
         "lm_head_logits_fp8",
         "e8",
-        "past the end",
+        "region holds 144",
     );
     // moe: counts too small (moe_count zeroes it first; the check comes before that write).
     let (counts, ids) = (buf(be, 4 * 7), buf(be, 4 * 5));
-    expect_oob(ops.moe_count(counts.addr(), ids.addr(), 5, 8), "moe_count", "counts", "past the end");
+    expect_oob(ops.moe_count(counts.region(), ids.region(), 5, 8), "moe_count", "counts", "region holds 28");
     assert_eq!(counts.to_vec().unwrap(), vec![0x3f; 28], "moe_count zeroed a buffer it then refused");
 }
 
@@ -246,15 +246,16 @@ fn shape_contract_violations(be: &Arc<dyn Backend>) {
     let b = big.addr();
     let q_out = buf(be, 128);
     // lm_head: m = 17 (decode-shaped kernels take m <= 16), m = 0, hdim not a multiple of 8, negative softcap.
-    expect_invalid(ops.lm_head_logits_fp8(b, b, b, b, 17, 10, 16, 0.0), "lm_head_logits_fp8", "m");
-    expect_invalid(ops.lm_head_logits_bf16(b, b, b, 17, 10, 16, 0.0), "lm_head_logits_bf16", "m");
-    expect_invalid(ops.lm_head_logits_fp8(b, b, b, b, 0, 10, 16, 0.0), "lm_head_logits_fp8", "m");
-    expect_invalid(ops.lm_head_logits_fp8(b, b, b, b, 1, 10, 12, 0.0), "lm_head_logits_fp8", "hdim");
-    expect_invalid(ops.lm_head_logits_bf16(b, b, b, 1, 10, 20, 0.0), "lm_head_logits_bf16", "hdim");
-    expect_invalid(ops.lm_head_logits_fp8(b, b, b, b, 1, 10, 16, -1.0), "lm_head_logits_fp8", "softcap");
-    expect_invalid(ops.letter_logits_fp8(b, b, b, b, b, 1, 2, 12, 10, 0.0), "letter_logits_fp8", "hdim");
-    // Norms: odd dim, zero rows, bad eps.
     let r = big.region();
+    expect_invalid(ops.lm_head_logits_fp8(r, r, r, r, 17, 10, 16, 0.0), "lm_head_logits_fp8", "m");
+    expect_invalid(ops.lm_head_logits_bf16(r, r, r, 17, 10, 16, 0.0), "lm_head_logits_bf16", "m");
+    expect_invalid(ops.lm_head_logits_fp8(r, r, r, r, 0, 10, 16, 0.0), "lm_head_logits_fp8", "m");
+    expect_invalid(ops.lm_head_logits_fp8(r, r, r, r, 1, 10, 12, 0.0), "lm_head_logits_fp8", "hdim");
+    expect_invalid(ops.lm_head_logits_bf16(r, r, r, 1, 10, 20, 0.0), "lm_head_logits_bf16", "hdim");
+    expect_invalid(ops.lm_head_logits_fp8(r, r, r, r, 1, 10, 16, -1.0), "lm_head_logits_fp8", "softcap");
+    expect_invalid(ops.letter_logits_fp8(r, r, r, r, r, 1, 2, 12, 10, 0.0), "letter_logits_fp8", "hdim");
+    expect_invalid(ops.letter_logits_fp8(r, r, r, r, r, 0, 2, 16, 10, 0.0), "letter_logits_fp8", "rows");
+    // Norms: odd dim, zero rows, bad eps.
     expect_invalid(ops.rmsnorm_bf16(r, r, None, 1, 31, 1e-6), "rmsnorm_bf16", "dim");
     expect_invalid(ops.rmsnorm_bf16(r, r, None, 0, 32, 1e-6), "rmsnorm_bf16", "rows");
     expect_invalid(ops.rmsnorm_bf16(r, r, None, 1, 32, f32::NAN), "rmsnorm_bf16", "eps");
@@ -285,10 +286,15 @@ fn shape_contract_violations(be: &Arc<dyn Backend>) {
     expect_invalid(ops.qkv_prep(&QkvPrep { hd: 63, ..p }), "qkv_prep_bf16", "hd");
     expect_invalid(ops.qkv_prep(&QkvPrep { nkv: 1, num_slots: 4, ..p }), "qkv_prep_bf16", "k_pool");
     // MoE: no pairs, no experts.
-    expect_invalid(ops.moe_count(b, b, 0, 4), "moe_count", "n");
-    expect_invalid(ops.moe_scatter(b, b, b, b, b, 4, 0), "moe_scatter", "e");
-    // argmax: an exclusion below -1.
-    expect_invalid(ops.argmax_rows(b, b, b, 1, 10, -2, -1), "argmax_rows", "ex0");
+    expect_invalid(ops.moe_count(r, r, 0, 4), "moe_count", "n");
+    expect_invalid(ops.moe_scatter(r, r, r, r, r, 4, 0), "moe_scatter", "e");
+    // MoE expert path: top-k past the experts, odd hidden size, router root not finite.
+    expect_invalid(ops.moe_router_topk(r, r, r, r, 1, 4, 5), "moe_router_topk", "k");
+    expect_invalid(ops.moe_gather_bf16(r, r, r, 4, 1, 7, 4), "moe_gather_bf16", "h");
+    expect_invalid(ops.router_norm_bf16(r, r, r, 1, 32, 1e-6, f32::INFINITY), "router_norm_bf16", "root");
+    // argmax: an exclusion below -1, no rows.
+    expect_invalid(ops.argmax_rows(r, r, r, 1, 10, -2, -1), "argmax_rows", "ex0");
+    expect_invalid(ops.argmax_rows(r, r, r, 0, 10, -1, -1), "argmax_rows", "m");
 }
 
 fn upload_download_out_of_bounds(be: &Arc<dyn Backend>) {

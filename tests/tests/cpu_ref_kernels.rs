@@ -640,8 +640,8 @@ fn moe_count(be: &Arc<dyn Backend>) {
         let ids = moe_ids(&mut g, n, e);
         let mut b = Bench::new(be, format!("moe_count n={n} e={e}"));
         let counts = b.out_i32("counts", e);
-        let ia = b.input("topk_ids", bytes::i32_bytes(&ids));
-        b.run(|o| o.moe_count(counts.addr(), ia, n, e));
+        let ia = b.input_region("topk_ids", bytes::i32_bytes(&ids));
+        b.run(|o| o.moe_count(counts.region(), ia, n, e));
         b.check_i32(counts, &r::moe_counts(&ids, e));
         b.finish();
     }
@@ -654,8 +654,8 @@ fn moe_offsets(be: &Arc<dyn Backend>) {
         let mut b = Bench::new(be, format!("moe_offsets e={e}"));
         let off = b.out_i32("offsets", e + 1);
         let cur = b.out_i32("cursor", e);
-        let ca = b.input("counts", bytes::i32_bytes(&counts));
-        b.run(|o| o.moe_offsets(off.addr(), cur.addr(), ca, e));
+        let ca = b.input_region("counts", bytes::i32_bytes(&counts));
+        b.run(|o| o.moe_offsets(off.region(), cur.region(), ca, e));
         let eo = r::moe_offsets(&counts);
         b.check_i32(off, &eo);
         b.check_i32(cur, &eo[..e]);
@@ -673,9 +673,9 @@ fn moe_scatter(be: &Arc<dyn Backend>) {
         let pos = b.out_i32("pair_of_slot", n);
         let sop = b.out_i32("slot_of_pair", n);
         let cur = b.output("cursor", bytes::i32_bytes(&offsets[..e]));
-        let oa = b.input("offsets", bytes::i32_bytes(&offsets));
-        let ia = b.input("topk_ids", bytes::i32_bytes(&ids));
-        b.run(|o| o.moe_scatter(pos.addr(), sop.addr(), cur.addr(), oa, ia, n, e));
+        let oa = b.input_region("offsets", bytes::i32_bytes(&offsets));
+        let ia = b.input_region("topk_ids", bytes::i32_bytes(&ids));
+        b.run(|o| o.moe_scatter(pos.region(), sop.region(), cur.region(), oa, ia, n, e));
         let (epos, esop, ecur) = r::moe_scatter(&ids, &offsets, e);
         b.check_i32(pos, &epos);
         b.check_i32(sop, &esop);
@@ -695,8 +695,8 @@ fn moe_route(be: &Arc<dyn Backend>) {
         let cur = b.out_i32("cursor", e);
         let pos = b.out_i32("pair_of_slot", n);
         let sop = b.out_i32("slot_of_pair", n);
-        let ia = b.input("topk_ids", bytes::i32_bytes(&ids));
-        b.run(|o| o.moe_route(counts.addr(), off.addr(), cur.addr(), pos.addr(), sop.addr(), ia, rows, k, e));
+        let ia = b.input_region("topk_ids", bytes::i32_bytes(&ids));
+        b.run(|o| o.moe_route(counts.region(), off.region(), cur.region(), pos.region(), sop.region(), ia, rows, k, e));
         let ec = r::moe_counts(&ids, e);
         let eo = r::moe_offsets(&ec);
         let (epos, esop, ecur) = r::moe_scatter(&ids, &eo, e);
@@ -730,10 +730,10 @@ fn lm_head_logits_fp8(be: &Arc<dyn Backend>) {
         let h = rand_bf16(&mut g, m * hdim, 0.01, 2.0);
         let mut b = Bench::new(be, format!("lm_head_logits_fp8 m={m} vocab={vocab} hdim={hdim} softcap={cap}"));
         let out = b.out_f32("out", m * vocab);
-        let ha = b.input("h", bf16_bytes(&h));
-        let ea = b.input("e8", e8.clone());
-        let sa = b.input("row_scale", bytes::f32_bytes(&scale));
-        b.run(|o| o.lm_head_logits_fp8(out.addr(), ha, ea, sa, m, vocab, hdim, cap));
+        let ha = b.input_region("h", bf16_bytes(&h));
+        let ea = b.input_region("e8", e8.clone());
+        let sa = b.input_region("row_scale", bytes::f32_bytes(&scale));
+        b.run(|o| o.lm_head_logits_fp8(out.region(), ha, ea, sa, m, vocab, hdim, cap));
         let (exp, bound) = r::lm_head_fp8(&h, &e8, &scale, m, vocab, hdim, cap);
         b.check_dot(out, &exp, &bound);
         b.finish();
@@ -747,9 +747,9 @@ fn lm_head_logits_bf16(be: &Arc<dyn Backend>) {
         let h = rand_bf16(&mut g, m * hdim, 0.01, 2.0);
         let mut b = Bench::new(be, format!("lm_head_logits_bf16 m={m} vocab={vocab} hdim={hdim} softcap={cap}"));
         let out = b.out_f32("out", m * vocab);
-        let ha = b.input("h", bf16_bytes(&h));
-        let ta = b.input("table", bf16_bytes(&table));
-        b.run(|o| o.lm_head_logits_bf16(out.addr(), ha, ta, m, vocab, hdim, cap));
+        let ha = b.input_region("h", bf16_bytes(&h));
+        let ta = b.input_region("table", bf16_bytes(&table));
+        b.run(|o| o.lm_head_logits_bf16(out.region(), ha, ta, m, vocab, hdim, cap));
         let (exp, bound) = r::lm_head_bf16(&h, &table, m, vocab, hdim, cap);
         b.check_dot(out, &exp, &bound);
         b.finish();
@@ -769,11 +769,11 @@ fn letter_logits_fp8(be: &Arc<dyn Backend>) {
         }
         let mut b = Bench::new(be, format!("letter_logits_fp8 rows={rows} labels={labels:?} hdim={hdim} vocab={vocab} softcap={cap}"));
         let out = b.out_f32("out", rows * n_labels);
-        let ha = b.input("hidden", bf16_bytes(&hidden));
-        let ea = b.input("e8", e8.clone());
-        let sa = b.input("row_scale", bytes::f32_bytes(&scale));
-        let la = b.input("label_ids", bytes::i32_bytes(&labels));
-        b.run(|o| o.letter_logits_fp8(out.addr(), ha, ea, sa, la, rows, n_labels, hdim, vocab, cap));
+        let ha = b.input_region("hidden", bf16_bytes(&hidden));
+        let ea = b.input_region("e8", e8.clone());
+        let sa = b.input_region("row_scale", bytes::f32_bytes(&scale));
+        let la = b.input_region("label_ids", bytes::i32_bytes(&labels));
+        b.run(|o| o.letter_logits_fp8(out.region(), ha, ea, sa, la, rows, n_labels, hdim, vocab, cap));
         let (exp, bound) = r::letter_logits(&hidden, &e8, &scale, &labels, hdim, vocab, cap);
         b.check_dot(out, &exp, &bound);
         b.finish();
@@ -785,8 +785,8 @@ fn argmax_case(be: &Arc<dyn Backend>, what: &str, logits: &[f32], m: usize, voca
     let mut b = Bench::new(be, format!("argmax_rows {what} m={m} vocab={vocab} ex=({ex0},{ex1})"));
     let idx = b.out_i32("idx", m);
     let val = b.out_f32("val", m);
-    let la = b.input("logits", bytes::f32_bytes(logits));
-    b.run(|o| o.argmax_rows(idx.addr(), val.addr(), la, m, vocab, ex0, ex1));
+    let la = b.input_region("logits", bytes::f32_bytes(logits));
+    b.run(|o| o.argmax_rows(idx.region(), val.region(), la, m, vocab, ex0, ex1));
     let exp: Vec<(i32, f32)> = logits.chunks_exact(vocab).map(|row| r::argmax_row(row, ex0, ex1)).collect();
     b.check_i32(idx, &exp.iter().map(|e| e.0).collect::<Vec<_>>());
     // Values compared bit for bit (the logit itself, -0.0 and -inf included).

@@ -94,13 +94,13 @@ fn route(be: &Arc<dyn Backend>, rows: usize, e: usize, k: usize) -> Vec<Vec<u8>>
     let scale = DeviceBuffer::from_bytes(be, &scale).unwrap();
     let ids = DeviceBuffer::zeroed(be, 4 * n).unwrap();
     let w = DeviceBuffer::zeroed(be, 4 * n).unwrap();
-    ops.moe_router_topk(ids.addr(), w.addr(), logits.addr(), scale.addr(), rows, e, k).unwrap();
+    ops.moe_router_topk(ids.region(), w.region(), logits.region(), scale.region(), rows, e, k).unwrap();
     let counts = DeviceBuffer::zeroed(be, 4 * e).unwrap();
     let offsets = DeviceBuffer::zeroed(be, 4 * (e + 1)).unwrap();
     let cursor = DeviceBuffer::zeroed(be, 4 * e).unwrap();
     let pos = DeviceBuffer::zeroed(be, 4 * n).unwrap();
     let sop = DeviceBuffer::zeroed(be, 4 * n).unwrap();
-    ops.moe_route(counts.addr(), offsets.addr(), cursor.addr(), pos.addr(), sop.addr(), ids.addr(), rows, k, e).unwrap();
+    ops.moe_route(counts.region(), offsets.region(), cursor.region(), pos.region(), sop.region(), ids.region(), rows, k, e).unwrap();
     be.synchronize().unwrap();
     [&ids, &w, &counts, &offsets, &pos, &sop].iter().map(|b| b.to_vec().unwrap()).collect()
 }

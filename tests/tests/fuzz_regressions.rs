@@ -175,20 +175,20 @@ fn launchers_with_overflowing_shapes_are_refused() {
     let be = switchyard_cpu_ref::cpu_backend();
     let ops = Ops::new(be.clone());
     let b = DeviceBuffer::new(&be, 256).unwrap();
-    let a = b.addr();
+    let (a, r) = (b.addr(), b.region());
     let big = 1usize << 62;
     let huge = usize::MAX;
     let checks: Vec<(&str, switchyard_core::Result<()>)> = vec![
-        ("moe_route rows·k", ops.moe_route(a, a, a, a, a, a, big, 8, 4)),
-        ("moe_offsets e+1", ops.moe_offsets(a, a, a, huge)),
+        ("moe_route rows·k", ops.moe_route(r, r, r, r, r, r, big, 8, 4)),
+        ("moe_offsets e+1", ops.moe_offsets(r, r, r, huge)),
         ("rmsnorm rows·dim", ops.rmsnorm_bf16(b.region(), b.region(), None, 3, big, 1e-6)),
         ("rmsnorm norm_block", ops.rmsnorm_bf16(b.region(), b.region(), None, 1, huge - 1, 1e-6)),
         ("embed_gather_bf16 vocab·h", ops.embed_gather_bf16(a, a, a, 1, big, 16, 1.0)),
         ("gather_rows_bf16 n_src·h", ops.gather_rows_bf16(a, a, a, 1, big, 16)),
-        ("gelu_mul rows·2·inter", ops.gelu_mul(a, a, 1 << 30, 1 << 30)),
-        ("lm_head vocab·hdim", ops.lm_head_logits_bf16(a, a, a, 1, big, 16, 0.0)),
-        ("dense_gemm_splitk_bf16 m·n", ops.dense_gemm_splitk_bf16(b.region(), b.region(), b.region(), 1 << 31, 1 << 31, 8, 8)),
-        ("moe_gather n·h", ops.moe_gather(a, a, a, 1 << 30, 1, 1 << 30, 1)),
+        ("gelu_mul rows·2·inter", ops.gelu_mul_bf16(r, r, 1 << 30, 1 << 30)),
+        ("lm_head vocab·hdim", ops.lm_head_logits_bf16(r, r, r, 1, big, 16, 0.0)),
+        ("dense_gemm_splitk_bf16 m·n", ops.dense_gemm_splitk_bf16(r, r, r, 1 << 31, 1 << 31, 8, 8)),
+        ("moe_gather n·h", ops.moe_gather_bf16(r, r, r, 1 << 30, 1, 1 << 30, 1)),
     ];
     for (what, r) in checks {
         match r {

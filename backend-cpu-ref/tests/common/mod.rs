@@ -22,3 +22,13 @@ pub fn down(be: &Arc<dyn Backend>, addr: u64, n: usize) -> Vec<u8> {
 pub fn poisoned(be: &Arc<dyn Backend>, bytes: usize) -> u64 {
     up(be, &vec![0xff; bytes])
 }
+
+/// A fresh buffer holding `data`, for the launchers that take regions (freed on drop).
+pub fn buffer(be: &Arc<dyn Backend>, data: &[u8]) -> switchyard_core::DeviceBuffer {
+    switchyard_core::DeviceBuffer::from_bytes(be, data).unwrap()
+}
+
+/// [`poisoned`] as a buffer.
+pub fn poisoned_buffer(be: &Arc<dyn Backend>, bytes: usize) -> switchyard_core::DeviceBuffer {
+    buffer(be, &vec![0xff; bytes])
+}

@@ -165,7 +165,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
             bytes: (vocab * dim + 4 * vocab + 4 * m * vocab + 2 * m * dim) as f64,
             flops: (2 * m * vocab * dim) as f64,
             gemm: None,
-            run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), m, vocab, dim, 30.0)),
+            run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, dim, 30.0)),
         });
         v.push(BenchCase {
             kernel: "lm_head_logits_bf16",
@@ -174,7 +174,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
             bytes: (2 * vocab * dim + 4 * m * vocab + 2 * m * dim) as f64,
             flops: (2 * m * vocab * dim) as f64,
             gemm: None,
-            run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, dim, 30.0)),
+            run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, dim, 30.0)),
         });
     }
 
@@ -186,7 +186,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (4 * m * vocab + 8 * m) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.argmax_rows(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, 0, 1)),
+        run: Box::new(move |o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, 0, 1)),
     });
     let labels = 4;
     v.push(BenchCase {
@@ -202,9 +202,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (2 * n + labels * dim + 4 * rows * labels) as f64,
         flops: (2 * rows * labels * dim) as f64,
         gemm: None,
-        run: Box::new(move |o, a| {
-            o.letter_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), a[4].addr(), rows, labels, dim, vocab, 30.0)
-        }),
+        run: Box::new(move |o, a| o.letter_logits_fp8(a[0], a[1], a[2], a[3], a[4], rows, labels, dim, vocab, 30.0)),
     });
 
     // MoE routing at 4096 tokens, top-8 of 128 experts.
@@ -216,7 +214,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (4 * pairs + 4 * e) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.moe_count(a[0].addr(), a[1].addr(), pairs, e)),
+        run: Box::new(move |o, a| o.moe_count(a[0], a[1], pairs, e)),
     });
     v.push(BenchCase {
         kernel: "moe_scatter",
@@ -231,7 +229,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (12 * pairs + 8 * e) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.moe_scatter(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), a[4].addr(), pairs, e)),
+        run: Box::new(move |o, a| o.moe_scatter(a[0], a[1], a[2], a[3], a[4], pairs, e)),
     });
     gemm_cases(&mut v, scale);
     v

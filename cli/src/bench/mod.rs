@@ -204,7 +204,7 @@ pub fn copy_ceilings(ops: &Ops, s: &Settings, max_bytes: usize) -> Result<CopyCe
                 a.write(&fill_bytes(&mut SmallRng::seed_from_u64(1), &BufSpec { bytes: bytes.min(64 << 20), fill: Fill::F32(1.0) }))?;
                 let (driver, _, _) = time_runs(be, s, 1, &mut |_| be.copy(b.addr(), a.addr(), bytes))?;
                 let kernel = if switchyard_core::registry::implements(be.kind(), &switchyard_kernels::util::COPY_U32) {
-                    let (ms, _, _) = time_runs(be, s, 1, &mut |_| ops.copy_u32(b.addr(), a.addr(), bytes / 4))?;
+                    let (ms, _, _) = time_runs(be, s, 1, &mut |_| ops.copy_u32(b.region(), a.region(), bytes / 4))?;
                     Some(2.0 * bytes as f64 / (ms * 1e-3))
                 } else {
                     None
@@ -271,11 +271,11 @@ pub fn launch_overhead_us(ops: &Ops, n: usize) -> Result<f64> {
     let offsets = DeviceBuffer::new(&ops.be, 12)?;
     let cursor = DeviceBuffer::new(&ops.be, 8)?;
     counts.write(&[1, 0, 0, 0, 2, 0, 0, 0])?;
-    ops.moe_offsets(offsets.addr(), cursor.addr(), counts.addr(), 2)?;
+    ops.moe_offsets(offsets.region(), cursor.region(), counts.region(), 2)?;
     ops.be.synchronize()?;
     let ms = ops.be.time_ms(&mut || {
         for _ in 0..n {
-            ops.moe_offsets(offsets.addr(), cursor.addr(), counts.addr(), 2)?;
+            ops.moe_offsets(offsets.region(), cursor.region(), counts.region(), 2)?;
         }
         Ok(())
     })?;

@@ -1,20 +1,20 @@
 // Two passes. argmax_rows: grid (chunks, m), each workgroup reduces 4096
-// logits of one row to (index, value) in scratch. When vocab % 4 == 0 and
-// logits sits at a word offset that is a multiple of 4, an invocation loads
-// its 16 logits as four independent vec4 loads issued in one burst (64
-// bytes in flight, every access of the workgroup coalesced); otherwise one
-// word at a time. argmax_rows_final: one
-// workgroup per row reduces the chunks. Candidates compare by value, then
-// lowest index; -1 (nothing eligible) loses to everything.
+// logits of one row to (index, value) in the plan's workspace. When
+// vocab % 4 == 0 and logits sits at a word offset that is a multiple of 4,
+// an invocation loads its 16 logits as four independent vec4 loads issued in
+// one burst (64 bytes in flight, every access of the workgroup coalesced);
+// otherwise one word at a time. argmax_rows_final: one workgroup per row
+// reduces the chunks. Candidates compare by value, then lowest index; -1
+// (nothing eligible) loses to everything.
 struct Params {
-    idx: u32, val: u32, logits: u32, vocab: i32, ex0: i32, ex1: i32,
+    idx: u32, val: u32, logits: u32, m: i32, vocab: i32, ex0: i32, ex1: i32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> d_idx: array<u32>;
 @group(0) @binding(2) var<storage, read_write> d_val: array<u32>;
 @group(0) @binding(3) var<storage, read_write> d_logits: array<vec4<u32>>;
-// [row][chunk] pairs of (index, value bits); x0 = chunks per row.
+// The plan's workspace: [row][chunk] pairs of (index, value bits); x0 = chunks per row.
 @group(0) @binding(4) var<storage, read_write> d_scratch: array<u32>;
 
 const WG: u32 = 256u;
@@ -69,7 +69,7 @@ fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
                @builtin(local_invocation_index) lid: u32) {
     let c = group_x(wid, nwg, p.fold);
     let i = group_y(wid, p.fold);
-    if (c >= p.gx || i >= p.gy) {
+    if (c >= p.gx || i >= p.gy || i >= u32(p.m)) {
         return;
     }
     let vocab = u32(p.vocab);
@@ -122,7 +122,7 @@ fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 fn argmax_rows_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lid: u32) {
     let i = group_x(wid, nwg, p.fold);
-    if (i >= p.gx) {
+    if (i >= p.gx || i >= u32(p.m)) {
         return;
     }
     var bi = -1;

@@ -1,7 +1,7 @@
 // One workgroup per hidden row; per label a strided dot product and a
 // workgroup reduction. Out-of-range labels give NaN.
 struct Params {
-    out: u32, hidden: u32, e8: u32, row_scale: u32, label_ids: u32, n_labels: i32, hdim: i32, vocab: i32, softcap: f32,
+    out: u32, hidden: u32, e8: u32, row_scale: u32, label_ids: u32, rows: i32, n_labels: i32, hdim: i32, vocab: i32, softcap: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -15,7 +15,7 @@ struct Params {
 fn letter_logits_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) lid: u32) {
     let r = group_x(wid, nwg, p.fold);
-    if (r >= p.gx) {
+    if (r >= p.gx || r >= u32(p.rows)) {
         return;
     }
     let hdim = u32(p.hdim);

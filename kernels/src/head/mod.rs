@@ -1,11 +1,12 @@
 //! The output head: logits over the tied embedding table, argmax, and the
 //! option-letter readout. Logits are f32; `softcap(x) = c · tanh(x / c)`,
 //! `c = 0` meaning none.
-use crate::ops::{bf16s, blocks, i32_arg, require, sat, words, Ops};
+use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{groups, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::codec::{bytes, fp8};
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
 /// Largest `m` the decode-shaped head kernels take.
 pub const MAX_HEAD_ROWS: usize = 16;
@@ -33,9 +34,10 @@ declare_kernel! {
     /// Per row `i` of f32 logits `[m, vocab]`: the index of the largest value,
     /// lowest index on ties, never `ex0` or `ex1` (-1 = no exclusion); NaN
     /// never wins. `idx[i]` i32, `val[i]` f32 its logit; a row with no
-    /// eligible value gives `idx = -1`, `val = -inf`.
+    /// eligible value gives `idx = -1`, `val = -inf`. The result does not
+    /// depend on how a backend splits the rows (a comparison, not a sum).
     ARGMAX_ROWS = "head"::"argmax_rows"(
-        A::output("idx"), A::output("val"), A::input("logits"), A::i32("vocab"), A::i32("ex0"), A::i32("ex1"))
+        A::output("idx"), A::output("val"), A::input("logits"), A::i32("m"), A::i32("vocab"), A::i32("ex0"), A::i32("ex1"))
 }
 
 declare_kernel! {
@@ -44,8 +46,74 @@ declare_kernel! {
     /// out f32 `[rows, n_labels]`, hidden bf16 `[rows, hdim]`; `hdim % 8 == 0`.
     LETTER_LOGITS_FP8 = "head"::"letter_logits_fp8"(
         A::output("out"), A::input("hidden"), A::input("e8"), A::input("row_scale"), A::input("label_ids"),
-        A::i32("n_labels"), A::i32("hdim"), A::i32("vocab"), A::f32("softcap"))
+        A::i32("rows"), A::i32("n_labels"), A::i32("hdim"), A::i32("vocab"), A::f32("softcap"))
 }
+
+/// Vocab rows per CUDA lm_head block before head.cu merges blocks for m >= 2.
+const CUDA_HEAD_ROWS_PER_BLOCK: u64 = 4;
+
+/// `ceil(vocab / 4)` blocks of 128 threads; head.cu derives each block's
+/// rows from the grid, so any grid is correct and this one is the measured one.
+fn cuda_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, a.u32("vocab")? as u64, CUDA_HEAD_ROWS_PER_BLOCK)?, 1, 1], [128, 1, 1]))
+}
+
+/// Vocab rows per WGSL lm_head workgroup (`NR` in lm_head_common.wgsli).
+const WGSL_HEAD_ROWS_PER_GROUP: u64 = 32;
+
+/// One shader for every m: 32 vocab rows per workgroup, lanes striding over
+/// k with 16-byte loads; `M` is an override so the per-h-row loops unroll.
+fn wgsl_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let m = a.u32("m")?;
+    if !(1..=MAX_HEAD_ROWS as u32).contains(&m) {
+        return Err(Error::invalid(a.kernel.symbol, "m", format!("m = {m} must be in 1..={MAX_HEAD_ROWS}")));
+    }
+    let grid = [groups(a.kernel, a.u32("vocab")? as u64, WGSL_HEAD_ROWS_PER_GROUP)?, 1, 1];
+    Ok(WgslPlan { passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [0; 4] }], workspace_bytes: 0 })
+}
+
+/// One 1024-thread block per row, single pass.
+fn cuda_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [a.u32("m")?, 1, 1], [1024, 1, 1]))
+}
+
+/// Logits per first-pass workgroup of the WGSL argmax (`WG · PER` in argmax_rows.wgsl).
+const WGSL_ARGMAX_CHUNK: u64 = 256 * 16;
+
+/// Two passes: `argmax_rows` reduces each 4096-logit chunk of a row to an
+/// (index, value) pair in the workspace (grid chunks × m), then
+/// `argmax_rows_final` reduces a row's pairs (grid m). `x0` = chunks per row.
+fn wgsl_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let rows = a.u32("m")?;
+    let chunks = groups(a.kernel, a.u32("vocab")? as u64, WGSL_ARGMAX_CHUNK)?;
+    Ok(WgslPlan {
+        passes: vec![
+            WgslPass { entry: "argmax_rows", grid: [chunks, rows, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
+            WgslPass { entry: "argmax_rows_final", grid: [rows, 1, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
+        ],
+        // Two words per pair.
+        workspace_bytes: rows as u64 * chunks as u64 * 8,
+    })
+}
+
+/// One block of 256 per hidden row, one warp per label.
+fn cuda_letter_logits(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [a.u32("rows")?, 1, 1], [256, 1, 1]))
+}
+
+/// One workgroup per hidden row.
+fn wgsl_letter_logits(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [a.u32("rows")?, 1, 1]))
+}
+
+cuda_plan!(LM_HEAD_LOGITS_FP8 => cuda_lm_head);
+cuda_plan!(LM_HEAD_LOGITS_BF16 => cuda_lm_head);
+cuda_plan!(ARGMAX_ROWS => cuda_argmax_rows);
+cuda_plan!(LETTER_LOGITS_FP8 => cuda_letter_logits);
+wgsl_plan!(LM_HEAD_LOGITS_FP8, "head/lm_head_logits_fp8.wgsl" => wgsl_lm_head);
+wgsl_plan!(LM_HEAD_LOGITS_BF16, "head/lm_head_logits_bf16.wgsl" => wgsl_lm_head);
+wgsl_plan!(ARGMAX_ROWS, "head/argmax_rows.wgsl" => wgsl_argmax_rows);
+wgsl_plan!(LETTER_LOGITS_FP8, "head/letter_logits_fp8.wgsl" => wgsl_letter_logits);
 
 fn check_head(kernel: &str, m: usize, vocab: usize, hdim: usize, softcap: f32) -> Result<()> {
     require((1..=MAX_HEAD_ROWS).contains(&m), kernel, "m", || format!("m = {m} must be in 1..={MAX_HEAD_ROWS} (decode-shaped kernel)"))?;
@@ -59,10 +127,10 @@ impl Ops {
     #[allow(clippy::too_many_arguments)]
     pub fn lm_head_logits_fp8(
         &self,
-        out: u64,
-        h: u64,
-        e8: u64,
-        row_scale: u64,
+        out: Region,
+        h: Region,
+        e8: Region,
+        row_scale: Region,
         m: usize,
         vocab: usize,
         hdim: usize,
@@ -70,64 +138,68 @@ impl Ops {
     ) -> Result<()> {
         let k = LM_HEAD_LOGITS_FP8.symbol;
         check_head(k, m, vocab, hdim, softcap)?;
-        self.go(
+        self.launch(
             &LM_HEAD_LOGITS_FP8,
-            [blocks(k, vocab, 4)?, 1, 1],
-            [128, 1, 1],
             &[
-                (P(out), words(sat(&[m, vocab]))),
-                (P(h), bf16s(sat(&[m, hdim]))),
-                (P(e8), sat(&[vocab, hdim])),
-                (P(row_scale), words(vocab)),
-                (I(i32_arg(k, "m", m)?), 0),
-                (I(i32_arg(k, "vocab", vocab)?), 0),
-                (I(i32_arg(k, "hdim", hdim)?), 0),
-                (F(softcap), 0),
+                region(out, words(saturating_product(&[m, vocab]))),
+                region(h, bf16s(saturating_product(&[m, hdim]))),
+                region(e8, saturating_product(&[vocab, hdim])),
+                region(row_scale, words(vocab)),
+                scalar(I(i32_arg(k, "m", m)?)),
+                scalar(I(i32_arg(k, "vocab", vocab)?)),
+                scalar(I(i32_arg(k, "hdim", hdim)?)),
+                scalar(F(softcap)),
             ],
         )
     }
 
     /// See [`LM_HEAD_LOGITS_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn lm_head_logits_bf16(&self, out: u64, h: u64, table: u64, m: usize, vocab: usize, hdim: usize, softcap: f32) -> Result<()> {
+    pub fn lm_head_logits_bf16(
+        &self,
+        out: Region,
+        h: Region,
+        table: Region,
+        m: usize,
+        vocab: usize,
+        hdim: usize,
+        softcap: f32,
+    ) -> Result<()> {
         let k = LM_HEAD_LOGITS_BF16.symbol;
         check_head(k, m, vocab, hdim, softcap)?;
-        self.go(
+        self.launch(
             &LM_HEAD_LOGITS_BF16,
-            [blocks(k, vocab, 4)?, 1, 1],
-            [128, 1, 1],
             &[
-                (P(out), words(sat(&[m, vocab]))),
-                (P(h), bf16s(sat(&[m, hdim]))),
-                (P(table), bf16s(sat(&[vocab, hdim]))),
-                (I(i32_arg(k, "m", m)?), 0),
-                (I(i32_arg(k, "vocab", vocab)?), 0),
-                (I(i32_arg(k, "hdim", hdim)?), 0),
-                (F(softcap), 0),
+                region(out, words(saturating_product(&[m, vocab]))),
+                region(h, bf16s(saturating_product(&[m, hdim]))),
+                region(table, bf16s(saturating_product(&[vocab, hdim]))),
+                scalar(I(i32_arg(k, "m", m)?)),
+                scalar(I(i32_arg(k, "vocab", vocab)?)),
+                scalar(I(i32_arg(k, "hdim", hdim)?)),
+                scalar(F(softcap)),
             ],
         )
     }
 
     /// See [`ARGMAX_ROWS`].
     #[allow(clippy::too_many_arguments)]
-    pub fn argmax_rows(&self, idx: u64, val: u64, logits: u64, m: usize, vocab: usize, ex0: i32, ex1: i32) -> Result<()> {
+    pub fn argmax_rows(&self, idx: Region, val: Region, logits: Region, m: usize, vocab: usize, ex0: i32, ex1: i32) -> Result<()> {
         let k = ARGMAX_ROWS.symbol;
         require(m > 0, k, "m", || "m must be > 0".into())?;
         require(vocab > 0, k, "vocab", || "vocab must be > 0".into())?;
         for (name, ex) in [("ex0", ex0), ("ex1", ex1)] {
             require(ex >= -1, k, name, || format!("{ex}: an exclusion is a token id or -1"))?;
         }
-        self.go(
+        self.launch(
             &ARGMAX_ROWS,
-            [blocks(k, m, 1)?, 1, 1],
-            [1024, 1, 1],
             &[
-                (P(idx), words(m)),
-                (P(val), words(m)),
-                (P(logits), words(sat(&[m, vocab]))),
-                (I(i32_arg(k, "vocab", vocab)?), 0),
-                (I(ex0), 0),
-                (I(ex1), 0),
+                region(idx, words(m)),
+                region(val, words(m)),
+                region(logits, words(saturating_product(&[m, vocab]))),
+                scalar(I(i32_arg(k, "m", m)?)),
+                scalar(I(i32_arg(k, "vocab", vocab)?)),
+                scalar(I(ex0)),
+                scalar(I(ex1)),
             ],
         )
     }
@@ -136,11 +208,11 @@ impl Ops {
     #[allow(clippy::too_many_arguments)]
     pub fn letter_logits_fp8(
         &self,
-        out: u64,
-        hidden: u64,
-        e8: u64,
-        row_scale: u64,
-        label_ids: u64,
+        out: Region,
+        hidden: Region,
+        e8: Region,
+        row_scale: Region,
+        label_ids: Region,
         rows: usize,
         n_labels: usize,
         hdim: usize,
@@ -151,20 +223,19 @@ impl Ops {
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
         require(n_labels > 0, k, "n_labels", || "n_labels must be > 0".into())?;
         check_head(k, 1, vocab, hdim, softcap)?;
-        self.go(
+        self.launch(
             &LETTER_LOGITS_FP8,
-            [blocks(k, rows, 1)?, 1, 1],
-            [256, 1, 1],
             &[
-                (P(out), words(sat(&[rows, n_labels]))),
-                (P(hidden), bf16s(sat(&[rows, hdim]))),
-                (P(e8), sat(&[vocab, hdim])),
-                (P(row_scale), words(vocab)),
-                (P(label_ids), words(n_labels)),
-                (I(i32_arg(k, "n_labels", n_labels)?), 0),
-                (I(i32_arg(k, "hdim", hdim)?), 0),
-                (I(i32_arg(k, "vocab", vocab)?), 0),
-                (F(softcap), 0),
+                region(out, words(saturating_product(&[rows, n_labels]))),
+                region(hidden, bf16s(saturating_product(&[rows, hdim]))),
+                region(e8, saturating_product(&[vocab, hdim])),
+                region(row_scale, words(vocab)),
+                region(label_ids, words(n_labels)),
+                scalar(I(i32_arg(k, "rows", rows)?)),
+                scalar(I(i32_arg(k, "n_labels", n_labels)?)),
+                scalar(I(i32_arg(k, "hdim", hdim)?)),
+                scalar(I(i32_arg(k, "vocab", vocab)?)),
+                scalar(F(softcap)),
             ],
         )
     }
@@ -206,7 +277,7 @@ fn lm_head_fp8_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("e8", codes),
                     Buffer::input("row_scale", bytes::f32_bytes(&scales)),
                 ],
-                run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), m, vocab, hdim, cap)),
+                run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, hdim, cap)),
             }
         })
         .collect()
@@ -228,7 +299,7 @@ fn lm_head_bf16_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("h", hb),
                     Buffer::input("table", tb),
                 ],
-                run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, hdim, cap)),
+                run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, hdim, cap)),
             }
         })
         .collect()
@@ -257,7 +328,7 @@ fn argmax_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::output("val", DType::F32, m, Tolerance::Exact),
                     Buffer::input("logits", bytes::f32_bytes(&l)),
                 ],
-                run: Box::new(move |o, a| o.argmax_rows(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, ex0, ex1)),
+                run: Box::new(move |o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, ex0, ex1)),
             }
         })
         .collect()
@@ -285,9 +356,7 @@ fn letter_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("row_scale", bytes::f32_bytes(&scales)),
                     Buffer::input("label_ids", bytes::i32_bytes(&labels)),
                 ],
-                run: Box::new(move |o, a| {
-                    o.letter_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), a[4].addr(), rows, n_labels, hdim, vocab, cap)
-                }),
+                run: Box::new(move |o, a| o.letter_logits_fp8(a[0], a[1], a[2], a[3], a[4], rows, n_labels, hdim, vocab, cap)),
             }
         })
         .collect()

@@ -4,11 +4,12 @@
 //! into token order. Everything is deterministic: no atomics on values.
 use crate::gemm::w4a16::random_weight;
 use crate::gemm::REORDERED_NMSE;
-use crate::ops::{bf16s, blocks, i32_arg, require, sat, words, Ops};
+use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{groups, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
 
 /// Largest top-k the router kernel takes.
 pub const MAX_TOP_K: usize = 32;
@@ -19,9 +20,9 @@ declare_kernel! {
     /// Router input: `out[r, j] = bf16(x[r, j] · inv_r · scale[j] · root)`,
     /// `inv_r = (mean(x²) + eps)^-0.5` (the RMSNorm without weight), `scale`
     /// bf16 `[dim]` (the router's `scale`), `root = hidden^-0.5`; f32 math, one
-    /// rounding. Grid `(rows)`, block 256. dim even.
+    /// rounding. Shapes: out, x bf16 `[rows, dim]`. dim even.
     ROUTER_NORM_BF16 = "moe_expert"::"router_norm_bf16"(
-        A::output("out"), A::input("x"), A::input("scale"), A::i32("dim"), A::f32("eps"), A::f32("root"))
+        A::output("out"), A::input("x"), A::input("scale"), A::i32("rows"), A::i32("dim"), A::f32("eps"), A::f32("root"))
 }
 
 declare_kernel! {
@@ -29,7 +30,7 @@ declare_kernel! {
     /// (max-subtracted, sums in index order); the `k` largest `p` (lowest
     /// index on ties), in descending order, into `topk_ids` i32 `[rows, k]`;
     /// weights `w = p / Σ_topk p` times `per_expert_scale[id]` (f32 `[e]`) into
-    /// `topk_w` f32 `[rows, k]`. Grid `(rows)`, block 32. e ≤ 1024, k ≤ min(e, 32).
+    /// `topk_w` f32 `[rows, k]`. e ≤ 1024, k ≤ min(e, 32).
     MOE_ROUTER_TOPK = "moe_expert"::"moe_router_topk"(
         A::output("topk_ids"), A::output("topk_w"), A::input("logits"), A::input("per_expert_scale"),
         A::i32("rows"), A::i32("e"), A::i32("k"))
@@ -39,7 +40,7 @@ declare_kernel! {
     /// Gathers token rows into expert order: `out[s] = x[pair_of_slot[s] / k]`
     /// for slots with a pair, a zero row for slots with `pair_of_slot = −1`
     /// (past the last valid pair). A token index outside `[0, rows)` gives a
-    /// NaN row. Shapes: out bf16 `[n, h]`, x `[rows, h]`. Grid `(n)`, block 256. h even.
+    /// NaN row. Shapes: out bf16 `[n, h]`, x `[rows, h]`. h even.
     MOE_GATHER_BF16 = "moe_expert"::"moe_gather_bf16"(
         A::output("out"), A::input("x"), A::input("pair_of_slot"), A::i32("n"), A::i32("k"), A::i32("h"), A::i32("rows"))
 }
@@ -50,7 +51,7 @@ declare_kernel! {
     /// accumulation, K order free: NMSE ≤ 1e-6); rows at or past
     /// `offsets[e]` are zero. Shapes: out bf16 `[n, N]`, a `[n, K]`, w bf16
     /// `[e, N, K]` (HF's `gate_up_proj` / `down_proj` layout), offsets i32
-    /// `[e+1]`. Grid `(⌈N/64⌉, ⌈n/16⌉)`, block 128. K % 8 == 0, N even.
+    /// `[e+1]`. K % 8 == 0, N even.
     MOE_GROUPED_GEMM_BF16 = "moe_expert"::"moe_grouped_gemm_bf16"(
         A::output("out"), A::input("a"), A::input("w"), A::input("offsets"),
         A::i32("n"), A::i32("e"), A::i32("big_n"), A::i32("big_k"))
@@ -60,7 +61,8 @@ declare_kernel! {
     /// [`MOE_GROUPED_GEMM_BF16`] with NVFP4 expert weights, each expert in the
     /// K-major layout of the W4A16 kernels (row stride N): `wq` u8
     /// `[e, K/2, N]`, `ws` u8 `[e, K/16, N]`, `scale2` f32 `[e]`;
-    /// `out[s, n] = bf16(scale2[x] · Σₖ a[s, k] · e2m1 · e4m3)`. N % 16 == 0, K % 16 == 0.
+    /// `out[s, n] = bf16(scale2[x] · Σₖ a[s, k] · e2m1 · e4m3)`. N % 16 == 0,
+    /// K % 16 == 0; `wq` and `ws` 16-byte aligned.
     MOE_GROUPED_W4A16 = "moe_expert"::"moe_grouped_w4a16"(
         A::output("out"), A::input("a"), A::input("wq"), A::input("ws"), A::input("scale2"), A::input("offsets"),
         A::i32("n"), A::i32("e"), A::i32("big_n"), A::i32("big_k"))
@@ -71,7 +73,7 @@ declare_kernel! {
     /// `out[r, i] = bf16(bf16(gelu_tanh(gate)) · up)`, where
     /// `gelu_tanh(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` in f32
     /// (HF's `gelu_pytorch_tanh`). Shapes: gu bf16 `[rows, 2·inter]`, out
-    /// `[rows, inter]`. Grid `(rows)`, block 256. inter even.
+    /// `[rows, inter]`. inter even.
     GELU_MUL_BF16 = "moe_expert"::"gelu_mul_bf16"(A::output("out"), A::input("gu"), A::i32("rows"), A::i32("inter"))
 }
 
@@ -79,11 +81,78 @@ declare_kernel! {
     /// Weighted combine into token order: `out[t] = bf16(Σ_j topk_w[t·k + j] ·
     /// y[slot_of_pair[t·k + j]])`, summed in j order in f32; pairs with slot
     /// −1 are skipped, a slot outside `[0, n)` gives a NaN row. Shapes: out
-    /// bf16 `[rows, h]`, y `[n, h]`, topk_w f32 `[rows·k]`. Grid `(rows)`, block 256.
+    /// bf16 `[rows, h]`, y `[n, h]`, topk_w f32 `[rows·k]`.
     MOE_COMBINE_BF16 = "moe_expert"::"moe_combine_bf16"(
         A::output("out"), A::input("y"), A::input("slot_of_pair"), A::input("topk_w"),
         A::i32("rows"), A::i32("k"), A::i32("h"), A::i32("n"))
 }
+
+/// CUDA: one 256-thread block per row (router norm, gated activation, combine).
+fn cuda_row_blocks(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [a.u32("rows")?, 1, 1], [256, 1, 1]))
+}
+
+/// WGSL: one workgroup per row (each shader's fixed size).
+fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [a.u32("rows")?, 1, 1]))
+}
+
+/// One warp per row: the top-k selection is warp shuffles over the row's
+/// probabilities in shared memory.
+fn cuda_moe_router_topk(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [a.u32("rows")?, 1, 1], [32, 1, 1]))
+}
+
+/// One block per slot.
+fn cuda_moe_gather(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [a.u32("n")?, 1, 1], [256, 1, 1]))
+}
+
+/// Slots per `moe_gather_bf16` workgroup (`SLOTS` in moe_gather_bf16.wgsl).
+const WGSL_GATHER_SLOTS: u64 = 8;
+
+/// Several slots per workgroup: short rows still fill it, and long slot
+/// lists need fewer workgroups (a 1-D grid folds only once).
+fn wgsl_moe_gather(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [groups(a.kernel, a.u32("n")? as u64, WGSL_GATHER_SLOTS)?, 1, 1]))
+}
+
+/// Output tile of the grouped GEMMs: 16 rows by 64 columns (four warps of
+/// 16 columns on CUDA; `TM`, `TN` in grouped_gemm.wgsli).
+const GROUPED_TILE_ROWS: u64 = 16;
+const GROUPED_TILE_COLS: u64 = 64;
+
+/// (column tiles, row tiles) of a grouped GEMM launch.
+fn grouped_tiles(a: &PlanArgs) -> Result<(u32, u32)> {
+    Ok((groups(a.kernel, a.u32("big_n")? as u64, GROUPED_TILE_COLS)?, groups(a.kernel, a.u32("n")? as u64, GROUPED_TILE_ROWS)?))
+}
+
+/// Column tiles on x, row tiles on y; four warps of 128 threads per tile.
+fn cuda_moe_grouped(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    let (cols, rows) = grouped_tiles(a)?;
+    Ok(CudaPlan::single(a.kernel, [cols, rows, 1], [128, 1, 1]))
+}
+
+/// Row tiles on x, the dimension that folds (n = tokens · top-k can be large).
+fn wgsl_moe_grouped(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let (cols, rows) = grouped_tiles(a)?;
+    Ok(WgslPlan::single(a.kernel, [rows, cols, 1]))
+}
+
+cuda_plan!(ROUTER_NORM_BF16 => cuda_row_blocks);
+cuda_plan!(MOE_ROUTER_TOPK => cuda_moe_router_topk);
+cuda_plan!(MOE_GATHER_BF16 => cuda_moe_gather);
+cuda_plan!(MOE_GROUPED_GEMM_BF16 => cuda_moe_grouped);
+cuda_plan!(MOE_GROUPED_W4A16 => cuda_moe_grouped);
+cuda_plan!(GELU_MUL_BF16 => cuda_row_blocks);
+cuda_plan!(MOE_COMBINE_BF16 => cuda_row_blocks);
+wgsl_plan!(ROUTER_NORM_BF16, "moe/router_norm_bf16.wgsl" => wgsl_row_groups);
+wgsl_plan!(MOE_ROUTER_TOPK, "moe/moe_router_topk.wgsl" => wgsl_row_groups);
+wgsl_plan!(MOE_GATHER_BF16, "moe/moe_gather_bf16.wgsl" => wgsl_moe_gather);
+wgsl_plan!(MOE_GROUPED_GEMM_BF16, "moe/moe_grouped_gemm_bf16.wgsl" => wgsl_moe_grouped);
+wgsl_plan!(MOE_GROUPED_W4A16, "moe/moe_grouped_w4a16.wgsl" => wgsl_moe_grouped);
+wgsl_plan!(GELU_MUL_BF16, "moe/gelu_mul_bf16.wgsl" => wgsl_row_groups);
+wgsl_plan!(MOE_COMBINE_BF16, "moe/moe_combine_bf16.wgsl" => wgsl_row_groups);
 
 fn positive(kernel: &str, pairs: &[(&str, usize)]) -> Result<()> {
     for &(name, v) in pairs {
@@ -98,33 +167,47 @@ pub enum ExpertWeights {
     /// bf16 `[e, N, K]`.
     Bf16 {
         /// Weights.
-        w: u64,
+        w: Region,
     },
     /// NVFP4, K-major per expert.
     Nvfp4 {
         /// Codes `[e, K/2, N]`.
-        wq: u64,
+        wq: Region,
         /// Block scales `[e, K/16, N]`.
-        ws: u64,
+        ws: Region,
         /// Global scales f32 `[e]`.
-        scale2: u64,
+        scale2: Region,
     },
+}
+
+/// Checks the sizes both grouped GEMMs take and returns them as the
+/// launch's trailing scalars.
+fn grouped_sizes(kernel: &str, n: usize, e: usize, big_n: usize, big_k: usize) -> Result<[crate::ops::LaunchArg; 4]> {
+    positive(kernel, &[("n", n), ("e", e), ("big_n", big_n), ("big_k", big_k)])?;
+    Ok([scalar(I(n as i32)), scalar(I(e as i32)), scalar(I(big_n as i32)), scalar(I(big_k as i32))])
 }
 
 impl Ops {
     /// See [`ROUTER_NORM_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn router_norm(&self, out: u64, x: u64, scale: u64, rows: usize, dim: usize, eps: f32, root: f32) -> Result<()> {
+    pub fn router_norm_bf16(&self, out: Region, x: Region, scale: Region, rows: usize, dim: usize, eps: f32, root: f32) -> Result<()> {
         let k = ROUTER_NORM_BF16.symbol;
         positive(k, &[("rows", rows), ("dim", dim)])?;
         require(dim % 2 == 0, k, "dim", || format!("dim = {dim} must be even"))?;
-        require(eps.is_finite() && eps >= 0.0 && root.is_finite(), k, "eps", || format!("eps = {eps}, root = {root} must be finite"))?;
-        let n = bf16s(sat(&[rows, dim]));
-        self.go(
+        require(eps.is_finite() && eps >= 0.0, k, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
+        require(root.is_finite(), k, "root", || format!("root = {root} must be finite"))?;
+        let n = bf16s(saturating_product(&[rows, dim]));
+        self.launch(
             &ROUTER_NORM_BF16,
-            [blocks(k, rows, 1)?, 1, 1],
-            [256, 1, 1],
-            &[(P(out), n), (P(x), n), (P(scale), bf16s(dim)), (I(dim as i32), 0), (F(eps), 0), (F(root), 0)],
+            &[
+                region(out, n),
+                region(x, n),
+                region(scale, bf16s(dim)),
+                scalar(I(rows as i32)),
+                scalar(I(dim as i32)),
+                scalar(F(eps)),
+                scalar(F(root)),
+            ],
         )
     }
 
@@ -132,10 +215,10 @@ impl Ops {
     #[allow(clippy::too_many_arguments)]
     pub fn moe_router_topk(
         &self,
-        topk_ids: u64,
-        topk_w: u64,
-        logits: u64,
-        per_expert_scale: u64,
+        topk_ids: Region,
+        topk_w: Region,
+        logits: Region,
+        per_expert_scale: Region,
         rows: usize,
         e: usize,
         top_k: usize,
@@ -144,122 +227,168 @@ impl Ops {
         positive(s, &[("rows", rows), ("e", e), ("k", top_k)])?;
         require(e <= MAX_EXPERTS, s, "e", || format!("e = {e} exceeds {MAX_EXPERTS}"))?;
         require(top_k <= e.min(MAX_TOP_K), s, "k", || format!("k = {top_k} must be <= min(e = {e}, {MAX_TOP_K})"))?;
-        self.go(
+        let pairs = words(saturating_product(&[rows, top_k]));
+        self.launch(
             &MOE_ROUTER_TOPK,
-            [blocks(s, rows, 1)?, 1, 1],
-            [32, 1, 1],
             &[
-                (P(topk_ids), words(sat(&[rows, top_k]))),
-                (P(topk_w), words(sat(&[rows, top_k]))),
-                (P(logits), bf16s(sat(&[rows, e]))),
-                (P(per_expert_scale), words(e)),
-                (I(rows as i32), 0),
-                (I(e as i32), 0),
-                (I(top_k as i32), 0),
+                region(topk_ids, pairs),
+                region(topk_w, pairs),
+                region(logits, bf16s(saturating_product(&[rows, e]))),
+                region(per_expert_scale, words(e)),
+                scalar(I(rows as i32)),
+                scalar(I(e as i32)),
+                scalar(I(top_k as i32)),
             ],
         )
     }
 
     /// See [`MOE_GATHER_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn moe_gather(&self, out: u64, x: u64, pair_of_slot: u64, n: usize, top_k: usize, h: usize, rows: usize) -> Result<()> {
+    pub fn moe_gather_bf16(
+        &self,
+        out: Region,
+        x: Region,
+        pair_of_slot: Region,
+        n: usize,
+        top_k: usize,
+        h: usize,
+        rows: usize,
+    ) -> Result<()> {
         let s = MOE_GATHER_BF16.symbol;
         positive(s, &[("n", n), ("k", top_k), ("h", h), ("rows", rows)])?;
         require(h % 2 == 0, s, "h", || format!("h = {h} must be even"))?;
-        self.go(
+        self.launch(
             &MOE_GATHER_BF16,
-            [blocks(s, n, 1)?, 1, 1],
-            [256, 1, 1],
             &[
-                (P(out), bf16s(sat(&[n, h]))),
-                (P(x), bf16s(sat(&[rows, h]))),
-                (P(pair_of_slot), words(n)),
-                (I(n as i32), 0),
-                (I(top_k as i32), 0),
-                (I(h as i32), 0),
-                (I(rows as i32), 0),
+                region(out, bf16s(saturating_product(&[n, h]))),
+                region(x, bf16s(saturating_product(&[rows, h]))),
+                region(pair_of_slot, words(n)),
+                scalar(I(n as i32)),
+                scalar(I(top_k as i32)),
+                scalar(I(h as i32)),
+                scalar(I(rows as i32)),
             ],
         )
     }
 
-    /// Grouped expert GEMM with bf16 or NVFP4 weights. See
-    /// [`MOE_GROUPED_GEMM_BF16`] and [`MOE_GROUPED_W4A16`].
+    /// See [`MOE_GROUPED_GEMM_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn moe_grouped_gemm(
+    pub fn moe_grouped_gemm_bf16(
         &self,
-        out: u64,
-        a: u64,
-        w: &ExpertWeights,
-        offsets: u64,
+        out: Region,
+        a: Region,
+        w: Region,
+        offsets: Region,
         n: usize,
         e: usize,
         big_n: usize,
         big_k: usize,
     ) -> Result<()> {
-        let sig = match w {
-            ExpertWeights::Bf16 { .. } => &MOE_GROUPED_GEMM_BF16,
-            ExpertWeights::Nvfp4 { .. } => &MOE_GROUPED_W4A16,
-        };
-        let s = sig.symbol;
-        positive(s, &[("n", n), ("e", e), ("big_n", big_n), ("big_k", big_k)])?;
-        let tail = [(I(n as i32), 0), (I(e as i32), 0), (I(big_n as i32), 0), (I(big_k as i32), 0)];
-        let head = [(P(out), bf16s(sat(&[n, big_n]))), (P(a), bf16s(sat(&[n, big_k])))];
-        let grid = [blocks(s, big_n, 64)?, blocks(s, n, 16)?, 1];
+        let s = MOE_GROUPED_GEMM_BF16.symbol;
+        let [n_arg, e_arg, big_n_arg, big_k_arg] = grouped_sizes(s, n, e, big_n, big_k)?;
+        require(big_k % 8 == 0, s, "big_k", || format!("K = {big_k} must be a multiple of 8"))?;
+        require(big_n % 2 == 0, s, "big_n", || format!("N = {big_n} must be even"))?;
+        self.launch(
+            &MOE_GROUPED_GEMM_BF16,
+            &[
+                region(out, bf16s(saturating_product(&[n, big_n]))),
+                region(a, bf16s(saturating_product(&[n, big_k]))),
+                region(w, bf16s(saturating_product(&[e, big_n, big_k]))),
+                region(offsets, words(e.saturating_add(1))),
+                n_arg,
+                e_arg,
+                big_n_arg,
+                big_k_arg,
+            ],
+        )
+    }
+
+    /// See [`MOE_GROUPED_W4A16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_grouped_w4a16(
+        &self,
+        out: Region,
+        a: Region,
+        wq: Region,
+        ws: Region,
+        scale2: Region,
+        offsets: Region,
+        n: usize,
+        e: usize,
+        big_n: usize,
+        big_k: usize,
+    ) -> Result<()> {
+        let s = MOE_GROUPED_W4A16.symbol;
+        let [n_arg, e_arg, big_n_arg, big_k_arg] = grouped_sizes(s, n, e, big_n, big_k)?;
+        for (name, r) in [("wq", wq), ("ws", ws)] {
+            let addr = r.addr();
+            require(addr % 16 == 0, s, name, || format!("address {addr:#x} must be 16-byte aligned (vector weight loads)"))?;
+        }
+        require(big_k % nvfp4::BLOCK == 0, s, "big_k", || {
+            format!("K = {big_k} is not a multiple of the NVFP4 scale block ({})", nvfp4::BLOCK)
+        })?;
+        require(big_n % 16 == 0, s, "big_n", || format!("N = {big_n} must be a multiple of 16 (aligned weight rows)"))?;
+        self.launch(
+            &MOE_GROUPED_W4A16,
+            &[
+                region(out, bf16s(saturating_product(&[n, big_n]))),
+                region(a, bf16s(saturating_product(&[n, big_k]))),
+                region(wq, saturating_product(&[e, big_k / 2, big_n])),
+                region(ws, saturating_product(&[e, big_k / nvfp4::BLOCK, big_n])),
+                region(scale2, words(e)),
+                region(offsets, words(e.saturating_add(1))),
+                n_arg,
+                e_arg,
+                big_n_arg,
+                big_k_arg,
+            ],
+        )
+    }
+
+    /// Grouped expert GEMM with bf16 or NVFP4 weights: picks
+    /// [`MOE_GROUPED_GEMM_BF16`] or [`MOE_GROUPED_W4A16`] by the weights' format.
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_grouped_gemm(
+        &self,
+        out: Region,
+        a: Region,
+        w: &ExpertWeights,
+        offsets: Region,
+        n: usize,
+        e: usize,
+        big_n: usize,
+        big_k: usize,
+    ) -> Result<()> {
         match *w {
-            ExpertWeights::Bf16 { w } => {
-                require(big_k % 8 == 0, s, "big_k", || format!("K = {big_k} must be a multiple of 8"))?;
-                require(big_n % 2 == 0, s, "big_n", || format!("N = {big_n} must be even"))?;
-                let args: Vec<_> = head
-                    .into_iter()
-                    .chain([(P(w), bf16s(sat(&[e, big_n, big_k]))), (P(offsets), words(e.saturating_add(1)))])
-                    .chain(tail)
-                    .collect();
-                self.go(sig, grid, [128, 1, 1], &args)
-            }
-            ExpertWeights::Nvfp4 { wq, ws, scale2 } => {
-                for (name, addr) in [("wq", wq), ("ws", ws)] {
-                    require(addr % 16 == 0, s, name, || format!("address {addr:#x} must be 16-byte aligned (vector weight loads)"))?;
-                }
-                require(big_k % nvfp4::BLOCK == 0, s, "big_k", || {
-                    format!("K = {big_k} is not a multiple of the NVFP4 scale block ({})", nvfp4::BLOCK)
-                })?;
-                require(big_n % 16 == 0, s, "big_n", || format!("N = {big_n} must be a multiple of 16 (aligned weight rows)"))?;
-                let args: Vec<_> = head
-                    .into_iter()
-                    .chain([
-                        (P(wq), sat(&[e, big_k / 2, big_n])),
-                        (P(ws), sat(&[e, big_k / nvfp4::BLOCK, big_n])),
-                        (P(scale2), words(e)),
-                        (P(offsets), words(e.saturating_add(1))),
-                    ])
-                    .chain(tail)
-                    .collect();
-                self.go(sig, grid, [128, 1, 1], &args)
-            }
+            ExpertWeights::Bf16 { w } => self.moe_grouped_gemm_bf16(out, a, w, offsets, n, e, big_n, big_k),
+            ExpertWeights::Nvfp4 { wq, ws, scale2 } => self.moe_grouped_w4a16(out, a, wq, ws, scale2, offsets, n, e, big_n, big_k),
         }
     }
 
     /// See [`GELU_MUL_BF16`].
-    pub fn gelu_mul(&self, out: u64, gu: u64, rows: usize, inter: usize) -> Result<()> {
+    pub fn gelu_mul_bf16(&self, out: Region, gu: Region, rows: usize, inter: usize) -> Result<()> {
         let s = GELU_MUL_BF16.symbol;
         positive(s, &[("rows", rows), ("inter", inter)])?;
         require(inter % 2 == 0, s, "inter", || format!("inter = {inter} must be even"))?;
-        self.go(
+        self.launch(
             &GELU_MUL_BF16,
-            [blocks(s, rows, 1)?, 1, 1],
-            [256, 1, 1],
-            &[(P(out), bf16s(sat(&[rows, inter]))), (P(gu), bf16s(sat(&[rows, 2, inter]))), (I(rows as i32), 0), (I(inter as i32), 0)],
+            &[
+                region(out, bf16s(saturating_product(&[rows, inter]))),
+                region(gu, bf16s(saturating_product(&[rows, 2, inter]))),
+                scalar(I(rows as i32)),
+                scalar(I(inter as i32)),
+            ],
         )
     }
 
     /// See [`MOE_COMBINE_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn moe_combine(
+    pub fn moe_combine_bf16(
         &self,
-        out: u64,
-        y: u64,
-        slot_of_pair: u64,
-        topk_w: u64,
+        out: Region,
+        y: Region,
+        slot_of_pair: Region,
+        topk_w: Region,
         rows: usize,
         top_k: usize,
         h: usize,
@@ -268,19 +397,18 @@ impl Ops {
         let s = MOE_COMBINE_BF16.symbol;
         positive(s, &[("rows", rows), ("k", top_k), ("h", h), ("n", n)])?;
         require(h % 2 == 0, s, "h", || format!("h = {h} must be even"))?;
-        self.go(
+        let pairs = words(saturating_product(&[rows, top_k]));
+        self.launch(
             &MOE_COMBINE_BF16,
-            [blocks(s, rows, 1)?, 1, 1],
-            [256, 1, 1],
             &[
-                (P(out), bf16s(sat(&[rows, h]))),
-                (P(y), bf16s(sat(&[n, h]))),
-                (P(slot_of_pair), words(sat(&[rows, top_k]))),
-                (P(topk_w), words(sat(&[rows, top_k]))),
-                (I(rows as i32), 0),
-                (I(top_k as i32), 0),
-                (I(h as i32), 0),
-                (I(i32_arg(s, "n", n)?), 0),
+                region(out, bf16s(saturating_product(&[rows, h]))),
+                region(y, bf16s(saturating_product(&[n, h]))),
+                region(slot_of_pair, pairs),
+                region(topk_w, pairs),
+                scalar(I(rows as i32)),
+                scalar(I(top_k as i32)),
+                scalar(I(h as i32)),
+                scalar(I(i32_arg(s, "n", n)?)),
             ],
         )
     }
@@ -301,7 +429,7 @@ fn router_norm_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("x", x),
                     Buffer::input("scale", scale),
                 ],
-                run: Box::new(move |o, a| o.router_norm(a[0].addr(), a[1].addr(), a[2].addr(), rows, dim, 1e-6, root)),
+                run: Box::new(move |o, a| o.router_norm_bf16(a[0], a[1], a[2], rows, dim, 1e-6, root)),
             }
         })
         .collect()
@@ -331,7 +459,7 @@ fn topk_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("logits", lb),
                     Buffer::input("per_expert_scale", scale),
                 ],
-                run: Box::new(move |o, a| o.moe_router_topk(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, e, k)),
+                run: Box::new(move |o, a| o.moe_router_topk(a[0], a[1], a[2], a[3], rows, e, k)),
             }
         })
         .collect()
@@ -384,7 +512,7 @@ fn gather_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("x", x),
                     Buffer::input("pair_of_slot", bytes::i32_bytes(&pos)),
                 ],
-                run: Box::new(move |o, a| o.moe_gather(a[0].addr(), a[1].addr(), a[2].addr(), n, k, h, rows)),
+                run: Box::new(move |o, a| o.moe_gather_bf16(a[0], a[1], a[2], n, k, h, rows)),
             }
         })
         .collect()
@@ -419,16 +547,8 @@ fn grouped_case(g: &mut Gen, (rows, k, e, big_n, big_k): (usize, usize, usize, u
                 offs,
             ],
             run: Box::new(move |o, x| {
-                o.moe_grouped_gemm(
-                    x[0].addr(),
-                    x[1].addr(),
-                    &ExpertWeights::Nvfp4 { wq: x[2].addr(), ws: x[3].addr(), scale2: x[4].addr() },
-                    x[5].addr(),
-                    n,
-                    e,
-                    big_n,
-                    big_k,
-                )
+                let w = ExpertWeights::Nvfp4 { wq: x[2], ws: x[3], scale2: x[4] };
+                o.moe_grouped_gemm(x[0], x[1], &w, x[5], n, e, big_n, big_k)
             }),
         }
     } else {
@@ -437,9 +557,7 @@ fn grouped_case(g: &mut Gen, (rows, k, e, big_n, big_k): (usize, usize, usize, u
             kernel: &MOE_GROUPED_GEMM_BF16,
             label,
             buffers: vec![out, Buffer::input("a", a), Buffer::input("w", w), offs],
-            run: Box::new(move |o, x| {
-                o.moe_grouped_gemm(x[0].addr(), x[1].addr(), &ExpertWeights::Bf16 { w: x[2].addr() }, x[3].addr(), n, e, big_n, big_k)
-            }),
+            run: Box::new(move |o, x| o.moe_grouped_gemm(x[0], x[1], &ExpertWeights::Bf16 { w: x[2] }, x[3], n, e, big_n, big_k)),
         }
     }
 }
@@ -466,7 +584,7 @@ fn gelu_cases(g: &mut Gen) -> Vec<Case> {
                 // 2 ulp after the multiply (seen on the H200 through Vulkan:
                 // 0x3a80 vs 0x3a7e, rows 17, inter 1030).
                 buffers: vec![Buffer::output("out", DType::BF16, rows * inter, Tolerance::Bf16Ulp(2)), Buffer::input("gu", gu)],
-                run: Box::new(move |o, a| o.gelu_mul(a[0].addr(), a[1].addr(), rows, inter)),
+                run: Box::new(move |o, a| o.gelu_mul_bf16(a[0], a[1], rows, inter)),
             }
         })
         .collect()
@@ -495,7 +613,7 @@ fn combine_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("slot_of_pair", bytes::i32_bytes(&sop)),
                     Buffer::input("topk_w", w),
                 ],
-                run: Box::new(move |o, a| o.moe_combine(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, k, h, n)),
+                run: Box::new(move |o, a| o.moe_combine_bf16(a[0], a[1], a[2], a[3], rows, k, h, n)),
             }
         })
         .collect()

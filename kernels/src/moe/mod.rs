@@ -5,11 +5,12 @@
 //! increasing pair order (DESIGN.md), so results reproduce bit for bit.
 pub mod expert;
 
-use crate::ops::{blocks, i32_arg, require, sat, words, Ops};
+use crate::ops::{i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{groups, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
 declare_kernel! {
     /// `counts[x] += |{p : topk_ids[p] == x}|` for x in `[0, e)`; ids outside
@@ -39,6 +40,47 @@ declare_kernel! {
         A::input("topk_ids"), A::i32("n"), A::i32("e"))
 }
 
+/// Pairs per [`MOE_COUNT`] block (CUDA) and workgroup (WGSL): the block
+/// histogram in moe.cu and the `256u` stride in moe_count.wgsl.
+const COUNT_PAIRS_PER_GROUP: u64 = 256;
+
+/// A 256-pair chunk per block: each block folds its chunk into a shared
+/// histogram before touching global counts.
+fn cuda_moe_count(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, a.u32("n")? as u64, COUNT_PAIRS_PER_GROUP)?, 1, 1], [256, 1, 1]))
+}
+
+fn wgsl_moe_count(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [groups(a.kernel, a.u32("n")? as u64, COUNT_PAIRS_PER_GROUP)?, 1, 1]))
+}
+
+/// One block: the scan walks the experts in block-sized chunks with a
+/// running carry, so a second block would have nothing to do.
+fn cuda_moe_offsets(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [1, 1, 1], [256, 1, 1]))
+}
+
+fn wgsl_moe_offsets(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [1, 1, 1]))
+}
+
+/// One block per expert: each walks all pairs in order, which is what makes
+/// the slot order deterministic.
+fn cuda_moe_scatter(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [a.u32("e")?, 1, 1], [256, 1, 1]))
+}
+
+fn wgsl_moe_scatter(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [a.u32("e")?, 1, 1]))
+}
+
+cuda_plan!(MOE_COUNT => cuda_moe_count);
+cuda_plan!(MOE_OFFSETS => cuda_moe_offsets);
+cuda_plan!(MOE_SCATTER => cuda_moe_scatter);
+wgsl_plan!(MOE_COUNT, "moe/moe_count.wgsl" => wgsl_moe_count);
+wgsl_plan!(MOE_OFFSETS, "moe/moe_offsets.wgsl" => wgsl_moe_offsets);
+wgsl_plan!(MOE_SCATTER, "moe/moe_scatter.wgsl" => wgsl_moe_scatter);
+
 fn check(kernel: &str, n: usize, e: usize) -> Result<()> {
     require(n > 0, kernel, "n", || "n (rows·k) must be > 0".into())?;
     require(e > 0, kernel, "e", || "e (experts) must be > 0".into())
@@ -46,28 +88,33 @@ fn check(kernel: &str, n: usize, e: usize) -> Result<()> {
 
 impl Ops {
     /// Zeroes `counts`, then counts pairs per expert. See [`MOE_COUNT`].
-    pub fn moe_count(&self, counts: u64, topk_ids: u64, n: usize, e: usize) -> Result<()> {
+    pub fn moe_count(&self, counts: Region, topk_ids: Region, n: usize, e: usize) -> Result<()> {
         let k = MOE_COUNT.symbol;
         check(k, n, e)?;
-        self.be.check_range(counts, words(e)).map_err(|d| switchyard_core::Error::oob(k, "counts", d))?;
-        self.be.memset0(counts, words(e))?;
-        self.go(
-            &MOE_COUNT,
-            [blocks(k, n, 256)?, 1, 1],
-            [256, 1, 1],
-            &[(P(counts), words(e)), (P(topk_ids), words(n)), (I(i32_arg(k, "n", n)?), 0), (I(i32_arg(k, "e", e)?), 0)],
-        )
+        let (n_arg, e_arg) = (i32_arg(k, "n", n)?, i32_arg(k, "e", e)?);
+        // The zeroing is a write the launch's range check would only see
+        // afterwards: a refused launch must leave `counts` as it was.
+        let zeroed = words(e);
+        if zeroed > counts.len() {
+            return Err(Error::oob(k, "counts", format!("the launcher zeroes {zeroed} bytes; the region holds {}", counts.len())));
+        }
+        self.be.check_range(counts.addr(), zeroed).map_err(|d| Error::oob(k, "counts", d))?;
+        self.be.memset0(counts.addr(), zeroed)?;
+        self.launch(&MOE_COUNT, &[region(counts, zeroed), region(topk_ids, words(n)), scalar(I(n_arg)), scalar(I(e_arg))])
     }
 
     /// Exclusive prefix sum of the counts. See [`MOE_OFFSETS`].
-    pub fn moe_offsets(&self, offsets: u64, cursor: u64, counts: u64, e: usize) -> Result<()> {
+    pub fn moe_offsets(&self, offsets: Region, cursor: Region, counts: Region, e: usize) -> Result<()> {
         let k = MOE_OFFSETS.symbol;
         check(k, 1, e)?;
-        self.go(
+        self.launch(
             &MOE_OFFSETS,
-            [1, 1, 1],
-            [256, 1, 1],
-            &[(P(offsets), words(e.saturating_add(1))), (P(cursor), words(e)), (P(counts), words(e)), (I(i32_arg(k, "e", e)?), 0)],
+            &[
+                region(offsets, words(e.saturating_add(1))),
+                region(cursor, words(e)),
+                region(counts, words(e)),
+                scalar(I(i32_arg(k, "e", e)?)),
+            ],
         )
     }
 
@@ -75,47 +122,47 @@ impl Ops {
     #[allow(clippy::too_many_arguments)]
     pub fn moe_scatter(
         &self,
-        pair_of_slot: u64,
-        slot_of_pair: u64,
-        cursor: u64,
-        offsets: u64,
-        topk_ids: u64,
+        pair_of_slot: Region,
+        slot_of_pair: Region,
+        cursor: Region,
+        offsets: Region,
+        topk_ids: Region,
         n: usize,
         e: usize,
     ) -> Result<()> {
         let k = MOE_SCATTER.symbol;
         check(k, n, e)?;
-        self.go(
+        self.launch(
             &MOE_SCATTER,
-            [blocks(k, e, 1)?, 1, 1],
-            [256, 1, 1],
             &[
-                (P(pair_of_slot), words(n)),
-                (P(slot_of_pair), words(n)),
-                (P(cursor), words(e)),
-                (P(offsets), words(e.saturating_add(1))),
-                (P(topk_ids), words(n)),
-                (I(i32_arg(k, "n", n)?), 0),
-                (I(i32_arg(k, "e", e)?), 0),
+                region(pair_of_slot, words(n)),
+                region(slot_of_pair, words(n)),
+                region(cursor, words(e)),
+                region(offsets, words(e.saturating_add(1))),
+                region(topk_ids, words(n)),
+                scalar(I(i32_arg(k, "n", n)?)),
+                scalar(I(i32_arg(k, "e", e)?)),
             ],
         )
     }
 
-    /// The whole routing: count, offsets, scatter. `cursor` is scratch `[e]`.
+    /// The whole routing: count, offsets, scatter. `cursor` i32 `[e]` is the
+    /// running slot per expert that [`MOE_OFFSETS`] starts and
+    /// [`MOE_SCATTER`] advances (both declare it).
     #[allow(clippy::too_many_arguments)]
     pub fn moe_route(
         &self,
-        counts: u64,
-        offsets: u64,
-        cursor: u64,
-        pair_of_slot: u64,
-        slot_of_pair: u64,
-        topk_ids: u64,
+        counts: Region,
+        offsets: Region,
+        cursor: Region,
+        pair_of_slot: Region,
+        slot_of_pair: Region,
+        topk_ids: Region,
         rows: usize,
         k: usize,
         e: usize,
     ) -> Result<()> {
-        let n = sat(&[rows, k]);
+        let n = saturating_product(&[rows, k]);
         self.moe_count(counts, topk_ids, n, e)?;
         self.moe_offsets(offsets, cursor, counts, e)?;
         self.moe_scatter(pair_of_slot, slot_of_pair, cursor, offsets, topk_ids, n, e)
@@ -158,7 +205,7 @@ fn count_cases(g: &mut Gen) -> Vec<Case> {
                 Buffer::output("counts", DType::I32, e, Tolerance::Exact),
                 Buffer::input("topk_ids", bytes::i32_bytes(&ids(g, n, e))),
             ],
-            run: Box::new(move |o, a| o.moe_count(a[0].addr(), a[1].addr(), n, e)),
+            run: Box::new(move |o, a| o.moe_count(a[0], a[1], n, e)),
         })
         .collect()
 }
@@ -176,7 +223,7 @@ fn offsets_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::output("cursor", DType::I32, e, Tolerance::Exact),
                     Buffer::input("counts", cb),
                 ],
-                run: Box::new(move |o, a| o.moe_offsets(a[0].addr(), a[1].addr(), a[2].addr(), e)),
+                run: Box::new(move |o, a| o.moe_offsets(a[0], a[1], a[2], e)),
             }
         })
         .collect()
@@ -198,7 +245,7 @@ fn scatter_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("offsets", bytes::i32_bytes(&off)),
                     Buffer::input("topk_ids", bytes::i32_bytes(&ids)),
                 ],
-                run: Box::new(move |o, a| o.moe_scatter(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), a[4].addr(), n, e)),
+                run: Box::new(move |o, a| o.moe_scatter(a[0], a[1], a[2], a[3], a[4], n, e)),
             }
         })
         .collect()

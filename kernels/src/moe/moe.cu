@@ -5,7 +5,7 @@
 
 #define MOE_SMEM_EXPERTS 1024
 
-// Launcher: grid ceil(n/256), block 256; counts zeroed beforehand.
+// Plan (kernels/src/moe/mod.rs): grid ceil(n/256), block 256; counts zeroed beforehand.
 extern "C" __global__ void moe_count(int* counts, const int* topk_ids, int n, int e) {
     __shared__ int local[MOE_SMEM_EXPERTS];
     const int p = blockIdx.x * blockDim.x + threadIdx.x;
@@ -29,7 +29,7 @@ extern "C" __global__ void moe_count(int* counts, const int* topk_ids, int n, in
     }
 }
 
-// Launcher: grid 1, block 256. Exclusive prefix sum in blockDim-sized
+// Plan: grid 1, block 256. Exclusive prefix sum in blockDim-sized
 // chunks with a running carry.
 extern "C" __global__ void moe_offsets(int* offsets, int* cursor, const int* counts, int e) {
     __shared__ int scratch[32];
@@ -48,7 +48,7 @@ extern "C" __global__ void moe_offsets(int* offsets, int* cursor, const int* cou
     }
 }
 
-// Launcher: grid [e], block 256: block x owns expert x.
+// Plan: grid [e], block 256: block x owns expert x.
 extern "C" __global__ void moe_scatter(int* pair_of_slot, int* slot_of_pair, int* cursor, const int* offsets, const int* topk_ids, int n, int e) {
     __shared__ int scratch[32];
     const int x = blockIdx.x;

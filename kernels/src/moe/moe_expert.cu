@@ -12,9 +12,10 @@
 
 // ---------------------------------------------------------------- router norm
 
-// Launcher: grid (rows), block 256.
+// Plan: grid (rows), block 256.
 extern "C" __global__ void __launch_bounds__(256) router_norm_bf16(bf16* __restrict__ out, const bf16* __restrict__ x,
-                                                                    const bf16* __restrict__ scale, int dim, float eps, float root) {
+                                                                    const bf16* __restrict__ scale, int rows, int dim, float eps, float root) {
+    if ((int)blockIdx.x >= rows) return;
     __shared__ float red[32];
     const size_t row = blockIdx.x;
     const unsigned* xr = reinterpret_cast<const unsigned*>(x + row * (size_t)dim); // dim even: word pairs
@@ -40,7 +41,7 @@ extern "C" __global__ void __launch_bounds__(256) router_norm_bf16(bf16* __restr
 
 // ---------------------------------------------------------------- softmax top-k
 
-// Launcher: grid (rows), block 32 (one warp per row). e <= 1024, k <= 32.
+// Plan: grid (rows), block 32 (one warp per row). e <= 1024, k <= 32.
 extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict__ topk_ids, float* __restrict__ topk_w,
                                                                    const bf16* __restrict__ logits,
                                                                    const float* __restrict__ per_expert_scale, int rows, int e, int k) {
@@ -108,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict
 
 // ---------------------------------------------------------------- gather
 
-// Launcher: grid (n), block 256. h even.
+// Plan: grid (n), block 256. h even.
 extern "C" __global__ void __launch_bounds__(256) moe_gather_bf16(bf16* __restrict__ out, const bf16* __restrict__ x,
                                                                    const int* __restrict__ pair_of_slot, int n, int k, int h, int rows) {
     const int s = blockIdx.x;
@@ -172,7 +173,7 @@ __device__ __forceinline__ int first_expert(const int* offsets, int e, int r0) {
 // split at the segment boundaries: each expert's pass masks the other rows
 // to zero and stores only its own.
 
-// Launcher: grid (ceil(N/64), ceil(n/16)), block 128. K % 8 == 0, N even.
+// Plan: grid (ceil(N/64), ceil(n/16)), block 128. K % 8 == 0, N even.
 extern "C" __global__ void __launch_bounds__(128) moe_grouped_gemm_bf16(bf16* __restrict__ out, const bf16* __restrict__ a,
                                                                          const bf16* __restrict__ w, const int* __restrict__ offsets,
                                                                          int n, int e, int big_n, int big_k) {
@@ -241,7 +242,7 @@ __device__ __forceinline__ unsigned deq_pair(unsigned byte, float sc) {
     return (__float_as_uint(lo) >> 16) | (__float_as_uint(hi) & 0xffff0000u);
 }
 
-// Launcher: grid (ceil(N/64), ceil(n/16)), block 128. N % 16 == 0, K % 16 == 0.
+// Plan: grid (ceil(N/64), ceil(n/16)), block 128. N % 16 == 0, K % 16 == 0.
 // Same tiling and K permutation as the bf16 kernel; weights are decoded in
 // registers from the K-major NVFP4 layout: byte (k/2, n) holds k and k+1, so
 // thread t's 8 k values are the 4 bytes of rows kk/2 .. kk/2+3 of column n,
@@ -318,7 +319,7 @@ __device__ __forceinline__ float gelu_tanh_f32(float x) {
     return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(inner)));
 }
 
-// Launcher: grid (rows), block 256. inter even.
+// Plan: grid (rows), block 256. inter even.
 extern "C" __global__ void __launch_bounds__(256) gelu_mul_bf16(bf16* __restrict__ out, const bf16* __restrict__ gu, int rows, int inter) {
     const size_t r = blockIdx.x;
     if ((int)r >= rows) return;
@@ -335,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(256) gelu_mul_bf16(bf16* __restrict
 
 // ---------------------------------------------------------------- combine
 
-// Launcher: grid (rows), block 256. Sums in j order, f32, unfused.
+// Plan: grid (rows), block 256. Sums in j order, f32, unfused.
 extern "C" __global__ void __launch_bounds__(256) moe_combine_bf16(bf16* __restrict__ out, const bf16* __restrict__ y,
                                                                     const int* __restrict__ slot_of_pair, const float* __restrict__ topk_w,
                                                                     int rows, int k, int h, int n) {

@@ -1,5 +1,5 @@
 // out[s] = x[pair_of_slot[s] / k]: a workgroup copies SLOTS consecutive slots
-// (plan.rs sizes the grid), its threads walking the (slot, word) pairs so
+// (its WGSL plan sizes the grid), its threads walking the (slot, word) pairs so
 // that consecutive threads copy consecutive words even when rows are short.
 // pair −1 is an empty slot (zeros); any other pair whose token falls outside
 // [0, rows) gives a NaN row, as the reference.

@@ -1,10 +1,9 @@
-// Router input: one workgroup per row (rows = the launch grid; the signature
-// has no rows argument). Sum of squares, workgroup reduction, then
+// Router input: one workgroup per row. Sum of squares, workgroup reduction, then
 // x · inv · scale · root left to right in f32 with one rounding, as the
 // reference writes it. Rows up to 8192 elements stay in registers between the
 // two passes; longer rows are read twice.
 struct Params {
-    out: u32, x: u32, scale: u32, dim: i32, eps: f32, root: f32,
+    out: u32, x: u32, scale: u32, rows: i32, dim: i32, eps: f32, root: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -23,7 +22,7 @@ fn store(o: u32, j: u32, v: u32, inv: f32) {
 fn router_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
     let r = group_x(wid, nwg, p.fold);
-    if (r >= p.gx) {
+    if (r >= p.gx || r >= u32(p.rows)) {
         return;
     }
     let dim = u32(p.dim);

@@ -15,7 +15,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> d_inp: array<vec4<u32>>;
 
 const WG: u32 = 256u;
-// Words per workgroup (plan.rs: COPY_WORDS_PER_GROUP).
+// Words per workgroup (util/mod.rs: WGSL_COPY_WORDS_PER_GROUP).
 const SPAN: u32 = 4096u;
 
 @compute @workgroup_size(256)

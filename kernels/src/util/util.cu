@@ -1,4 +1,4 @@
-// Utility kernels (launcher: copy_u32 grid [ceil(n/1024)], block 256).
+// Utility kernels (plan: copy_u32 grid [ceil(n/1024)], block 256).
 
 // Each thread moves one 16-byte vector when both pointers allow it; the tail
 // and unaligned buffers go word by word.

@@ -84,7 +84,7 @@ impl Session<'_> {
 
         // Dense MLP: gate and up in one GEMM, gelu_tanh(gate) · up, down.
         linear::apply(ops, &w.gate_up, s.hn.region(), s.gu.region(), rows)?;
-        ops.gelu_mul(s.act.addr(), s.gu.addr(), rows, cfg.intermediate_size)?;
+        ops.gelu_mul_bf16(s.act.region(), s.gu.region(), rows, cfg.intermediate_size)?;
         linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?;
 
         let ffn = match &w.moe {

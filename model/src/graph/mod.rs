@@ -183,19 +183,21 @@ impl<'m> Session<'m> {
         let (ops, cfg) = (&self.model.ops, &self.model.cfg);
         let (v, h) = (cfg.vocab_size, cfg.hidden_size);
         let x = self.s.x[self.cur].region().tail(first * h * 2)?;
-        let (f, logits) = (self.s.fnorm.addr(), self.s.logits.addr());
+        let (f, logits) = (self.s.fnorm.region(), self.s.logits.region());
         ops.rmsnorm_bf16(self.s.fnorm.region(), x, Some(self.model.weights.final_norm.region()), count, h, cfg.eps)?;
         let cap = cfg.final_logit_softcapping;
         match &self.model.weights.embed {
-            Embedding::Bf16(t) => ops.lm_head_logits_bf16(logits, f, t.addr(), count, v, h, cap)?,
-            Embedding::Fp8 { codes, row_scale } => ops.lm_head_logits_fp8(logits, f, codes.addr(), row_scale.addr(), count, v, h, cap)?,
+            Embedding::Bf16(t) => ops.lm_head_logits_bf16(logits, f, t.region(), count, v, h, cap)?,
+            Embedding::Fp8 { codes, row_scale } => {
+                ops.lm_head_logits_fp8(logits, f, codes.region(), row_scale.region(), count, v, h, cap)?
+            }
         }
-        ops.argmax_rows(self.s.idx.addr(), self.s.val.addr(), logits, count, v, -1, -1)?;
+        ops.argmax_rows(self.s.idx.region(), self.s.val.region(), logits, count, v, -1, -1)?;
         let mut idx = vec![0u8; count * 4];
         ops.be.download(self.s.idx.addr(), &mut idx)?;
         let all = if want_logits {
             let mut l = vec![0u8; count * v * 4];
-            ops.be.download(logits, &mut l)?;
+            ops.be.download(logits.addr(), &mut l)?;
             Some(bytes::f32_from_bytes(&l))
         } else {
             None
