@@ -3,7 +3,7 @@
 //! Numeric contracts are tested independently (f64) in the tests crate; the
 //! few exact spot checks here pin behaviour only this backend defines.
 use switchyard_core::codec::bytes::{bf16_bits_from_bytes, bf16_bytes, f32_bytes, f32_from_bytes, i32_bytes, i32_from_bytes};
-use switchyard_core::{Arg, ArgSpec, Backend, Error, KernelSig};
+use switchyard_core::{Arg, ArgSpec, Backend, DeviceBuffer, Error, KernelSig};
 use switchyard_cpu_ref::{cpu_backend, CpuBackend};
 use switchyard_kernels::rope_kv::QkvPrep;
 use switchyard_kernels::{norm, Ops};
@@ -56,8 +56,8 @@ fn kernel_reads_past_an_allocation_name_kernel_and_argument() {
     let x = up(&be, &bf16_bytes(&[1.0; 8]));
     let out = be.alloc(64).unwrap();
     // Four rows of 4 through the raw launch (Ops would refuse the shape): x holds two.
-    let args = [Arg::P(out), Arg::P(x), Arg::P(0), Arg::I(4), Arg::F(1e-6)];
-    let e = be.launch("norm", "rmsnorm_bf16", [4, 1, 1], [32, 1, 1], &args).unwrap_err();
+    let args = [Arg::P(out), Arg::P(x), Arg::P(0), Arg::I(4), Arg::I(4), Arg::F(1e-6)];
+    let e = be.launch(&switchyard_kernels::norm::RMSNORM_BF16, &args).unwrap_err();
     let (k, arg, _) = oob(e);
     assert_eq!((k.as_str(), arg.as_str()), ("rmsnorm_bf16", "x"));
     // Nothing of the failed launch was written: the first two rows were valid but are not committed.
@@ -65,15 +65,15 @@ fn kernel_reads_past_an_allocation_name_kernel_and_argument() {
 
     // Output too small for the rows.
     let small = be.alloc(8).unwrap();
-    let args = [Arg::P(small), Arg::P(x), Arg::P(0), Arg::I(4), Arg::F(1e-6)];
-    let (_, arg, _) = oob(be.launch("norm", "rmsnorm_bf16", [2, 1, 1], [32, 1, 1], &args).unwrap_err());
+    let args = [Arg::P(small), Arg::P(x), Arg::P(0), Arg::I(2), Arg::I(4), Arg::F(1e-6)];
+    let (_, arg, _) = oob(be.launch(&switchyard_kernels::norm::RMSNORM_BF16, &args).unwrap_err());
     assert_eq!(arg, "out");
 
     // A freed weight buffer.
     let w = up(&be, &bf16_bytes(&[1.0; 4]));
     be.free(w).unwrap();
-    let args = [Arg::P(out), Arg::P(x), Arg::P(w), Arg::I(4), Arg::F(1e-6)];
-    let (_, arg, detail) = oob(be.launch("norm", "rmsnorm_bf16", [1, 1, 1], [32, 1, 1], &args).unwrap_err());
+    let args = [Arg::P(out), Arg::P(x), Arg::P(w), Arg::I(1), Arg::I(4), Arg::F(1e-6)];
+    let (_, arg, detail) = oob(be.launch(&switchyard_kernels::norm::RMSNORM_BF16, &args).unwrap_err());
     assert_eq!(arg, "w");
     assert!(detail.contains("freed"), "{detail}");
 }
@@ -83,21 +83,21 @@ static NOT_IMPLEMENTED: KernelSig = KernelSig { module: "norm", symbol: "no_such
 #[test]
 fn unknown_kernels_are_typed_errors() {
     let be = CpuBackend::new();
-    match be.enqueue(&NOT_IMPLEMENTED, [1, 1, 1], [1, 1, 1], &[Arg::I(1)]).unwrap_err() {
+    match be.enqueue(&NOT_IMPLEMENTED, &[Arg::I(1)]).unwrap_err() {
         Error::UnknownKernel { backend, symbol, .. } => {
             assert_eq!(backend.as_deref(), Some("cpu"));
             assert_eq!(symbol, "no_such_kernel");
         }
         other => panic!("expected UnknownKernel, got {other:?}"),
     }
-    assert!(matches!(be.launch("norm", "no_such_kernel", [1, 1, 1], [1, 1, 1], &[]).unwrap_err(), Error::UnknownKernel { .. }));
+    assert!(matches!(be.launch(&NOT_IMPLEMENTED, &[Arg::I(1)]).unwrap_err(), Error::UnknownKernel { .. }));
 }
 
 #[test]
 fn every_kernel_in_the_five_families_is_registered() {
     let names: Vec<_> = switchyard_core::registry::kernels()
         .into_iter()
-        .filter(|k| switchyard_core::registry::implements("cpu", k))
+        .filter(|k| switchyard_core::registry::implements(switchyard_core::BackendKind::Cpu, k))
         .map(|k| k.symbol)
         .collect();
     for s in [
@@ -129,12 +129,15 @@ fn sandwich_in_place_equals_out_of_place() {
     let resid: Vec<f32> = (0..rows * dim).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
     let x: Vec<f32> = (0..rows * dim).map(|i| (i as f32 * 0.91).cos()).collect();
     let w: Vec<f32> = (0..dim).map(|i| 0.5 + i as f32 * 0.1).collect();
-    let (r1, xa, wa) = (up(&be, &bf16_bytes(&resid)), up(&be, &bf16_bytes(&x)), up(&be, &bf16_bytes(&w)));
-    let (out, n1, n2) = (be.alloc(rows * dim * 2).unwrap(), be.alloc(rows * dim * 2).unwrap(), be.alloc(rows * dim * 2).unwrap());
-    ops.sandwich(out, n1, r1, xa, wa, wa, rows, dim, 1e-6).unwrap();
-    ops.sandwich(r1, n2, r1, xa, wa, wa, rows, dim, 1e-6).unwrap();
-    assert_eq!(down(&be, out, rows * dim * 2), down(&be, r1, rows * dim * 2));
-    assert_eq!(down(&be, n1, rows * dim * 2), down(&be, n2, rows * dim * 2));
+    let buf = |v: &[f32]| DeviceBuffer::from_bytes(&be, &bf16_bytes(v)).unwrap();
+    let (r1, xa, wa) = (buf(&resid), buf(&x), buf(&w));
+    let n = rows * dim * 2;
+    let (out, n1, n2) = (DeviceBuffer::new(&be, n).unwrap(), DeviceBuffer::new(&be, n).unwrap(), DeviceBuffer::new(&be, n).unwrap());
+    let w = Some(wa.region());
+    ops.post_norm_add_pre_norm_bf16(out.region(), Some(n1.region()), r1.region(), xa.region(), w, w, rows, dim, 1e-6).unwrap();
+    ops.post_norm_add_pre_norm_bf16(r1.region(), Some(n2.region()), r1.region(), xa.region(), w, w, rows, dim, 1e-6).unwrap();
+    assert_eq!(out.to_vec().unwrap(), r1.to_vec().unwrap());
+    assert_eq!(n1.to_vec().unwrap(), n2.to_vec().unwrap());
 }
 
 #[test]
@@ -142,10 +145,10 @@ fn rmsnorm_null_weight_is_unscaled() {
     let be = cpu_backend();
     let ops = Ops::new(be.clone());
     // mean(x²) = (9 + 16) / 2 = 12.5 → x / sqrt(12.5).
-    let x = up(&be, &bf16_bytes(&[3.0, -4.0]));
-    let out = be.alloc(4).unwrap();
-    ops.rmsnorm(out, x, 0, 1, 2, 0.0).unwrap();
-    let got = bf16_bits_from_bytes(&down(&be, out, 4));
+    let x = DeviceBuffer::from_bytes(&be, &bf16_bytes(&[3.0, -4.0])).unwrap();
+    let out = DeviceBuffer::new(&be, 4).unwrap();
+    ops.rmsnorm_bf16(out.region(), x.region(), None, 1, 2, 0.0).unwrap();
+    let got = bf16_bits_from_bytes(&out.to_vec().unwrap());
     let inv = 1.0 / 12.5f32.sqrt();
     assert_eq!(got, vec![switchyard_core::codec::bf16_bits(3.0 * inv), switchyard_core::codec::bf16_bits(-4.0 * inv)]);
     assert_eq!(norm::RMSNORM_BF16.symbol, "rmsnorm_bf16");

@@ -18,7 +18,12 @@ fn every_parity_case_passes_cpu_vs_cpu() {
     assert!(rows.iter().all(|r| r.status.passed()), "{report}");
     // The families the reference covers are complete, and each kernel ran at least one case.
     for k in registry::kernels().into_iter().filter(|k| COVERED.contains(&k.module)) {
-        assert!(registry::implements("cpu", k), "{}::{} is declared but not implemented on cpu", k.module, k.symbol);
+        assert!(
+            registry::implements(switchyard_core::BackendKind::Cpu, k),
+            "{}::{} is declared but not implemented on cpu",
+            k.module,
+            k.symbol
+        );
         assert!(rows.iter().any(|r| r.kernel == k.symbol), "{} ran no parity case\n{report}", k.symbol);
     }
     assert_eq!(reference.be.live_bytes(), 0, "parity runs leaked allocations on the reference");
