@@ -70,8 +70,6 @@ pub(crate) fn plan(sig: &'static KernelSig, grid: [u32; 3], args: &[Arg]) -> Res
         }
         // The GEMM family picks its own geometry (kernels/src/gemm/*.wgsl).
         s if GEMM_PLANNED.contains(&s) => gemm_plan(sig, args),
-        // Attention picks its own geometry (kernels/src/attn/*.wgsl).
-        "attention_prefill" | "attention_decode_partial" => attn_plan(sig, grid, args),
         // Several slots per workgroup: short rows still fill it, and long slot
         // lists need fewer workgroups (a 1-D grid folds only once).
         "moe_gather_bf16" => Ok(single(sig, [int(sig, args, "n")?.div_ceil(GATHER_SLOTS), 1, 1])),
@@ -152,38 +150,6 @@ fn gemm_plan(sig: &'static KernelSig, args: &[Arg]) -> Result<Plan> {
 
 /// Slots per `moe_gather_bf16` workgroup.
 const GATHER_SLOTS: u32 = 8;
-
-/// Query rows per attention workgroup: a power of two with rows · hd/2 <= 1024,
-/// so that each of the 128 threads keeps at most 16 f32 accumulators and
-/// the q block fits the shaders' 16 KiB of workgroup memory.
-fn attn_rows(sig: &KernelSig, hd: u32) -> Result<u32> {
-    if hd == 0 || !hd.is_multiple_of(8) || hd > 512 {
-        return Err(Error::invalid(sig.symbol, "hd", format!("hd = {hd} must be a multiple of 8 in 8..=512")));
-    }
-    // Largest power of two not above min(32, 1024 / (hd/2)); hd <= 512 makes it >= 4.
-    let most = (1024 / (hd / 2)).min(32);
-    Ok(1 << (31 - most.leading_zeros()))
-}
-
-/// Prefill: `x0` query rows per workgroup, grid (row blocks, nh). Decode
-/// partial: a workgroup takes up to `x0` query heads of one KV head (they
-/// share each K/V row), `x1` workgroups per KV head, grid (splits, nkv · x1, batch).
-fn attn_plan(sig: &'static KernelSig, grid: [u32; 3], args: &[Arg]) -> Result<Plan> {
-    let rb = attn_rows(sig, int(sig, args, "hd")?)?;
-    let (nh, nkv) = (int(sig, args, "nh")?, int(sig, args, "nkv")?);
-    if nkv == 0 || nh == 0 || !nh.is_multiple_of(nkv) {
-        return Err(Error::invalid(sig.symbol, "nh", format!("nh = {nh} must be a positive multiple of nkv = {nkv}")));
-    }
-    let (grid, extra) = if sig.symbol == "attention_prefill" {
-        ([int(sig, args, "rows")?.div_ceil(rb), nh, 1], [rb, 0, 0, 0])
-    } else {
-        let group = nh / nkv;
-        let per = group.min(rb);
-        let chunks = group.div_ceil(per);
-        ([grid[0], nkv * chunks, grid[2]], [per, chunks, 0, 0])
-    };
-    Ok(Plan { passes: vec![Pass { entry: sig.symbol, grid, consts: vec![], extra }], scratch: 0 })
-}
 
 /// Folds a logical grid into the per-dimension limit: x into y for 1-D
 /// grids (fold = 1), into z for 2-D ones (fold = 2). Returns the dispatch
