@@ -247,7 +247,8 @@ fn attention_decode(c: &mut Ctx<'_>) -> Result<()> {
                         continue;
                     }
                     let mut o = vec![0f32; g.hd];
-                    let (m, l) = attend(qh, &kbuf[start * g.hd..stop * g.hd], &vbuf[start * g.hd..stop * g.hd], g.scale, &mut scores, &mut o);
+                    let (m, l) =
+                        attend(qh, &kbuf[start * g.hd..stop * g.hd], &vbuf[start * g.hd..stop * g.hd], g.scale, &mut scores, &mut o);
                     parts.push((m, l, o));
                 }
                 // A chunk with m = −inf or l = 0 contributes nothing; skipping it keeps

@@ -85,8 +85,7 @@ implemented! {
 // Paged attention (kernels/src/attn/attn.cu, module "attn") and the MoE
 // expert path (kernels/src/moe/moe_expert.cu, module "moe_expert").
 implemented! {
-    switchyard_kernels::attn::ATTENTION_PREFILL, switchyard_kernels::attn::ATTENTION_DECODE_PARTIAL,
-    switchyard_kernels::attn::ATTENTION_DECODE_REDUCE,
+    switchyard_kernels::attn::ATTENTION_PREFILL,
     switchyard_kernels::moe::expert::ROUTER_NORM_BF16, switchyard_kernels::moe::expert::MOE_ROUTER_TOPK,
     switchyard_kernels::moe::expert::MOE_GATHER_BF16, switchyard_kernels::moe::expert::MOE_GROUPED_GEMM_BF16,
     switchyard_kernels::moe::expert::MOE_GROUPED_W4A16, switchyard_kernels::moe::expert::GELU_MUL_BF16,

@@ -69,8 +69,6 @@ register!(
     gemm::w4a16::W4A16_GEMM_N128_M128_BF16,
     gemm::w4a16::W4A16_GEMM_DECODE,
     attn::ATTENTION_PREFILL,
-    attn::ATTENTION_DECODE_PARTIAL,
-    attn::ATTENTION_DECODE_REDUCE,
     moe::expert::ROUTER_NORM_BF16,
     moe::expert::MOE_ROUTER_TOPK,
     moe::expert::MOE_GATHER_BF16,

@@ -4,7 +4,7 @@
 //! SWITCHYARD_REQUIRE_WGPU=1.
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
-use switchyard_core::{Backend, DeviceBuffer, Error};
+use switchyard_core::{Backend, DeviceBuffer, Error, Region};
 use switchyard_kernels::parity::{self, Gen};
 use switchyard_kernels::rope_kv::{rope_table, QkvPrep};
 use switchyard_kernels::Ops;
@@ -65,9 +65,9 @@ fn bad_addresses_and_sizes_are_typed_errors() {
     let x = DeviceBuffer::zeroed(&be, 4 * 64 + 2).unwrap();
     let out = DeviceBuffer::zeroed(&be, 4 * 64).unwrap();
     // A pointer 2 bytes into a buffer cannot be a WGSL word offset.
-    let e = ops.rmsnorm(out.addr(), x.at(2).unwrap(), 0, 2, 64, 1e-6).unwrap_err();
+    let e = ops.rmsnorm_bf16(out.region(), x.slice(2, 4 * 64).unwrap(), None, 2, 64, 1e-6).unwrap_err();
     assert!(matches!(&e, Error::InvalidArgument { kernel, arg, .. } if kernel == "rmsnorm_bf16" && arg == "x"), "{e}");
-    let e = ops.rmsnorm(out.addr(), x.addr(), 0, 3, 64, 1e-6).unwrap_err();
+    let e = ops.rmsnorm_bf16(out.region(), x.region(), None, 3, 64, 1e-6).unwrap_err();
     assert!(matches!(e, Error::OutOfBounds { .. }), "{e}");
     let max = be.info().max_alloc_bytes as usize;
     assert!(matches!(be.alloc(max.saturating_add(1)), Err(Error::InvalidArgument { .. })));
@@ -85,12 +85,12 @@ fn both(
     be: &Arc<dyn Backend>,
     inputs: &[Vec<u8>],
     outputs: &[usize],
-    run: &dyn Fn(&Ops, &[u64]) -> switchyard_core::Result<()>,
+    run: &dyn Fn(&Ops, &[Region]) -> switchyard_core::Result<()>,
 ) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let go = |be: &Arc<dyn Backend>| {
         let bufs: Vec<DeviceBuffer> = inputs.iter().map(|d| DeviceBuffer::from_bytes(be, d).unwrap()).collect();
-        let addrs: Vec<u64> = bufs.iter().map(|b| b.addr()).collect();
-        run(&Ops::new(be.clone()), &addrs).unwrap();
+        let regions: Vec<Region> = bufs.iter().map(|b| b.region()).collect();
+        run(&Ops::new(be.clone()), &regions).unwrap();
         be.synchronize().unwrap();
         outputs.iter().map(|&i| bufs[i].to_vec().unwrap()).collect::<Vec<_>>()
     };
@@ -123,7 +123,9 @@ fn offsets_aliasing_and_null_weights() {
     arena.extend(vec![0u8; n]);
     // resid_out aliases resid; w_post is null (unscaled).
     let (cpu, gpu) = both(&be, &[arena], &[0], &|o, a| {
-        o.sandwich(a[0] + ro as u64, a[0] + normed_at as u64, a[0] + ro as u64, a[0] + xo as u64, 0, a[0] + wo as u64, rows, dim, 1e-6)
+        let resid = a[0].slice(ro, n)?;
+        let w_pre = a[0].slice(wo, 2 * dim)?;
+        o.post_norm_add_pre_norm_bf16(resid, Some(a[0].slice(normed_at, n)?), resid, a[0].slice(xo, n)?, None, Some(w_pre), rows, dim, 1e-6)
     });
     let (c, w) = (&cpu[0], &gpu[0]);
     assert!(max_ulp(&w[ro..ro + n], &c[ro..ro + n]) <= 1, "resid_out (aliased) differs");
@@ -187,19 +189,19 @@ fn folded_grids_match_cpu_ref() {
         bytes::i32_bytes(&slots),
     ];
     let (c, w) = both(&be, &inputs, &[0, 1, 2], &|o, a| {
-        o.qkv_prep(&QkvPrep {
+        o.qkv_prep_bf16(&QkvPrep {
             q_out: a[0],
-            k_pool: a[1],
-            v_pool: a[2],
+            k_pool: Some(a[1]),
+            v_pool: Some(a[2]),
             q_raw: a[3],
-            k_raw: a[4],
-            v_raw: a[5],
-            q_norm: a[6],
-            k_norm: a[7],
+            k_raw: Some(a[4]),
+            v_raw: Some(a[5]),
+            q_norm: Some(a[6]),
+            k_norm: Some(a[7]),
             cos_sin: a[8],
             pos: a[9],
-            slot: a[10],
-            pmap: 0,
+            slot: Some(a[10]),
+            pmap: None,
             rows,
             src_rows: rows,
             nh,
@@ -245,11 +247,11 @@ fn rows_longer_than_the_register_cache_match_cpu_ref() {
     let scalar = bytes::f32_bytes(&[0.7]);
     let inputs = vec![vec![0u8; n], vec![0u8; n], a, x, w, w2, scalar, vec![0u8; n]];
     let (c, gp) = both(&be, &inputs, &[0, 1, 7], &|o, b| {
-        o.rmsnorm(b[0], b[3], b[4], rows, dim, 1e-6)?;
-        o.sandwich(b[1], b[7], b[2], b[3], b[4], b[5], rows, dim, 1e-6)
+        o.rmsnorm_bf16(b[0], b[3], Some(b[4]), rows, dim, 1e-6)?;
+        o.post_norm_add_pre_norm_bf16(b[1], Some(b[7]), b[2], b[3], Some(b[4]), Some(b[5]), rows, dim, 1e-6)
     });
     let d: Vec<u32> = (0..3).map(|i| max_ulp(&gp[i], &c[i])).collect();
     assert!(d.iter().all(|&d| d <= 1), "rmsnorm, resid_out, normed differ on long rows by {d:?} ulp");
-    let (c, gp) = both(&be, &inputs, &[0], &|o, b| o.layer_out(b[0], b[2], b[3], b[4], b[6], rows, dim, 1e-6));
+    let (c, gp) = both(&be, &inputs, &[0], &|o, b| o.layer_out_bf16(b[0], b[2], b[3], Some(b[4]), b[6], rows, dim, 1e-6));
     assert!(max_ulp(&gp[0], &c[0]) <= 1, "layer_out differs on long rows");
 }

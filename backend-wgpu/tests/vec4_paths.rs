@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::bf16_ulp_distance;
-use switchyard_core::{Backend, DeviceBuffer, Result};
+use switchyard_core::{Backend, DeviceBuffer, Region, Result};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
@@ -20,7 +20,7 @@ use common::wgpu;
 
 /// Runs `f` on `be` with outputs (poisoned with 0xff bytes) then inputs, each
 /// placed `lead` bytes into its own allocation; returns the outputs.
-fn run(be: &Arc<dyn Backend>, lead: usize, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[u64]) -> Result<()>) -> Vec<Vec<u8>> {
+fn run(be: &Arc<dyn Backend>, lead: usize, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[Region]) -> Result<()>) -> Vec<Vec<u8>> {
     let mut bufs = Vec::new();
     for &n in outs {
         bufs.push(DeviceBuffer::from_bytes(be, &vec![0xffu8; lead + n]).unwrap());
@@ -30,14 +30,17 @@ fn run(be: &Arc<dyn Backend>, lead: usize, outs: &[usize], ins: &[&[u8]], f: &dy
         v.extend_from_slice(d);
         bufs.push(DeviceBuffer::from_bytes(be, &v).unwrap());
     }
-    let addrs: Vec<u64> = bufs.iter().map(|b| b.at(lead).unwrap()).collect();
-    f(&Ops::new(be.clone()), &addrs).unwrap();
+    let regions: Vec<Region> = bufs.iter().map(|b| b.region().tail(lead).unwrap()).collect();
+    f(&Ops::new(be.clone()), &regions).unwrap();
     be.synchronize().unwrap();
     outs.iter().enumerate().map(|(i, _)| bufs[i].to_vec().unwrap()[lead..].to_vec()).collect()
 }
 
+/// Compares (what, wgpu output, reference output) and panics naming `what`.
+type Check = dyn Fn(&str, &[u8], &[u8]);
+
 /// cpu-ref and wgpu outputs for every lead.
-fn both(test: &str, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[u64]) -> Result<()>, check: &dyn Fn(&str, &[u8], &[u8])) {
+fn both(test: &str, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[Region]) -> Result<()>, check: &Check) {
     let Some(gpu) = wgpu(test) else { return };
     let cpu = switchyard_cpu_ref::cpu_backend();
     for lead in [0usize, 4, 8, 16] {
@@ -82,18 +85,24 @@ fn norms_on_every_path() {
         let (_, w2) = g.bf16(dim, 0.05, 0.5);
         let (_, ls) = g.f32(1, 0.2, 1.5);
         let t = format!("rmsnorm dim={dim}");
-        both(&t, &[2 * n], &[&x, &w], &|o, a| o.rmsnorm(a[0], a[1], a[2], rows, dim, 1e-6), &bf16_within(1));
+        both(&t, &[2 * n], &[&x, &w], &|o, a| o.rmsnorm_bf16(a[0], a[1], Some(a[2]), rows, dim, 1e-6), &bf16_within(1));
         // Outputs computed from a rounded intermediate: 2 ulp (kernels/src/norm/mod.rs, DERIVED).
         let t = format!("sandwich dim={dim}");
         both(
             &t,
             &[2 * n, 2 * n],
             &[&x2, &x, &w2, &w],
-            &|o, a| o.sandwich(a[0], a[1], a[2], a[3], a[4], a[5], rows, dim, 1e-6),
+            &|o, a| o.post_norm_add_pre_norm_bf16(a[0], Some(a[1]), a[2], a[3], Some(a[4]), Some(a[5]), rows, dim, 1e-6),
             &bf16_within(2),
         );
         let t = format!("layer_out dim={dim}");
-        both(&t, &[2 * n], &[&x2, &x, &w2, &ls], &|o, a| o.layer_out(a[0], a[1], a[2], a[3], a[4], rows, dim, 1e-6), &bf16_within(2));
+        both(
+            &t,
+            &[2 * n],
+            &[&x2, &x, &w2, &ls],
+            &|o, a| o.layer_out_bf16(a[0], a[1], a[2], Some(a[3]), a[4], rows, dim, 1e-6),
+            &bf16_within(2),
+        );
     }
 }
 
@@ -129,7 +138,7 @@ fn copy_on_every_path() {
     let mut g = Gen::new(13);
     for n in [1usize, 4095, 4096, 4097, 3 * 4096 + 5] {
         let (_, d) = g.i32(n, i32::MIN, i32::MAX);
-        both(&format!("copy_u32 n={n}"), &[4 * n], &[&d], &|o, a| o.copy_u32(a[0], a[1], n), &exact);
+        both(&format!("copy_u32 n={n}"), &[4 * n], &[&d], &|o, a| o.copy_u32(a[0].addr(), a[1].addr(), n), &exact);
     }
 }
 
@@ -157,7 +166,7 @@ fn lm_head_on_every_path() {
             &t,
             &[4 * m * vocab],
             &[&h, &codes, &sc],
-            &|o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, hdim, 0.0),
+            &|o, a| o.lm_head_logits_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), m, vocab, hdim, 0.0),
             &f32_within(hdim as f32),
         );
         let (_, table) = g.bf16(vocab * hdim, -1.0, 1.0);
@@ -166,7 +175,7 @@ fn lm_head_on_every_path() {
             &t,
             &[4 * m * vocab],
             &[&h, &table],
-            &|o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, hdim, 30.0),
+            &|o, a| o.lm_head_logits_bf16(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, hdim, 30.0),
             &f32_within(hdim as f32),
         );
     }
@@ -185,6 +194,6 @@ fn argmax_on_every_path() {
         v[2 * vocab % (m * vocab) + 7] = 20.0;
         let d = bytes::f32_bytes(&v);
         let t = format!("argmax_rows m={m} vocab={vocab}");
-        both(&t, &[4 * m, 4 * m], &[&d], &|o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, 7, -1), &exact);
+        both(&t, &[4 * m, 4 * m], &[&d], &|o, a| o.argmax_rows(a[0].addr(), a[1].addr(), a[2].addr(), m, vocab, 7, -1), &exact);
     }
 }

@@ -136,11 +136,3 @@ pub(crate) const fn words(n: usize) -> usize {
 pub(crate) fn sat(xs: &[usize]) -> usize {
     xs.iter().fold(1usize, |acc, &x| acc.saturating_mul(x))
 }
-/// bytes for an optional pointer: 0 when null (nothing to check).
-pub(crate) fn opt(addr: u64, bytes: usize) -> usize {
-    if addr == 0 {
-        0
-    } else {
-        bytes
-    }
-}

@@ -183,8 +183,8 @@ fn launchers_with_overflowing_shapes_are_refused() {
         ("moe_offsets e+1", ops.moe_offsets(a, a, a, huge)),
         ("rmsnorm rows·dim", ops.rmsnorm_bf16(b.region(), b.region(), None, 3, big, 1e-6)),
         ("rmsnorm norm_block", ops.rmsnorm_bf16(b.region(), b.region(), None, 1, huge - 1, 1e-6)),
-        ("embed_gather_bf16 vocab·h", ops.embed_gather_bf16(a, a, a, 1, big, 16, 1.0)),
-        ("gather_rows_bf16 n_src·h", ops.gather_rows_bf16(a, a, a, 1, big, 16)),
+        ("embed_gather_bf16 vocab·h", ops.embed_gather_bf16(b.region(), b.region(), b.region(), 1, big, 16, 1.0)),
+        ("gather_rows_bf16 n_src·h", ops.gather_rows_bf16(b.region(), b.region(), b.region(), 1, big, 16)),
         ("gelu_mul rows·2·inter", ops.gelu_mul(a, a, 1 << 30, 1 << 30)),
         ("lm_head vocab·hdim", ops.lm_head_logits_bf16(a, a, a, 1, big, 16, 0.0)),
         ("dense_gemm_splitk splits·m·n", ops.dense_gemm_splitk(a, a, a, a, 1 << 31, 1 << 31, 8, 1 << 31)),
@@ -221,8 +221,10 @@ fn raw_launches_that_exhausted_memory_or_spun_fail_fast() {
         (&gemm::DENSE_GEMM_SPLITK_PARTIAL, g(1), vec![P(a), P(a), P(a), U(0), U(1), U(1), U(u32::MAX)]),
         (&moe::expert::MOE_GATHER_BF16, g(1), vec![P(a), P(a), P(a), I(1), I(1), I(big), I(0)]),
         (&moe::expert::MOE_COMBINE_BF16, g(1), vec![P(a), P(a), P(a), P(a), I(big), I(0), I(big), I(0)]),
-        (&attn::ATTENTION_DECODE_REDUCE, g(1), vec![P(a), P(a), P(a), I(big), I(big), I(8), I(0)]),
-        (&attn::ATTENTION_DECODE_REDUCE, g(1), vec![P(a), P(a), P(a), I(0), I(1), I(big), I(1)]),
+        // The decode reduce's findings (batch·nh huge with no splits; batch 0 with a huge hd
+        // sizing a scratch row), now one kernel with no caller workspace.
+        (&attn::ATTENTION_DECODE, g(1), decode_args(a, [big, 1, big, 1, 8, 1, 1, 1, 0])),
+        (&attn::ATTENTION_DECODE, g(1), decode_args(a, [0, 1, 1, 1, big, 1, 1, 1, 0])),
         (&head::LM_HEAD_LOGITS_BF16, g(1), vec![P(a), P(a), P(a), I(0), I(big), I(0), F(0.0)]),
     ];
     for (sig, grid, args) in cases {
@@ -241,6 +243,16 @@ fn raw_launches_that_exhausted_memory_or_spun_fail_fast() {
     assert!(t0.elapsed().as_secs() < 5, "refusals took {:?}", t0.elapsed());
     drop(b);
     assert_eq!(be.live_bytes(), 0);
+}
+
+/// `attention_decode`'s arguments: six pointers to `a`, then batch, max_ctx,
+/// nh, nkv, hd, page, max_pages, num_slots, window, and scale 1.
+fn decode_args(a: u64, ints: [i32; 9]) -> Vec<switchyard_core::Arg> {
+    use switchyard_core::Arg::{F, I, P};
+    let mut v = vec![P(a); 6];
+    v.extend(ints.map(I));
+    v.push(F(1.0));
+    v
 }
 
 /// A raw launch through whichever path the kernel has: planned (the

@@ -157,11 +157,7 @@ fn check_view(kernel: &str, kv: &KvView, p: &AttnParams) -> Result<()> {
 fn kv_args(kernel: &str, kv: &KvView) -> Result<[crate::ops::LaunchArg; 3]> {
     i32_arg(kernel, "num_slots", kv.num_slots)?;
     let pool = bf16s(saturating_product(&[kv.num_slots, kv.nkv, kv.hd]));
-    Ok([
-        region(kv.k_pool, pool),
-        region(kv.v_pool, pool),
-        region(kv.block_table, words(saturating_product(&[kv.num_seqs, kv.max_pages]))),
-    ])
+    Ok([region(kv.k_pool, pool), region(kv.v_pool, pool), region(kv.block_table, words(saturating_product(&[kv.num_seqs, kv.max_pages])))])
 }
 
 // ---------------------------------------------------------------- plans
@@ -487,8 +483,7 @@ fn decode_case(g: &mut Gen, s: &'static AttnShape, capacity: bool, ctx: Option<V
     let (_, q) = g.bf16(batch * s.nh * s.hd, 0.01, 1.0);
     let ctx = ctx.unwrap_or_else(|| s.lens.iter().map(|&l| l as i32).collect());
     let params = AttnParams { nh: s.nh, window: s.window, scale: s.scale };
-    let chunks: Vec<usize> =
-        ctx.iter().map(|&n| decode_splits(visible_keys(n.max(0) as usize, s.window), batch, s.nh)).collect();
+    let chunks: Vec<usize> = ctx.iter().map(|&n| decode_splits(visible_keys(n.max(0) as usize, s.window), batch, s.nh)).collect();
     let sizes = (c.max_pages, c.num_slots);
     let buffers = vec![
         Buffer::output("out", DType::BF16, batch * s.nh * s.hd, Tolerance::Nmse(ATTN_NMSE)),
@@ -566,8 +561,13 @@ mod tests {
             .collect()
     }
 
-    const FACTS: DeviceFacts =
-        DeviceFacts { multiprocessors: 132, max_shared_bytes: 232_448, subgroup_size: 32, max_groups_per_dim: 65535, max_binding_bytes: u64::MAX };
+    const FACTS: DeviceFacts = DeviceFacts {
+        multiprocessors: 132,
+        max_shared_bytes: 232_448,
+        subgroup_size: 32,
+        max_groups_per_dim: 65535,
+        max_binding_bytes: u64::MAX,
+    };
 
     #[test]
     fn decode_plans_size_the_workspace_from_max_ctx_and_run_two_passes() {

@@ -89,7 +89,16 @@ impl Ops {
 
     /// Scaled embedding lookup from a bf16 table. See [`EMBED_GATHER_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn embed_gather_bf16(&self, out: Region, table: Region, ids: Region, rows: usize, vocab: usize, h: usize, scale: f32) -> Result<()> {
+    pub fn embed_gather_bf16(
+        &self,
+        out: Region,
+        table: Region,
+        ids: Region,
+        rows: usize,
+        vocab: usize,
+        h: usize,
+        scale: f32,
+    ) -> Result<()> {
         let k = EMBED_GATHER_BF16.symbol;
         require(h > 0 && h % 2 == 0, k, "h", || format!("h = {h} must be positive and even"))?;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
