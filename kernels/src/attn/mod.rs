@@ -470,20 +470,21 @@ fn prefill_cases(g: &mut Gen) -> Vec<Case> {
         .collect()
 }
 
-/// One decode case: `ctx_len` (the shape's lengths unless given), with
-/// `max_ctx` the longest length (what a per-step maximum would be) or, with
-/// `capacity`, the block table's whole capacity of four times that, as a
-/// session passes it.
-fn decode_case(g: &mut Gen, s: &'static AttnShape, capacity: bool, ctx: Option<Vec<i32>>) -> Case {
+/// One decode case at the shape's lengths, with `max_ctx` the longest
+/// (what a per-step maximum would be) or, with `capacity`, the block table's
+/// whole capacity of four times that or more, as a session passes it. (NaN
+/// rows for invalid contexts are not parity material, NMSE has no NaN; the
+/// backends' edge tests compare them position for position.)
+fn decode_case(g: &mut Gen, s: &'static AttnShape, capacity: bool) -> Case {
     let longest = *s.lens.iter().max().expect("non-empty");
     let spare = if capacity { 4 * longest.div_ceil(s.page) } else { 0 };
     let c = paged_cache(g, s.lens, s.nkv, s.hd, s.page, spare);
     let max_ctx = if capacity { c.max_pages * s.page } else { longest };
     let batch = s.lens.len();
     let (_, q) = g.bf16(batch * s.nh * s.hd, 0.01, 1.0);
-    let ctx = ctx.unwrap_or_else(|| s.lens.iter().map(|&l| l as i32).collect());
+    let ctx: Vec<i32> = s.lens.iter().map(|&l| l as i32).collect();
     let params = AttnParams { nh: s.nh, window: s.window, scale: s.scale };
-    let chunks: Vec<usize> = ctx.iter().map(|&n| decode_splits(visible_keys(n.max(0) as usize, s.window), batch, s.nh)).collect();
+    let chunks: Vec<usize> = s.lens.iter().map(|&n| decode_splits(visible_keys(n, s.window), batch, s.nh)).collect();
     let sizes = (c.max_pages, c.num_slots);
     let buffers = vec![
         Buffer::output("out", DType::BF16, batch * s.nh * s.hd, Tolerance::Nmse(ATTN_NMSE)),
@@ -495,7 +496,7 @@ fn decode_case(g: &mut Gen, s: &'static AttnShape, capacity: bool, ctx: Option<V
     ];
     Case {
         kernel: &ATTENTION_DECODE,
-        label: format!("{} ctx_len={ctx:?} max_ctx={max_ctx} chunks={chunks:?}", label(s)),
+        label: format!("{} max_ctx={max_ctx} chunks={chunks:?}", label(s)),
         buffers,
         run: Box::new(move |o, a| {
             let d = AttnDecode { out: a[0], q: a[1], ctx_len: a[5], batch, max_ctx };
@@ -508,11 +509,9 @@ fn decode_cases(g: &mut Gen) -> Vec<Case> {
     let mut cases = Vec::new();
     for s in ATTN_SHAPES.iter().chain(&LONG_SHAPES) {
         // max_ctx tight (one launch per step) and a fixed capacity (many idle chunks).
-        cases.push(decode_case(g, s, false, None));
-        cases.push(decode_case(g, s, true, None));
+        cases.push(decode_case(g, s, false));
+        cases.push(decode_case(g, s, true));
     }
-    // ctx_len outside 1..=max_ctx: NaN rows beside a valid one.
-    cases.push(decode_case(g, &ATTN_SHAPES[2], false, Some(vec![40, 0, 41])));
     cases
 }
 
