@@ -12,7 +12,7 @@
 //! `out = bf16(Σ_j softmax(s)_j · v_j)` with f32 accumulation. The order of
 //! the sums is the backend's: parity is NMSE ≤ 1e-6 against the reference.
 //! A row whose sequence, pages or slots fall outside the tables gets bf16 NaN.
-use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
+use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, LaunchArg, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{groups, positive, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::codec::bytes;
@@ -154,7 +154,7 @@ fn check_view(kernel: &str, kv: &KvView, p: &AttnParams) -> Result<()> {
 }
 
 /// The pools' and block table's launch arguments, each checked to cover the view's sizes.
-fn kv_args(kernel: &str, kv: &KvView) -> Result<[crate::ops::LaunchArg; 3]> {
+fn kv_args(kernel: &str, kv: &KvView) -> Result<[LaunchArg; 3]> {
     i32_arg(kernel, "num_slots", kv.num_slots)?;
     let pool = bf16s(saturating_product(&[kv.num_slots, kv.nkv, kv.hd]));
     Ok([region(kv.k_pool, pool), region(kv.v_pool, pool), region(kv.block_table, words(saturating_product(&[kv.num_seqs, kv.max_pages])))])
