@@ -7,16 +7,11 @@ use switchyard_kernels::sources::{self, Expanded, Source};
 /// with the catalogue's sources in the naga tests).
 pub const BYTECOPY: Source = Source { path: "backend-wgpu/src/bytecopy.wgsl", text: include_str!("bytecopy.wgsl") };
 
-/// Program name of [`BYTECOPY`] in the pipeline cache.
-pub(crate) const BYTECOPY_NAME: &str = "__bytecopy";
-
-/// The source of a program: a catalogue kernel's WGSL or an internal one.
-pub(crate) fn source(name: &str) -> Option<Source> {
-    if name == BYTECOPY_NAME {
-        Some(BYTECOPY)
-    } else {
-        switchyard_core::registry::kernels().into_iter().find(|k| k.symbol == name).and_then(sources::wgsl)
-    }
+/// TRANSITION: the WGSL of a kernel launched through `enqueue_legacy` (the
+/// legacy source table). Planned launches take the source from their
+/// `wgsl_plan!` registration; this goes when every family has moved.
+pub(crate) fn source(kernel: &switchyard_core::KernelSig) -> Option<Source> {
+    sources::wgsl(kernel)
 }
 
 /// Prelude and kernel joined, with the kernel's `//! include` lines expanded

@@ -219,17 +219,6 @@ fn folded_grids_match_cpu_ref() {
 }
 
 #[test]
-fn launch_overhead_is_measured() {
-    let Some(be) = backend("launch_overhead_is_measured", WgpuOptions::default()) else { return };
-    let o = switchyard_wgpu::launch_overhead(&be, 500).unwrap();
-    eprintln!("wgpu launch overhead on {}: {o}", be.info().device);
-    assert!(o.host_us > 0.0 && o.total_us >= o.host_us);
-    // The CPU reference goes through the same path: a baseline for the Backend::launch checks.
-    let c = switchyard_wgpu::launch_overhead(&switchyard_cpu_ref::cpu_backend(), 500).unwrap();
-    eprintln!("cpu-ref launch overhead: {c}");
-}
-
-#[test]
 fn rows_longer_than_the_register_cache_match_cpu_ref() {
     // Norm kernels keep up to 8192 elements per row in registers; 8194 takes the re-reading path.
     let Some(be) = backend("rows_longer_than_the_register_cache_match_cpu_ref", WgpuOptions::default()) else { return };
