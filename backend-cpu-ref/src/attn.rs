@@ -1,12 +1,13 @@
-//! Paged attention: prefill, split decode and its reduce.
+//! Paged attention: prefill and split decode.
 //!
 //! The reference computes the exact two-pass softmax in f32 rather than the
 //! online form the GPU kernels use: scores `s_j = scale · Σ_d q[d]·k_j[d]`
 //! (d in index order), `m = max_j s_j`, `p_j = e^{s_j − m}`, `l = Σ_j p_j`
-//! and `o = Σ_j p_j · v_j` (keys in order), then `o / l`. Prefill and the
-//! decode partial share that one routine, so a single-split decode equals the
+//! and `o = Σ_j p_j · v_j` (keys in order), then `o / l`. Prefill and each
+//! decode chunk share that one routine, so a single-chunk decode equals the
 //! prefill row for the same query bit for bit, and any split agrees within
-//! rounding.
+//! rounding. Decode combines its chunks in chunk order, as the contract of
+//! `attention_decode` defines them, with no workspace.
 //!
 //! Operands are snapshotted once through the checked context (the whole K/V
 //! pools as byte slices, the tables as i32s); the loops then index plain
@@ -17,11 +18,10 @@ use crate::embed::{in_range, BF16_NAN};
 use std::ops::Range;
 use switchyard_core::codec::{bf16_bits, bf16_value};
 use switchyard_core::{Error, Result};
-use switchyard_kernels::attn::{ATTENTION_DECODE_PARTIAL, ATTENTION_DECODE_REDUCE, ATTENTION_PREFILL};
+use switchyard_kernels::attn::{decode_splits, ATTENTION_DECODE, ATTENTION_PREFILL};
 
 register!(ATTENTION_PREFILL => attention_prefill);
-register!(ATTENTION_DECODE_PARTIAL => attention_decode_partial);
-register!(ATTENTION_DECODE_REDUCE => attention_decode_reduce);
+register!(ATTENTION_DECODE => attention_decode);
 
 /// Product of sizes, or an error naming the buffer whose element count overflowed.
 pub(crate) fn count(kernel: &str, name: &str, dims: &[usize]) -> Result<usize> {
@@ -202,14 +202,14 @@ fn attention_prefill(c: &mut Ctx<'_>) -> Result<()> {
     c.put_bf16(out, 0, &bits)
 }
 
-fn attention_decode_partial(c: &mut Ctx<'_>) -> Result<()> {
+fn attention_decode(c: &mut Ctx<'_>) -> Result<()> {
     let kernel = c.kernel();
     let g = Geometry::read(c)?;
-    let (batch, splits, split_len) = (c.size("batch")?, c.size("splits")?, c.size("split_len")?);
-    if split_len == 0 {
-        return Err(Error::invalid(kernel, "split_len", "split_len must be > 0"));
+    let (batch, max_ctx) = (c.size("batch")?, c.size("max_ctx")?);
+    if batch == 0 {
+        return Err(Error::invalid(kernel, "batch", "batch must be > 0"));
     }
-    let (o_ws, ml_ws, q) = (c.buf("o_ws")?, c.buf("ml_ws")?, c.buf("q")?);
+    let (out, q) = (c.buf("out")?, c.buf("q")?);
     let width = count(kernel, "q", &[g.nh, g.hd])?;
     let qv = c.bf16(q, 0, count(kernel, "q", &[batch, width])?)?;
     let kp = Pool::snapshot(c, c.buf("k_pool")?, &g, "k_pool")?;
@@ -217,104 +217,61 @@ fn attention_decode_partial(c: &mut Ctx<'_>) -> Result<()> {
     // Sequence b uses block-table row b; the decode kernel has no num_seqs.
     let table = c.i32s(c.buf("block_table")?, 0, count(kernel, "block_table", &[batch, g.max_pages])?)?;
     let ctx_len = c.i32s(c.buf("ctx_len")?, 0, batch)?;
-    let n_o = count(kernel, "o_ws", &[batch, g.nh, splits, g.hd])?;
-    let n_ml = count(kernel, "ml_ws", &[batch, g.nh, splits, 2])?;
-    c.bytes(o_ws, 0, n_o, 4)?;
-    c.bytes(ml_ws, 0, n_ml, 4)?;
+    c.bytes(out, 0, count(kernel, "out", &[batch, width])?, 2)?;
 
     let group = g.nh / g.nkv;
-    // Defaults are the empty-split values; an invalid sequence overwrites its
-    // entries with NaN so the reduce turns them into a NaN row.
-    let mut o_all = vec![0f32; n_o];
-    let mut ml_all: Vec<f32> = [f32::NEG_INFINITY, 0.0].repeat(n_ml / 2);
+    let mut bits = vec![BF16_NAN; batch * width];
     let (mut kbuf, mut vbuf, mut scores) = (Vec::new(), Vec::new(), Vec::new());
+    let mut parts: Vec<(f32, f32, Vec<f32>)> = Vec::new();
+    let mut num = vec![0f32; g.hd];
     for b in 0..batch {
-        let head_base = b * g.nh * splits;
-        let slots = match usize::try_from(ctx_len[b]).ok().filter(|&n| n >= 1 && n <= g.capacity()) {
-            Some(n) => {
-                let lo = g.first_key(n - 1);
-                g.slots(&table[b * g.max_pages..(b + 1) * g.max_pages], lo..n).map(|s| (lo, n, s))
-            }
-            None => None,
-        };
-        let Some((lo, end, slots)) = slots else {
-            o_all[head_base * g.hd..(head_base + g.nh * splits) * g.hd].fill(f32::NAN);
-            ml_all[head_base * 2..(head_base + g.nh * splits) * 2].fill(f32::NAN);
-            continue;
-        };
+        // A context past max_ctx or the table, or a bad page or slot among the
+        // visible keys, leaves the sequence's rows NaN.
+        let Some(n) = usize::try_from(ctx_len[b]).ok().filter(|&n| n >= 1 && n <= max_ctx && n <= g.capacity()) else { continue };
+        let lo = g.first_key(n - 1);
+        let Some(slots) = g.slots(&table[b * g.max_pages..(b + 1) * g.max_pages], lo..n) else { continue };
+        let keys = n - lo;
+        let splits = decode_splits(keys, batch, g.nh);
+        let len = keys.div_ceil(splits);
         for kvh in 0..g.nkv {
             kp.gather(&slots, kvh, &mut kbuf);
             vp.gather(&slots, kvh, &mut vbuf);
             for h in kvh * group..(kvh + 1) * group {
-                let qh = &qv[b * width + h * g.hd..b * width + (h + 1) * g.hd];
+                let at = b * width + h * g.hd;
+                let qh = &qv[at..at + g.hd];
+                // Chunk s covers keys [s·len, min(keys, (s+1)·len)) past lo; one that starts at the end is empty.
+                parts.clear();
                 for s in 0..splits {
-                    // Split s covers keys [lo + s·len, min(end, lo + (s+1)·len)); saturating so
-                    // huge raw split counts cannot overflow, they just come out empty.
-                    let start = lo.saturating_add(s.saturating_mul(split_len)).min(end);
-                    let stop = lo.saturating_add((s + 1).saturating_mul(split_len)).min(end);
+                    let (start, stop) = (s * len, ((s + 1) * len).min(keys));
                     if start >= stop {
                         continue;
                     }
-                    let (a, z) = ((start - lo) * g.hd, (stop - lo) * g.hd);
-                    let e = (b * g.nh + h) * splits + s;
-                    let o = &mut o_all[e * g.hd..(e + 1) * g.hd];
-                    let (m, l) = attend(qh, &kbuf[a..z], &vbuf[a..z], g.scale, &mut scores, o);
-                    ml_all[2 * e] = m;
-                    ml_all[2 * e + 1] = l;
+                    let mut o = vec![0f32; g.hd];
+                    let (m, l) =
+                        attend(qh, &kbuf[start * g.hd..stop * g.hd], &vbuf[start * g.hd..stop * g.hd], g.scale, &mut scores, &mut o);
+                    parts.push((m, l, o));
+                }
+                // A chunk with m = −inf or l = 0 contributes nothing; skipping it keeps
+                // e^{−inf − M} from becoming NaN when M itself is −inf.
+                let used = |&&(m, l, _): &&(f32, f32, Vec<f32>)| !(m == f32::NEG_INFINITY || l == 0.0);
+                // NaN-propagating: a NaN score poisons the row. No used chunk: no softmax, NaN.
+                let big_m = nan_max(parts.iter().filter(used).map(|p| p.0));
+                if !parts.iter().any(|p| used(&p)) || big_m.is_nan() {
+                    continue;
+                }
+                num.fill(0.0);
+                let mut den = 0f32;
+                for (m, l, o) in parts.iter().filter(used) {
+                    let w = (m - big_m).exp();
+                    den += w * l;
+                    for (n, &x) in num.iter_mut().zip(o) {
+                        *n += w * x;
+                    }
+                }
+                for (dst, &n) in bits[at..at + g.hd].iter_mut().zip(&num) {
+                    *dst = bf16_bits(n / den);
                 }
             }
-        }
-    }
-    c.put_f32(o_ws, 0, &o_all)?;
-    c.put_f32(ml_ws, 0, &ml_all)
-}
-
-fn attention_decode_reduce(c: &mut Ctx<'_>) -> Result<()> {
-    let kernel = c.kernel();
-    let (batch, nh, hd, splits) = (c.size("batch")?, c.size("nh")?, c.size("hd")?, c.size("splits")?);
-    let (out, o_ws, ml_ws) = (c.buf("out")?, c.buf("o_ws")?, c.buf("ml_ws")?);
-    let heads = count(kernel, "out", &[batch, nh])?;
-    // An empty output bounds nothing below: hd = 0 let `heads` (up to 2^62)
-    // spin, and heads = 0 let `hd` size a scratch row of gigabytes (fuzzer
-    // findings). The launcher requires both positive; so does the reference.
-    if heads == 0 || hd == 0 {
-        return Err(Error::invalid(kernel, "hd", format!("batch·nh = {heads}, hd = {hd}: the output must be non-empty")));
-    }
-    let o = c.f32s(o_ws, 0, count(kernel, "o_ws", &[heads, splits, hd])?)?;
-    let ml = c.f32s(ml_ws, 0, count(kernel, "ml_ws", &[heads, splits, 2])?)?;
-    // The output's range first: with splits = 0 the workspace reads above
-    // bound nothing, and heads · hd could ask for terabytes (fuzzer finding).
-    let out_elems = count(kernel, "out", &[heads, hd])?;
-    c.bytes(out, 0, out_elems, 2)?;
-    let mut bits = vec![BF16_NAN; out_elems];
-    let mut num = vec![0f32; hd];
-    for bh in 0..heads {
-        let split = |s: usize| (ml[(bh * splits + s) * 2], ml[(bh * splits + s) * 2 + 1]);
-        // An empty split (m = −inf or l = 0) contributes nothing; skipping it keeps
-        // e^{−inf − M} from becoming NaN when M itself is −inf.
-        let used = |(m, l): (f32, f32)| !(m == f32::NEG_INFINITY || l == 0.0);
-        if !(0..splits).any(|s| used(split(s))) {
-            // Every split empty: there is no softmax to take; NaN, never a silent 0/0 or 0.
-            continue;
-        }
-        // NaN-propagating, so a poisoned split (invalid sequence) poisons the row.
-        let big_m = nan_max((0..splits).map(split).filter(|&x| used(x)).map(|(m, _)| m));
-        num.fill(0.0);
-        let mut den = 0f32;
-        for s in 0..splits {
-            let (m, l) = split(s);
-            if !used((m, l)) {
-                continue;
-            }
-            let w = (m - big_m).exp();
-            den += w * l;
-            let os = &o[(bh * splits + s) * hd..(bh * splits + s + 1) * hd];
-            for (n, &x) in num.iter_mut().zip(os) {
-                *n += w * x;
-            }
-        }
-        for (dst, &n) in bits[bh * hd..(bh + 1) * hd].iter_mut().zip(&num) {
-            *dst = bf16_bits(n / den);
         }
     }
     c.put_bf16(out, 0, &bits)

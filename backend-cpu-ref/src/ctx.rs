@@ -10,7 +10,7 @@
 //! fails half-way leaves memory untouched.
 use crate::memory::Allocs;
 use switchyard_core::codec::{bf16_value, fp8::e4m3_to_f32};
-use switchyard_core::{Arg, ArgKind, Error, Grid, KernelSig, Result};
+use switchyard_core::{Arg, ArgKind, Error, KernelSig, Result};
 
 /// A pointer argument that resolved to a live allocation.
 #[derive(Clone, Copy)]
@@ -49,7 +49,6 @@ impl Pending {
 /// A running kernel's arguments.
 pub(crate) struct Ctx<'a> {
     sig: &'static KernelSig,
-    grid: Option<Grid>,
     args: &'a [Arg],
     /// Per argument: for a non-null pointer, its address and the bytes from
     /// it to the end of its allocation.
@@ -59,7 +58,7 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     /// Resolves every non-null pointer argument against `mem`.
-    pub(crate) fn new(sig: &'static KernelSig, grid: Option<Grid>, args: &'a [Arg], mem: &'a Allocs) -> Result<Self> {
+    pub(crate) fn new(sig: &'static KernelSig, args: &'a [Arg], mem: &'a Allocs) -> Result<Self> {
         sig.check(args)?;
         let mut views = Vec::with_capacity(args.len());
         for (spec, arg) in sig.args.iter().zip(args) {
@@ -72,7 +71,7 @@ impl<'a> Ctx<'a> {
                 _ => None,
             });
         }
-        Ok(Ctx { sig, grid, args, views, pending: Pending { writes: Vec::new(), arena: Vec::new() } })
+        Ok(Ctx { sig, args, views, pending: Pending { writes: Vec::new(), arena: Vec::new() } })
     }
 
     /// The recorded writes, for [`Pending::commit`].
@@ -83,11 +82,6 @@ impl<'a> Ctx<'a> {
     /// Kernel symbol, for error messages.
     pub(crate) fn kernel(&self) -> &'static str {
         self.sig.symbol
-    }
-
-    /// Rows of a kernel still launched through the legacy geometry path.
-    pub(crate) fn grid_x(&self) -> usize {
-        self.grid.map_or(0, |g| g[0] as usize)
     }
 
     fn index(&self, name: &str, kind: ArgKind) -> Result<usize> {

@@ -20,7 +20,7 @@ pub(crate) fn in_range(id: i32, n: usize) -> Option<usize> {
 fn embed_gather_fp8(c: &mut Ctx<'_>) -> Result<()> {
     let (out, table, row_scale, ids) = (c.buf("out")?, c.buf("table")?, c.buf("row_scale")?, c.buf("ids")?);
     let (h, vocab, scale) = (c.size("h")?, c.size("vocab")?, c.f32("scale")?);
-    for r in 0..c.grid_x() {
+    for r in 0..c.size("rows")? {
         match in_range(c.i32_at(ids, r)?, vocab) {
             Some(id) => {
                 let s = c.f32_at(row_scale, id)?;
@@ -38,7 +38,7 @@ fn embed_gather_fp8(c: &mut Ctx<'_>) -> Result<()> {
 fn embed_gather_bf16(c: &mut Ctx<'_>) -> Result<()> {
     let (out, table, ids) = (c.buf("out")?, c.buf("table")?, c.buf("ids")?);
     let (h, vocab, scale) = (c.size("h")?, c.size("vocab")?, c.f32("scale")?);
-    for r in 0..c.grid_x() {
+    for r in 0..c.size("rows")? {
         match in_range(c.i32_at(ids, r)?, vocab) {
             Some(id) => {
                 let o: Vec<u16> = c.bf16(table, id * h, h)?.iter().map(|&v| bf16_bits(v * scale)).collect();
@@ -53,7 +53,7 @@ fn embed_gather_bf16(c: &mut Ctx<'_>) -> Result<()> {
 fn gather_rows_bf16(c: &mut Ctx<'_>) -> Result<()> {
     let (out, src, idx) = (c.buf("out")?, c.buf("src")?, c.buf("idx")?);
     let (h, n_src) = (c.size("h")?, c.size("n_src")?);
-    for r in 0..c.grid_x() {
+    for r in 0..c.size("rows")? {
         match in_range(c.i32_at(idx, r)?, n_src) {
             Some(s) => {
                 let bits = c.bf16_bits(src, s * h, h)?;

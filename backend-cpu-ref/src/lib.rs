@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 use switchyard_core::vaddr::MAX_ALLOC;
-use switchyard_core::{Arg, Backend, BackendInfo, BackendKind, Error, Grid, KernelSig, Recording, Result};
+use switchyard_core::{Arg, Backend, BackendInfo, BackendKind, Error, KernelSig, Recording, Result};
 
 mod ctx;
 mod memory;
@@ -132,7 +132,7 @@ impl CpuBackend {
         Ok(())
     }
 
-    fn run(&self, kernel: &'static KernelSig, grid: Option<Grid>, args: &[Arg]) -> Result<()> {
+    fn run(&self, kernel: &'static KernelSig, args: &[Arg]) -> Result<()> {
         let run = kernel_fn(kernel).ok_or_else(|| Error::UnknownKernel {
             module: kernel.module.into(),
             symbol: kernel.symbol.into(),
@@ -142,7 +142,7 @@ impl CpuBackend {
         // and the table its writes are committed to are the same.
         let mut mem = self.mem.lock();
         let pending = {
-            let mut ctx = Ctx::new(kernel, grid, args, &mem)?;
+            let mut ctx = Ctx::new(kernel, args, &mem)?;
             run(&mut ctx)?;
             ctx.finish()
         };
@@ -151,7 +151,7 @@ impl CpuBackend {
 
     fn run_step(&self, step: &Step) -> Result<()> {
         match step {
-            Step::Launch(k, args) => self.run(k, None, args),
+            Step::Launch(k, args) => self.run(k, args),
             Step::Copy { dst, src, bytes } => self.mem.copy(*dst, *src, *bytes),
             Step::Zero { dst, bytes } => self.mem.memset0(*dst, *bytes),
         }
@@ -228,12 +228,7 @@ impl Backend for CpuBackend {
         if self.recorded(|| Step::Launch(kernel, args.to_vec())) {
             return Ok(());
         }
-        self.run(kernel, None, args)
-    }
-
-    fn enqueue_legacy(&self, kernel: &'static KernelSig, grid: Grid, _block: Grid, args: &[Arg]) -> Result<()> {
-        self.not_recording(kernel.symbol)?;
-        self.run(kernel, Some(grid), args)
+        self.run(kernel, args)
     }
 
     fn record(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<Recording> {

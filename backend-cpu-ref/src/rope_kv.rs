@@ -57,7 +57,7 @@ fn qkv_prep(c: &mut Ctx<'_>) -> Result<()> {
     } else {
         None
     };
-    for r in 0..c.grid_x() {
+    for r in 0..c.size("rows")? {
         let s = match pmap {
             Some(p) => c.i32_at(p, r)?,
             None => i32::try_from(r).unwrap_or(i32::MAX),

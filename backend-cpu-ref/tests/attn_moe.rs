@@ -1,9 +1,11 @@
 //! Paged attention and the MoE expert path on the CPU reference, checked by
 //! hand and against independent f64 loops: a single key returns v exactly, a
 //! hand-computed two-key softmax (and the sliding-window edge), GQA head
-//! mapping, decode at every split agreeing with prefill's last row, invalid
-//! pages giving NaN rows, top-k ties, the combine skipping dropped pairs,
-//! and the grouped GEMMs / gather / gelu against plain loops.
+//! mapping, decode agreeing with prefill's last row (bit for bit in one
+//! chunk), decode's chunk rule written out from its contract, max_ctx
+//! changing no bit, invalid pages and contexts giving NaN rows, top-k ties,
+//! the combine skipping dropped pairs, and the grouped GEMMs / gather / gelu
+//! against plain loops.
 use std::sync::Arc;
 use switchyard_core::codec::bytes::{
     bf16_bits_from_bytes, bf16_bytes, bf16_from_bytes, f32_bytes, f32_from_bytes, i32_bytes, i32_from_bytes,
@@ -12,19 +14,20 @@ use switchyard_core::codec::fp8::e4m3_to_f32;
 use switchyard_core::codec::nvfp4::e2m1_to_f32;
 use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
 use switchyard_core::compare::{bf16_ulp_distance, nmse};
-use switchyard_core::{Backend, Error};
+use switchyard_core::{Backend, DeviceBuffer, Error, Region};
 use switchyard_cpu_ref::cpu_backend;
-use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
+use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView, ATTENTION_PREFILL};
 use switchyard_kernels::gemm::w4a16::random_weight;
 use switchyard_kernels::moe::expert::ExpertWeights;
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 
 mod common;
-use common::{buffer, down, poisoned, poisoned_buffer, up};
+use common::{buffer, down, poisoned_buffer, up};
 
 /// A paged cache for `lens`: K and V values (f32, bf16-exact) per slot, and a
 /// block table whose pages are permuted across the pool so paging mistakes show.
+#[derive(Clone)]
 struct Cache {
     k: Vec<f32>,
     v: Vec<f32>,
@@ -44,12 +47,46 @@ fn cache(g: &mut Gen, lens: &[usize], nkv: usize, hd: usize, page: usize) -> Cac
     Cache { k, v, table, num_slots, max_pages }
 }
 
+/// `c` with `extra` more block-table columns, all −1: a session's capacity
+/// beyond what its sequences hold so far.
+fn widened(c: &Cache, seqs: usize, extra: usize) -> Cache {
+    let max_pages = c.max_pages + extra;
+    let mut table = vec![-1; seqs * max_pages];
+    for b in 0..seqs {
+        table[b * max_pages..b * max_pages + c.max_pages].copy_from_slice(&c.table[b * c.max_pages..(b + 1) * c.max_pages]);
+    }
+    Cache { table, max_pages, ..c.clone() }
+}
+
+/// Device buffers a test's regions point into, alive until the test ends.
+#[derive(Default)]
+struct Held(Vec<DeviceBuffer>);
+
+impl Held {
+    fn up(&mut self, be: &Arc<dyn Backend>, data: &[u8]) -> Region {
+        let b = DeviceBuffer::from_bytes(be, data).unwrap();
+        let r = b.region();
+        self.0.push(b);
+        r
+    }
+
+    /// `bytes` of 0xff (NaN as bf16 and f32), so an unwritten element shows.
+    fn poisoned(&mut self, be: &Arc<dyn Backend>, bytes: usize) -> Region {
+        self.up(be, &vec![0xff; bytes])
+    }
+}
+
+/// The bf16 bits in `r`.
+fn read_bf16(be: &Arc<dyn Backend>, r: Region) -> Vec<u16> {
+    bf16_bits_from_bytes(&down(be, r.addr(), r.len()))
+}
+
 /// The device side of a cache.
-fn upload_cache(be: &Arc<dyn Backend>, c: &Cache, nkv: usize, hd: usize, page: usize, num_seqs: usize) -> KvView {
+fn upload_cache(be: &Arc<dyn Backend>, held: &mut Held, c: &Cache, nkv: usize, hd: usize, page: usize, num_seqs: usize) -> KvView {
     KvView {
-        k_pool: up(be, &bf16_bytes(&c.k)),
-        v_pool: up(be, &bf16_bytes(&c.v)),
-        block_table: up(be, &i32_bytes(&c.table)),
+        k_pool: held.up(be, &bf16_bytes(&c.k)),
+        v_pool: held.up(be, &bf16_bytes(&c.v)),
+        block_table: held.up(be, &i32_bytes(&c.table)),
         nkv,
         hd,
         page,
@@ -57,6 +94,17 @@ fn upload_cache(be: &Arc<dyn Backend>, c: &Cache, nkv: usize, hd: usize, page: u
         num_seqs,
         num_slots: c.num_slots,
     }
+}
+
+/// Runs prefill over query rows `q` (`[rows, nh·hd]`) of sequences `seq` at positions `pos`.
+fn prefill_rows(ops: &Ops, q: &[f32], seq: &[i32], pos: &[i32], kv: &KvView, p: &AttnParams) -> Vec<u16> {
+    let be = &ops.be;
+    let mut held = Held::default();
+    let rows = pos.len();
+    let out = held.poisoned(be, rows * p.nh * kv.hd * 2);
+    let (qa, sa, pa) = (held.up(be, &bf16_bytes(q)), held.up(be, &i32_bytes(seq)), held.up(be, &i32_bytes(pos)));
+    ops.attention_prefill(out, qa, sa, pa, rows, kv, p).unwrap();
+    read_bf16(be, out)
 }
 
 /// Runs prefill over every position of every sequence (rows in sequence-major order).
@@ -68,12 +116,23 @@ fn prefill(ops: &Ops, q: &[f32], lens: &[usize], kv: &KvView, p: &AttnParams) ->
             pos.push(j as i32);
         }
     }
-    let rows = pos.len();
+    prefill_rows(ops, q, &seq, &pos, kv, p)
+}
+
+/// Runs decode for queries `q` (`[batch, nh·hd]`) at context lengths `ctx` under the bound `max_ctx`.
+fn decode(ops: &Ops, q: &[f32], ctx: &[i32], max_ctx: usize, kv: &KvView, p: &AttnParams) -> Vec<u16> {
     let be = &ops.be;
-    let out = poisoned(be, rows * p.nh * kv.hd * 2);
-    let (qa, sa, pa) = (up(be, &bf16_bytes(q)), up(be, &i32_bytes(&seq)), up(be, &i32_bytes(&pos)));
-    ops.attention_prefill(out, qa, sa, pa, rows, kv, p).unwrap();
-    bf16_bits_from_bytes(&down(be, out, rows * p.nh * kv.hd * 2))
+    let mut held = Held::default();
+    let batch = ctx.len();
+    let d = AttnDecode {
+        out: held.poisoned(be, batch * p.nh * kv.hd * 2),
+        q: held.up(be, &bf16_bytes(q)),
+        ctx_len: held.up(be, &i32_bytes(ctx)),
+        batch,
+        max_ctx,
+    };
+    ops.attention_decode(&d, kv, p).unwrap();
+    read_bf16(be, d.out)
 }
 
 /// f64 attention of one query (`[hd]`) at position `p` of sequence `b`, head `h`.
@@ -96,6 +155,57 @@ fn reference(c: &Cache, q: &[f32], b: usize, pos: usize, h: usize, kv: &KvView, 
     o
 }
 
+/// `attention_decode`'s result for one query, written out from its contract
+/// in f32 with the chunk rule's numbers spelled out (512 target blocks, 256
+/// keys per chunk at least): the visible keys in `S` chunks of `⌈K/S⌉`, each
+/// chunk a two-pass softmax with keys in order, the chunks combined in order.
+#[allow(clippy::too_many_arguments)]
+fn decode_by_contract(c: &Cache, q: &[f32], b: usize, n: usize, h: usize, batch: usize, kv: &KvView, p: &AttnParams) -> Vec<u16> {
+    let (hd, kvh) = (kv.hd, h / (p.nh / kv.nkv));
+    let slot = |j: usize| c.table[b * c.max_pages + j / kv.page] as usize * kv.page + j % kv.page;
+    let row = |pool: &'_ [f32], j: usize| pool[(slot(j) * kv.nkv + kvh) * hd..][..hd].to_vec();
+    let lo = if p.window > 0 { n.saturating_sub(p.window) } else { 0 };
+    let keys = n - lo;
+    let chunks = (512usize.div_ceil(batch * p.nh)).min(keys.div_ceil(256)).max(1);
+    let len = keys.div_ceil(chunks);
+    let mut parts = Vec::new();
+    for s in 0..chunks {
+        let (start, stop) = (lo + s * len, (lo + (s + 1) * len).min(n));
+        if start >= stop {
+            continue;
+        }
+        let scores: Vec<f32> = (start..stop)
+            .map(|j| {
+                let mut dot = 0f32;
+                for (a, k) in q.iter().zip(row(&c.k, j)) {
+                    dot += a * k;
+                }
+                p.scale * dot
+            })
+            .collect();
+        let m = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let (mut l, mut o) = (0f32, vec![0f32; hd]);
+        for (j, &sc) in (start..stop).zip(&scores) {
+            let e = (sc - m).exp();
+            l += e;
+            for (od, vd) in o.iter_mut().zip(row(&c.v, j)) {
+                *od += e * vd;
+            }
+        }
+        parts.push((m, l, o));
+    }
+    let big = parts.iter().map(|x| x.0).fold(f32::NEG_INFINITY, f32::max);
+    let (mut den, mut num) = (0f32, vec![0f32; hd]);
+    for (m, l, o) in &parts {
+        let w = (m - big).exp();
+        den += w * l;
+        for (nd, od) in num.iter_mut().zip(o) {
+            *nd += w * od;
+        }
+    }
+    num.iter().map(|x| bf16_bits(x / den)).collect()
+}
+
 fn as_f64(bits: &[u16]) -> Vec<f64> {
     bits.iter().map(|&b| bf16_value(b) as f64).collect()
 }
@@ -106,7 +216,8 @@ fn a_single_key_returns_v_exactly_through_the_gqa_mapping() {
     let mut g = Gen::new(11);
     let (nh, nkv, hd, page) = (4, 2, 64, 16);
     let c = cache(&mut g, &[1], nkv, hd, page);
-    let kv = upload_cache(&ops.be, &c, nkv, hd, page, 1);
+    let mut held = Held::default();
+    let kv = upload_cache(&ops.be, &mut held, &c, nkv, hd, page, 1);
     let (q, _) = g.bf16(nh * hd, 0.01, 1.0);
     let p = AttnParams { nh, window: 0, scale: 1.0 };
     let out = prefill(&ops, &q, &[1], &kv, &p);
@@ -117,6 +228,8 @@ fn a_single_key_returns_v_exactly_through_the_gqa_mapping() {
         let want: Vec<u16> = v.iter().map(|&x| bf16_bits(x)).collect();
         assert_eq!(&out[h * hd..(h + 1) * hd], &want[..], "head {h}");
     }
+    // Decode of the same single key: the same row.
+    assert_eq!(decode(&ops, &q, &[1], 1, &kv, &p), out);
 }
 
 #[test]
@@ -130,7 +243,8 @@ fn a_two_key_softmax_by_hand_and_the_window_edge() {
     v[0] = 4.0;
     v[hd] = 8.0;
     let c = Cache { k, v, table: vec![0], num_slots: page, max_pages: 1 };
-    let kv = upload_cache(be, &c, 1, hd, page, 1);
+    let mut held = Held::default();
+    let kv = upload_cache(be, &mut held, &c, 1, hd, page, 1);
     let mut q = vec![0f32; 2 * hd];
     q[0] = 1.0;
     q[hd] = 1.0;
@@ -140,9 +254,11 @@ fn a_two_key_softmax_by_hand_and_the_window_edge() {
     assert_eq!(bf16_value(out[0]), 4.0, "row 0 sees only key 0");
     assert_eq!(bf16_value(out[hd]), 7.0, "row 1: (1·4 + 3·8) / 4");
     assert!(out[1..hd].iter().chain(&out[hd + 1..]).all(|&b| b == 0), "dims with zero values stay zero");
+    assert_eq!(bf16_value(decode(&ops, &q[hd..], &[2], 4, &kv, &p)[0]), 7.0, "decode at ctx 2");
     // Window 1: a query at p sees keys j > p − 1 only, i.e. itself.
     let out = prefill(&ops, &q, &[2], &kv, &AttnParams { window: 1, ..p });
     assert_eq!((bf16_value(out[0]), bf16_value(out[hd])), (4.0, 8.0));
+    assert_eq!(bf16_value(decode(&ops, &q[hd..], &[2], 4, &kv, &AttnParams { window: 1, ..p })[0]), 8.0);
     // Window 2 is the full two keys again.
     let out = prefill(&ops, &q, &[2], &kv, &AttnParams { window: 2, ..p });
     assert_eq!(bf16_value(out[hd]), 7.0);
@@ -155,7 +271,8 @@ fn prefill_matches_an_f64_reference_at_and_around_the_window_edge() {
         let ops = Ops::new(cpu_backend());
         let (lens, nh, nkv, hd, page) = ([40usize, 23, 9], 4, 2, 72, 8);
         let c = cache(&mut g, &lens, nkv, hd, page);
-        let kv = upload_cache(&ops.be, &c, nkv, hd, page, lens.len());
+        let mut held = Held::default();
+        let kv = upload_cache(&ops.be, &mut held, &c, nkv, hd, page, lens.len());
         let rows: usize = lens.iter().sum();
         let (q, _) = g.bf16(rows * nh * hd, 0.01, 1.0);
         let p = AttnParams { nh, window, scale };
@@ -185,69 +302,108 @@ fn prefill_matches_an_f64_reference_at_and_around_the_window_edge() {
     }
 }
 
+/// Each sequence's last position through prefill: `(q rows, prefill rows)`.
+fn last_rows(ops: &Ops, q: &[f32], lens: &[usize], kv: &KvView, p: &AttnParams) -> Vec<u16> {
+    let seq: Vec<i32> = (0..lens.len() as i32).collect();
+    let pos: Vec<i32> = lens.iter().map(|&l| l as i32 - 1).collect();
+    prefill_rows(ops, q, &seq, &pos, kv, p)
+}
+
 #[test]
-fn decode_at_every_split_agrees_with_prefill() {
+fn decode_in_one_chunk_is_the_prefill_row_at_any_max_ctx() {
     let mut g = Gen::new(13);
     for &window in &[0usize, 16, 7] {
         let ops = Ops::new(cpu_backend());
-        let be = ops.be.clone();
         let (lens, nh, nkv, hd, page) = ([70usize, 33, 1], 4, 2, 128, 16);
         let c = cache(&mut g, &lens, nkv, hd, page);
-        let kv = upload_cache(&be, &c, nkv, hd, page, lens.len());
-        let rows: usize = lens.iter().sum();
-        let (q, _) = g.bf16(rows * nh * hd, 0.01, 1.0);
+        let wide = widened(&c, lens.len(), 30);
+        let mut held = Held::default();
+        let kv = upload_cache(&ops.be, &mut held, &c, nkv, hd, page, lens.len());
+        let kv_wide = upload_cache(&ops.be, &mut held, &wide, nkv, hd, page, lens.len());
+        let (q, _) = g.bf16(lens.len() * nh * hd, 0.01, 1.0);
         let p = AttnParams { nh, window, scale: 0.0625 };
-        let full = prefill(&ops, &q, &lens, &kv, &p);
-        // Decode queries: each sequence's last prefill row.
-        let width = nh * hd;
-        let mut last = Vec::new();
-        let mut want = Vec::new();
-        let mut r0 = 0;
-        for &l in &lens {
-            let r = r0 + l - 1;
-            last.extend_from_slice(&q[r * width..(r + 1) * width]);
-            want.extend_from_slice(&full[r * width..(r + 1) * width]);
-            r0 += l;
-        }
-        let batch = lens.len();
-        let max_ctx = 70;
-        let max_splits = 16;
-        let d = AttnDecode {
-            out: poisoned(&be, batch * width * 2),
-            q: up(&be, &bf16_bytes(&last)),
-            ctx_len: up(&be, &i32_bytes(&lens.map(|l| l as i32))),
-            batch,
-            max_ctx,
-            workspace: poisoned(&be, AttnDecode::workspace_bytes(batch, nh, hd, max_splits)),
-            max_splits,
-        };
-        let keys = if window > 0 { max_ctx.min(window) } else { max_ctx };
-        let run = |splits: usize, len: usize| {
-            ops.attention_decode_split(&d, &kv, &p, splits, len).unwrap();
-            bf16_bits_from_bytes(&down(&be, d.out, batch * width * 2))
-        };
-        // One split is the prefill computation exactly: same scores, same order, same o / l.
-        assert_eq!(run(1, keys), want, "window {window}: one split must equal prefill bit for bit");
-        for (splits, len) in [(2, keys.div_ceil(2)), (5, keys.div_ceil(5)), (16, keys.div_ceil(16)), (16, 70)] {
-            let got = run(splits, len);
-            let err = nmse(&as_f64(&got), &as_f64(&want));
-            assert!(err <= 1e-6, "window {window}, {splits} splits of {len}: NMSE {err}");
-        }
-        ops.attention_decode(&d, &kv, &p).unwrap();
-        let got = bf16_bits_from_bytes(&down(&be, d.out, batch * width * 2));
-        assert!(nmse(&as_f64(&got), &as_f64(&want)) <= 1e-6, "window {window}: auto split");
+        let want = last_rows(&ops, &q, &lens, &kv, &p);
+        let ctx = lens.map(|l| l as i32);
+        // At most 70 keys: one chunk, the prefill computation exactly (same scores, same order, same o / l),
+        // whether max_ctx is the longest context or a capacity of 560 that plans two chunks.
+        assert_eq!(decode(&ops, &q, &ctx, 70, &kv, &p), want, "window {window}: max_ctx 70");
+        assert_eq!(decode(&ops, &q, &ctx, wide.max_pages * page, &kv_wide, &p), want, "window {window}: max_ctx = capacity");
     }
 }
 
 #[test]
-fn invalid_sequences_pages_and_slots_give_nan_rows() {
+fn long_decode_follows_the_chunk_rule_agrees_with_prefill_and_ignores_max_ctx() {
+    let mut g = Gen::new(17);
+    for &window in &[0usize, 600, 100] {
+        let ops = Ops::new(cpu_backend());
+        // batch 3 · nh 4: 43 chunks wanted, so one per 256 keys: 700 keys -> 3, 300 -> 2, 1 -> 1 (window 600: 3, 3, 1).
+        let (lens, nh, nkv, hd, page) = ([700usize, 300, 1], 4, 2, 64, 16);
+        let c = cache(&mut g, &lens, nkv, hd, page);
+        let wide = widened(&c, lens.len(), 100);
+        let mut held = Held::default();
+        let kv = upload_cache(&ops.be, &mut held, &c, nkv, hd, page, lens.len());
+        let kv_wide = upload_cache(&ops.be, &mut held, &wide, nkv, hd, page, lens.len());
+        let width = nh * hd;
+        let (q, _) = g.bf16(lens.len() * width, 0.01, 1.0);
+        let p = AttnParams { nh, window, scale: 0.125 };
+        let ctx = lens.map(|l| l as i32);
+        let got = decode(&ops, &q, &ctx, 700, &kv, &p);
+        assert_eq!(decode(&ops, &q, &ctx, wide.max_pages * page, &kv_wide, &p), got, "window {window}: max_ctx changed bits");
+        for (b, &n) in lens.iter().enumerate() {
+            for h in 0..nh {
+                let at = b * width + h * hd;
+                let want = decode_by_contract(&c, &q[at..at + hd], b, n, h, lens.len(), &kv, &p);
+                assert_eq!(&got[at..at + hd], &want[..], "window {window}: sequence {b} head {h}");
+            }
+        }
+        let full = last_rows(&ops, &q, &lens, &kv, &p);
+        let err = nmse(&as_f64(&got), &as_f64(&full));
+        assert!(err <= 1e-6, "window {window}: NMSE {err} against prefill");
+    }
+}
+
+#[test]
+fn decode_sums_its_chunks_in_chunk_order() {
+    // One sequence of one head: 512 chunks wanted, one per 256 keys, so 700
+    // keys are 3 chunks of 234: [0, 234), [234, 468), [468, 700). q = 0 makes
+    // every score 0 and every weight 1, so the output is (Σ v) / 700 with the
+    // sum in the contract's order. v = 2^24 at key 0, −2^24 at key 699, 1
+    // elsewhere: one pass over the keys absorbs every 1 into 2^24 (f32 has 24
+    // bits) and ends at 0, as prefill does; by chunks it is (2^24 + 0) +
+    // 234 + (231 − 2^24) = 465, each step exact.
+    let ops = Ops::new(cpu_backend());
+    let (n, hd, page) = (700usize, 8, 16);
+    let mut g = Gen::new(18);
+    let mut c = cache(&mut g, &[n], 1, hd, page);
+    let slot = |j: usize| c.table[j / page] as usize * page + j % page;
+    let (first, last) = (slot(0), slot(n - 1));
+    for j in 0..n {
+        let s = slot(j);
+        c.v[s * hd..(s + 1) * hd].fill(1.0);
+    }
+    c.v[first * hd..(first + 1) * hd].fill(16_777_216.0);
+    c.v[last * hd..(last + 1) * hd].fill(-16_777_216.0);
+    let mut held = Held::default();
+    let kv = upload_cache(&ops.be, &mut held, &c, 1, hd, page, 1);
+    let p = AttnParams { nh: 1, window: 0, scale: 1.0 };
+    let q = vec![0f32; hd];
+    assert_eq!(decode(&ops, &q, &[n as i32], n, &kv, &p), vec![bf16_bits(465.0 / 700.0); hd]);
+    assert_eq!(last_rows(&ops, &q, &[n], &kv, &p), vec![0; hd], "prefill: one pass");
+    // A window of 256 keys (444..700) is a single chunk: decode is prefill's one pass again.
+    let w = AttnParams { window: 256, ..p };
+    assert_eq!(decode(&ops, &q, &[n as i32], n, &kv, &w), last_rows(&ops, &q, &[n], &kv, &w));
+}
+
+#[test]
+fn invalid_sequences_pages_slots_and_contexts_give_nan_rows() {
     let ops = Ops::new(cpu_backend());
     let be = ops.be.clone();
     let mut g = Gen::new(14);
     let (nh, nkv, hd, page) = (2, 1, 16, 4);
     let mut c = cache(&mut g, &[8, 8], nkv, hd, page);
     c.table[3] = -1; // sequence 1, page 1: keys 4..8 of sequence 1
-    let kv = upload_cache(&be, &c, nkv, hd, page, 2);
+    let mut held = Held::default();
+    let kv = upload_cache(&be, &mut held, &c, nkv, hd, page, 2);
     let p = AttnParams { nh, window: 0, scale: 1.0 };
     let width = nh * hd;
     // Rows: (seq 0, p 7) valid; (seq 1, p 3) valid (page 0 only); (seq 1, p 4) bad page;
@@ -255,10 +411,7 @@ fn invalid_sequences_pages_and_slots_give_nan_rows() {
     let seq = [0, 1, 1, 2, 0];
     let pos = [7, 3, 4, 0, 8];
     let (q, _) = g.bf16(seq.len() * width, 0.01, 1.0);
-    let out = poisoned(&be, seq.len() * width * 2);
-    let (qa, sa, pa) = (up(&be, &bf16_bytes(&q)), up(&be, &i32_bytes(&seq)), up(&be, &i32_bytes(&pos)));
-    ops.attention_prefill(out, qa, sa, pa, seq.len(), &kv, &p).unwrap();
-    let bits = bf16_bits_from_bytes(&down(&be, out, seq.len() * width * 2));
+    let bits = prefill_rows(&ops, &q, &seq, &pos, &kv, &p);
     for (r, valid) in [true, true, false, false, false].into_iter().enumerate() {
         let row = &bits[r * width..(r + 1) * width];
         if valid {
@@ -268,58 +421,48 @@ fn invalid_sequences_pages_and_slots_give_nan_rows() {
         }
     }
     // Decode: sequence 1 at ctx 8 crosses the bad page; sequence 0 is fine.
-    let max_splits = 4;
-    let d = AttnDecode {
-        out: poisoned(&be, 2 * width * 2),
-        q: up(&be, &bf16_bytes(&q[..2 * width])),
-        ctx_len: up(&be, &i32_bytes(&[8, 8])),
-        batch: 2,
-        max_ctx: 8,
-        workspace: poisoned(&be, AttnDecode::workspace_bytes(2, nh, hd, max_splits)),
-        max_splits,
-    };
-    ops.attention_decode_split(&d, &kv, &p, 3, 3).unwrap();
-    let bits = bf16_bits_from_bytes(&down(&be, d.out, 2 * width * 2));
+    let bits = decode(&ops, &q[..2 * width], &[8, 8], 8, &kv, &p);
     assert!(bits[..width].iter().all(|&b| !bf16_value(b).is_nan()));
     assert!(bits[width..].iter().all(|&b| b == 0x7fc0));
-}
-
-#[test]
-fn decode_reduce_skips_empty_splits_and_refuses_to_divide_by_zero() {
-    let ops = Ops::new(cpu_backend());
-    let be = &ops.be;
-    let hd = 8;
-    // Two heads of three splits. Head 0: split 1 empty; head 1: every split empty.
-    let mut o = vec![0f32; 2 * 3 * hd];
-    o[..hd].fill(2.0); // head 0 split 0: m = 0, l = 1, o = 2
-    o[2 * hd..3 * hd].fill(6.0); // head 0 split 2: m = 0, l = 2, o = 6
-    let inf = f32::NEG_INFINITY;
-    let ml = [0.0, 1.0, inf, 0.0, 0.0, 2.0, inf, 0.0, inf, 0.0, inf, 0.0];
-    let out = poisoned(be, 2 * hd * 2);
-    ops.attention_decode_reduce(out, up(be, &f32_bytes(&o)), up(be, &f32_bytes(&ml)), 1, 2, hd, 3).unwrap();
-    let got = bf16_from_bytes(&down(be, out, 2 * hd * 2));
-    // M = 0: (1·2 + 1·6) / (1 + 2), the empty split contributing nothing.
-    assert!(got[..hd].iter().all(|&x| x == bf16_round(8.0 / 3.0)), "{got:?}");
-    assert!(got[hd..].iter().all(|x| x.is_nan()), "no split has a key: NaN, not 0/0 hidden as 0");
+    // Contexts outside 1..=max_ctx: NaN, beside a valid one (sequence 1 at ctx 4 avoids the bad page).
+    for ctx in [[0, 4], [7, 4]] {
+        let bits = decode(&ops, &q[..2 * width], &ctx, 6, &kv, &p);
+        assert!(bits[..width].iter().all(|&b| b == 0x7fc0), "ctx {ctx:?}: sequence 0 must be NaN");
+        assert!(bits[width..].iter().all(|&b| !bf16_value(b).is_nan()), "ctx {ctx:?}: sequence 1 is valid");
+    }
 }
 
 #[test]
 fn attention_rejects_shapes_with_a_named_argument() {
+    use switchyard_core::Arg::*;
+    use switchyard_kernels::attn::ATTENTION_DECODE;
     let ops = Ops::new(cpu_backend());
     let be = &ops.be;
     let buf = up(be, &[0u8; 4096]);
     // nh not a multiple of nkv, through the raw launch (Ops refuses it earlier).
-    use switchyard_core::Arg::*;
     let args = [P(buf), P(buf), P(buf), P(buf), P(buf), P(buf), P(buf), I(1), I(3), I(2), I(8), I(4), I(1), I(1), I(4), I(0), F(1.0)];
-    match be.launch("attn", "attention_prefill", [1, 3, 1], [128, 1, 1], &args).unwrap_err() {
+    match be.launch(&ATTENTION_PREFILL, &args).unwrap_err() {
         Error::InvalidArgument { kernel, arg, .. } => assert_eq!((kernel.as_str(), arg.as_str()), ("attention_prefill", "nh")),
         e => panic!("unexpected {e:?}"),
     }
     // A pool shorter than num_slots · nkv · hd.
     let args = [P(buf), P(buf), P(buf), P(buf), P(buf), P(buf), P(buf), I(1), I(2), I(2), I(8), I(4), I(1), I(1), I(4096), I(0), F(1.0)];
-    match be.launch("attn", "attention_prefill", [1, 2, 1], [128, 1, 1], &args).unwrap_err() {
+    match be.launch(&ATTENTION_PREFILL, &args).unwrap_err() {
         Error::OutOfBounds { arg, .. } => assert_eq!(arg, "k_pool"),
         e => panic!("unexpected {e:?}"),
+    }
+    // Decode: the same head mapping, and an empty batch.
+    let decode = |batch: i32, nh: i32| {
+        let mut a = vec![P(buf); 6];
+        a.extend([I(batch), I(4), I(nh), I(2), I(8), I(4), I(1), I(4), I(0)]);
+        a.push(F(1.0));
+        be.launch(&ATTENTION_DECODE, &a).unwrap_err()
+    };
+    for (batch, nh, name) in [(1, 3, "nh"), (0, 2, "batch")] {
+        match decode(batch, nh) {
+            Error::InvalidArgument { kernel, arg, .. } => assert_eq!((kernel.as_str(), arg.as_str()), ("attention_decode", name)),
+            e => panic!("unexpected {e:?}"),
+        }
     }
 }
 

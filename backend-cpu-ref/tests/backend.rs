@@ -161,21 +161,25 @@ fn qkv_prep_k_eq_v_and_padding_slots() {
     let (rows, nh, nkv, hd, max_pos, num_slots) = (2, 1, 1, 4, 4, 3);
     let raw: Vec<f32> = (0..rows * hd).map(|i| i as f32 + 1.0).collect();
     let table = switchyard_kernels::rope_kv::rope_table(max_pos, hd, 10000.0, hd / 2);
-    let q_raw = up(&be, &bf16_bytes(&raw));
-    let k_raw = up(&be, &bf16_bytes(&raw));
+    let buf = |data: &[u8]| DeviceBuffer::from_bytes(&be, data).unwrap();
+    let (q_raw, k_raw) = (buf(&bf16_bytes(&raw)), buf(&bf16_bytes(&raw)));
     let pool_init = bf16_bytes(&vec![9.0; num_slots * nkv * hd]);
-    let (k_pool, v_pool) = (up(&be, &pool_init), up(&be, &pool_init));
-    let q_out = be.alloc(rows * nh * hd * 2).unwrap();
+    let (k_pool, v_pool) = (buf(&pool_init), buf(&pool_init));
+    let q_out = DeviceBuffer::new(&be, rows * nh * hd * 2).unwrap();
+    let (cos_sin, pos, slot) = (buf(&f32_bytes(&table)), buf(&i32_bytes(&[0, 1])), buf(&i32_bytes(&[2, -1])));
     let p = QkvPrep {
-        q_out,
-        k_pool,
-        v_pool,
-        q_raw,
-        k_raw,
-        v_raw: k_raw,
-        cos_sin: up(&be, &f32_bytes(&table)),
-        pos: up(&be, &i32_bytes(&[0, 1])),
-        slot: up(&be, &i32_bytes(&[2, -1])),
+        q_out: q_out.region(),
+        k_pool: Some(k_pool.region()),
+        v_pool: Some(v_pool.region()),
+        q_raw: q_raw.region(),
+        k_raw: Some(k_raw.region()),
+        v_raw: Some(k_raw.region()),
+        q_norm: None,
+        k_norm: None,
+        cos_sin: cos_sin.region(),
+        pos: pos.region(),
+        slot: Some(slot.region()),
+        pmap: None,
         rows,
         src_rows: rows,
         nh,
@@ -184,12 +188,11 @@ fn qkv_prep_k_eq_v_and_padding_slots() {
         max_pos,
         num_slots,
         eps: 1e-6,
-        ..Default::default()
     };
-    ops.qkv_prep(&p).unwrap();
-    let k = bf16_bits_from_bytes(&down(&be, k_pool, num_slots * hd * 2));
-    let v = bf16_bits_from_bytes(&down(&be, v_pool, num_slots * hd * 2));
-    let q = bf16_bits_from_bytes(&down(&be, q_out, rows * hd * 2));
+    ops.qkv_prep_bf16(&p).unwrap();
+    let k = bf16_bits_from_bytes(&k_pool.to_vec().unwrap());
+    let v = bf16_bits_from_bytes(&v_pool.to_vec().unwrap());
+    let q = bf16_bits_from_bytes(&q_out.to_vec().unwrap());
     let nine = switchyard_core::codec::bf16_bits(9.0);
     // Slot -1 (row 1) writes nothing; slot 2 (row 0) is written; slots 0 and 1 keep their contents.
     assert!(k[..2 * hd].iter().chain(&v[..2 * hd]).all(|&b| b == nine));

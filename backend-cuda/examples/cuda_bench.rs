@@ -159,13 +159,12 @@ fn main() -> Result<()> {
     let idsets: Vec<u64> = (0..sets)
         .map(|_| b.buf(&i32_bytes(&(0..rows).map(|_| (rng.next() as usize % vocab) as i32).collect::<Vec<_>>())))
         .collect::<Result<_>>()?;
-    let a: Vec<Vec<Arg>> =
-        (0..sets).map(|s| vec![P(outs[s]), P(e8), P(scales), P(idsets[s]), I(dim as i32), I(vocab as i32), F(73.3)]).collect();
+    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(e8), P(scales), P(idsets[s]), r, d, I(vocab as i32), F(73.3)]).collect();
     b.sweep("embed_gather_fp8", "embed", "embed_gather_fp8", g_rows, &[nb, 64, 128, 224], &a, (rows * dim + act) as f64)?;
     let tbf = b.buf(&bf16_fast(vocab * dim, &mut rng))?;
-    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(tbf), P(idsets[s]), I(dim as i32), I(vocab as i32), F(73.3)]).collect();
+    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(tbf), P(idsets[s]), r, d, I(vocab as i32), F(73.3)]).collect();
     b.sweep("embed_gather_bf16", "embed", "embed_gather_bf16", g_rows, &[nb, 128, 224], &a, 2.0 * act as f64)?;
-    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(xs[(s + 1) % sets]), P(idsets[s]), I(dim as i32), I(4096)]).collect();
+    let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(xs[(s + 1) % sets]), P(idsets[s]), r, d, I(4096)]).collect();
     b.sweep("gather_rows_bf16", "embed", "gather_rows_bf16", g_rows, &[nb, 224], &a, 2.0 * act as f64)?;
 
     // qkv_prep at the bench's shape: 32 query heads, 16 KV heads, hd 256, and a tiny-hd probe of the per-block floor.
@@ -203,6 +202,7 @@ fn main() -> Result<()> {
             I(hd as i32),
             F(eps),
             P(0),
+            I(rows as i32),
             I(rows as i32),
             I(max_pos as i32),
             I(num_slots as i32),

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use switchyard_core::vaddr::RangeTable;
-use switchyard_core::{registry, Arg, Backend, BackendInfo, BackendKind, Error, Grid, KernelSig, Recording, Result};
+use switchyard_core::{registry, Arg, Backend, BackendInfo, BackendKind, Error, KernelSig, Recording, Result};
 use switchyard_kernels::plan::{self, CudaPlan, DeviceFacts, PlanArgs};
 
 const NAME: &str = BackendKind::Cuda.name();
@@ -222,11 +222,10 @@ impl CudaBackend {
     /// for block-size sweeps. Checked like [`Backend::launch`] (the kernel is
     /// implemented here, the arguments match its signature, every pointer is
     /// live). The plan still supplies dynamic shared memory and workspace, so
-    /// it must have one pass; a kernel without a plan yet (transition) runs
-    /// its own entry point with neither. Whether the kernel is correct at
+    /// it must have one pass. Whether the kernel is correct at
     /// that geometry is the caller's business (its `.cu` says which block
     /// sizes it supports): this is a tuning tool, not a launch path.
-    pub fn launch_with_geometry(&self, sig: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
+    pub fn launch_with_geometry(&self, sig: &'static KernelSig, grid: [u32; 3], block: [u32; 3], args: &[Arg]) -> Result<()> {
         if !registry::implements(BackendKind::Cuda, sig) {
             return Err(unknown_kernel(sig));
         }
@@ -234,10 +233,7 @@ impl CudaBackend {
         if grid.contains(&0) || block.contains(&0) {
             return Err(Error::invalid(sig.symbol, "<geometry>", format!("empty launch: grid {grid:?}, block {block:?}")));
         }
-        let mut plan = match plan::cuda_kernel(sig) {
-            Some(k) => (k.plan)(&PlanArgs::new(sig, args), &self.facts)?,
-            None => CudaPlan::single(sig, grid, block),
-        };
+        let mut plan = self.plan(sig, args)?;
         let [pass] = plan.passes.as_mut_slice() else {
             return Err(Error::Unsupported(format!(
                 "{}: its CUDA plan has {} passes; launch_with_geometry sets the geometry of one-pass plans only",
@@ -573,19 +569,10 @@ impl Backend for CudaBackend {
         self.run_plan(sig, args, &plan)
     }
 
-    fn enqueue_legacy(&self, sig: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
-        if args.len() != sig.args.len() {
-            return Err(Error::invalid(sig.symbol, "<argument list>", format!("expected {}, got {}", sig.args.len(), args.len())));
-        }
-        // As on the CPU reference: only planned launches are recorded.
-        Self::not_capturing(&*self.enter()?, sig.symbol)?;
-        self.run_plan(sig, args, &CudaPlan::single(sig, grid, block))
-    }
-
     /// Captures the stream into a CUDA graph (relaxed capture mode) while
     /// `work` runs: launches, `copy` and `memset0` become graph nodes and do
     /// not run. `upload`, `download`, `free`, `synchronize`, `time_ms`,
-    /// `replay` and legacy launches are refused inside. The recording keeps
+    /// and `replay` are refused inside. The recording keeps
     /// the identity (base address and allocation serial) of every buffer and
     /// arena block it uses, so a replay after any of them was freed is
     /// refused even if the address was allocated again.

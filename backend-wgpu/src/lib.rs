@@ -26,68 +26,17 @@ use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use switchyard_core::vaddr::{self, VirtualAllocs};
-use switchyard_core::{Arg, ArgKind, Backend, BackendInfo, BackendKind, Error, Grid, KernelSig, Recording, Result};
+use switchyard_core::{Arg, ArgKind, Backend, BackendInfo, BackendKind, Error, KernelSig, Recording, Result};
 use switchyard_kernels::plan::{wgsl_kernel, DeviceFacts, PlanArgs};
 use switchyard_kernels::sources::Source;
 
-mod plan;
+mod fold;
 pub mod shader;
 
 const NAME: &str = BackendKind::Wgpu.name();
 
 /// Environment variable: a substring of the adapter name to use.
 pub const ADAPTER_ENV: &str = "SWITCHYARD_WGPU_ADAPTER";
-
-// TRANSITION: kernels whose family has no `wgsl_plan!` registration yet run
-// through `enqueue_legacy` (geometry from plan.rs, source from the legacy
-// table). A family that moves deletes its lines here and in plan.rs.
-macro_rules! register {
-    ($($($seg:ident)::+),* $(,)?) => {
-        $(inventory::submit! {
-            switchyard_core::registry::Implemented {
-                backend: BackendKind::Wgpu,
-                kernel: &switchyard_kernels::$($seg)::+,
-            }
-        })*
-    };
-}
-
-register!(
-    embed::EMBED_GATHER_FP8,
-    embed::EMBED_GATHER_BF16,
-    embed::GATHER_ROWS_BF16,
-    rope_kv::QKV_PREP_BF16,
-    moe::MOE_COUNT,
-    moe::MOE_OFFSETS,
-    moe::MOE_SCATTER,
-    head::LM_HEAD_LOGITS_FP8,
-    head::LM_HEAD_LOGITS_BF16,
-    head::ARGMAX_ROWS,
-    head::LETTER_LOGITS_FP8,
-    util::COPY_U32,
-    gemm::DENSE_GEMM_BF16,
-    gemm::DENSE_GEMM_ROUTER,
-    gemm::DENSE_GEMM_TC,
-    gemm::DENSE_GEMM_TC_SCALED_ACC,
-    gemm::SCALED_ADD_BF16,
-    gemm::DENSE_GEMM_BF16_PIPELINED,
-    gemm::w4a16::W4A16_GEMM,
-    gemm::w4a16::W4A16_GEMM_N128,
-    gemm::w4a16::W4A16_GEMM_N128_LDB,
-    gemm::w4a16::W4A16_GEMM_N128_M128,
-    gemm::w4a16::W4A16_GEMM_N128_M128_BF16,
-    gemm::w4a16::W4A16_GEMM_DECODE,
-    attn::ATTENTION_PREFILL,
-    attn::ATTENTION_DECODE_PARTIAL,
-    attn::ATTENTION_DECODE_REDUCE,
-    moe::expert::ROUTER_NORM_BF16,
-    moe::expert::MOE_ROUTER_TOPK,
-    moe::expert::MOE_GATHER_BF16,
-    moe::expert::MOE_GROUPED_GEMM_BF16,
-    moe::expert::MOE_GROUPED_W4A16,
-    moe::expert::GELU_MUL_BF16,
-    moe::expert::MOE_COMBINE_BF16,
-);
 
 /// Bytes of one launch's Params slot (>= every adapter's uniform offset alignment).
 const SLOT: u64 = 256;
@@ -621,7 +570,7 @@ impl WgpuBackend {
         grid: [u32; 3],
         extra: [u32; 4],
     ) -> Result<()> {
-        let (size, fold) = plan::fold(kernel, grid, self.max_groups)?;
+        let (size, fold) = fold::fold(kernel, grid, self.max_groups)?;
         params.extend(grid);
         params.push(fold);
         params.extend(extra);
@@ -1068,29 +1017,6 @@ impl Backend for WgpuBackend {
         self.queue.submit([commands]);
         drop(st);
         self.check("replay")
-    }
-
-    // TRANSITION: kernels without a `wgsl_plan!` registration: geometry from
-    // plan.rs, source from the legacy table. Deleted when every family has moved.
-    fn enqueue_legacy(&self, sig: &'static KernelSig, grid: Grid, _block: Grid, args: &[Arg]) -> Result<()> {
-        let src = shader::source(sig).ok_or_else(|| Error::UnknownKernel {
-            module: sig.module.into(),
-            symbol: sig.symbol.into(),
-            backend: Some(NAME.into()),
-        })?;
-        let plan = plan::plan(sig, grid, args)?;
-        let mut st = self.state();
-        // As on the CPU reference: only planned launches are recorded.
-        not_recording(&st, sig.symbol)?;
-        let (mut binds, words) = self.bind_args(&st, sig, args)?;
-        if plan.scratch > 0 {
-            binds.push(self.workspace(&mut st, sig.symbol, plan.scratch)?);
-        }
-        for pass in &plan.passes {
-            self.dispatch(&mut st, sig.symbol, &src, pass.entry, &pass.consts, &binds, words.clone(), pass.grid, pass.extra)?;
-        }
-        drop(st);
-        self.check(sig.symbol)
     }
 
     fn synchronize(&self) -> Result<()> {

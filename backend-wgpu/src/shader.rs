@@ -7,13 +7,6 @@ use switchyard_kernels::sources::{self, Expanded, Source};
 /// with the catalogue's sources in the naga tests).
 pub const BYTECOPY: Source = Source { path: "backend-wgpu/src/bytecopy.wgsl", text: include_str!("bytecopy.wgsl") };
 
-/// TRANSITION: the WGSL of a kernel launched through `enqueue_legacy` (the
-/// legacy source table). Planned launches take the source from their
-/// `wgsl_plan!` registration; this goes when every family has moved.
-pub(crate) fn source(kernel: &switchyard_core::KernelSig) -> Option<Source> {
-    sources::wgsl(kernel)
-}
-
 /// Prelude and kernel joined, with the kernel's `//! include` lines expanded
 /// (see [`sources::wgsl_expand`]); an unknown include is an error naming the
 /// file and line.

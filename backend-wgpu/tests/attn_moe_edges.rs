@@ -1,6 +1,7 @@
 //! Attention and MoE expert kernels on wgpu against the CPU reference in the
 //! cases the parity catalogue does not reach: NaN rows for invalid
-//! sequences, positions, pages and slots (prefill and decode), rows of
+//! sequences, positions, pages, slots and contexts (prefill and decode,
+//! decode in one chunk and in several with idle ones), rows of
 //! different sequences interleaved within one workgroup, query-head groups
 //! wider than one workgroup (GQA chunks), the widest head size with many
 //! heads, and the MoE gather / combine poison rules. Outputs are poisoned
@@ -26,11 +27,6 @@ fn run_buffers(be: &Arc<dyn Backend>, out_bytes: usize, inputs: &[&[u8]], f: &dy
     f(&Ops::new(be.clone()), &bufs).unwrap();
     be.synchronize().unwrap();
     bufs[0].to_vec().unwrap()
-}
-
-/// [`run_buffers`] for launchers that take addresses.
-fn run(be: &Arc<dyn Backend>, out_bytes: usize, inputs: &[&[u8]], f: &dyn Fn(&Ops, &[u64]) -> Result<()>) -> Vec<u8> {
-    run_buffers(be, out_bytes, inputs, &|o, b| f(o, &b.iter().map(|b| b.addr()).collect::<Vec<_>>()))
 }
 
 /// [`run_buffers`] for launchers that take regions.
@@ -97,17 +93,16 @@ fn prefill_edges_match_the_reference() {
         let (seq_of_row, pos): (Vec<i32>, Vec<i32>) = rows.iter().copied().unzip();
         let n = rows.len();
         let (_, q) = g.bf16(n * nh * hd, 0.01, 1.0);
-        let kv =
-            KvView { k_pool: 0, v_pool: 0, block_table: 0, nkv, hd, page, max_pages: c.max_pages, num_seqs: seqs, num_slots: c.num_slots };
         let params = AttnParams { nh, window, scale: 0.07 };
         let (tb, sb, pb) = (bytes::i32_bytes(&c.table), bytes::i32_bytes(&seq_of_row), bytes::i32_bytes(&pos));
         let inputs: [&[u8]; 6] = [&q, &c.k, &c.v, &tb, &sb, &pb];
-        let go = |o: &Ops, a: &[u64]| {
-            let kv = KvView { k_pool: a[2], v_pool: a[3], block_table: a[4], ..kv };
+        let (max_pages, num_slots) = (c.max_pages, c.num_slots);
+        let go = |o: &Ops, a: &[Region]| {
+            let kv = KvView { k_pool: a[2], v_pool: a[3], block_table: a[4], nkv, hd, page, max_pages, num_seqs: seqs, num_slots };
             o.attention_prefill(a[0], a[1], a[5], a[6], n, &kv, &params)
         };
-        let got = run(&be, n * nh * hd * 2, &inputs, &go);
-        let want = run(&cpu, n * nh * hd * 2, &inputs, &go);
+        let got = run_regions(&be, n * nh * hd * 2, &inputs, &go);
+        let want = run_regions(&cpu, n * nh * hd * 2, &inputs, &go);
         check(&format!("prefill nh={nh} nkv={nkv} hd={hd} window={window}"), &got, &want, ATTN_NMSE);
         // The bad rows really are NaN, the interleaved ones really are not.
         let row = |r: usize| bf16s(&got[r * nh * hd * 2..(r + 1) * nh * hd * 2]);
@@ -121,32 +116,29 @@ fn decode_edges_match_the_reference() {
     let Some(be) = wgpu("decode_edges_match_the_reference") else { return };
     let cpu = switchyard_cpu_ref::cpu_backend();
     let mut g = Gen::new(72);
-    for (nh, nkv, hd, page, window) in [(16usize, 2usize, 512usize, 8usize, 0usize), (64, 1, 128, 16, 0), (6, 3, 8, 4, 9)] {
-        let (batch, max_pages) = (5usize, 6usize);
-        let mut c = cache(&mut g, batch, max_pages, nkv, hd, page);
-        let cap = max_pages * page;
-        // ctx 0 and past the table are invalid; sequence 3 has a bad page inside its context.
-        let ctx: Vec<i32> = vec![cap as i32, 0, (cap + 1) as i32, (2 * page + 3) as i32, (page + 1) as i32];
-        c.table[3 * max_pages + 1] = -7;
-        let (_, q) = g.bf16(batch * nh * hd, 0.01, 1.0);
-        let max_splits = 6;
-        let ws = AttnDecode::workspace_bytes(batch, nh, hd, max_splits);
-        let kv =
-            KvView { k_pool: 0, v_pool: 0, block_table: 0, nkv, hd, page, max_pages: c.max_pages, num_seqs: batch, num_slots: c.num_slots };
-        let params = AttnParams { nh, window, scale: 0.05 };
-        let (tb, cb, wb) = (bytes::i32_bytes(&c.table), bytes::i32_bytes(&ctx), vec![0u8; ws]);
-        let inputs: [&[u8]; 6] = [&q, &c.k, &c.v, &tb, &cb, &wb];
-        let keys = if window > 0 { cap.min(window) } else { cap };
-        // Short splits (the last ones empty where a sequence is short) and one split.
-        for split_len in [3usize.max(keys.div_ceil(max_splits)), keys] {
-            let go = |o: &Ops, a: &[u64]| {
-                let kv = KvView { k_pool: a[2], v_pool: a[3], block_table: a[4], ..kv };
-                let d = AttnDecode { out: a[0], q: a[1], ctx_len: a[5], batch, max_ctx: cap, workspace: a[6], max_splits };
-                o.attention_decode_split(&d, &kv, &params, keys.div_ceil(split_len), split_len)
+    // 6 pages: one chunk per sequence. 80 pages: several chunks for the long
+    // contexts, and idle chunks for the short ones (max_ctx is the capacity).
+    for max_pages in [6usize, 80] {
+        for (nh, nkv, hd, page, window) in [(16usize, 2usize, 512usize, 8usize, 0usize), (64, 1, 128, 16, 0), (6, 3, 8, 4, 9)] {
+            let batch = 5usize;
+            let mut c = cache(&mut g, batch, max_pages, nkv, hd, page);
+            let cap = max_pages * page;
+            // ctx 0 and past max_ctx are invalid; sequence 3 has a bad page inside its context.
+            let ctx: Vec<i32> = vec![cap as i32, 0, (cap + 1) as i32, (2 * page + 3) as i32, (page + 1) as i32];
+            c.table[3 * max_pages + 1] = -7;
+            let (_, q) = g.bf16(batch * nh * hd, 0.01, 1.0);
+            let params = AttnParams { nh, window, scale: 0.05 };
+            let (tb, cb) = (bytes::i32_bytes(&c.table), bytes::i32_bytes(&ctx));
+            let inputs: [&[u8]; 5] = [&q, &c.k, &c.v, &tb, &cb];
+            let num_slots = c.num_slots;
+            let go = |o: &Ops, a: &[Region]| {
+                let kv = KvView { k_pool: a[2], v_pool: a[3], block_table: a[4], nkv, hd, page, max_pages, num_seqs: batch, num_slots };
+                let d = AttnDecode { out: a[0], q: a[1], ctx_len: a[5], batch, max_ctx: cap };
+                o.attention_decode(&d, &kv, &params)
             };
-            let got = run(&be, batch * nh * hd * 2, &inputs, &go);
-            let want = run(&cpu, batch * nh * hd * 2, &inputs, &go);
-            check(&format!("decode nh={nh} nkv={nkv} hd={hd} window={window} split_len={split_len}"), &got, &want, ATTN_NMSE);
+            let got = run_regions(&be, batch * nh * hd * 2, &inputs, &go);
+            let want = run_regions(&cpu, batch * nh * hd * 2, &inputs, &go);
+            check(&format!("decode nh={nh} nkv={nkv} hd={hd} window={window} max_ctx={cap}"), &got, &want, ATTN_NMSE);
             let row = |b: usize| bf16s(&got[b * nh * hd * 2..(b + 1) * nh * hd * 2]);
             assert!(row(0).iter().all(|x| !x.is_nan()) && row(4).iter().all(|x| !x.is_nan()));
             assert!([1, 2, 3].iter().all(|&b| row(b).iter().all(|x| x.is_nan())));

@@ -115,21 +115,9 @@ fn gathers_on_every_path() {
         let ids = bytes::i32_bytes(&[3, -1, 36, 37, 0]);
         let (_, table) = g.bf16(vocab * h, 0.01, 3.0);
         let t = format!("embed_gather_bf16 h={h}");
-        both(
-            &t,
-            &[2 * rows * h],
-            &[&table, &ids],
-            &|o, a| o.embed_gather_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, vocab, h, 1.7),
-            &bf16_within(1),
-        );
+        both(&t, &[2 * rows * h], &[&table, &ids], &|o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, h, 1.7), &bf16_within(1));
         let t = format!("gather_rows_bf16 h={h}");
-        both(
-            &t,
-            &[2 * rows * h],
-            &[&table, &ids],
-            &|o, a| o.gather_rows_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, vocab, h),
-            &bf16_within(0),
-        );
+        both(&t, &[2 * rows * h], &[&table, &ids], &|o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, vocab, h), &bf16_within(0));
         if h % 8 == 0 {
             let (codes, scales, _) = g.fp8_table(vocab, h);
             let sc = bytes::f32_bytes(&scales);
@@ -138,7 +126,7 @@ fn gathers_on_every_path() {
                 &t,
                 &[2 * rows * h],
                 &[&codes, &sc, &ids],
-                &|o, a| o.embed_gather_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, vocab, h, 1.7),
+                &|o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, h, 1.7),
                 &bf16_within(1),
             );
         }

@@ -1,8 +1,5 @@
 use crate::{registry, Arg, BackendKind, Error, KernelSig, Recording, Result};
 
-/// Launch geometry: `[x, y, z]` blocks in the grid or threads in the block.
-pub type Grid = [u32; 3];
-
 /// What a backend reports about the device it drives.
 #[derive(Clone, Debug)]
 pub struct BackendInfo {
@@ -91,28 +88,6 @@ pub trait Backend: Send + Sync {
         kernel.check(args)?;
         self.enqueue(kernel, args)
     }
-
-    /// Transition path for launchers that still compute a CUDA-shaped
-    /// geometry; removed once every kernel has plans.
-    #[doc(hidden)]
-    fn launch_legacy(&self, kernel: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
-        if !registry::implements(self.kind(), kernel) {
-            return Err(Error::UnknownKernel {
-                module: kernel.module.into(),
-                symbol: kernel.symbol.into(),
-                backend: Some(self.name().into()),
-            });
-        }
-        kernel.check(args)?;
-        if grid.contains(&0) || block.contains(&0) {
-            return Err(Error::invalid(kernel.symbol, "<geometry>", format!("empty launch: grid {grid:?}, block {block:?}")));
-        }
-        self.enqueue_legacy(kernel, grid, block, args)
-    }
-
-    /// See [`Backend::launch_legacy`].
-    #[doc(hidden)]
-    fn enqueue_legacy(&self, kernel: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()>;
 
     /// Records the launches and copies that `work` enqueues, without running
     /// them, into a [`Recording`] that [`Backend::replay`] runs. Uploads,

@@ -35,7 +35,7 @@ pub mod registry;
 pub mod vaddr;
 
 pub use arg::{Arg, ArgKind, ArgSpec, KernelSig, Role};
-pub use backend::{Backend, BackendInfo, Grid};
+pub use backend::{Backend, BackendInfo};
 pub use buffer::DeviceBuffer;
 pub use error::{Error, Result};
 pub use kind::BackendKind;

@@ -11,7 +11,7 @@
 //! of the asserts below) is a finding.
 use std::sync::Arc;
 use switchyard_core::{registry, Arg, ArgKind, Backend, DeviceBuffer, Region};
-use switchyard_kernels::attn::{AttnParams, KvView};
+use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
 use switchyard_kernels::gemm::w4a16::Fp4Weight;
 use switchyard_kernels::moe::expert::ExpertWeights;
 use switchyard_kernels::rope_kv::QkvPrep;
@@ -270,7 +270,6 @@ fn raw_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
 /// One of the typed launchers with arbitrary shapes and pointers.
 fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
     let ops = Ops::new(be.clone());
-    let p = |r: &mut Reader| pool.ptr(r);
     let reg = |r: &mut Reader| pool.region(r);
     let res = match r.pick(18) {
         0 => ops.dense_gemm_bf16(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r)),
@@ -279,8 +278,8 @@ fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
         3 => ops.rmsnorm_bf16(pool.region(r), pool.region(r), pool.opt_region(r), dim(r), dim(r), scalar_f32(r)),
         4 => ops.lm_head_logits_bf16(reg(r), reg(r), reg(r), dim(r), dim(r), dim(r), scalar_f32(r)),
         5 => ops.argmax_rows(reg(r), reg(r), reg(r), dim(r), dim(r), edge(r) as i32, edge(r) as i32),
-        6 => ops.embed_gather_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r), scalar_f32(r)),
-        7 => ops.gather_rows_bf16(p(r), p(r), p(r), dim(r), dim(r), dim(r)),
+        6 => ops.embed_gather_bf16(reg(r), reg(r), reg(r), dim(r), dim(r), dim(r), scalar_f32(r)),
+        7 => ops.gather_rows_bf16(reg(r), reg(r), reg(r), dim(r), dim(r), dim(r)),
         8 => ops.moe_route(reg(r), reg(r), reg(r), reg(r), reg(r), reg(r), dim(r), dim(r), dim(r)),
         9 => ops.moe_router_topk(reg(r), reg(r), reg(r), reg(r), dim(r), dim(r), dim(r)),
         10 => ops.moe_gather_bf16(reg(r), reg(r), reg(r), dim(r), dim(r), dim(r), dim(r)),
@@ -305,9 +304,9 @@ fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
         15 => ops.copy_u32(reg(r), reg(r), dim(r)),
         16 => {
             let kv = KvView {
-                k_pool: p(r),
-                v_pool: p(r),
-                block_table: p(r),
+                k_pool: pool.region(r),
+                v_pool: pool.region(r),
+                block_table: pool.region(r),
                 nkv: dim(r),
                 hd: dim(r),
                 page: dim(r),
@@ -316,21 +315,26 @@ fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
                 num_slots: dim(r),
             };
             let ap = AttnParams { nh: dim(r), window: dim(r), scale: scalar_f32(r) };
-            ops.attention_prefill(p(r), p(r), p(r), p(r), dim(r), &kv, &ap)
+            if r.pick(2) == 0 {
+                ops.attention_prefill(pool.region(r), pool.region(r), pool.region(r), pool.region(r), dim(r), &kv, &ap)
+            } else {
+                let d = AttnDecode { out: pool.region(r), q: pool.region(r), ctx_len: pool.region(r), batch: dim(r), max_ctx: dim(r) };
+                ops.attention_decode(&d, &kv, &ap)
+            }
         }
-        _ => ops.qkv_prep(&QkvPrep {
-            q_out: p(r),
-            k_pool: p(r),
-            v_pool: p(r),
-            q_raw: p(r),
-            k_raw: p(r),
-            v_raw: p(r),
-            q_norm: p(r),
-            k_norm: p(r),
-            cos_sin: p(r),
-            pos: p(r),
-            slot: p(r),
-            pmap: p(r),
+        _ => ops.qkv_prep_bf16(&QkvPrep {
+            q_out: pool.region(r),
+            k_pool: pool.opt_region(r),
+            v_pool: pool.opt_region(r),
+            q_raw: pool.region(r),
+            k_raw: pool.opt_region(r),
+            v_raw: pool.opt_region(r),
+            q_norm: pool.opt_region(r),
+            k_norm: pool.opt_region(r),
+            cos_sin: pool.region(r),
+            pos: pool.region(r),
+            slot: pool.opt_region(r),
+            pmap: pool.opt_region(r),
             rows: dim(r),
             src_rows: dim(r),
             nh: dim(r),

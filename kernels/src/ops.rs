@@ -2,17 +2,13 @@ use std::sync::Arc;
 use switchyard_core::{Arg, Backend, Error, KernelSig, Region, Result};
 
 /// Typed launchers. Each method (defined in the kernel's family module)
-/// validates shapes, checks that every buffer it will touch is large enough,
-/// computes the launch geometry and calls [`Backend::launch`].
+/// validates shapes, checks that every region covers the bytes the kernel
+/// will touch, and calls [`Backend::launch`]; the backend plans the launch.
 #[derive(Clone)]
 pub struct Ops {
     /// The backend every launch goes to.
     pub be: Arc<dyn Backend>,
 }
-
-/// A launch argument together with the bytes the kernel may touch through it
-/// (0 for scalars and for null pointers).
-pub(crate) type Sized = (Arg, usize);
 
 impl Ops {
     /// Launchers bound to `be`.
@@ -47,26 +43,6 @@ impl Ops {
         }
         self.be.launch(sig, &plain)
     }
-
-    /// Checks each pointer's extent against its allocation, then launches.
-    pub(crate) fn go(&self, sig: &'static KernelSig, grid: [u32; 3], block: [u32; 3], args: &[Sized]) -> Result<()> {
-        if args.len() != sig.args.len() {
-            return Err(Error::invalid(
-                sig.symbol,
-                "<argument list>",
-                format!("launcher passed {} arguments, signature has {}", args.len(), sig.args.len()),
-            ));
-        }
-        for ((arg, bytes), spec) in args.iter().zip(sig.args) {
-            if let Arg::P(addr) = *arg {
-                if addr != 0 && *bytes > 0 {
-                    self.be.check_range(addr, *bytes).map_err(|d| Error::oob(sig.symbol, spec.name, d))?;
-                }
-            }
-        }
-        let plain: Vec<Arg> = args.iter().map(|a| a.0).collect();
-        self.be.launch_legacy(sig, grid, block, &plain)
-    }
 }
 
 /// One argument of a typed launch: a buffer region with the bytes the kernel
@@ -100,11 +76,6 @@ pub(crate) fn saturating_product(xs: &[usize]) -> usize {
     xs.iter().fold(1usize, |acc, &x| acc.saturating_mul(x))
 }
 
-/// `ceil(a / b)` as a grid dimension, refusing grids past u32.
-pub(crate) fn blocks(kernel: &str, a: usize, b: usize) -> Result<u32> {
-    u32::try_from(a.div_ceil(b)).map_err(|_| Error::invalid(kernel, "<geometry>", format!("{a} elements need more than 2^32 blocks")))
-}
-
 /// Converts a size to the kernel's i32, naming the argument on overflow.
 pub(crate) fn i32_arg(kernel: &str, name: &str, v: usize) -> Result<i32> {
     i32::try_from(v).map_err(|_| Error::invalid(kernel, name, format!("{v} does not fit in i32")))
@@ -119,28 +90,12 @@ pub(crate) fn require(cond: bool, kernel: &str, name: &str, constraint: impl FnO
     }
 }
 
-/// bytes of `n` bf16 elements (saturating, like [`sat`]).
+/// Bytes of `n` bf16 elements (saturating, like [`saturating_product`]).
 pub(crate) const fn bf16s(n: usize) -> usize {
     n.saturating_mul(2)
 }
-/// bytes of `n` 4-byte elements (saturating, like [`sat`]).
+
+/// Bytes of `n` 4-byte elements (saturating, like [`saturating_product`]).
 pub(crate) const fn words(n: usize) -> usize {
     n.saturating_mul(4)
-}
-/// The product of sizes, saturating at `usize::MAX`. Launchers size the
-/// range checks of their pointers with it: a shape whose size overflows
-/// cannot fit in any allocation, so a saturated size makes the check refuse
-/// it, where a plain `*` would panic (debug) or wrap to a small size that
-/// passes the check (release) and let a GPU kernel run past its buffer.
-/// Found by the `launch_validator` fuzz target.
-pub(crate) fn sat(xs: &[usize]) -> usize {
-    xs.iter().fold(1usize, |acc, &x| acc.saturating_mul(x))
-}
-/// bytes for an optional pointer: 0 when null (nothing to check).
-pub(crate) fn opt(addr: u64, bytes: usize) -> usize {
-    if addr == 0 {
-        0
-    } else {
-        bytes
-    }
 }

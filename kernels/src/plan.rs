@@ -91,6 +91,16 @@ pub fn groups(kernel: &KernelSig, a: u64, b: u64) -> Result<u32> {
         .map_err(|_| Error::invalid(kernel.symbol, "<geometry>", format!("{a} items need more than 2^32 blocks")))
 }
 
+/// The integer argument `name` as a grid dimension, refusing 0: an empty
+/// launch is a driver error on CUDA and nothing at all on WGSL, so a raw
+/// launch with a zero size gets the same typed error from every plan.
+pub fn positive(a: &PlanArgs, name: &str) -> Result<u32> {
+    match a.u32(name)? {
+        0 => Err(Error::invalid(a.kernel.symbol, name, format!("{name} must be > 0"))),
+        v => Ok(v),
+    }
+}
+
 /// One CUDA kernel launch of a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CudaPass {

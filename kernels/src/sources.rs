@@ -20,12 +20,6 @@ pub struct Source {
     pub text: &'static str,
 }
 
-macro_rules! sources {
-    ($($key:literal => $path:literal),* $(,)?) => {
-        &[$(($key, Source { path: concat!("src/", $path), text: include_str!(concat!($path)) })),*]
-    };
-}
-
 /// Shared CUDA helpers (bf16/fp8 conversions, reductions), prepended to every module.
 pub const CUDA_PRELUDE: Source = Source { path: "src/prelude.cuh", text: include_str!("prelude.cuh") };
 /// Shared WGSL helpers (bf16 packing with round-to-nearest-even, fp8 decode), prepended to every kernel.
@@ -33,8 +27,6 @@ pub const WGSL_PRELUDE: Source = Source { path: "src/prelude.wgsl", text: includ
 
 /// CUDA sources by module: every `src/<family>/<module>.cu` (found by the build script).
 pub static CUDA: &[(&str, Source)] = include!(concat!(env!("OUT_DIR"), "/cuda_sources.rs"));
-/// Legacy WGSL table, for kernels not yet registered with `wgsl_plan!`.
-static WGSL_LEGACY: &[(&str, Source)] = include!("wgsl_sources.in");
 
 /// WGSL fragments by path relative to `src/` (the name an include line
 /// uses): every `src/<family>/<name>.wgsli` (found by the build script).
@@ -49,7 +41,7 @@ pub fn cuda(module: &str) -> Option<Source> {
 
 /// The WGSL source of `kernel`: the file its `wgsl_plan!` registration names.
 pub fn wgsl(kernel: &switchyard_core::KernelSig) -> Option<Source> {
-    crate::plan::wgsl_kernel(kernel).map(|k| k.source).or_else(|| WGSL_LEGACY.iter().find(|(m, _)| *m == kernel.symbol).map(|(_, s)| *s))
+    crate::plan::wgsl_kernel(kernel).map(|k| k.source)
 }
 
 /// Every WGSL implementation: (kernel, source).

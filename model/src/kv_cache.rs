@@ -130,9 +130,9 @@ impl KvCache {
     pub fn view(&self, layer: usize) -> KvView {
         let l = &self.layers[layer];
         KvView {
-            k_pool: l.k.addr(),
-            v_pool: l.v.addr(),
-            block_table: self.block_table.addr(),
+            k_pool: l.k.region(),
+            v_pool: l.v.region(),
+            block_table: self.block_table.region(),
             nkv: l.nkv,
             hd: l.hd,
             page: PAGE,

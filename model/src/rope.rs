@@ -11,7 +11,7 @@ use crate::config::{LayerKind, ModelConfig, Rope};
 use crate::error::Result;
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
-use switchyard_core::{Backend, DeviceBuffer};
+use switchyard_core::{Backend, DeviceBuffer, Region};
 
 /// The table for one head size and RoPE setting.
 pub fn table(rope: &Rope, hd: usize, max_pos: usize) -> Vec<f32> {
@@ -58,7 +58,7 @@ impl RopeTables {
     }
 
     /// The table for a layer of `kind` with head size `hd`.
-    pub fn get(&self, kind: LayerKind, hd: usize) -> Option<u64> {
-        self.tables.iter().find(|(k, h, _)| *k == kind && *h == hd).map(|t| t.2.addr())
+    pub fn get(&self, kind: LayerKind, hd: usize) -> Option<Region> {
+        self.tables.iter().find(|(k, h, _)| *k == kind && *h == hd).map(|t| t.2.region())
     }
 }

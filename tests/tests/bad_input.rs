@@ -6,6 +6,7 @@
 //! instantiates them per backend (only the CPU reference here).
 use std::sync::Arc;
 use switchyard_core::{registry, vaddr, Arg, Backend, DeviceBuffer, Error};
+use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
 use switchyard_kernels::rope_kv::QkvPrep;
 use switchyard_kernels::Ops;
 
@@ -243,7 +244,6 @@ fn declared_but_not_implemented() {
 fn shape_contract_violations(be: &Arc<dyn Backend>) {
     let ops = Ops::new(be.clone());
     let big = buf(be, 1 << 20);
-    let b = big.addr();
     let q_out = buf(be, 128);
     // lm_head: m = 17 (decode-shaped kernels take m <= 16), m = 0, hdim not a multiple of 8, negative softcap.
     let r = big.region();
@@ -262,29 +262,50 @@ fn shape_contract_violations(be: &Arc<dyn Backend>) {
     expect_invalid(ops.post_norm_add_pre_norm_bf16(r, Some(r), r, r, None, None, 1, 33, 1e-6), "post_norm_add_pre_norm_bf16", "dim");
     expect_invalid(ops.layer_out_bf16(r, r, r, None, r, 1, 3, 1e-6), "layer_out_bf16", "dim");
     // Embedding: h not a multiple of 8 for the fp8 table, odd h for bf16.
-    expect_invalid(ops.embed_gather_fp8(b, b, b, b, 1, 4, 12, 1.0), "embed_gather_fp8", "h");
-    expect_invalid(ops.embed_gather_bf16(b, b, b, 1, 4, 7, 1.0), "embed_gather_bf16", "h");
-    expect_invalid(ops.gather_rows_bf16(b, b, b, 1, 4, 5), "gather_rows_bf16", "h");
+    expect_invalid(ops.embed_gather_fp8(r, r, r, r, 1, 4, 12, 1.0), "embed_gather_fp8", "h");
+    expect_invalid(ops.embed_gather_bf16(r, r, r, 1, 4, 7, 1.0), "embed_gather_bf16", "h");
+    expect_invalid(ops.gather_rows_bf16(r, r, r, 1, 4, 5), "gather_rows_bf16", "h");
+    expect_invalid(ops.gather_rows_bf16(r, r, r, 0, 4, 4), "gather_rows_bf16", "rows");
     // qkv_prep: hd > 512, odd hd, nkv > 0 with null pools.
     let p = QkvPrep {
-        q_out: q_out.addr(),
-        q_raw: b,
-        cos_sin: b,
-        pos: b,
+        q_out: q_out.region(),
+        k_pool: None,
+        v_pool: None,
+        q_raw: r,
+        k_raw: None,
+        v_raw: None,
+        q_norm: None,
+        k_norm: None,
+        cos_sin: r,
+        pos: r,
+        slot: None,
+        pmap: None,
         rows: 1,
         src_rows: 1,
         nh: 1,
         nkv: 0,
         hd: 64,
         max_pos: 4,
+        num_slots: 0,
         eps: 1e-6,
-        ..Default::default()
     };
     // (the base configuration is valid)
-    ops.qkv_prep(&p).unwrap();
-    expect_invalid(ops.qkv_prep(&QkvPrep { hd: 514, ..p }), "qkv_prep_bf16", "hd");
-    expect_invalid(ops.qkv_prep(&QkvPrep { hd: 63, ..p }), "qkv_prep_bf16", "hd");
-    expect_invalid(ops.qkv_prep(&QkvPrep { nkv: 1, num_slots: 4, ..p }), "qkv_prep_bf16", "k_pool");
+    ops.qkv_prep_bf16(&p).unwrap();
+    expect_invalid(ops.qkv_prep_bf16(&QkvPrep { hd: 514, ..p }), "qkv_prep_bf16", "hd");
+    expect_invalid(ops.qkv_prep_bf16(&QkvPrep { hd: 63, ..p }), "qkv_prep_bf16", "hd");
+    expect_invalid(ops.qkv_prep_bf16(&QkvPrep { nkv: 1, num_slots: 4, ..p }), "qkv_prep_bf16", "k_pool");
+    // Attention: hd not a multiple of 8, nh not a multiple of nkv; decode past
+    // the block table's capacity, a zero bound, more sequences than the table.
+    let kv = KvView { k_pool: r, v_pool: r, block_table: r, nkv: 2, hd: 64, page: 16, max_pages: 4, num_seqs: 2, num_slots: 64 };
+    let ap = AttnParams { nh: 4, window: 0, scale: 1.0 };
+    let (q, small) = (big.slice(0, 4 * 64 * 2 * 2).unwrap(), big.slice(0, 8).unwrap());
+    expect_invalid(ops.attention_prefill(q, q, small, small, 2, &KvView { hd: 60, ..kv }, &ap), "attention_prefill", "hd");
+    expect_invalid(ops.attention_prefill(q, q, small, small, 2, &kv, &AttnParams { nh: 3, ..ap }), "attention_prefill", "nh");
+    let d = AttnDecode { out: q, q, ctx_len: small, batch: 2, max_ctx: 64 };
+    ops.attention_decode(&d, &kv, &ap).unwrap();
+    expect_invalid(ops.attention_decode(&AttnDecode { max_ctx: 65, ..d }, &kv, &ap), "attention_decode", "max_ctx");
+    expect_invalid(ops.attention_decode(&AttnDecode { max_ctx: 0, ..d }, &kv, &ap), "attention_decode", "max_ctx");
+    expect_invalid(ops.attention_decode(&AttnDecode { batch: 3, ..d }, &kv, &ap), "attention_decode", "batch");
     // MoE: no pairs, no experts.
     expect_invalid(ops.moe_count(r, r, 0, 4), "moe_count", "n");
     expect_invalid(ops.moe_scatter(r, r, r, r, r, 4, 0), "moe_scatter", "e");

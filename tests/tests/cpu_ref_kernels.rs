@@ -62,9 +62,6 @@ struct Bench {
 struct Out(usize, Region);
 
 impl Out {
-    fn addr(self) -> u64 {
-        self.1.addr()
-    }
     /// The output's data, without its guard bytes.
     fn region(self) -> Region {
         self.1
@@ -81,11 +78,6 @@ impl Bench {
             outputs: vec![],
             live_before: be.live_bytes(),
         }
-    }
-
-    /// An input of exactly these bytes.
-    fn input(&mut self, name: &str, data: Vec<u8>) -> u64 {
-        self.input_region(name, data).addr()
     }
 
     /// An input of exactly these bytes, as a region.
@@ -329,10 +321,10 @@ fn embed_gather_fp8(be: &Arc<dyn Backend>) {
         let scale = if rows % 2 == 0 { (h as f32).sqrt() } else { g.random_range(0.1..3.0) };
         let mut b = Bench::new(be, format!("embed_gather_fp8 rows={rows} h={h} vocab={vocab} scale={scale}"));
         let out = b.out_bf16("out", rows * h);
-        let t = b.input("table", table.clone());
-        let s = b.input("row_scale", bytes::f32_bytes(&row_scale));
-        let i = b.input("ids", bytes::i32_bytes(&ids));
-        b.run(|o| o.embed_gather_fp8(out.addr(), t, s, i, rows, vocab, h, scale));
+        let t = b.input_region("table", table.clone());
+        let s = b.input_region("row_scale", bytes::f32_bytes(&row_scale));
+        let i = b.input_region("ids", bytes::i32_bytes(&ids));
+        b.run(|o| o.embed_gather_fp8(out.region(), t, s, i, rows, vocab, h, scale));
         b.check_bf16(out, &r::embed_gather_fp8(&table, &row_scale, &ids, h, vocab, scale), 1, Nan::Bits(BF16_NAN));
         b.finish();
     }
@@ -352,9 +344,9 @@ fn embed_gather_bf16(be: &Arc<dyn Backend>) {
         let scale = g.random_range(0.5..40.0);
         let mut b = Bench::new(be, format!("embed_gather_bf16 rows={rows} h={h} vocab={vocab} scale={scale}"));
         let out = b.out_bf16("out", rows * h);
-        let t = b.input("table", bf16_bytes(&table));
-        let i = b.input("ids", bytes::i32_bytes(&ids));
-        b.run(|o| o.embed_gather_bf16(out.addr(), t, i, rows, vocab, h, scale));
+        let t = b.input_region("table", bf16_bytes(&table));
+        let i = b.input_region("ids", bytes::i32_bytes(&ids));
+        b.run(|o| o.embed_gather_bf16(out.region(), t, i, rows, vocab, h, scale));
         b.check_bf16(out, &r::pts(r::embed_gather_bf16(&table, &ids, h, vocab, scale)), 1, Nan::Any);
         b.finish();
     }
@@ -373,9 +365,9 @@ fn gather_rows_bf16(be: &Arc<dyn Backend>) {
         }
         let mut b = Bench::new(be, format!("gather_rows_bf16 rows={rows} h={h} n_src={n_src}"));
         let out = b.out_bf16("out", rows * h);
-        let s = b.input("src", bf16_bytes(&src));
-        let i = b.input("idx", bytes::i32_bytes(&idx));
-        b.run(|o| o.gather_rows_bf16(out.addr(), s, i, rows, n_src, h));
+        let s = b.input_region("src", bf16_bytes(&src));
+        let i = b.input_region("idx", bytes::i32_bytes(&idx));
+        b.run(|o| o.gather_rows_bf16(out.region(), s, i, rows, n_src, h));
         b.check_bf16(out, &r::pts(r::gather_rows(&src, &idx, h, n_src)), 0, Nan::Any);
         b.finish();
     }
@@ -547,25 +539,19 @@ fn qkv_prep_bf16(be: &Arc<dyn Backend>) {
         let kv = nkv > 0;
         let k_pool = kv.then(|| b.output("k_pool", bf16_bytes(&k_pool0)));
         let v_pool = kv.then(|| b.output("v_pool", bf16_bytes(&v_pool0)));
-        let qa = b.input("q_raw", bf16_bytes(&q_raw));
-        let ka = if kv { b.input("k_raw", bf16_bytes(&k_raw)) } else { 0 };
-        let va = if !kv {
-            0
-        } else if s.k_eq_v {
-            ka
-        } else {
-            b.input("v_raw", bf16_bytes(&v_raw))
-        };
-        let qn = if s.norms { b.input("q_norm", bf16_bytes(&q_norm)) } else { 0 };
-        let kn = if s.norms && kv { b.input("k_norm", bf16_bytes(&k_norm)) } else { 0 };
-        let cs = b.input("cos_sin", bytes::f32_bytes(&cos_sin));
-        let pa = b.input("pos", bytes::i32_bytes(&pos));
-        let sa = if kv { b.input("slot", bytes::i32_bytes(&slot)) } else { 0 };
-        let pm = if s.pmap { b.input("pmap", bytes::i32_bytes(&pmap)) } else { 0 };
+        let qa = b.input_region("q_raw", bf16_bytes(&q_raw));
+        let ka = kv.then(|| b.input_region("k_raw", bf16_bytes(&k_raw)));
+        let va = if s.k_eq_v { ka } else { kv.then(|| b.input_region("v_raw", bf16_bytes(&v_raw))) };
+        let qn = s.norms.then(|| b.input_region("q_norm", bf16_bytes(&q_norm)));
+        let kn = (s.norms && kv).then(|| b.input_region("k_norm", bf16_bytes(&k_norm)));
+        let cs = b.input_region("cos_sin", bytes::f32_bytes(&cos_sin));
+        let pa = b.input_region("pos", bytes::i32_bytes(&pos));
+        let sa = kv.then(|| b.input_region("slot", bytes::i32_bytes(&slot)));
+        let pm = s.pmap.then(|| b.input_region("pmap", bytes::i32_bytes(&pmap)));
         let p = QkvPrep {
-            q_out: q_out.addr(),
-            k_pool: k_pool.map_or(0, |o| o.addr()),
-            v_pool: v_pool.map_or(0, |o| o.addr()),
+            q_out: q_out.region(),
+            k_pool: k_pool.map(Out::region),
+            v_pool: v_pool.map(Out::region),
             q_raw: qa,
             k_raw: ka,
             v_raw: va,
@@ -584,7 +570,7 @@ fn qkv_prep_bf16(be: &Arc<dyn Backend>) {
             num_slots: if kv { num_slots } else { 0 },
             eps,
         };
-        b.run(|o| o.qkv_prep(&p));
+        b.run(|o| o.qkv_prep_bf16(&p));
         let input = r::QkvIn {
             q_raw: &q_raw,
             k_raw: &k_raw,

@@ -175,7 +175,7 @@ fn launchers_with_overflowing_shapes_are_refused() {
     let be = switchyard_cpu_ref::cpu_backend();
     let ops = Ops::new(be.clone());
     let b = DeviceBuffer::new(&be, 256).unwrap();
-    let (a, r) = (b.addr(), b.region());
+    let r = b.region();
     let big = 1usize << 62;
     let huge = usize::MAX;
     let checks: Vec<(&str, switchyard_core::Result<()>)> = vec![
@@ -183,8 +183,8 @@ fn launchers_with_overflowing_shapes_are_refused() {
         ("moe_offsets e+1", ops.moe_offsets(r, r, r, huge)),
         ("rmsnorm rows·dim", ops.rmsnorm_bf16(b.region(), b.region(), None, 3, big, 1e-6)),
         ("rmsnorm norm_block", ops.rmsnorm_bf16(b.region(), b.region(), None, 1, huge - 1, 1e-6)),
-        ("embed_gather_bf16 vocab·h", ops.embed_gather_bf16(a, a, a, 1, big, 16, 1.0)),
-        ("gather_rows_bf16 n_src·h", ops.gather_rows_bf16(a, a, a, 1, big, 16)),
+        ("embed_gather_bf16 vocab·h", ops.embed_gather_bf16(r, r, r, 1, big, 16, 1.0)),
+        ("gather_rows_bf16 n_src·h", ops.gather_rows_bf16(r, r, r, 1, big, 16)),
         ("gelu_mul rows·2·inter", ops.gelu_mul_bf16(r, r, 1 << 30, 1 << 30)),
         ("lm_head vocab·hdim", ops.lm_head_logits_bf16(r, r, r, 1, big, 16, 0.0)),
         ("dense_gemm_splitk_bf16 m·n", ops.dense_gemm_splitk_bf16(r, r, r, 1 << 31, 1 << 31, 8, 8)),
@@ -212,22 +212,23 @@ fn raw_launches_that_exhausted_memory_or_spun_fail_fast() {
     let b = DeviceBuffer::zeroed(&be, 256).unwrap();
     let a = b.addr();
     let big = i32::MAX;
-    let g = |x: u32| [x, 1, 1];
     let t0 = std::time::Instant::now();
-    let cases: Vec<(&switchyard_core::KernelSig, [u32; 3], Vec<switchyard_core::Arg>)> = vec![
-        (&norm::RMSNORM_BF16, g(u32::MAX), vec![P(a), P(a), P(0), I(i32::MAX), I(0), F(1e-6)]),
-        (&norm::LAYER_OUT_BF16, g(u32::MAX), vec![P(a), P(a), P(a), P(0), P(a), I(i32::MAX), I(0), F(1e-6)]),
-        (&gemm::DENSE_GEMM_BF16, g(1), vec![P(a), P(a), P(a), U(0), U(u32::MAX), U(0)]),
-        (&gemm::DENSE_GEMM_SPLITK_BF16, g(1), vec![P(a), P(a), P(a), U(0), U(1), U(1), U(u32::MAX)]),
-        (&gemm::DENSE_GEMM_SPLITK_BF16, g(1), vec![P(a), P(a), P(a), U(1), U(2), U(2), U(u32::MAX)]),
-        (&moe::expert::MOE_GATHER_BF16, g(1), vec![P(a), P(a), P(a), I(1), I(1), I(big), I(0)]),
-        (&moe::expert::MOE_COMBINE_BF16, g(1), vec![P(a), P(a), P(a), P(a), I(big), I(0), I(big), I(0)]),
-        (&attn::ATTENTION_DECODE_REDUCE, g(1), vec![P(a), P(a), P(a), I(big), I(big), I(8), I(0)]),
-        (&attn::ATTENTION_DECODE_REDUCE, g(1), vec![P(a), P(a), P(a), I(0), I(1), I(big), I(1)]),
-        (&head::LM_HEAD_LOGITS_BF16, g(1), vec![P(a), P(a), P(a), I(0), I(big), I(0), F(0.0)]),
+    let cases: Vec<(&switchyard_core::KernelSig, Vec<switchyard_core::Arg>)> = vec![
+        (&norm::RMSNORM_BF16, vec![P(a), P(a), P(0), I(i32::MAX), I(0), F(1e-6)]),
+        (&norm::LAYER_OUT_BF16, vec![P(a), P(a), P(a), P(0), P(a), I(i32::MAX), I(0), F(1e-6)]),
+        (&gemm::DENSE_GEMM_BF16, vec![P(a), P(a), P(a), U(0), U(u32::MAX), U(0)]),
+        (&gemm::DENSE_GEMM_SPLITK_BF16, vec![P(a), P(a), P(a), U(0), U(1), U(1), U(u32::MAX)]),
+        (&gemm::DENSE_GEMM_SPLITK_BF16, vec![P(a), P(a), P(a), U(1), U(2), U(2), U(u32::MAX)]),
+        (&moe::expert::MOE_GATHER_BF16, vec![P(a), P(a), P(a), I(1), I(1), I(big), I(0)]),
+        (&moe::expert::MOE_COMBINE_BF16, vec![P(a), P(a), P(a), P(a), I(big), I(0), I(big), I(0)]),
+        // The decode reduce's findings (batch·nh huge with no splits; batch 0 with a huge hd
+        // sizing a scratch row), now one kernel with no caller workspace.
+        (&attn::ATTENTION_DECODE, decode_args(a, [big, 1, big, 1, 8, 1, 1, 1, 0])),
+        (&attn::ATTENTION_DECODE, decode_args(a, [0, 1, 1, 1, big, 1, 1, 1, 0])),
+        (&head::LM_HEAD_LOGITS_BF16, vec![P(a), P(a), P(a), I(0), I(big), I(0), F(0.0)]),
     ];
-    for (sig, grid, args) in cases {
-        match launch_any(&be, sig, grid, &args) {
+    for (sig, args) in cases {
+        match be.launch(sig, &args) {
             Err(Error::OutOfBounds { .. } | Error::InvalidArgument { .. }) => {}
             other => panic!("{}: expected a typed refusal, got {other:?}", sig.symbol),
         }
@@ -236,7 +237,7 @@ fn raw_launches_that_exhausted_memory_or_spun_fail_fast() {
     // fix the 2^16 x 2^16 weight panel (16 GiB of f32) was allocated anyway.
     let sig = &moe::expert::MOE_GROUPED_GEMM_BF16;
     let args = [P(a), P(a), P(a), P(a), I(0), I(0), I(1 << 16), I(1 << 16)];
-    launch_any(&be, sig, g(1), &args).expect("an empty grouped GEMM is a no-op");
+    be.launch(sig, &args).expect("an empty grouped GEMM is a no-op");
     // Each is refused before any real work: all of them together in well
     // under a second even unoptimised (the spinning versions took minutes).
     assert!(t0.elapsed().as_secs() < 5, "refusals took {:?}", t0.elapsed());
@@ -244,17 +245,12 @@ fn raw_launches_that_exhausted_memory_or_spun_fail_fast() {
     assert_eq!(be.live_bytes(), 0);
 }
 
-/// A raw launch through whichever path the kernel has: planned (the
-/// backend's own geometry) or, while families move over, the legacy grid.
-fn launch_any(
-    be: &std::sync::Arc<dyn switchyard_core::Backend>,
-    sig: &'static switchyard_core::KernelSig,
-    grid: [u32; 3],
-    args: &[switchyard_core::Arg],
-) -> switchyard_core::Result<()> {
-    if switchyard_kernels::plan::cuda_kernel(sig).is_some() {
-        be.launch(sig, args)
-    } else {
-        be.launch_legacy(sig, grid, [1, 1, 1], args)
-    }
+/// `attention_decode`'s arguments: six pointers to `a`, then batch, max_ctx,
+/// nh, nkv, hd, page, max_pages, num_slots, window, and scale 1.
+fn decode_args(a: u64, ints: [i32; 9]) -> Vec<switchyard_core::Arg> {
+    use switchyard_core::Arg::{F, I, P};
+    let mut v = vec![P(a); 6];
+    v.extend(ints.map(I));
+    v.push(F(1.0));
+    v
 }

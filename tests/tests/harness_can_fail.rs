@@ -3,7 +3,7 @@
 //! output, and leaves a third's outputs unwritten. The harness must report
 //! each as its own failure.
 use std::sync::Arc;
-use switchyard_core::{Arg, Backend, BackendInfo, BackendKind, Grid, KernelSig, Recording, Result};
+use switchyard_core::{Arg, Backend, BackendInfo, BackendKind, KernelSig, Recording, Result};
 use switchyard_kernels::parity::{check_kernel, Status};
 use switchyard_kernels::{embed, head, norm, Ops};
 
@@ -28,8 +28,8 @@ fn int(args: &[Arg], i: usize) -> usize {
 }
 
 impl WrongBackend {
-    /// Runs `kernel` on the reference, then breaks it; `rows` is the row
-    /// count (an argument of planned kernels, the grid of legacy ones).
+    /// Runs `kernel` on the reference, then breaks it; `rows` is the
+    /// kernel's row count argument.
     fn wrong(&self, kernel: &'static KernelSig, args: &[Arg], rows: usize, run: &dyn Fn() -> Result<()>) -> Result<()> {
         match kernel.symbol {
             // Wrong values: the right result, then one element nudged by 8 ulp.
@@ -87,9 +87,6 @@ impl Backend for WrongBackend {
     fn enqueue(&self, kernel: &'static KernelSig, args: &[Arg]) -> Result<()> {
         let rows = kernel.arg_index("rows").map_or(0, |i| int(args, i));
         self.wrong(kernel, args, rows, &|| self.inner.enqueue(kernel, args))
-    }
-    fn enqueue_legacy(&self, kernel: &'static KernelSig, grid: Grid, block: Grid, args: &[Arg]) -> Result<()> {
-        self.wrong(kernel, args, grid[0] as usize, &|| self.inner.enqueue_legacy(kernel, grid, block, args))
     }
     fn record(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<Recording> {
         self.inner.record(work)

@@ -94,19 +94,19 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         flops: 0.0,
         gemm: None,
         run: Box::new(move |o, a| {
-            o.qkv_prep(&QkvPrep {
-                q_out: a[0].addr(),
-                k_pool: a[1].addr(),
-                v_pool: a[2].addr(),
-                q_raw: a[3].addr(),
-                k_raw: a[4].addr(),
-                v_raw: a[5].addr(),
-                q_norm: a[6].addr(),
-                k_norm: a[7].addr(),
-                cos_sin: a[8].addr(),
-                pos: a[9].addr(),
-                slot: a[10].addr(),
-                pmap: 0,
+            o.qkv_prep_bf16(&QkvPrep {
+                q_out: a[0],
+                k_pool: Some(a[1]),
+                v_pool: Some(a[2]),
+                q_raw: a[3],
+                k_raw: Some(a[4]),
+                v_raw: Some(a[5]),
+                q_norm: Some(a[6]),
+                k_norm: Some(a[7]),
+                cos_sin: a[8],
+                pos: a[9],
+                slot: Some(a[10]),
+                pmap: None,
                 rows,
                 src_rows: rows,
                 nh,
@@ -131,7 +131,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (3 * n + 8 * rows) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.embed_gather_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, vocab, dim, 73.3)),
+        run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
     });
     v.push(BenchCase {
         kernel: "embed_gather_bf16",
@@ -140,7 +140,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (4 * n + 4 * rows) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.embed_gather_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, vocab, dim, 73.3)),
+        run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
     });
     v.push(BenchCase {
         kernel: "gather_rows_bf16",
@@ -149,7 +149,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         bytes: (4 * n + 4 * rows) as f64,
         flops: 0.0,
         gemm: None,
-        run: Box::new(move |o, a| o.gather_rows_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, rows, dim)),
+        run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, rows, dim)),
     });
 
     for m in [1usize, 16] {

@@ -1,6 +1,6 @@
 // Causal (optionally sliding) paged attention for query rows of any mix of
 // sequences. A workgroup owns x0 = RB consecutive rows (a power of two with
-// RB · hd/2 ≤ 1024; plan.rs sizes the grid) and one query head.
+// RB · hd/2 ≤ 1024; the plan in attn/mod.rs sizes the grid) and one query head.
 //
 // Rows of one workgroup usually belong to one sequence; when they do not,
 // the workgroup runs one pass per sequence present, each over the union of

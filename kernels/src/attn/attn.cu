@@ -1,5 +1,5 @@
 // Paged attention: flash-style prefill on the tensor cores, split-K decode
-// (partial + reduce) on the CUDA cores.
+// (two passes through plan workspace) on the CUDA cores.
 //
 // KV pools are [num_slots, nkv, hd] bf16; key j of sequence b lives in slot
 // block_table[b * max_pages + j / page] * page + j % page. Every slot a row
@@ -43,7 +43,7 @@ __device__ __forceinline__ long long key_slot(const int* trow, int j, int page, 
 
 // ================================================================ prefill
 
-// Launcher: grid (ceil(rows/64), nh), block 128; hd % 8 == 0, hd <= 512.
+// Plan: grid (ceil(rows/64), nh), block 128; hd % 8 == 0, hd <= 512.
 //
 // Warp w of block (bx, h) owns query rows bx*64 + 16w .. +16 of head h and
 // runs flash attention on them with mma.sync m16n8k16 (bf16 in, f32 out):
@@ -271,9 +271,15 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
 
 // ================================================================ decode
 
-// Launcher: grid (splits, nh, batch), block 128.
+// Plan: attention_decode, grid (S, nh, batch), block 128, then
+// attention_decode_reduce, grid (batch, nh), block 128; both take the
+// declared arguments and the plan's workspace: f32 o [batch][nh][S][hd],
+// then (m, l) [batch][nh][S][2]. S = decode_splits(visible_keys(max_ctx))
+// bounds every sequence's chunk count, which comes from its own ctx_len
+// (kernels/src/attn/mod.rs defines the rule); chunks past it are idle, so
+// max_ctx can stay fixed across decode steps without changing a bit.
 //
-// Block (s, h, b) computes split s of head h for sequence b. Each of the 4
+// Block (s, h, b) computes chunk s of head h for sequence b. Each of the 4
 // warps takes groups of 4 consecutive keys in turn; a key row is spread
 // over the warp as 16-byte vectors (lane i holds dims 8i.. of each 256-dim
 // chunk), so every K/V row is read with fully coalesced 16-byte loads, and
@@ -407,24 +413,48 @@ __device__ __forceinline__ void decode_split(float* __restrict__ o_out, float* _
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128) attention_decode_partial(
-    float* __restrict__ o_ws, float* __restrict__ ml_ws, const bf16* __restrict__ q, const bf16* __restrict__ k_pool,
-    const bf16* __restrict__ v_pool, const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int nh, int nkv,
-    int hd, int page, int max_pages, int num_slots, int window, float scale, int splits, int split_len) {
+// The split rule of kernels/src/attn/mod.rs (decode_splits, visible_keys),
+// whose constants a unit test there checks against these.
+#define DECODE_TARGET_BLOCKS 512
+#define MIN_SPLIT_KEYS 256
+
+__device__ __forceinline__ int visible_keys(int ctx, int window) { return window > 0 ? min(ctx, window) : ctx; }
+
+__device__ __forceinline__ int decode_splits(int keys, int batch, int nh) {
+    const long long bh = max(1LL, (long long)batch * nh);
+    const long long want = (DECODE_TARGET_BLOCKS + bh - 1) / bh;
+    const long long need = keys / MIN_SPLIT_KEYS + (keys % MIN_SPLIT_KEYS != 0);
+    return (int)max(1LL, min(want, need));
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_decode(
+    bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
+    const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
+    int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
     __shared__ float red[8 + 4 * 512];
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int splits = decode_splits(visible_keys(max_ctx, window), batch, nh);
     if (b >= batch || h >= nh || s >= splits || nkv <= 0 || nh % nkv != 0 || hd > 512) return; // block-uniform
     const size_t e = ((size_t)b * nh + h) * splits + s;
-    float* o_out = o_ws + e * hd;
-    float* ml_out = ml_ws + e * 2;
+    float* o_out = workspace + e * hd;
+    float* ml_out = workspace + (size_t)batch * nh * splits * hd + e * 2;
     const int n = ctx_len[b];
     const long long cap = (long long)max_pages * page;
-    const bool ok = n >= 1 && n <= cap;
+    const bool ok = n >= 1 && n <= max_ctx && n <= cap;
     const int lo = (ok && window > 0) ? max(0, n - window) : 0;
+    // This sequence's own chunks; the rest of the planned S are idle.
+    const int my_splits = ok ? decode_splits(n - lo, batch, nh) : 1;
+    if (s >= my_splits) {
+        if (threadIdx.x == 0) {
+            ml_out[0] = -SY_INF;
+            ml_out[1] = 0.0f;
+        }
+        return;
+    }
     const int* trow = block_table + (size_t)b * max_pages;
     // The reference poisons the whole sequence when any key it attends to
-    // has a bad page or slot, so every block checks the full range [lo, n),
-    // not just its split.
+    // has a bad page or slot, so every working block checks the full range
+    // [lo, n), not just its chunk.
     int bad = 0;
     if (ok) {
         const int p_first = lo / page, p_last = (n - 1) / page;
@@ -445,6 +475,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_partial(
         if (threadIdx.x == 0) ml_out[0] = ml_out[1] = SY_NAN;
         return;
     }
+    const long long split_len = ((long long)(n - lo) + my_splits - 1) / my_splits;
     const long long start = lo + (long long)s * split_len;
     const long long stop = min((long long)n, start + split_len);
     if (start >= stop) {
@@ -466,17 +497,19 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_partial(
                         row_stride, scale, red);
 }
 
-// Launcher: grid (batch, nh), block 128. Splits combined in split order;
-// empty splits (m = -inf or l = 0) skipped; NaN m (an invalid sequence)
-// poisons the row; all splits empty gives NaN.
-extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(bf16* __restrict__ out, const float* __restrict__ o_ws,
-                                                                           const float* __restrict__ ml_ws, int batch, int nh, int hd,
-                                                                           int splits) {
+// Grid (batch, nh), block 128. Chunks combined in chunk order; empty and
+// idle chunks (m = -inf or l = 0) skipped; NaN m (an invalid sequence)
+// poisons the row; all chunks empty gives NaN.
+extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(
+    bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
+    const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
+    int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
     const int b = blockIdx.x, h = blockIdx.y;
     if (b >= batch || h >= nh) return;
+    const int splits = decode_splits(visible_keys(max_ctx, window), batch, nh);
     const size_t bh = (size_t)b * nh + h;
-    const float* ml = ml_ws + bh * splits * 2;
-    const float* o = o_ws + bh * splits * hd;
+    const float* ml = workspace + (size_t)batch * nh * splits * hd + bh * splits * 2;
+    const float* o = workspace + bh * splits * hd;
     bf16* orow = out + bh * hd;
     bool any = false, nan = false;
     float big = -SY_INF;

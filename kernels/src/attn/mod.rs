@@ -12,18 +12,21 @@
 //! `out = bf16(Σ_j softmax(s)_j · v_j)` with f32 accumulation. The order of
 //! the sums is the backend's: parity is NMSE ≤ 1e-6 against the reference.
 //! A row whose sequence, pages or slots fall outside the tables gets bf16 NaN.
-use crate::ops::{bf16s, blocks, i32_arg, require, sat, words, Ops};
+use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, LaunchArg, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{groups, positive, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
 /// NMSE bound for attention outputs (summation order differs by backend).
 pub const ATTN_NMSE: f64 = 1e-6;
-/// Blocks the decode split aims to launch, so that long single sequences fill the GPU.
-const DECODE_TARGET_BLOCKS: usize = 512;
-/// Fewest keys a decode split should cover.
-const MIN_SPLIT_KEYS: usize = 256;
+/// Blocks a decode launch aims for, so that long single sequences fill the
+/// GPU. `DECODE_TARGET_BLOCKS` in attn.cu and attention_decode.wgsl.
+pub const DECODE_TARGET_BLOCKS: usize = 512;
+/// Fewest keys a decode split should cover. `MIN_SPLIT_KEYS` in attn.cu and
+/// attention_decode.wgsl.
+pub const MIN_SPLIT_KEYS: usize = 256;
 
 declare_kernel! {
     /// Causal (optionally sliding) attention for `rows` query rows of any mix
@@ -31,8 +34,8 @@ declare_kernel! {
     /// `pos[r]` and attends to that sequence's keys `0..=pos[r]` (window
     /// permitting) through the block table. Its own KV must already be in the
     /// pool. Shapes: out, q bf16 `[rows, nh·hd]`; block_table i32
-    /// `[num_seqs, max_pages]`; seq_of_row, pos i32 `[rows]`. Grid
-    /// `(⌈rows/64⌉, nh)`, block 128. hd % 8 == 0, hd ≤ 512, nh % nkv == 0.
+    /// `[num_seqs, max_pages]`; seq_of_row, pos i32 `[rows]`.
+    /// hd % 8 == 0, hd ≤ 512, nh % nkv == 0.
     ATTENTION_PREFILL = "attn"::"attention_prefill"(
         A::output("out"), A::input("q"), A::input("k_pool"), A::input("v_pool"), A::input("block_table"),
         A::input("seq_of_row"), A::input("pos"), A::i32("rows"), A::i32("nh"), A::i32("nkv"), A::i32("hd"),
@@ -40,36 +43,63 @@ declare_kernel! {
 }
 
 declare_kernel! {
-    /// Decode phase 1: one query per sequence (`q` `[batch, nh·hd]`, at
-    /// position `ctx_len[b] − 1`, its KV already written), keys split into
-    /// `splits` chunks of `split_len` starting at the window's first key.
-    /// Per (b, h, split): `m` = max score, `l = Σ e^{s−m}`, `o = Σ e^{s−m} v`
-    /// (unnormalised, f32) into `o_ws` `[batch, nh, splits, hd]` and `ml_ws`
-    /// `[batch, nh, splits, 2]`; an empty split writes `m = −inf, l = 0, o = 0`.
-    /// Grid `(splits, nh, batch)`, block 128.
-    ATTENTION_DECODE_PARTIAL = "attn"::"attention_decode_partial"(
-        A::output("o_ws"), A::output("ml_ws"), A::input("q"), A::input("k_pool"), A::input("v_pool"),
-        A::input("block_table"), A::input("ctx_len"), A::i32("batch"), A::i32("nh"), A::i32("nkv"), A::i32("hd"),
-        A::i32("page"), A::i32("max_pages"), A::i32("num_slots"), A::i32("window"), A::f32("scale"),
-        A::i32("splits"), A::i32("split_len"))
+    /// Decode: one query per sequence `b < batch` (`q` `[batch, nh·hd]`), at
+    /// position `n − 1` for `n = ctx_len[b]`, its KV already written;
+    /// sequence `b` reads block-table row `b`. `out` `[batch, nh·hd]` bf16.
+    ///
+    /// `max_ctx` is an upper bound on every `ctx_len`, fixed on the host (a
+    /// session's capacity), so a decode step's arguments stay the same from
+    /// token to token while `ctx_len` lives in device memory. It sizes the
+    /// launch, never the result: a sequence with `ctx_len` outside
+    /// `1..=min(max_ctx, max_pages·page)` is a NaN row.
+    ///
+    /// Split order, which defines the sums: the visible keys `[lo, n)`
+    /// (`lo = max(0, n − window)` when sliding, else 0; `K = n − lo` keys) are
+    /// cut into `S = decode_splits(K, batch, nh)` ([`decode_splits`]) chunks of
+    /// `L = ⌈K / S⌉` consecutive keys, chunk `s` = `[lo + s·L, min(n, lo + (s+1)·L))`
+    /// (empty when it starts at or past `n`). Per chunk: `m_s` = max score,
+    /// `l_s = Σ e^{s_j−m_s}`, `o_s = Σ e^{s_j−m_s} v_j` (f32; the reference sums
+    /// keys in order). Then, over the non-empty chunks in chunk order:
+    /// `M = max_s m_s`, `out = bf16(Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} l_s)`.
+    /// A NaN `m_s` makes the row NaN. With `S = 1` this is exactly the prefill
+    /// row of the same query. The split depends on `ctx_len`, `window`, `batch`
+    /// and `nh` only, so growing `max_ctx` changes no bit of the output.
+    /// Backends may run the chunks in parallel and combine them through
+    /// workspace. hd % 8 == 0, hd ≤ 512, nh % nkv == 0.
+    ATTENTION_DECODE = "attn"::"attention_decode"(
+        A::output("out"), A::input("q"), A::input("k_pool"), A::input("v_pool"), A::input("block_table"),
+        A::input("ctx_len"), A::i32("batch"), A::i32("max_ctx"), A::i32("nh"), A::i32("nkv"), A::i32("hd"),
+        A::i32("page"), A::i32("max_pages"), A::i32("num_slots"), A::i32("window"), A::f32("scale"))
 }
 
-declare_kernel! {
-    /// Decode phase 2: `M = max_s m_s`, `out[b, h] = bf16(Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} l_s)`,
-    /// summed in split order. Grid `(batch, nh)`, block 128.
-    ATTENTION_DECODE_REDUCE = "attn"::"attention_decode_reduce"(
-        A::output("out"), A::input("o_ws"), A::input("ml_ws"), A::i32("batch"), A::i32("nh"), A::i32("hd"), A::i32("splits"))
+/// Keys a query at context length `ctx` sees: all of them, or the last
+/// `window` when sliding.
+pub fn visible_keys(ctx: usize, window: usize) -> usize {
+    if window > 0 {
+        ctx.min(window)
+    } else {
+        ctx
+    }
+}
+
+/// Chunks [`ATTENTION_DECODE`] cuts `keys` visible keys into, for `batch`
+/// sequences of `nh` heads: enough that `batch · nh · splits` reaches
+/// [`DECODE_TARGET_BLOCKS`] (so a lone long sequence still fills the GPU), no
+/// more than one per [`MIN_SPLIT_KEYS`] keys, and at least one.
+pub fn decode_splits(keys: usize, batch: usize, nh: usize) -> usize {
+    let want = DECODE_TARGET_BLOCKS.div_ceil(batch.saturating_mul(nh).max(1));
+    want.min(keys.div_ceil(MIN_SPLIT_KEYS)).max(1)
 }
 
 /// The paged KV cache a launch reads.
 #[derive(Clone, Copy, Debug)]
 pub struct KvView {
     /// K pool `[num_slots, nkv, hd]`.
-    pub k_pool: u64,
+    pub k_pool: Region,
     /// V pool `[num_slots, nkv, hd]`.
-    pub v_pool: u64,
+    pub v_pool: Region,
     /// Block table i32 `[num_seqs, max_pages]`.
-    pub block_table: u64,
+    pub block_table: Region,
     /// KV heads.
     pub nkv: usize,
     /// Head dimension.
@@ -95,6 +125,21 @@ pub struct AttnParams {
     pub scale: f32,
 }
 
+/// Buffers and sizes of one decode step.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnDecode {
+    /// Output `[batch, nh·hd]` bf16.
+    pub out: Region,
+    /// Queries `[batch, nh·hd]` bf16.
+    pub q: Region,
+    /// Context lengths i32 `[batch]` (query position + 1).
+    pub ctx_len: Region,
+    /// Sequences.
+    pub batch: usize,
+    /// Upper bound on every `ctx_len` (a session's capacity): sizes the launch.
+    pub max_ctx: usize,
+}
+
 fn check_view(kernel: &str, kv: &KvView, p: &AttnParams) -> Result<()> {
     require(kv.hd > 0 && kv.hd % 8 == 0 && kv.hd <= 512, kernel, "hd", || format!("hd = {} must be a multiple of 8 in 8..=512", kv.hd))?;
     require(kv.nkv > 0 && p.nh > 0 && p.nh % kv.nkv == 0, kernel, "nh", || {
@@ -108,155 +153,207 @@ fn check_view(kernel: &str, kv: &KvView, p: &AttnParams) -> Result<()> {
     i32_arg(kernel, "window", p.window).map(|_| ())
 }
 
-fn kv_args(kernel: &str, kv: &KvView) -> Result<[(switchyard_core::Arg, usize); 3]> {
+/// The pools' and block table's launch arguments, each checked to cover the view's sizes.
+fn kv_args(kernel: &str, kv: &KvView) -> Result<[LaunchArg; 3]> {
     i32_arg(kernel, "num_slots", kv.num_slots)?;
-    let pool = bf16s(sat(&[kv.num_slots, kv.nkv, kv.hd]));
-    Ok([(P(kv.k_pool), pool), (P(kv.v_pool), pool), (P(kv.block_table), words(sat(&[kv.num_seqs, kv.max_pages])))])
+    let pool = bf16s(saturating_product(&[kv.num_slots, kv.nkv, kv.hd]));
+    Ok([region(kv.k_pool, pool), region(kv.v_pool, pool), region(kv.block_table, words(saturating_product(&[kv.num_seqs, kv.max_pages])))])
 }
 
-/// Buffers and sizes of one decode step.
-#[derive(Clone, Copy, Debug)]
-pub struct AttnDecode {
-    /// Output `[batch, nh·hd]` bf16.
-    pub out: u64,
-    /// Queries `[batch, nh·hd]` bf16.
-    pub q: u64,
-    /// Context lengths i32 `[batch]` (query position + 1).
-    pub ctx_len: u64,
-    /// Sequences.
-    pub batch: usize,
-    /// Upper bound on every `ctx_len`, known on the host; sizes the split.
-    pub max_ctx: usize,
-    /// f32 workspace of at least [`AttnDecode::workspace_bytes`] bytes.
-    pub workspace: u64,
-    /// Splits the workspace has room for.
-    pub max_splits: usize,
-}
+// ---------------------------------------------------------------- plans
 
-impl AttnDecode {
-    /// Workspace bytes for `batch` sequences, `nh` heads and up to `splits` splits.
-    pub fn workspace_bytes(batch: usize, nh: usize, hd: usize, splits: usize) -> usize {
-        words(sat(&[batch, nh, splits, hd.saturating_add(2)]))
+/// Threads per block of every CUDA attention entry point (attn.cu's launch bound).
+const CUDA_THREADS: u32 = 128;
+/// Query rows per CUDA prefill block (4 warps of 16 rows).
+const CUDA_PREFILL_ROWS: u64 = 64;
+
+/// `nh` and `nkv`, refusing a head mapping that is not a whole group per KV head.
+fn heads(a: &PlanArgs) -> Result<(u32, u32)> {
+    let (nh, nkv) = (a.u32("nh")?, a.u32("nkv")?);
+    if nkv == 0 || nh == 0 || !nh.is_multiple_of(nkv) {
+        return Err(Error::invalid(a.kernel.symbol, "nh", format!("nh = {nh} must be a positive multiple of nkv = {nkv}")));
     }
+    Ok((nh, nkv))
 }
+
+/// `hd`, refusing what the kernels cannot hold (a multiple of 8 in 8..=512).
+fn head_dim(a: &PlanArgs) -> Result<u32> {
+    let hd = a.u32("hd")?;
+    if hd == 0 || !hd.is_multiple_of(8) || hd > 512 {
+        return Err(Error::invalid(a.kernel.symbol, "hd", format!("hd = {hd} must be a multiple of 8 in 8..=512")));
+    }
+    Ok(hd)
+}
+
+/// Query rows per WGSL attention workgroup: a power of two with rows · hd/2 <= 1024,
+/// so that each of the 128 threads keeps at most 16 f32 accumulators and
+/// the q block fits the shaders' 16 KiB of workgroup memory.
+fn wgsl_rows_per_group(hd: u32) -> u32 {
+    // Largest power of two not above min(32, 1024 / (hd/2)); hd <= 512 makes it >= 4.
+    let most = (1024 / (hd / 2)).min(32);
+    1 << (31 - most.leading_zeros())
+}
+
+/// The decode launch's chunk count `S` for the longest context `max_ctx`
+/// allows (every sequence uses at most this many), and the workspace for
+/// per-chunk partials: f32 `o` `[batch, nh, S, hd]` then `(m, l)` `[batch, nh, S, 2]`.
+fn decode_layout(a: &PlanArgs) -> Result<(u32, u64)> {
+    let (batch, nh, hd) = (positive(a, "batch")?, positive(a, "nh")?, head_dim(a)?);
+    let keys = visible_keys(a.u32("max_ctx")? as usize, a.u32("window")? as usize);
+    let splits = decode_splits(keys, batch as usize, nh as usize) as u32;
+    let bytes = [batch as u64, nh as u64, splits as u64, hd as u64 + 2, 4].iter().try_fold(1u64, |acc, &x| acc.checked_mul(x));
+    let bytes = bytes.ok_or_else(|| Error::invalid(a.kernel.symbol, "batch", "the decode workspace size overflows u64"))?;
+    Ok((splits, bytes))
+}
+
+/// CUDA prefill: 64 query rows (4 warps of 16) per block and head.
+fn cuda_attention_prefill(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    head_dim(a)?;
+    let (nh, _) = heads(a)?;
+    let rows = groups(a.kernel, positive(a, "rows")?.into(), CUDA_PREFILL_ROWS)?;
+    Ok(CudaPlan::single(a.kernel, [rows, nh, 1], [CUDA_THREADS, 1, 1]))
+}
+
+/// WGSL prefill: `x0` query rows per workgroup, grid (row blocks, nh).
+fn wgsl_attention_prefill(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let rb = wgsl_rows_per_group(head_dim(a)?);
+    let (nh, _) = heads(a)?;
+    let grid = [positive(a, "rows")?.div_ceil(rb), nh, 1];
+    Ok(WgslPlan { passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![], extra: [rb, 0, 0, 0] }], workspace_bytes: 0 })
+}
+
+/// CUDA decode: phase 1 `attention_decode`, grid (S, nh, batch), one block
+/// per (chunk, head, sequence) writing its partial into workspace; phase 2
+/// `attention_decode_reduce`, grid (batch, nh), the combine.
+fn cuda_attention_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    let (splits, workspace_bytes) = decode_layout(a)?;
+    let (nh, _) = heads(a)?;
+    let batch = positive(a, "batch")?;
+    let block = [CUDA_THREADS, 1, 1];
+    Ok(CudaPlan {
+        passes: vec![
+            CudaPass { entry: "attention_decode", grid: [splits, nh, batch], block, shared_bytes: 0 },
+            CudaPass { entry: "attention_decode_reduce", grid: [batch, nh, 1], block, shared_bytes: 0 },
+        ],
+        workspace_bytes,
+    })
+}
+
+/// WGSL decode: phase 1 `attention_decode`, where a workgroup takes up to
+/// `x0` query heads of one KV head (they share each K/V row), `x1`
+/// workgroups per KV head, grid (S, nkv · x1, batch); phase 2
+/// `attention_decode_reduce`, grid (batch, nh).
+fn wgsl_attention_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let (splits, workspace_bytes) = decode_layout(a)?;
+    let rb = wgsl_rows_per_group(head_dim(a)?);
+    let (nh, nkv) = heads(a)?;
+    let batch = positive(a, "batch")?;
+    let group = nh / nkv;
+    let per = group.min(rb);
+    let chunks = group.div_ceil(per);
+    Ok(WgslPlan {
+        passes: vec![
+            WgslPass { entry: "attention_decode", grid: [splits, nkv * chunks, batch], consts: vec![], extra: [per, chunks, 0, 0] },
+            WgslPass { entry: "attention_decode_reduce", grid: [batch, nh, 1], consts: vec![], extra: [0; 4] },
+        ],
+        workspace_bytes,
+    })
+}
+
+cuda_plan!(ATTENTION_PREFILL => cuda_attention_prefill);
+cuda_plan!(ATTENTION_DECODE => cuda_attention_decode);
+wgsl_plan!(ATTENTION_PREFILL, "attn/attention_prefill.wgsl" => wgsl_attention_prefill);
+wgsl_plan!(ATTENTION_DECODE, "attn/attention_decode.wgsl" => wgsl_attention_decode);
+
+// ---------------------------------------------------------------- launchers
 
 impl Ops {
     /// See [`ATTENTION_PREFILL`].
     #[allow(clippy::too_many_arguments)]
-    pub fn attention_prefill(&self, out: u64, q: u64, seq_of_row: u64, pos: u64, rows: usize, kv: &KvView, p: &AttnParams) -> Result<()> {
+    pub fn attention_prefill(
+        &self,
+        out: Region,
+        q: Region,
+        seq_of_row: Region,
+        pos: Region,
+        rows: usize,
+        kv: &KvView,
+        p: &AttnParams,
+    ) -> Result<()> {
         let k = ATTENTION_PREFILL.symbol;
         check_view(k, kv, p)?;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
-        let width = sat(&[p.nh, kv.hd]);
+        let n = bf16s(saturating_product(&[rows, p.nh, kv.hd]));
         let [kp, vp, bt] = kv_args(k, kv)?;
-        self.go(
+        self.launch(
             &ATTENTION_PREFILL,
-            [blocks(k, rows, 64)?, blocks(k, p.nh, 1)?, 1],
-            [128, 1, 1],
             &[
-                (P(out), bf16s(sat(&[rows, width]))),
-                (P(q), bf16s(sat(&[rows, width]))),
+                region(out, n),
+                region(q, n),
                 kp,
                 vp,
                 bt,
-                (P(seq_of_row), words(rows)),
-                (P(pos), words(rows)),
-                (I(i32_arg(k, "rows", rows)?), 0),
-                (I(i32_arg(k, "nh", p.nh)?), 0),
-                (I(i32_arg(k, "nkv", kv.nkv)?), 0),
-                (I(kv.hd as i32), 0),
-                (I(i32_arg(k, "page", kv.page)?), 0),
-                (I(i32_arg(k, "max_pages", kv.max_pages)?), 0),
-                (I(i32_arg(k, "num_seqs", kv.num_seqs)?), 0),
-                (I(kv.num_slots as i32), 0),
-                (I(p.window as i32), 0),
-                (F(p.scale), 0),
+                region(seq_of_row, words(rows)),
+                region(pos, words(rows)),
+                scalar(I(i32_arg(k, "rows", rows)?)),
+                scalar(I(i32_arg(k, "nh", p.nh)?)),
+                scalar(I(i32_arg(k, "nkv", kv.nkv)?)),
+                scalar(I(i32_arg(k, "hd", kv.hd)?)),
+                scalar(I(i32_arg(k, "page", kv.page)?)),
+                scalar(I(i32_arg(k, "max_pages", kv.max_pages)?)),
+                scalar(I(i32_arg(k, "num_seqs", kv.num_seqs)?)),
+                scalar(I(i32_arg(k, "num_slots", kv.num_slots)?)),
+                scalar(I(i32_arg(k, "window", p.window)?)),
+                scalar(F(p.scale)),
             ],
         )
     }
 
-    /// Split-K decode attention: chooses the split from `max_ctx` and the
-    /// window so that long single sequences still fill the device, then runs
-    /// the partial and reduce kernels.
+    /// See [`ATTENTION_DECODE`]. `d.max_ctx` may stay fixed across decode
+    /// steps (the session's capacity); only `ctx_len` changes.
     pub fn attention_decode(&self, d: &AttnDecode, kv: &KvView, p: &AttnParams) -> Result<()> {
-        let k = ATTENTION_DECODE_PARTIAL.symbol;
+        let k = ATTENTION_DECODE.symbol;
         check_view(k, kv, p)?;
         require(d.batch > 0 && d.batch <= kv.num_seqs, k, "batch", || {
             format!("batch = {} must be in 1..=num_seqs ({})", d.batch, kv.num_seqs)
         })?;
-        require(d.max_ctx > 0 && d.max_ctx <= sat(&[kv.max_pages, kv.page]), k, "max_ctx", || {
-            format!("max_ctx = {} must be in 1..=max_pages·page ({})", d.max_ctx, sat(&[kv.max_pages, kv.page]))
+        let capacity = saturating_product(&[kv.max_pages, kv.page]);
+        require(d.max_ctx > 0 && d.max_ctx <= capacity, k, "max_ctx", || {
+            format!("max_ctx = {} must be in 1..=max_pages·page ({capacity})", d.max_ctx)
         })?;
-        require(d.max_splits > 0, k, "workspace", || "max_splits must be > 0".into())?;
-        let keys = if p.window > 0 { d.max_ctx.min(p.window) } else { d.max_ctx };
-        let want = DECODE_TARGET_BLOCKS.div_ceil(d.batch * p.nh);
-        let splits = want.min(keys.div_ceil(MIN_SPLIT_KEYS)).clamp(1, d.max_splits);
-        let split_len = keys.div_ceil(splits);
-        self.attention_decode_split(d, kv, p, splits, split_len)
-    }
-
-    /// Decode attention with an explicit split (`splits · split_len` must cover
-    /// the keys a query can see). See [`ATTENTION_DECODE_PARTIAL`].
-    pub fn attention_decode_split(&self, d: &AttnDecode, kv: &KvView, p: &AttnParams, splits: usize, split_len: usize) -> Result<()> {
-        let k = ATTENTION_DECODE_PARTIAL.symbol;
-        check_view(k, kv, p)?;
-        require((1..=d.max_splits).contains(&splits), k, "splits", || format!("splits = {splits} must be in 1..={}", d.max_splits))?;
-        require(split_len > 0, k, "split_len", || "split_len must be > 0".into())?;
-        let keys = if p.window > 0 { d.max_ctx.min(p.window) } else { d.max_ctx };
-        require(splits * split_len >= keys, k, "split_len", || format!("{splits} splits of {split_len} keys do not cover {keys} keys"))?;
-        let width = sat(&[p.nh, kv.hd]);
-        let o_bytes = words(sat(&[d.batch, p.nh, splits, kv.hd]));
-        let ml_bytes = words(sat(&[d.batch, p.nh, splits, 2]));
-        let ws_bytes = AttnDecode::workspace_bytes(d.batch, p.nh, kv.hd, d.max_splits);
-        self.be.check_range(d.workspace, ws_bytes).map_err(|e| Error::oob(k, "workspace", e))?;
-        let (o_ws, ml_ws) = (d.workspace, d.workspace + o_bytes as u64);
+        let n = bf16s(saturating_product(&[d.batch, p.nh, kv.hd]));
         let [kp, vp, bt] = kv_args(k, kv)?;
-        let (b32, nh32) = (i32_arg(k, "batch", d.batch)?, i32_arg(k, "nh", p.nh)?);
-        self.go(
-            &ATTENTION_DECODE_PARTIAL,
-            [blocks(k, splits, 1)?, blocks(k, p.nh, 1)?, blocks(k, d.batch, 1)?],
-            [128, 1, 1],
+        self.launch(
+            &ATTENTION_DECODE,
             &[
-                (P(o_ws), o_bytes),
-                (P(ml_ws), ml_bytes),
-                (P(d.q), bf16s(sat(&[d.batch, width]))),
+                region(d.out, n),
+                region(d.q, n),
                 kp,
                 vp,
                 bt,
-                (P(d.ctx_len), words(d.batch)),
-                (I(b32), 0),
-                (I(nh32), 0),
-                (I(i32_arg(k, "nkv", kv.nkv)?), 0),
-                (I(kv.hd as i32), 0),
-                (I(i32_arg(k, "page", kv.page)?), 0),
-                (I(i32_arg(k, "max_pages", kv.max_pages)?), 0),
-                (I(kv.num_slots as i32), 0),
-                (I(p.window as i32), 0),
-                (F(p.scale), 0),
-                (I(splits as i32), 0),
-                (I(i32_arg(k, "split_len", split_len)?), 0),
-            ],
-        )?;
-        let r = ATTENTION_DECODE_REDUCE.symbol;
-        self.go(
-            &ATTENTION_DECODE_REDUCE,
-            [blocks(r, d.batch, 1)?, blocks(r, p.nh, 1)?, 1],
-            [128, 1, 1],
-            &[
-                (P(d.out), bf16s(sat(&[d.batch, width]))),
-                (P(o_ws), o_bytes),
-                (P(ml_ws), ml_bytes),
-                (I(b32), 0),
-                (I(nh32), 0),
-                (I(kv.hd as i32), 0),
-                (I(splits as i32), 0),
+                region(d.ctx_len, words(d.batch)),
+                scalar(I(i32_arg(k, "batch", d.batch)?)),
+                scalar(I(i32_arg(k, "max_ctx", d.max_ctx)?)),
+                scalar(I(i32_arg(k, "nh", p.nh)?)),
+                scalar(I(i32_arg(k, "nkv", kv.nkv)?)),
+                scalar(I(i32_arg(k, "hd", kv.hd)?)),
+                scalar(I(i32_arg(k, "page", kv.page)?)),
+                scalar(I(i32_arg(k, "max_pages", kv.max_pages)?)),
+                scalar(I(i32_arg(k, "num_slots", kv.num_slots)?)),
+                scalar(I(i32_arg(k, "window", p.window)?)),
+                scalar(F(p.scale)),
             ],
         )
     }
 }
 
+// ---------------------------------------------------------------- parity cases
+
 /// A random paged KV cache for `lens` sequences: pools, a block table whose
 /// pages are shuffled across the pool (so paging bugs show), and the sizes.
+/// The table has `max_pages` columns (at least what the longest sequence
+/// needs); columns past a sequence's last page are −1, as in a session whose
+/// capacity exceeds what has been generated so far.
 struct PagedCache {
     k_pool: Vec<u8>,
     v_pool: Vec<u8>,
@@ -265,15 +362,22 @@ struct PagedCache {
     max_pages: usize,
 }
 
-fn paged_cache(g: &mut Gen, lens: &[usize], nkv: usize, hd: usize, page: usize) -> PagedCache {
-    let max_pages = lens.iter().map(|l| l.div_ceil(page)).max().unwrap_or(1).max(1);
-    let total_pages = lens.len() * max_pages + 2;
+fn paged_cache(g: &mut Gen, lens: &[usize], nkv: usize, hd: usize, page: usize, max_pages: usize) -> PagedCache {
+    let used: Vec<usize> = lens.iter().map(|l| l.div_ceil(page)).collect();
+    let max_pages = max_pages.max(used.iter().copied().max().unwrap_or(1)).max(1);
+    let total_pages = used.iter().sum::<usize>() + 2;
     let mut pages: Vec<i32> = (0..total_pages as i32).collect();
     for i in (1..pages.len()).rev() {
         let j = rand::Rng::random_range(&mut g.rng, 0..=i);
         pages.swap(i, j);
     }
-    let table = pages[..lens.len() * max_pages].to_vec();
+    let mut next = pages.into_iter();
+    let mut table = vec![-1i32; lens.len() * max_pages];
+    for (b, &n) in used.iter().enumerate() {
+        for e in &mut table[b * max_pages..b * max_pages + n] {
+            *e = next.next().expect("the pool has a page for every used table entry");
+        }
+    }
     let num_slots = total_pages * page;
     let (_, k_pool) = g.bf16(num_slots * nkv * hd, 0.01, 1.0);
     let (_, v_pool) = g.bf16(num_slots * nkv * hd, 0.01, 1.0);
@@ -290,7 +394,8 @@ struct AttnShape {
     scale: f32,
 }
 
-const ATTN_SHAPES: [AttnShape; 5] = [
+/// Short sequences: one decode chunk each; prefill and decode both run these.
+static ATTN_SHAPES: [AttnShape; 5] = [
     AttnShape { lens: &[1], nh: 2, nkv: 1, hd: 64, page: 16, window: 0, scale: 1.0 },
     AttnShape { lens: &[37, 5], nh: 4, nkv: 2, hd: 128, page: 16, window: 0, scale: 0.125 },
     AttnShape { lens: &[40, 23, 9], nh: 4, nkv: 1, hd: 72, page: 8, window: 7, scale: 0.3 },
@@ -298,15 +403,42 @@ const ATTN_SHAPES: [AttnShape; 5] = [
     AttnShape { lens: &[19, 33], nh: 2, nkv: 1, hd: 512, page: 4, window: 0, scale: 0.05 },
 ];
 
+/// Long sequences, decode only: several chunks per sequence (2 to 6, see
+/// [`decode_splits`]), different chunk counts within one batch, a window
+/// that caps the chunks, and a GQA group wider than a WGSL workgroup's rows.
+static LONG_SHAPES: [AttnShape; 5] = [
+    AttnShape { lens: &[700, 300], nh: 4, nkv: 2, hd: 64, page: 16, window: 0, scale: 0.125 },
+    AttnShape { lens: &[1000, 37], nh: 2, nkv: 1, hd: 128, page: 16, window: 600, scale: 0.1 },
+    AttnShape { lens: &[1500], nh: 8, nkv: 2, hd: 256, page: 16, window: 0, scale: 0.0625 },
+    AttnShape { lens: &[520, 9, 260], nh: 2, nkv: 1, hd: 512, page: 4, window: 0, scale: 0.05 },
+    AttnShape { lens: &[300], nh: 16, nkv: 1, hd: 256, page: 16, window: 0, scale: 0.0625 },
+];
+
 fn label(s: &AttnShape) -> String {
     format!("lens={:?} nh={} nkv={} hd={} page={} window={}", s.lens, s.nh, s.nkv, s.hd, s.page, s.window)
+}
+
+/// Buffers `[k_pool, v_pool, block_table]` at `a[at..]` as the view of a
+/// [`PagedCache`] with `max_pages` and `num_slots`.
+fn view_of(a: &[Region], at: usize, s: &AttnShape, (max_pages, num_slots): (usize, usize)) -> KvView {
+    KvView {
+        k_pool: a[at],
+        v_pool: a[at + 1],
+        block_table: a[at + 2],
+        nkv: s.nkv,
+        hd: s.hd,
+        page: s.page,
+        max_pages,
+        num_seqs: s.lens.len(),
+        num_slots,
+    }
 }
 
 fn prefill_cases(g: &mut Gen) -> Vec<Case> {
     ATTN_SHAPES
         .iter()
         .map(|s| {
-            let c = paged_cache(g, s.lens, s.nkv, s.hd, s.page);
+            let c = paged_cache(g, s.lens, s.nkv, s.hd, s.page, 0);
             // Every position of every sequence, interleaved, like a batched prefill.
             let (mut seq_of_row, mut pos) = (Vec::new(), Vec::new());
             for (b, &l) in s.lens.iter().enumerate() {
@@ -317,165 +449,165 @@ fn prefill_cases(g: &mut Gen) -> Vec<Case> {
             }
             let rows = pos.len();
             let (_, q) = g.bf16(rows * s.nh * s.hd, 0.01, 1.0);
-            let kv = KvView {
-                k_pool: 0,
-                v_pool: 0,
-                block_table: 0,
-                nkv: s.nkv,
-                hd: s.hd,
-                page: s.page,
-                max_pages: c.max_pages,
-                num_seqs: s.lens.len(),
-                num_slots: c.num_slots,
-            };
             let params = AttnParams { nh: s.nh, window: s.window, scale: s.scale };
+            let sizes = (c.max_pages, c.num_slots);
+            let buffers = vec![
+                Buffer::output("out", DType::BF16, rows * s.nh * s.hd, Tolerance::Nmse(ATTN_NMSE)),
+                Buffer::input("q", q),
+                Buffer::input("k_pool", c.k_pool),
+                Buffer::input("v_pool", c.v_pool),
+                Buffer::input("block_table", bytes::i32_bytes(&c.table)),
+                Buffer::input("seq_of_row", bytes::i32_bytes(&seq_of_row)),
+                Buffer::input("pos", bytes::i32_bytes(&pos)),
+            ];
             Case {
                 kernel: &ATTENTION_PREFILL,
                 label: label(s),
-                buffers: vec![
-                    Buffer::output("out", DType::BF16, rows * s.nh * s.hd, Tolerance::Nmse(ATTN_NMSE)),
-                    Buffer::input("q", q),
-                    Buffer::input("k_pool", c.k_pool),
-                    Buffer::input("v_pool", c.v_pool),
-                    Buffer::input("block_table", bytes::i32_bytes(&c.table)),
-                    Buffer::input("seq_of_row", bytes::i32_bytes(&seq_of_row)),
-                    Buffer::input("pos", bytes::i32_bytes(&pos)),
-                ],
-                run: Box::new(move |o, a| {
-                    let kv = KvView { k_pool: a[2].addr(), v_pool: a[3].addr(), block_table: a[4].addr(), ..kv };
-                    o.attention_prefill(a[0].addr(), a[1].addr(), a[5].addr(), a[6].addr(), rows, &kv, &params)
-                }),
+                buffers,
+                run: Box::new(move |o, a| o.attention_prefill(a[0], a[1], a[5], a[6], rows, &view_of(a, 2, s, sizes), &params)),
             }
         })
         .collect()
 }
 
-fn decode_cases(g: &mut Gen) -> Vec<Case> {
-    ATTN_SHAPES
-        .iter()
-        .flat_map(|s| {
-            // Each shape twice: the split Ops picks, and many short splits (some empty past the window).
-            [None, Some(5usize)].into_iter().map(move |forced| (s, forced))
-        })
-        .map(|(s, forced)| {
-            let c = paged_cache(g, s.lens, s.nkv, s.hd, s.page);
-            let batch = s.lens.len();
-            let max_ctx = *s.lens.iter().max().expect("non-empty");
-            let (_, q) = g.bf16(batch * s.nh * s.hd, 0.01, 1.0);
-            let ctx: Vec<i32> = s.lens.iter().map(|&l| l as i32).collect();
-            let max_splits = 8;
-            let ws = AttnDecode::workspace_bytes(batch, s.nh, s.hd, max_splits);
-            let kv = KvView {
-                k_pool: 0,
-                v_pool: 0,
-                block_table: 0,
-                nkv: s.nkv,
-                hd: s.hd,
-                page: s.page,
-                max_pages: c.max_pages,
-                num_seqs: batch,
-                num_slots: c.num_slots,
-            };
-            let params = AttnParams { nh: s.nh, window: s.window, scale: s.scale };
-            Case {
-                kernel: &ATTENTION_DECODE_PARTIAL,
-                label: format!("{}{}", label(s), forced.map_or(String::new(), |n| format!(" split_len={n}"))),
-                buffers: vec![
-                    Buffer::output("out", DType::BF16, batch * s.nh * s.hd, Tolerance::Nmse(ATTN_NMSE)),
-                    Buffer::input("q", q),
-                    Buffer::input("k_pool", c.k_pool),
-                    Buffer::input("v_pool", c.v_pool),
-                    Buffer::input("block_table", bytes::i32_bytes(&c.table)),
-                    Buffer::input("ctx_len", bytes::i32_bytes(&ctx)),
-                    Buffer::input("workspace", vec![0u8; ws]),
-                ],
-                run: Box::new(move |o, a| {
-                    let kv = KvView { k_pool: a[2].addr(), v_pool: a[3].addr(), block_table: a[4].addr(), ..kv };
-                    let d = AttnDecode {
-                        out: a[0].addr(),
-                        q: a[1].addr(),
-                        ctx_len: a[5].addr(),
-                        batch,
-                        max_ctx,
-                        workspace: a[6].addr(),
-                        max_splits,
-                    };
-                    match forced {
-                        None => o.attention_decode(&d, &kv, &params),
-                        Some(len) => {
-                            let keys = if params.window > 0 { max_ctx.min(params.window) } else { max_ctx };
-                            o.attention_decode_split(
-                                &d,
-                                &kv,
-                                &params,
-                                keys.div_ceil(len).min(max_splits),
-                                len.max(keys.div_ceil(max_splits)),
-                            )
-                        }
-                    }
-                }),
-            }
-        })
-        .collect()
-}
-
-fn reduce_cases(g: &mut Gen) -> Vec<Case> {
-    [(1usize, 2usize, 64usize, 1usize), (3, 4, 72, 5), (2, 2, 512, 8)]
-        .into_iter()
-        .map(|(batch, nh, hd, splits)| {
-            let (_, o) = g.f32(batch * nh * splits * hd, -3.0, 3.0);
-            let (mut ml, _) = g.f32(batch * nh * splits * 2, 0.5, 4.0);
-            if splits > 2 {
-                ml[2] = f32::NEG_INFINITY; // an empty split
-                ml[3] = 0.0;
-            }
-            Case {
-                kernel: &ATTENTION_DECODE_REDUCE,
-                label: format!("batch={batch} nh={nh} hd={hd} splits={splits}"),
-                buffers: vec![
-                    Buffer::output("out", DType::BF16, batch * nh * hd, Tolerance::Nmse(ATTN_NMSE)),
-                    Buffer::input("o_ws", o),
-                    Buffer::input("ml_ws", bytes::f32_bytes(&ml)),
-                ],
-                run: Box::new(move |ops, a| ops.attention_decode_reduce(a[0].addr(), a[1].addr(), a[2].addr(), batch, nh, hd, splits)),
-            }
-        })
-        .collect()
-}
-
-impl Ops {
-    /// Decode phase 2 alone. See [`ATTENTION_DECODE_REDUCE`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention_decode_reduce(
-        &self,
-        out: u64,
-        o_ws: u64,
-        ml_ws: u64,
-        batch: usize,
-        nh: usize,
-        hd: usize,
-        splits: usize,
-    ) -> Result<()> {
-        let r = ATTENTION_DECODE_REDUCE.symbol;
-        require(hd > 0 && hd % 8 == 0 && hd <= 512, r, "hd", || format!("hd = {hd} must be a multiple of 8 in 8..=512"))?;
-        require(batch > 0 && nh > 0 && splits > 0, r, "batch", || "batch, nh and splits must be > 0".into())?;
-        self.go(
-            &ATTENTION_DECODE_REDUCE,
-            [blocks(r, batch, 1)?, blocks(r, nh, 1)?, 1],
-            [128, 1, 1],
-            &[
-                (P(out), bf16s(sat(&[batch, nh, hd]))),
-                (P(o_ws), words(sat(&[batch, nh, splits, hd]))),
-                (P(ml_ws), words(sat(&[batch, nh, splits, 2]))),
-                (I(i32_arg(r, "batch", batch)?), 0),
-                (I(i32_arg(r, "nh", nh)?), 0),
-                (I(hd as i32), 0),
-                (I(i32_arg(r, "splits", splits)?), 0),
-            ],
-        )
+/// One decode case at the shape's lengths, with `max_ctx` the longest
+/// (what a per-step maximum would be) or, with `capacity`, the block table's
+/// whole capacity of four times that or more, as a session passes it. (NaN
+/// rows for invalid contexts are not parity material, NMSE has no NaN; the
+/// backends' edge tests compare them position for position.)
+fn decode_case(g: &mut Gen, s: &'static AttnShape, capacity: bool) -> Case {
+    let longest = *s.lens.iter().max().expect("non-empty");
+    let spare = if capacity { 4 * longest.div_ceil(s.page) } else { 0 };
+    let c = paged_cache(g, s.lens, s.nkv, s.hd, s.page, spare);
+    let max_ctx = if capacity { c.max_pages * s.page } else { longest };
+    let batch = s.lens.len();
+    let (_, q) = g.bf16(batch * s.nh * s.hd, 0.01, 1.0);
+    let ctx: Vec<i32> = s.lens.iter().map(|&l| l as i32).collect();
+    let params = AttnParams { nh: s.nh, window: s.window, scale: s.scale };
+    let chunks: Vec<usize> = s.lens.iter().map(|&n| decode_splits(visible_keys(n, s.window), batch, s.nh)).collect();
+    let sizes = (c.max_pages, c.num_slots);
+    let buffers = vec![
+        Buffer::output("out", DType::BF16, batch * s.nh * s.hd, Tolerance::Nmse(ATTN_NMSE)),
+        Buffer::input("q", q),
+        Buffer::input("k_pool", c.k_pool),
+        Buffer::input("v_pool", c.v_pool),
+        Buffer::input("block_table", bytes::i32_bytes(&c.table)),
+        Buffer::input("ctx_len", bytes::i32_bytes(&ctx)),
+    ];
+    Case {
+        kernel: &ATTENTION_DECODE,
+        label: format!("{} max_ctx={max_ctx} chunks={chunks:?}", label(s)),
+        buffers,
+        run: Box::new(move |o, a| {
+            let d = AttnDecode { out: a[0], q: a[1], ctx_len: a[5], batch, max_ctx };
+            o.attention_decode(&d, &view_of(a, 2, s, sizes), &params)
+        }),
     }
 }
 
+fn decode_cases(g: &mut Gen) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for s in ATTN_SHAPES.iter().chain(&LONG_SHAPES) {
+        // max_ctx tight (one launch per step) and a fixed capacity (many idle chunks).
+        cases.push(decode_case(g, s, false));
+        cases.push(decode_case(g, s, true));
+    }
+    cases
+}
+
 inventory::submit! { CaseSet { kernel: &ATTENTION_PREFILL, cases: prefill_cases } }
-inventory::submit! { CaseSet { kernel: &ATTENTION_DECODE_PARTIAL, cases: decode_cases } }
-inventory::submit! { CaseSet { kernel: &ATTENTION_DECODE_REDUCE, cases: reduce_cases } }
+inventory::submit! { CaseSet { kernel: &ATTENTION_DECODE, cases: decode_cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources;
+    use switchyard_core::KernelSig;
+
+    #[test]
+    fn the_split_rule_matches_the_launchers_of_before() {
+        // One sequence of 16 heads: 32 chunks wanted, one per 256 keys.
+        assert_eq!(decode_splits(1, 1, 16), 1);
+        assert_eq!(decode_splits(256, 1, 16), 1);
+        assert_eq!(decode_splits(257, 1, 16), 2);
+        assert_eq!(decode_splits(100_000, 1, 16), 32);
+        // Many heads: one chunk however long.
+        assert_eq!(decode_splits(100_000, 64, 16), 1);
+        assert_eq!(decode_splits(0, 1, 1), 1);
+        assert_eq!(visible_keys(1000, 600), 600);
+        assert_eq!(visible_keys(1000, 0), 1000);
+    }
+
+    #[test]
+    fn the_gpu_sources_use_the_same_split_constants() {
+        let cu = sources::cuda("attn").expect("attn.cu").text;
+        let wgsl = sources::wgsl(&ATTENTION_DECODE).expect("attention_decode.wgsl").text;
+        for (name, v) in [("DECODE_TARGET_BLOCKS", DECODE_TARGET_BLOCKS), ("MIN_SPLIT_KEYS", MIN_SPLIT_KEYS)] {
+            assert!(cu.contains(&format!("#define {name} {v}\n")), "attn.cu must define {name} {v}");
+            assert!(wgsl.contains(&format!("const {name}: u32 = {v}u;")), "attention_decode.wgsl must define {name} = {v}u");
+        }
+    }
+
+    fn args(kernel: &'static KernelSig, named: &[(&str, i32)]) -> Vec<switchyard_core::Arg> {
+        kernel
+            .args
+            .iter()
+            .map(|spec| match spec.kind {
+                switchyard_core::ArgKind::Ptr => P(0x1000),
+                switchyard_core::ArgKind::F32 => F(1.0),
+                _ => I(named.iter().find(|(n, _)| *n == spec.name).map_or(1, |&(_, v)| v)),
+            })
+            .collect()
+    }
+
+    const FACTS: DeviceFacts = DeviceFacts {
+        multiprocessors: 132,
+        max_shared_bytes: 232_448,
+        subgroup_size: 32,
+        max_groups_per_dim: 65535,
+        max_binding_bytes: u64::MAX,
+    };
+
+    #[test]
+    fn decode_plans_size_the_workspace_from_max_ctx_and_run_two_passes() {
+        // 1 sequence, 16 heads of 256, max_ctx 8192: 32 chunks.
+        let a = args(&ATTENTION_DECODE, &[("batch", 1), ("max_ctx", 8192), ("nh", 16), ("nkv", 8), ("hd", 256), ("window", 0)]);
+        let pa = PlanArgs::new(&ATTENTION_DECODE, &a);
+        let c = cuda_attention_decode(&pa, &FACTS).unwrap();
+        assert_eq!(c.workspace_bytes, 16 * 32 * 258 * 4);
+        assert_eq!(c.passes[0].grid, [32, 16, 1]);
+        assert_eq!(c.passes[1].grid, [1, 16, 1]);
+        assert_eq!((c.passes[0].entry, c.passes[1].entry), ("attention_decode", "attention_decode_reduce"));
+        let w = wgsl_attention_decode(&pa, &FACTS).unwrap();
+        assert_eq!(w.workspace_bytes, c.workspace_bytes);
+        // Groups of 2 query heads per KV head, 8 rows per workgroup at hd 256: one workgroup per KV head.
+        assert_eq!((w.passes[0].grid, w.passes[0].extra), ([32, 8, 1], [2, 1, 0, 0]));
+        assert_eq!(w.passes[1].grid, [1, 16, 1]);
+        // A window caps the chunks: 600 keys -> 3.
+        let a = args(&ATTENTION_DECODE, &[("batch", 1), ("max_ctx", 8192), ("nh", 16), ("nkv", 8), ("hd", 256), ("window", 600)]);
+        assert_eq!(cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap().passes[0].grid, [3, 16, 1]);
+        // Empty or impossible shapes are refused with the argument named.
+        for (name, v) in [("batch", 0), ("nh", 0), ("hd", 12), ("hd", 520)] {
+            let mut named = vec![("batch", 1), ("max_ctx", 64), ("nh", 2), ("nkv", 1), ("hd", 64)];
+            named.retain(|(n, _)| *n != name);
+            named.push((name, v));
+            let a = args(&ATTENTION_DECODE, &named);
+            let e = cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap_err();
+            assert!(matches!(&e, Error::InvalidArgument { arg, .. } if arg == name), "{name} = {v}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn prefill_plans_keep_the_launcher_geometry() {
+        let a = args(&ATTENTION_PREFILL, &[("rows", 130), ("nh", 8), ("nkv", 2), ("hd", 128)]);
+        let pa = PlanArgs::new(&ATTENTION_PREFILL, &a);
+        let c = cuda_attention_prefill(&pa, &FACTS).unwrap();
+        assert_eq!((c.passes[0].grid, c.passes[0].block, c.workspace_bytes), ([3, 8, 1], [128, 1, 1], 0));
+        // hd 128: 16 rows per workgroup.
+        let w = wgsl_attention_prefill(&pa, &FACTS).unwrap();
+        assert_eq!((w.passes[0].grid, w.passes[0].extra), ([9, 8, 1], [16, 0, 0, 0]));
+        assert_eq!(wgsl_rows_per_group(512), 4);
+        assert_eq!(wgsl_rows_per_group(8), 32);
+        assert_eq!(wgsl_rows_per_group(72), 16);
+    }
+}

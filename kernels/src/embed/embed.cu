@@ -1,11 +1,11 @@
-// Embedding gathers: one block per output row (launcher: grid [rows], block
+// Embedding gathers: one block per output row (plan: grid [rows], block
 // `norm_block(h)`: 96 threads for h = 5376, so each thread owns 7 chunks of
 // 8 elements). Pure streaming: a thread issues all of its loads (up to
 // EMBED_MAXC chunks, in registers) before its first store, so the whole row
 // is in flight at once; longer rows loop. Any block size works.
 
 #define EMBED_MAXC 8
-// Blocks of up to 256 threads (launcher), registers uncapped for 8 cached chunks.
+// Blocks of up to 256 threads (plan), registers uncapped for 8 cached chunks.
 #define EMBED_BOUNDS __launch_bounds__(256)
 
 __device__ __forceinline__ int embed_slots(int n) { return min(EMBED_MAXC, (n + (int)blockDim.x - 1) / (int)blockDim.x); }
@@ -58,8 +58,9 @@ __device__ __forceinline__ void fp8_row(uint4* __restrict__ dst, const uint2* __
 }
 
 extern "C" __global__ void EMBED_BOUNDS embed_gather_fp8(bf16* __restrict__ out, const u8* __restrict__ table, const float* __restrict__ row_scale,
-                                                        const int* __restrict__ ids, int h, int vocab, float scale) {
+                                                        const int* __restrict__ ids, int rows, int h, int vocab, float scale) {
     const int r = blockIdx.x;
+    if (r >= rows) return;
     const int id = ids[r];
     out += (size_t)r * h;
     if (id < 0 || id >= vocab) {
@@ -118,9 +119,10 @@ __device__ __forceinline__ void scale_rows(bf16* __restrict__ out, const bf16* _
     }
 }
 
-extern "C" __global__ void EMBED_BOUNDS embed_gather_bf16(bf16* __restrict__ out, const bf16* __restrict__ table, const int* __restrict__ ids, int h,
-                                                         int vocab, float scale) {
+extern "C" __global__ void EMBED_BOUNDS embed_gather_bf16(bf16* __restrict__ out, const bf16* __restrict__ table, const int* __restrict__ ids, int rows,
+                                                         int h, int vocab, float scale) {
     const int r = blockIdx.x;
+    if (r >= rows) return;
     const int id = ids[r];
     out += (size_t)r * h;
     if (id < 0 || id >= vocab) {
@@ -158,8 +160,10 @@ __device__ __forceinline__ void copy_row(T* __restrict__ dst, const T* __restric
     }
 }
 
-extern "C" __global__ void EMBED_BOUNDS gather_rows_bf16(bf16* __restrict__ out, const bf16* __restrict__ src, const int* __restrict__ idx, int h, int n_src) {
+extern "C" __global__ void EMBED_BOUNDS gather_rows_bf16(bf16* __restrict__ out, const bf16* __restrict__ src, const int* __restrict__ idx, int rows, int h,
+                                                        int n_src) {
     const int r = blockIdx.x;
+    if (r >= rows) return;
     const int s = idx[r];
     out += (size_t)r * h;
     if (s < 0 || s >= n_src) {

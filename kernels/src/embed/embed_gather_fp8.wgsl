@@ -4,7 +4,7 @@
 // two vec4<u32> (16 bf16) they become, two table vectors per burst (both
 // loads issued before the stores); otherwise a word (two bf16) at a time.
 struct Params {
-    out: u32, table: u32, row_scale: u32, ids: u32, h: i32, vocab: i32, scale: f32,
+    out: u32, table: u32, row_scale: u32, ids: u32, rows: i32, h: i32, vocab: i32, scale: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -42,7 +42,7 @@ fn st(o: u32, j: u32, n: u32, v: vec4<u32>, s: f32) {
 fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
     let r = group_x(wid, nwg, p.fold);
-    if (r >= p.gx) {
+    if (r >= p.gx || r >= u32(p.rows)) {
         return;
     }
     let h = u32(p.h);

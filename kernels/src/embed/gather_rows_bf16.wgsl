@@ -1,7 +1,7 @@
 // out row r = src row idx[r], a bit-exact copy, one row per workgroup
 // (gather_rows.wgsli).
 struct Params {
-    out: u32, src: u32, idx: u32, h: i32, n_src: i32,
+    out: u32, src: u32, idx: u32, rows: i32, h: i32, n_src: i32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;

@@ -1,9 +1,11 @@
 //! Embedding gathers: rows of the token table into the residual stream.
-use crate::ops::{bf16s, blocks, i32_arg, require, sat, words, Ops};
+use crate::norm::norm_block;
+use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{positive, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::{bf16_round, bytes};
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
 
 declare_kernel! {
     /// `out[r, j] = bf16(bf16(e4m3(table[ids[r], j]) · row_scale[ids[r]]) · scale)`.
@@ -15,34 +17,53 @@ declare_kernel! {
     /// row_scale f32 `[vocab]`, ids i32 `[rows]`; `h % 8 == 0`.
     EMBED_GATHER_FP8 = "embed"::"embed_gather_fp8"(
         A::output("out"), A::input("table"), A::input("row_scale"), A::input("ids"),
-        A::i32("h"), A::i32("vocab"), A::f32("scale"))
+        A::i32("rows"), A::i32("h"), A::i32("vocab"), A::f32("scale"))
 }
 
 declare_kernel! {
     /// `out[r, j] = bf16(table[ids[r], j] · scale)` over a bf16 table; one
-    /// rounding. An id outside `[0, vocab)` writes a NaN row. Shapes: out and
-    /// table bf16, `h` even.
+    /// rounding. An id outside `[0, vocab)` writes a NaN row. Shapes: out bf16
+    /// `[rows, h]`, table bf16 `[vocab, h]`, ids i32 `[rows]`; `h` even.
     EMBED_GATHER_BF16 = "embed"::"embed_gather_bf16"(
         A::output("out"), A::input("table"), A::input("ids"),
-        A::i32("h"), A::i32("vocab"), A::f32("scale"))
+        A::i32("rows"), A::i32("h"), A::i32("vocab"), A::f32("scale"))
 }
 
 declare_kernel! {
     /// `out[r, :] = src[idx[r], :]`, bit-exact copy of bf16 rows. An index
-    /// outside `[0, n_src)` writes a NaN row. `h` even.
+    /// outside `[0, n_src)` writes a NaN row. Shapes: out bf16 `[rows, h]`,
+    /// src bf16 `[n_src, h]`, idx i32 `[rows]`; `h` even.
     GATHER_ROWS_BF16 = "embed"::"gather_rows_bf16"(
-        A::output("out"), A::input("src"), A::input("idx"), A::i32("h"), A::i32("n_src"))
+        A::output("out"), A::input("src"), A::input("idx"), A::i32("rows"), A::i32("h"), A::i32("n_src"))
 }
+
+/// CUDA: one block per row, sized like a norm row ([`norm_block`]): the
+/// gathers stream a row of `h` bf16 the same way.
+fn cuda_row_blocks(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [positive(a, "rows")?, 1, 1], [norm_block(a.u32("h")? as usize), 1, 1]))
+}
+
+/// WGSL: one workgroup of 256 per row (the shaders' fixed size).
+fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [positive(a, "rows")?, 1, 1]))
+}
+
+cuda_plan!(EMBED_GATHER_FP8 => cuda_row_blocks);
+cuda_plan!(EMBED_GATHER_BF16 => cuda_row_blocks);
+cuda_plan!(GATHER_ROWS_BF16 => cuda_row_blocks);
+wgsl_plan!(EMBED_GATHER_FP8, "embed/embed_gather_fp8.wgsl" => wgsl_row_groups);
+wgsl_plan!(EMBED_GATHER_BF16, "embed/embed_gather_bf16.wgsl" => wgsl_row_groups);
+wgsl_plan!(GATHER_ROWS_BF16, "embed/gather_rows_bf16.wgsl" => wgsl_row_groups);
 
 impl Ops {
     /// Embedding lookup from the fp8 per-row table. See [`EMBED_GATHER_FP8`].
     #[allow(clippy::too_many_arguments)]
     pub fn embed_gather_fp8(
         &self,
-        out: u64,
-        table: u64,
-        row_scale: u64,
-        ids: u64,
+        out: Region,
+        table: Region,
+        row_scale: Region,
+        ids: Region,
         rows: usize,
         vocab: usize,
         h: usize,
@@ -51,58 +72,64 @@ impl Ops {
         let k = EMBED_GATHER_FP8.symbol;
         require(h > 0 && h % 8 == 0, k, "h", || format!("h = {h} must be a positive multiple of 8"))?;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
-        self.go(
+        self.launch(
             &EMBED_GATHER_FP8,
-            [blocks(k, rows, 1)?, 1, 1],
-            [crate::norm::norm_block(h), 1, 1],
             &[
-                (P(out), bf16s(sat(&[rows, h]))),
-                (P(table), sat(&[vocab, h])),
-                (P(row_scale), words(vocab)),
-                (P(ids), words(rows)),
-                (I(i32_arg(k, "h", h)?), 0),
-                (I(i32_arg(k, "vocab", vocab)?), 0),
-                (F(scale), 0),
+                region(out, bf16s(saturating_product(&[rows, h]))),
+                region(table, saturating_product(&[vocab, h])),
+                region(row_scale, words(vocab)),
+                region(ids, words(rows)),
+                scalar(I(i32_arg(k, "rows", rows)?)),
+                scalar(I(i32_arg(k, "h", h)?)),
+                scalar(I(i32_arg(k, "vocab", vocab)?)),
+                scalar(F(scale)),
             ],
         )
     }
 
     /// Scaled embedding lookup from a bf16 table. See [`EMBED_GATHER_BF16`].
     #[allow(clippy::too_many_arguments)]
-    pub fn embed_gather_bf16(&self, out: u64, table: u64, ids: u64, rows: usize, vocab: usize, h: usize, scale: f32) -> Result<()> {
+    pub fn embed_gather_bf16(
+        &self,
+        out: Region,
+        table: Region,
+        ids: Region,
+        rows: usize,
+        vocab: usize,
+        h: usize,
+        scale: f32,
+    ) -> Result<()> {
         let k = EMBED_GATHER_BF16.symbol;
         require(h > 0 && h % 2 == 0, k, "h", || format!("h = {h} must be positive and even"))?;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
-        self.go(
+        self.launch(
             &EMBED_GATHER_BF16,
-            [blocks(k, rows, 1)?, 1, 1],
-            [crate::norm::norm_block(h), 1, 1],
             &[
-                (P(out), bf16s(sat(&[rows, h]))),
-                (P(table), bf16s(sat(&[vocab, h]))),
-                (P(ids), words(rows)),
-                (I(i32_arg(k, "h", h)?), 0),
-                (I(i32_arg(k, "vocab", vocab)?), 0),
-                (F(scale), 0),
+                region(out, bf16s(saturating_product(&[rows, h]))),
+                region(table, bf16s(saturating_product(&[vocab, h]))),
+                region(ids, words(rows)),
+                scalar(I(i32_arg(k, "rows", rows)?)),
+                scalar(I(i32_arg(k, "h", h)?)),
+                scalar(I(i32_arg(k, "vocab", vocab)?)),
+                scalar(F(scale)),
             ],
         )
     }
 
     /// Row gather. See [`GATHER_ROWS_BF16`].
-    pub fn gather_rows_bf16(&self, out: u64, src: u64, idx: u64, rows: usize, n_src: usize, h: usize) -> Result<()> {
+    pub fn gather_rows_bf16(&self, out: Region, src: Region, idx: Region, rows: usize, n_src: usize, h: usize) -> Result<()> {
         let k = GATHER_ROWS_BF16.symbol;
         require(h > 0 && h % 2 == 0, k, "h", || format!("h = {h} must be positive and even"))?;
         require(rows > 0, k, "rows", || "rows must be > 0".into())?;
-        self.go(
+        self.launch(
             &GATHER_ROWS_BF16,
-            [blocks(k, rows, 1)?, 1, 1],
-            [crate::norm::norm_block(h), 1, 1],
             &[
-                (P(out), bf16s(sat(&[rows, h]))),
-                (P(src), bf16s(sat(&[n_src, h]))),
-                (P(idx), words(rows)),
-                (I(i32_arg(k, "h", h)?), 0),
-                (I(i32_arg(k, "n_src", n_src)?), 0),
+                region(out, bf16s(saturating_product(&[rows, h]))),
+                region(src, bf16s(saturating_product(&[n_src, h]))),
+                region(idx, words(rows)),
+                scalar(I(i32_arg(k, "rows", rows)?)),
+                scalar(I(i32_arg(k, "h", h)?)),
+                scalar(I(i32_arg(k, "n_src", n_src)?)),
             ],
         )
     }
@@ -132,7 +159,7 @@ fn fp8_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("row_scale", bytes::f32_bytes(&scales)),
                     Buffer::input("ids", ids_with_bad(g, rows, vocab)),
                 ],
-                run: Box::new(move |o, a| o.embed_gather_fp8(a[0].addr(), a[1].addr(), a[2].addr(), a[3].addr(), rows, vocab, h, scale)),
+                run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, h, scale)),
             }
         })
         .collect()
@@ -152,7 +179,7 @@ fn bf16_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("table", table),
                     Buffer::input("ids", ids_with_bad(g, rows, vocab)),
                 ],
-                run: Box::new(move |o, a| o.embed_gather_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, vocab, h, scale)),
+                run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, h, scale)),
             }
         })
         .collect()
@@ -171,7 +198,7 @@ fn gather_cases(g: &mut Gen) -> Vec<Case> {
                     Buffer::input("src", src),
                     Buffer::input("idx", ids_with_bad(g, rows, n_src)),
                 ],
-                run: Box::new(move |o, a| o.gather_rows_bf16(a[0].addr(), a[1].addr(), a[2].addr(), rows, n_src, h)),
+                run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, n_src, h)),
             }
         })
         .collect()

@@ -5,14 +5,15 @@
 //! tokens a slot is `page · P + offset`, so the paged layout is the same
 //! memory viewed as `[pages, P, nkv, hd]`. `slot[r]` is the slot row `r`
 //! writes to.
-use crate::ops::{bf16s, blocks, i32_arg, opt, require, sat, words, Ops};
+use crate::ops::{bf16s, i32_arg, optional, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{positive, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
 declare_kernel! {
-    /// For each row `r` and head: source row `s = pmap[r]` (`pmap` null: `s = r`).
+    /// For each row `r < rows` and head: source row `s = pmap[r]` (`pmap` null: `s = r`).
     /// `pmap` lets a launcher prepare a subset of rows (say the last token of
     /// each sequence) straight from the projection output, with no gather copy.
     ///
@@ -38,36 +39,36 @@ declare_kernel! {
         A::input("q_norm").or_null(), A::input("k_norm").or_null(), A::input("cos_sin"),
         A::input("pos"), A::input("slot").or_null(),
         A::i32("nh"), A::i32("nkv"), A::i32("hd"), A::f32("eps"), A::input("pmap").or_null(),
-        A::i32("src_rows"), A::i32("max_pos"), A::i32("num_slots"))
+        A::i32("rows"), A::i32("src_rows"), A::i32("max_pos"), A::i32("num_slots"))
 }
 
-/// Tensors and sizes of one [`Ops::qkv_prep`] call.
-#[derive(Clone, Copy, Debug, Default)]
+/// Tensors and sizes of one [`Ops::qkv_prep_bf16`] call.
+#[derive(Clone, Copy, Debug)]
 pub struct QkvPrep {
     /// Output queries `[rows, nh·hd]`.
-    pub q_out: u64,
-    /// K pool `[num_slots, nkv, hd]`.
-    pub k_pool: u64,
-    /// V pool `[num_slots, nkv, hd]`.
-    pub v_pool: u64,
+    pub q_out: Region,
+    /// K pool `[num_slots, nkv, hd]` (None when nkv = 0).
+    pub k_pool: Option<Region>,
+    /// V pool `[num_slots, nkv, hd]` (None when nkv = 0).
+    pub v_pool: Option<Region>,
     /// Projected queries `[src_rows, nh·hd]`.
-    pub q_raw: u64,
-    /// Projected keys `[src_rows, nkv·hd]`.
-    pub k_raw: u64,
-    /// Projected values (may equal `k_raw`).
-    pub v_raw: u64,
-    /// q_norm weight `[hd]` or 0.
-    pub q_norm: u64,
-    /// k_norm weight `[hd]` or 0.
-    pub k_norm: u64,
+    pub q_raw: Region,
+    /// Projected keys `[src_rows, nkv·hd]` (None when nkv = 0).
+    pub k_raw: Option<Region>,
+    /// Projected values (may equal `k_raw`; None when nkv = 0).
+    pub v_raw: Option<Region>,
+    /// q_norm weight `[hd]`, or None: unscaled.
+    pub q_norm: Option<Region>,
+    /// k_norm weight `[hd]`, or None: unscaled.
+    pub k_norm: Option<Region>,
     /// RoPE table f32 `[max_pos][hd/2][2]`.
-    pub cos_sin: u64,
+    pub cos_sin: Region,
     /// Positions i32 `[rows]`.
-    pub pos: u64,
-    /// KV slots i32 `[rows]` (0 when nkv = 0).
-    pub slot: u64,
-    /// Source-row map i32 `[rows]` or 0.
-    pub pmap: u64,
+    pub pos: Region,
+    /// KV slots i32 `[rows]` (None when nkv = 0).
+    pub slot: Option<Region>,
+    /// Source-row map i32 `[rows]`, or None: row `r` reads source row `r`.
+    pub pmap: Option<Region>,
     /// Output rows.
     pub rows: usize,
     /// Rows of the raw projections.
@@ -89,17 +90,37 @@ pub struct QkvPrep {
 /// Threads per (row, head) block: `hd / 8` in whole warps, 32..=256, so
 /// hd 256 runs one warp per head with one 4-element chunk of each half per
 /// thread (a warp-only reduction; measured fastest on the H200: 32 threads
-/// 45%, 64 36%, 128 25% of copy). WGSL ignores the block size.
+/// 45%, 64 36%, 128 25% of copy).
 pub fn qkv_block(hd: usize) -> u32 {
     (hd / 8).next_multiple_of(32).clamp(32, 256) as u32
 }
 
+/// `(rows, nh + nkv)`: one block (workgroup) per row and head.
+fn row_head_grid(a: &PlanArgs) -> Result<[u32; 3]> {
+    let heads = a.u32("nh")?.checked_add(a.u32("nkv")?).filter(|&h| h > 0);
+    let heads = heads.ok_or_else(|| Error::invalid(a.kernel.symbol, "nh", "nh + nkv must be in 1..2^32"))?;
+    Ok([positive(a, "rows")?, heads, 1])
+}
+
+/// CUDA: [`row_head_grid`] with [`qkv_block`] threads.
+fn cuda_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, row_head_grid(a)?, [qkv_block(a.u32("hd")? as usize), 1, 1]))
+}
+
+/// WGSL: [`row_head_grid`], workgroups of 128 (the shader's fixed size).
+fn wgsl_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, row_head_grid(a)?))
+}
+
+cuda_plan!(QKV_PREP_BF16 => cuda_qkv_prep);
+wgsl_plan!(QKV_PREP_BF16, "rope_kv/qkv_prep_bf16.wgsl" => wgsl_qkv_prep);
+
 impl Ops {
     /// See [`QKV_PREP_BF16`].
-    pub fn qkv_prep(&self, p: &QkvPrep) -> Result<()> {
+    pub fn qkv_prep_bf16(&self, p: &QkvPrep) -> Result<()> {
         let k = QKV_PREP_BF16.symbol;
         require(p.rows > 0 && p.src_rows > 0, k, "rows", || "rows and src_rows must be > 0".into())?;
-        require(p.pmap != 0 || p.src_rows >= p.rows, k, "src_rows", || {
+        require(p.pmap.is_some() || p.src_rows >= p.rows, k, "src_rows", || {
             format!("src_rows = {} < rows = {} with no pmap", p.src_rows, p.rows)
         })?;
         require(p.nh > 0, k, "nh", || "nh must be > 0".into())?;
@@ -107,40 +128,38 @@ impl Ops {
         require(p.max_pos > 0, k, "max_pos", || "max_pos must be > 0".into())?;
         require(p.eps.is_finite() && p.eps >= 0.0, k, "eps", || format!("eps = {} must be finite and >= 0", p.eps))?;
         if p.nkv > 0 {
-            for (name, addr) in [("k_pool", p.k_pool), ("v_pool", p.v_pool), ("k_raw", p.k_raw), ("v_raw", p.v_raw), ("slot", p.slot)] {
-                require(addr != 0, k, name, || "null while nkv > 0".into())?;
+            for (name, r) in [("k_pool", p.k_pool), ("v_pool", p.v_pool), ("k_raw", p.k_raw), ("v_raw", p.v_raw), ("slot", p.slot)] {
+                require(r.is_some(), k, name, || "null while nkv > 0".into())?;
             }
             require(p.num_slots > 0, k, "num_slots", || "num_slots must be > 0 when nkv > 0".into())?;
         }
-        let kv = p.nkv > 0;
-        let kv_raw = bf16s(sat(&[p.src_rows, p.nkv, p.hd]));
-        let pool = bf16s(sat(&[p.num_slots, p.nkv, p.hd]));
-        let heads = p.nh.saturating_add(p.nkv);
-        let block = qkv_block(p.hd);
-        self.go(
+        // With nkv = 0 the kernel touches none of the KV buffers, whatever was passed.
+        let kv = |bytes: usize| if p.nkv > 0 { bytes } else { 0 };
+        let kv_raw = kv(bf16s(saturating_product(&[p.src_rows, p.nkv, p.hd])));
+        let pool = kv(bf16s(saturating_product(&[p.num_slots, p.nkv, p.hd])));
+        self.launch(
             &QKV_PREP_BF16,
-            [blocks(k, p.rows, 1)?, blocks(k, heads, 1)?, 1],
-            [block, 1, 1],
             &[
-                (P(p.q_out), bf16s(sat(&[p.rows, p.nh, p.hd]))),
-                (P(p.k_pool), if kv { opt(p.k_pool, pool) } else { 0 }),
-                (P(p.v_pool), if kv { opt(p.v_pool, pool) } else { 0 }),
-                (P(p.q_raw), bf16s(sat(&[p.src_rows, p.nh, p.hd]))),
-                (P(p.k_raw), if kv { opt(p.k_raw, kv_raw) } else { 0 }),
-                (P(p.v_raw), if kv { opt(p.v_raw, kv_raw) } else { 0 }),
-                (P(p.q_norm), opt(p.q_norm, bf16s(p.hd))),
-                (P(p.k_norm), opt(p.k_norm, bf16s(p.hd))),
-                (P(p.cos_sin), words(sat(&[p.max_pos, p.hd]))),
-                (P(p.pos), words(p.rows)),
-                (P(p.slot), if kv { opt(p.slot, words(p.rows)) } else { 0 }),
-                (I(i32_arg(k, "nh", p.nh)?), 0),
-                (I(i32_arg(k, "nkv", p.nkv)?), 0),
-                (I(i32_arg(k, "hd", p.hd)?), 0),
-                (F(p.eps), 0),
-                (P(p.pmap), opt(p.pmap, words(p.rows))),
-                (I(i32_arg(k, "src_rows", p.src_rows)?), 0),
-                (I(i32_arg(k, "max_pos", p.max_pos)?), 0),
-                (I(i32_arg(k, "num_slots", p.num_slots)?), 0),
+                region(p.q_out, bf16s(saturating_product(&[p.rows, p.nh, p.hd]))),
+                optional(p.k_pool, pool),
+                optional(p.v_pool, pool),
+                region(p.q_raw, bf16s(saturating_product(&[p.src_rows, p.nh, p.hd]))),
+                optional(p.k_raw, kv_raw),
+                optional(p.v_raw, kv_raw),
+                optional(p.q_norm, bf16s(p.hd)),
+                optional(p.k_norm, bf16s(p.hd)),
+                region(p.cos_sin, words(saturating_product(&[p.max_pos, p.hd]))),
+                region(p.pos, words(p.rows)),
+                optional(p.slot, kv(words(p.rows))),
+                scalar(I(i32_arg(k, "nh", p.nh)?)),
+                scalar(I(i32_arg(k, "nkv", p.nkv)?)),
+                scalar(I(i32_arg(k, "hd", p.hd)?)),
+                scalar(F(p.eps)),
+                optional(p.pmap, words(p.rows)),
+                scalar(I(i32_arg(k, "rows", p.rows)?)),
+                scalar(I(i32_arg(k, "src_rows", p.src_rows)?)),
+                scalar(I(i32_arg(k, "max_pos", p.max_pos)?)),
+                scalar(I(i32_arg(k, "num_slots", p.num_slots)?)),
             ],
         )
     }
@@ -251,20 +270,20 @@ fn cases(g: &mut Gen) -> Vec<Case> {
                 label,
                 buffers,
                 run: Box::new(move |o, a| {
-                    let kv = |x: u64| if nkv > 0 { x } else { 0 };
-                    o.qkv_prep(&QkvPrep {
-                        q_out: a[0].addr(),
-                        k_pool: kv(a[1].addr()),
-                        v_pool: kv(a[2].addr()),
-                        q_raw: a[3].addr(),
-                        k_raw: kv(a[4].addr()),
-                        v_raw: kv(if k_eq_v { a[4].addr() } else { a[5].addr() }),
-                        q_norm: if norms { a[6].addr() } else { 0 },
-                        k_norm: if norms { a[7].addr() } else { 0 },
-                        cos_sin: a[8].addr(),
-                        pos: a[9].addr(),
-                        slot: kv(a[10].addr()),
-                        pmap: if use_pmap { a[11].addr() } else { 0 },
+                    let kv = |r: Region| (nkv > 0).then_some(r);
+                    o.qkv_prep_bf16(&QkvPrep {
+                        q_out: a[0],
+                        k_pool: kv(a[1]),
+                        v_pool: kv(a[2]),
+                        q_raw: a[3],
+                        k_raw: kv(a[4]),
+                        v_raw: kv(if k_eq_v { a[4] } else { a[5] }),
+                        q_norm: norms.then_some(a[6]),
+                        k_norm: norms.then_some(a[7]),
+                        cos_sin: a[8],
+                        pos: a[9],
+                        slot: kv(a[10]),
+                        pmap: use_pmap.then_some(a[11]),
                         rows,
                         src_rows,
                         nh,

@@ -5,7 +5,7 @@
 struct Params {
     q_out: u32, k_pool: u32, v_pool: u32, q_raw: u32, k_raw: u32, v_raw: u32, q_norm: u32, k_norm: u32,
     cos_sin: u32, pos: u32, slot: u32, nh: i32, nkv: i32, hd: i32, eps: f32, pmap: u32,
-    src_rows: i32, max_pos: i32, num_slots: i32,
+    rows: i32, src_rows: i32, max_pos: i32, num_slots: i32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
@@ -129,7 +129,7 @@ fn qkv_prep_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
                  @builtin(local_invocation_index) lid: u32) {
     let r = group_x(wid, nwg, p.fold);
     let hh = group_y(wid, p.fold);
-    if (r >= p.gx || hh >= p.gy) {
+    if (r >= p.gx || hh >= p.gy || r >= u32(p.rows)) {
         return;
     }
     let nh = u32(p.nh);

@@ -1,6 +1,6 @@
 // q/k/v RMSNorm + rotate-half RoPE + paged KV write.
 //
-// Launcher: grid [rows, nh + nkv], block clamp(ceil32(hd/8), 32, 256): one
+// Plan: grid [rows, nh + nkv], block clamp(ceil32(hd/8), 32, 256): one
 // block per (row, head); a KV block does that head's K and V together.
 // Blocks are tiny (one head vector), so the kernel is latency-bound, not
 // bandwidth-bound: it keeps the chain of dependent memory round trips short.
@@ -217,10 +217,10 @@ __device__ __forceinline__ void run(bf16* dst0, const bf16* src0, const bf16* w0
 extern "C" __global__ void __launch_bounds__(256, 8) qkv_prep_bf16(bf16* q_out, bf16* k_pool, bf16* v_pool, const bf16* q_raw, const bf16* k_raw,
                                                                 const bf16* v_raw, const bf16* q_norm, const bf16* k_norm, const float* cos_sin,
                                                                 const int* pos, const int* slot, int nh, int nkv, int hd, float eps, const int* pmap,
-                                                                int src_rows, int max_pos, int num_slots) {
+                                                                int rows, int src_rows, int max_pos, int num_slots) {
     __shared__ float2 scratch[32];
     const int r = blockIdx.x, head = blockIdx.y;
-    if (head >= nh + nkv) return;
+    if (r >= rows || head >= nh + nkv) return;
     const bool is_q = head < nh;
     // Independent loads, issued together.
     const int s = pmap ? pmap[r] : r;

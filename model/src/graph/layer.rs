@@ -22,26 +22,26 @@ impl Session<'_> {
         let v_raw = match &w.v {
             Some(v) => {
                 linear::apply(ops, v, s.xn.region(), s.v_raw.region(), rows)?;
-                s.v_raw.addr()
+                s.v_raw.region()
             }
-            None => s.k_raw.addr(),
+            None => s.k_raw.region(),
         };
         // q/k norms with weights, v norm without, RoPE on q and k, K and V into the pool.
         let kv = self.cache.view(i);
         let cos_sin = self.rope.get(spec.kind, hd).ok_or_else(|| Error::Request(format!("no RoPE table for layer {i}")))?;
-        ops.qkv_prep(&QkvPrep {
-            q_out: s.q.addr(),
-            k_pool: kv.k_pool,
-            v_pool: kv.v_pool,
-            q_raw: s.q_raw.addr(),
-            k_raw: s.k_raw.addr(),
-            v_raw,
-            q_norm: w.q_norm.addr(),
-            k_norm: w.k_norm.addr(),
+        ops.qkv_prep_bf16(&QkvPrep {
+            q_out: s.q.region(),
+            k_pool: Some(kv.k_pool),
+            v_pool: Some(kv.v_pool),
+            q_raw: s.q_raw.region(),
+            k_raw: Some(s.k_raw.region()),
+            v_raw: Some(v_raw),
+            q_norm: Some(w.q_norm.region()),
+            k_norm: Some(w.k_norm.region()),
             cos_sin,
-            pos: s.pos.addr(),
-            slot: s.slot.addr(),
-            pmap: 0,
+            pos: s.pos.region(),
+            slot: Some(s.slot.region()),
+            pmap: None,
             rows,
             src_rows: rows,
             nh,
@@ -54,17 +54,14 @@ impl Session<'_> {
         // Gemma 4 scales scores by 1.0 (the q/k norms do the job of 1/sqrt(d)).
         let params = AttnParams { nh, window: spec.window, scale: 1.0 };
         match pass {
-            Pass::Prefill => ops.attention_prefill(s.attn.addr(), s.q.addr(), s.seq_of_row.addr(), s.pos.addr(), rows, &kv, &params)?,
-            Pass::Decode { max_ctx } => {
-                let d = AttnDecode {
-                    out: s.attn.addr(),
-                    q: s.q.addr(),
-                    ctx_len: s.ctx_len.addr(),
-                    batch: rows,
-                    max_ctx,
-                    workspace: s.attn_ws.addr(),
-                    max_splits: super::scratch::MAX_SPLITS,
-                };
+            Pass::Prefill => {
+                ops.attention_prefill(s.attn.region(), s.q.region(), s.seq_of_row.region(), s.pos.region(), rows, &kv, &params)?
+            }
+            Pass::Decode => {
+                // The session's capacity, not this step's longest context: the
+                // launch is then the same for every token.
+                let max_ctx = self.rope.max_pos;
+                let d = AttnDecode { out: s.attn.region(), q: s.q.region(), ctx_len: s.ctx_len.region(), batch: rows, max_ctx };
                 ops.attention_decode(&d, &kv, &params)?
             }
         }

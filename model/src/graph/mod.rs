@@ -63,8 +63,10 @@ pub struct RowOut {
 enum Pass {
     /// Any rows of one sequence: `attention_prefill`.
     Prefill,
-    /// One row per sequence `0..rows`: split decode attention.
-    Decode { max_ctx: usize },
+    /// One row per sequence `0..rows`: `attention_decode`, bounded by the
+    /// session's capacity rather than this step's longest context, so that a
+    /// decode step's launches are the same from one token to the next.
+    Decode,
 }
 
 /// A generation context: KV cache, RoPE tables, scratch.
@@ -141,8 +143,7 @@ impl<'m> Session<'m> {
         let pos: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
         let ctx: Vec<i32> = positions.iter().map(|&p| p as i32 + 1).collect();
         self.s.ctx_len.write(&bytes::i32_bytes(&ctx))?;
-        let max_ctx = positions.iter().max().map_or(1, |&p| p + 1);
-        self.run(tokens, &pos, &slots, Pass::Decode { max_ctx })?;
+        self.run(tokens, &pos, &slots, Pass::Decode)?;
         let mut out = Vec::with_capacity(rows);
         for first in (0..rows).step_by(MAX_HEAD_ROWS) {
             out.extend(self.head(first, MAX_HEAD_ROWS.min(rows - first), want_logits)?);
@@ -165,12 +166,10 @@ impl<'m> Session<'m> {
         // HF multiplies by hidden_size**0.5 in the embedding's dtype (f32 for the oracle).
         let scale = (h as f64).sqrt() as f32;
         self.cur = 0;
-        let x = self.s.x[0].addr();
+        let (x, ids) = (self.s.x[0].region(), self.s.ids.region());
         match &self.model.weights.embed {
-            Embedding::Bf16(t) => ops.embed_gather_bf16(x, t.addr(), self.s.ids.addr(), rows, v, h, scale)?,
-            Embedding::Fp8 { codes, row_scale } => {
-                ops.embed_gather_fp8(x, codes.addr(), row_scale.addr(), self.s.ids.addr(), rows, v, h, scale)?
-            }
+            Embedding::Bf16(t) => ops.embed_gather_bf16(x, t.region(), ids, rows, v, h, scale)?,
+            Embedding::Fp8 { codes, row_scale } => ops.embed_gather_fp8(x, codes.region(), row_scale.region(), ids, rows, v, h, scale)?,
         }
         for i in 0..cfg.num_layers() {
             self.layer(i, rows, pass)?;

@@ -4,11 +4,7 @@ use crate::config::ModelConfig;
 use crate::error::Result;
 use std::sync::Arc;
 use switchyard_core::{Backend, DeviceBuffer};
-use switchyard_kernels::attn::AttnDecode;
 use switchyard_kernels::head::MAX_HEAD_ROWS;
-
-/// Most splits a decode attention launch may use (sizes the workspace).
-pub const MAX_SPLITS: usize = 64;
 
 /// The MoE branch's buffers.
 pub struct MoeScratch {
@@ -49,7 +45,6 @@ pub struct Scratch {
     pub v_raw: DeviceBuffer,
     pub q: DeviceBuffer,
     pub attn: DeviceBuffer,
-    pub attn_ws: DeviceBuffer,
     pub o: DeviceBuffer,
     pub hn: DeviceBuffer,
     pub gu: DeviceBuffer,
@@ -117,7 +112,6 @@ impl Scratch {
             v_raw: bf(rows * kvw)?,
             q: bf(rows * nh * hd)?,
             attn: bf(rows * nh * hd)?,
-            attn_ws: buf(be, AttnDecode::workspace_bytes(rows, nh, hd, MAX_SPLITS))?,
             o: bf(rows * h)?,
             hn: bf(rows * h)?,
             gu: bf(rows * 2 * inter)?,

@@ -1,7 +1,15 @@
-// Split decode attention, phase 1. A workgroup owns one (sequence b, split,
-// KV head) and up to x0 = hpw of the query heads that read that KV head
-// (grid y = nkv · x1 chunks of the group; plan.rs), so each K/V row is
-// streamed from memory once and shared by the group's heads (GQA).
+// Split decode attention in two entry points over the plan's workspace
+// (bound from its start after the pointer bindings): f32 o
+// [batch][nh][S][hd], then (m, l) [batch][nh][S][2], with
+// S = decode_splits(visible_keys(max_ctx)) the most chunks any sequence can
+// use (kernels/src/attn/mod.rs defines the rule). Each sequence's own chunk
+// count comes from its ctx_len; chunks past it are idle and skipped, so
+// max_ctx can stay fixed across decode steps without changing a bit.
+//
+// attention_decode (phase 1). A workgroup owns one (sequence b, chunk, KV
+// head) and up to x0 = hpw of the query heads that read that KV head
+// (grid y = nkv · x1 chunks of the group), so each K/V row is streamed from
+// memory once and shared by the group's heads (GQA).
 //
 // Per tile of KT keys: the slots are looked up once, K and V rows are copied
 // into workgroup memory with consecutive threads on consecutive words
@@ -13,28 +21,64 @@
 // with M = next_pow2(hpw) query rows.
 //
 // The whole window's block-table entries are validated first: an invalid
-// sequence or page makes every split NaN (m, l and o), as the reference, so
-// the reduce yields a NaN row. An empty split writes m = −inf, l = 0, o = 0.
+// sequence or page (or ctx_len outside 1..=max_ctx) makes every chunk NaN
+// (m, l and o), as the reference, so the reduce yields a NaN row. An empty
+// or idle chunk writes m = −inf, l = 0, o = 0.
+//
+// attention_decode_reduce (phase 2): one workgroup per (sequence, head),
+// each thread a packed output word (two dims). Chunks are combined in chunk
+// order: M = max of the used m, out = bf16(Σ e^{m_s−M} o_s / Σ e^{m_s−M} l_s).
+// An empty chunk (m = −inf or l = 0) is skipped, so e^{−inf − M} never meets
+// M = −inf; all chunks empty gives a NaN row, and a NaN m (an invalid
+// sequence) propagates to the row, as the reference.
 struct Params {
-    o_ws: u32, ml_ws: u32, q: u32, k_pool: u32, v_pool: u32, block_table: u32, ctx_len: u32,
-    batch: i32, nh: i32, nkv: i32, hd: i32, page: i32, max_pages: i32, num_slots: i32, window: i32, scale: f32,
-    splits: i32, split_len: i32,
+    out: u32, q: u32, k_pool: u32, v_pool: u32, block_table: u32, ctx_len: u32,
+    batch: i32, max_ctx: i32, nh: i32, nkv: i32, hd: i32, page: i32, max_pages: i32, num_slots: i32, window: i32, scale: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> d_o_ws: array<u32>;
-@group(0) @binding(2) var<storage, read_write> d_ml_ws: array<u32>;
-@group(0) @binding(3) var<storage, read_write> d_q: array<u32>;
-@group(0) @binding(4) var<storage, read_write> d_k_pool: array<u32>;
-@group(0) @binding(5) var<storage, read_write> d_v_pool: array<u32>;
-@group(0) @binding(6) var<storage, read_write> d_block_table: array<u32>;
-@group(0) @binding(7) var<storage, read_write> d_ctx_len: array<u32>;
+@group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
+@group(0) @binding(2) var<storage, read_write> d_q: array<u32>;
+@group(0) @binding(3) var<storage, read_write> d_k_pool: array<u32>;
+@group(0) @binding(4) var<storage, read_write> d_v_pool: array<u32>;
+@group(0) @binding(5) var<storage, read_write> d_block_table: array<u32>;
+@group(0) @binding(6) var<storage, read_write> d_ctx_len: array<u32>;
+@group(0) @binding(7) var<storage, read_write> d_workspace: array<u32>;
 
 //! include "attn/tile_common.wgsli"
 
+// The split rule of kernels/src/attn/mod.rs (decode_splits, visible_keys),
+// whose constants a unit test there checks against these.
+const DECODE_TARGET_BLOCKS: u32 = 512u;
+const MIN_SPLIT_KEYS: u32 = 256u;
+
+fn visible_keys(ctx: u32) -> u32 {
+    if (p.window > 0) {
+        return min(ctx, u32(p.window));
+    }
+    return ctx;
+}
+
+fn decode_splits(keys: u32) -> u32 {
+    let bh = max(1u, u32(p.batch) * u32(p.nh));
+    let want = DECODE_TARGET_BLOCKS / bh + select(0u, 1u, DECODE_TARGET_BLOCKS % bh != 0u);
+    let need = keys / MIN_SPLIT_KEYS + select(0u, 1u, keys % MIN_SPLIT_KEYS != 0u);
+    return max(1u, min(want, need));
+}
+
+// S: the chunk stride of the workspace.
+fn planned_splits() -> u32 {
+    return decode_splits(visible_keys(u32(max(p.max_ctx, 0))));
+}
+
+// Word offset of the (m, l) pairs in the workspace.
+fn ml_base(splits: u32) -> u32 {
+    return u32(p.batch) * u32(p.nh) * splits * u32(p.hd);
+}
+
 var<workgroup> bad_flag: atomic<u32>;
 var<workgroup> bad_u: u32;
-// The split's key range, made uniform (it comes from ctx_len in storage) so
+// The chunk's key range, made uniform (it comes from ctx_len in storage) so
 // that the tile loop may hold barriers.
 var<workgroup> range_start: u32;
 var<workgroup> range_stop: u32;
@@ -44,8 +88,8 @@ fn next_pow2(x: u32) -> u32 {
 }
 
 @compute @workgroup_size(128)
-fn attention_decode_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                            @builtin(local_invocation_index) lid: u32) {
+fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lid: u32) {
     let sp = group_x(wid, nwg, p.fold);
     let y = group_y(wid, p.fold);
     let b = wid.z;
@@ -62,7 +106,8 @@ fn attention_decode_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_
     let m_rows = min(hpw, kvh * group + group - h0);
     let w = u32(p.hd) / 2u;
     let page = u32(p.page);
-    let splits = u32(p.splits);
+    let splits = planned_splits();
+    let ml_at = ml_base(splits);
     let mp = next_pow2(hpw);
     let kt_max = min(MAX_KT, (POOL - mp * w) / (2u * w + mp));
     let k_off = mp * w;
@@ -85,7 +130,7 @@ fn attention_decode_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_
         atomicStore(&bad_flag, 0u);
     }
     workgroupBarrier();
-    if (ctx < 1 || u32(ctx - 1) / page >= u32(p.max_pages)) {
+    if (ctx < 1 || ctx > p.max_ctx || u32(ctx - 1) / page >= u32(p.max_pages)) {
         atomicStore(&bad_flag, 1u);
     } else {
         end = u32(ctx);
@@ -110,21 +155,24 @@ fn attention_decode_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_
         for (var r = 0u; r < m_rows; r++) {
             let e = ((b * nh + h0 + r) * splits + sp);
             for (var d = lid; d < hd; d += WG) {
-                d_o_ws[p.o_ws + e * hd + d] = F32_NAN;
+                d_workspace[e * hd + d] = F32_NAN;
             }
             if (lid < 2u) {
-                d_ml_ws[p.ml_ws + e * 2u + lid] = F32_NAN;
+                d_workspace[ml_at + e * 2u + lid] = F32_NAN;
             }
         }
         return;
     }
 
-    // This split's keys; a split past the last key is empty.
+    // This chunk's keys: the sequence's own chunk count; a chunk past it, or
+    // starting past the last key, is empty.
     if (lid == 0u) {
-        let split_len = u32(p.split_len);
+        let keys = end - lo;
+        let mine = decode_splits(keys);
+        let split_len = (keys + mine - 1u) / mine;
         var start = end;
         var stop = end;
-        if (sp < (end - lo + split_len - 1u) / split_len) {
+        if (sp < mine && sp * split_len < keys) {
             start = lo + sp * split_len;
             stop = min(start + split_len, end);
         }
@@ -202,14 +250,81 @@ fn attention_decode_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_
         for (var i = 0u; i < 8u; i++) {
             let c = lane + i * tpr;
             if (c < w) {
-                d_o_ws[p.o_ws + e * hd + 2u * c] = bitcast<u32>(acc[2u * i]);
-                d_o_ws[p.o_ws + e * hd + 2u * c + 1u] = bitcast<u32>(acc[2u * i + 1u]);
+                d_workspace[e * hd + 2u * c] = bitcast<u32>(acc[2u * i]);
+                d_workspace[e * hd + 2u * c + 1u] = bitcast<u32>(acc[2u * i + 1u]);
             }
         }
     }
     if (lid < m_rows) {
         let e = (b * nh + h0 + lid) * splits + sp;
-        d_ml_ws[p.ml_ws + e * 2u] = bitcast<u32>(row_m[lid]);
-        d_ml_ws[p.ml_ws + e * 2u + 1u] = bitcast<u32>(l);
+        d_workspace[ml_at + e * 2u] = bitcast<u32>(row_m[lid]);
+        d_workspace[ml_at + e * 2u + 1u] = bitcast<u32>(l);
+    }
+}
+
+fn split_m(ml_at: u32, e: u32) -> f32 {
+    return bitcast<f32>(d_workspace[ml_at + 2u * e]);
+}
+
+fn split_l(ml_at: u32, e: u32) -> f32 {
+    return bitcast<f32>(d_workspace[ml_at + 2u * e + 1u]);
+}
+
+fn used(m: f32, l: f32) -> bool {
+    return !(bitcast<u32>(m) == NEG_INF || l == 0.0);
+}
+
+@compute @workgroup_size(128)
+fn attention_decode_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                           @builtin(local_invocation_index) lid: u32) {
+    let b = group_x(wid, nwg, p.fold);
+    let h = group_y(wid, p.fold);
+    if (b >= p.gx || h >= p.gy || b >= u32(p.batch) || h >= u32(p.nh)) {
+        return;
+    }
+    let splits = planned_splits();
+    let ml_at = ml_base(splits);
+    let hd = u32(p.hd);
+    let w = hd / 2u;
+    let bh = b * u32(p.nh) + h;
+    let o = p.out + bh * w;
+    var any = false;
+    var nan = false;
+    var big_m = bitcast<f32>(NEG_INF);
+    for (var s = 0u; s < splits; s++) {
+        let m = split_m(ml_at, bh * splits + s);
+        if (used(m, split_l(ml_at, bh * splits + s))) {
+            any = true;
+            nan = nan || is_nan_f32(m);
+            big_m = max(big_m, m);
+        }
+    }
+    if (!any || nan) {
+        for (var c = lid; c < w; c += 128u) {
+            d_out[o + c] = BF16_NAN2;
+        }
+        return;
+    }
+    var den = 0.0;
+    for (var s = 0u; s < splits; s++) {
+        let m = split_m(ml_at, bh * splits + s);
+        let l = split_l(ml_at, bh * splits + s);
+        if (used(m, l)) {
+            den += exp(m - big_m) * l;
+        }
+    }
+    for (var c = lid; c < w; c += 128u) {
+        var a = 0.0;
+        var z = 0.0;
+        for (var s = 0u; s < splits; s++) {
+            let e = bh * splits + s;
+            let m = split_m(ml_at, e);
+            if (used(m, split_l(ml_at, e))) {
+                let f = exp(m - big_m);
+                a += f * bitcast<f32>(d_workspace[e * hd + 2u * c]);
+                z += f * bitcast<f32>(d_workspace[e * hd + 2u * c + 1u]);
+            }
+        }
+        d_out[o + c] = pack_bf16(a / den, z / den);
     }
 }
