@@ -18,7 +18,7 @@ use crate::weights::{Embedding, Weights};
 use scratch::Scratch;
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
-use switchyard_core::Backend;
+use switchyard_core::{Backend, Recording};
 use switchyard_kernels::head::MAX_HEAD_ROWS;
 use switchyard_kernels::Ops;
 
@@ -78,6 +78,11 @@ pub struct Session<'m> {
     s: Scratch,
     /// Which of the two residual buffers holds the stream.
     cur: usize,
+    /// Decode steps are recorded once per batch size and replayed for every
+    /// token (on by default; off runs every launch directly).
+    pub record_decode: bool,
+    /// The recorded decode step and the batch size it was recorded for.
+    decode_step: Option<(usize, Recording)>,
 }
 
 impl<'m> Session<'m> {
@@ -92,6 +97,8 @@ impl<'m> Session<'m> {
             rope: RopeTables::new(be, &model.cfg, max_tokens)?,
             s: Scratch::new(be, &model.cfg, rows)?,
             cur: 0,
+            record_decode: true,
+            decode_step: None,
         })
     }
 
@@ -118,8 +125,10 @@ impl<'m> Session<'m> {
         let pos: Vec<i32> = (start..start + rows).map(|p| p as i32).collect();
         let slots = (start..start + rows).map(|p| self.cache.slot(seq, p)).collect::<Result<Vec<_>>>()?;
         self.s.seq_of_row.write(&bytes::i32_bytes(&vec![seq as i32; rows]))?;
-        self.run(tokens, &pos, &slots, Pass::Prefill)?;
-        let mut out = self.head(rows - 1, 1, want_logits)?;
+        self.write_step(tokens, &pos, &slots)?;
+        self.launch_step(rows, Pass::Prefill)?;
+        self.launch_head(rows - 1, 1)?;
+        let mut out = self.read_head(1, want_logits)?;
         Ok(out.remove(0))
     }
 
@@ -143,24 +152,61 @@ impl<'m> Session<'m> {
         let pos: Vec<i32> = positions.iter().map(|&p| p as i32).collect();
         let ctx: Vec<i32> = positions.iter().map(|&p| p as i32 + 1).collect();
         self.s.ctx_len.write(&bytes::i32_bytes(&ctx))?;
-        self.run(tokens, &pos, &slots, Pass::Decode)?;
+        self.write_step(tokens, &pos, &slots)?;
+        // Everything that changes between tokens (ids, positions, slots,
+        // context lengths, the block table) is in device memory now, and a
+        // decode step's launch arguments depend only on the batch size: so
+        // the step is recorded once and replayed. Logits are read back per
+        // head chunk, which the single recorded head cannot do.
+        if self.record_decode && !want_logits && rows <= MAX_HEAD_ROWS {
+            if self.decode_step.as_ref().is_none_or(|(r, _)| *r != rows) {
+                let be = self.model.backend().clone();
+                // A model-level error inside the recording is kept whole.
+                let mut model_error = None;
+                let recorded = be.record(&mut || {
+                    self.launch_step(rows, Pass::Decode).and_then(|_| self.launch_head(0, rows)).map_err(|e| match e {
+                        Error::Kernel(k) => k,
+                        other => {
+                            let k = switchyard_core::Error::invalid("decode", "<step>", other.to_string());
+                            model_error = Some(other);
+                            k
+                        }
+                    })
+                });
+                if let Some(e) = model_error {
+                    return Err(e);
+                }
+                self.decode_step = Some((rows, recorded?));
+            }
+            let (_, recording) = self.decode_step.as_ref().expect("recorded above");
+            self.model.backend().replay(recording)?;
+            return self.read_head(rows, false);
+        }
+        self.launch_step(rows, Pass::Decode)?;
         let mut out = Vec::with_capacity(rows);
         for first in (0..rows).step_by(MAX_HEAD_ROWS) {
-            out.extend(self.head(first, MAX_HEAD_ROWS.min(rows - first), want_logits)?);
+            let count = MAX_HEAD_ROWS.min(rows - first);
+            self.launch_head(first, count)?;
+            out.extend(self.read_head(count, want_logits)?);
         }
         Ok(out)
     }
 
-    /// Embedding and every decoder layer, leaving the stream in `x[cur]`.
-    fn run(&mut self, tokens: &[u32], pos: &[i32], slots: &[i32], pass: Pass) -> Result<()> {
-        let rows = tokens.len();
+    /// Uploads a pass's token ids, positions and KV slots.
+    fn write_step(&mut self, tokens: &[u32], pos: &[i32], slots: &[i32]) -> Result<()> {
         if pos.iter().any(|&p| p as usize >= self.rope.max_pos) {
             return Err(Error::Request(format!("a position is past the session's {} tokens", self.rope.max_pos)));
         }
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         self.s.ids.write(&bytes::i32_bytes(&ids))?;
         self.s.pos.write(&bytes::i32_bytes(pos))?;
-        self.s.slot.write(&bytes::i32_bytes(slots))?;
+        Ok(self.s.slot.write(&bytes::i32_bytes(slots))?)
+    }
+
+    /// Embedding and every decoder layer over `rows` rows, leaving the
+    /// stream in `x[cur]`. Launches only (no host transfers), so it can be
+    /// recorded.
+    fn launch_step(&mut self, rows: usize, pass: Pass) -> Result<()> {
         let (ops, cfg) = (&self.model.ops, &self.model.cfg);
         let (v, h) = (cfg.vocab_size, cfg.hidden_size);
         // HF multiplies by hidden_size**0.5 in the embedding's dtype (f32 for the oracle).
@@ -177,8 +223,9 @@ impl<'m> Session<'m> {
         Ok(())
     }
 
-    /// Final norm, LM head (softcapped) and argmax for rows `first..first+count` (≤ 16).
-    fn head(&mut self, first: usize, count: usize, want_logits: bool) -> Result<Vec<RowOut>> {
+    /// Final norm, LM head (softcapped) and argmax for rows
+    /// `first..first+count` (≤ 16), into `idx` (and `logits`). Launches only.
+    fn launch_head(&mut self, first: usize, count: usize) -> Result<()> {
         let (ops, cfg) = (&self.model.ops, &self.model.cfg);
         let (v, h) = (cfg.vocab_size, cfg.hidden_size);
         let x = self.s.x[self.cur].region().tail(first * h * 2)?;
@@ -191,7 +238,13 @@ impl<'m> Session<'m> {
                 ops.lm_head_logits_fp8(logits, f, codes.region(), row_scale.region(), count, v, h, cap)?
             }
         }
-        ops.argmax_rows(self.s.idx.region(), self.s.val.region(), logits, count, v, -1, -1)?;
+        Ok(ops.argmax_rows(self.s.idx.region(), self.s.val.region(), logits, count, v, -1, -1)?)
+    }
+
+    /// The tokens (and, when asked, the logits) of the last head launch of `count` rows.
+    fn read_head(&mut self, count: usize, want_logits: bool) -> Result<Vec<RowOut>> {
+        let (ops, v) = (&self.model.ops, self.model.cfg.vocab_size);
+        let logits = self.s.logits.region();
         let mut idx = vec![0u8; count * 4];
         ops.be.download(self.s.idx.addr(), &mut idx)?;
         let all = if want_logits {
