@@ -7,11 +7,13 @@
 //! Names are looked up without the wrapper prefix: `model.` (Gemma4ForCausalLM)
 //! and `model.language_model.` (Gemma4ForConditionalGeneration) both work.
 use crate::error::{Error, Result};
+use crate::files::{self, Limits};
+use crate::text::{self, clip};
 use half::{bf16, f16};
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::{Dtype, SafeTensors};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Prefixes a text-decoder tensor may carry, tried in this order.
 pub const PREFIXES: [&str; 3] = ["model.language_model.", "model.", ""];
@@ -45,6 +47,14 @@ struct Shard {
 
 impl Shard {
     fn parse(name: String, bytes: Bytes) -> Result<Self> {
+        // The safetensors crate reads the header into a map, keeping the last
+        // of two entries for one tensor; which copy a load gets must not
+        // depend on that, so a repeated name is refused first.
+        if let Some(header) = header_bytes(bytes.get()) {
+            if let Some(dup) = crate::json::top_level_duplicate(header) {
+                return Err(Error::checkpoint(&name, format!("tensor `{}` is listed twice in the safetensors header", clip(&dup))));
+            }
+        }
         // read_metadata checks the header length, the JSON, and that the
         // offsets tile the data section exactly (so truncation is caught here).
         let (n, meta) =
@@ -56,6 +66,13 @@ impl Shard {
         let (s, e) = info.data_offsets;
         &self.bytes.get()[self.data_start + s..self.data_start + e]
     }
+}
+
+/// The JSON header of a safetensors file, when its length prefix fits the
+/// file (anything else is left to the safetensors crate to report).
+fn header_bytes(b: &[u8]) -> Option<&[u8]> {
+    let n = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+    b.get(8..8usize.checked_add(usize::try_from(n).ok()?)?)
 }
 
 /// A tensor converted to bf16, row-major.
@@ -92,38 +109,65 @@ pub struct Checkpoint {
     index: HashMap<String, usize>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
-}
-
-fn map(path: &Path) -> Result<memmap2::Mmap> {
-    let f = std::fs::File::open(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-    // SAFETY: the map is read-only; a checkpoint changed underneath a running
-    // load is outside what any loader can defend against (as with HF's).
-    unsafe { memmap2::Mmap::map(&f) }.map_err(|source| Error::Io { path: path.to_path_buf(), source })
-}
-
 impl Checkpoint {
     /// Opens `dir/config.json` and `dir/model.safetensors`, or the shards that
-    /// `dir/model.safetensors.index.json` lists.
+    /// `dir/model.safetensors.index.json` lists, with the size caps of
+    /// [`Limits::from_env`].
     pub fn open(dir: &Path) -> Result<Self> {
+        Self::open_with(dir, &Limits::from_env()?)
+    }
+
+    /// [`Checkpoint::open`] with explicit caps. Every file must be a regular
+    /// file (a FIFO, device, directory or link loop is refused with what it
+    /// is); the JSON files are read only up to `limits.json_bytes`.
+    pub fn open_with(dir: &Path, limits: &Limits) -> Result<Self> {
+        files::expect_dir(dir, "a checkpoint directory")?;
         let config_path = dir.join("config.json");
-        let config_json = String::from_utf8(read(&config_path)?)
-            .map_err(|_| Error::config("<file>", format!("{} is not UTF-8", config_path.display())))?;
+        let config_json = String::from_utf8(files::read_capped(&config_path, "config.json", limits.json_bytes)?).map_err(|e| {
+            Error::file(&config_path, format!("is not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()))
+        })?;
         let single = dir.join("model.safetensors");
         let index_path = dir.join("model.safetensors.index.json");
-        let files: Vec<PathBuf> = if single.exists() {
-            vec![single]
-        } else if index_path.exists() {
-            shard_files(&index_path)?.into_iter().map(|f| dir.join(f)).collect()
-        } else {
-            return Err(Error::Io {
-                path: single,
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no model.safetensors or model.safetensors.index.json here"),
-            });
-        };
-        let shards = files.iter().map(|p| Shard::parse(p.display().to_string(), Bytes::Mapped(map(p)?))).collect::<Result<Vec<_>>>()?;
-        Self::assemble(config_json, dir.display().to_string(), shards)
+        let origin = text::path(dir);
+        if files::present(&single)? {
+            let shard = Shard::parse(text::path(&single), Bytes::Mapped(files::map(&single)?))?;
+            return Self::assemble(config_json, origin, vec![shard]);
+        }
+        if !files::present(&index_path)? {
+            return Err(Error::file(dir, "holds neither model.safetensors nor model.safetensors.index.json"));
+        }
+        let index = ShardIndex::read(&index_path, limits)?;
+        let shards = index
+            .files
+            .iter()
+            .map(|f| {
+                let p = dir.join(f);
+                Ok(Shard::parse(text::path(&p), Bytes::Mapped(files::map(&p)?))?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ck = Self::assemble(config_json, origin, shards)?;
+        ck.check_index(&index, &text::path(&index_path))?;
+        Ok(ck)
+    }
+
+    /// Every tensor the index maps to a shard must be in that shard's
+    /// header: an index that points elsewhere is damaged, and which copy a
+    /// load would read is not something to guess.
+    fn check_index(&self, index: &ShardIndex, index_name: &str) -> Result<()> {
+        for (tensor, &file) in &index.map {
+            if self.index.get(tensor) != Some(&file) {
+                let (listed, actual) = (&self.shards[file].name, self.index.get(tensor).map(|&i| &self.shards[i].name));
+                let where_ = match actual {
+                    Some(a) => format!("it is in {a}"),
+                    None => "no shard holds it".to_string(),
+                };
+                return Err(Error::checkpoint(
+                    index_name,
+                    format!("weight_map maps `{}` to {listed}, whose header does not list it ({where_})", clip(tensor)),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A checkpoint held in memory for the life of the program (the default
@@ -146,7 +190,7 @@ impl Checkpoint {
         for (i, s) in shards.iter().enumerate() {
             for name in s.meta.tensors().keys() {
                 if let Some(prev) = index.insert(name.clone(), i) {
-                    return Err(Error::checkpoint(&s.name, format!("tensor `{name}` also appears in {}", shards[prev].name)));
+                    return Err(Error::checkpoint(&s.name, format!("tensor `{}` also appears in {}", clip(name), shards[prev].name)));
                 }
             }
         }
@@ -202,28 +246,48 @@ impl Checkpoint {
     }
 }
 
-/// The distinct shard file names in an index's `weight_map`, in first-seen order.
-fn shard_files(index_path: &Path) -> Result<Vec<String>> {
-    let name = index_path.display().to_string();
-    let v: serde_json::Value =
-        serde_json::from_slice(&read(index_path)?).map_err(|e| Error::checkpoint(&name, format!("index is not valid JSON: {e}")))?;
-    let map =
-        v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::checkpoint(&name, "index has no `weight_map` object"))?;
-    let mut files: Vec<String> = Vec::new();
-    for (tensor, file) in map {
-        let f = file.as_str().ok_or_else(|| Error::checkpoint(&name, format!("weight_map[{tensor}] is not a file name")))?;
-        // Shards live beside the index; a path that climbs out is refused.
-        if f.contains('/') || f.contains('\\') || f == ".." || f.is_empty() {
-            return Err(Error::checkpoint(&name, format!("weight_map[{tensor}] = `{f}` is not a plain file name")));
-        }
-        if !files.iter().any(|x| x == f) {
-            files.push(f.to_string());
-        }
+/// A parsed `model.safetensors.index.json`.
+struct ShardIndex {
+    /// The distinct shard file names, in first-seen order.
+    files: Vec<String>,
+    /// Tensor name → position in `files`.
+    map: HashMap<String, usize>,
+}
+
+impl ShardIndex {
+    fn read(path: &Path, limits: &Limits) -> Result<Self> {
+        let bytes = files::read_capped(path, "model.safetensors.index.json", limits.json_bytes)?;
+        Self::parse(&text::path(path), &bytes)
     }
-    if files.is_empty() {
-        return Err(Error::checkpoint(&name, "weight_map is empty"));
+
+    fn parse(name: &str, bytes: &[u8]) -> Result<Self> {
+        // Strict: a tensor listed twice in weight_map is refused, not resolved by order.
+        let v = crate::json::parse(bytes).map_err(|e| Error::checkpoint(name, format!("index is not valid JSON: {e}")))?;
+        let map =
+            v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::checkpoint(name, "index has no `weight_map` object"))?;
+        let mut files: Vec<String> = Vec::new();
+        // File name → position: a linear search here made a 300,000-entry
+        // index take minutes.
+        let mut position: HashMap<&str, usize> = HashMap::new();
+        let mut tensors = HashMap::with_capacity(map.len());
+        for (tensor, file) in map {
+            let f = file.as_str().ok_or_else(|| Error::checkpoint(name, format!("weight_map[`{}`] is not a file name", clip(tensor))))?;
+            // Shards live beside the index: a path that climbs out, or names
+            // the directory itself, is refused.
+            if f.is_empty() || f == "." || f == ".." || f.contains(['/', '\\', '\0']) {
+                return Err(Error::checkpoint(name, format!("weight_map[`{}`] = `{}` is not a plain file name", clip(tensor), clip(f))));
+            }
+            let i = *position.entry(f).or_insert_with(|| {
+                files.push(f.to_string());
+                files.len() - 1
+            });
+            tensors.insert(tensor.clone(), i);
+        }
+        if files.is_empty() {
+            return Err(Error::checkpoint(name, "weight_map is empty"));
+        }
+        Ok(ShardIndex { files, map: tensors })
     }
-    Ok(files)
 }
 
 /// bf16 bits of f32 values, round to nearest even (for quantised copies and tests).
