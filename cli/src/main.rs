@@ -244,7 +244,10 @@ fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Res
         print(&text::escape_lines(&format!("parity: {} ({}) against cpu\n\n", name, be.info().device)))?;
         let rows = parity::run_all(&reference, &Ops::new(be), seed, filter.as_deref());
         if rows.is_empty() {
-            bail!("no kernels matched on backend {name}{}", filter.as_deref().map(|f| format!(" (--filter {})", text::clip(f))).unwrap_or_default());
+            bail!(
+                "no kernels matched on backend {name}{}",
+                filter.as_deref().map(|f| format!(" (--filter {})", text::clip(f))).unwrap_or_default()
+            );
         }
         print(&parity::table(&rows))?;
         let fails = rows.iter().filter(|r| !r.status.passed()).count();

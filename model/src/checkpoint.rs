@@ -154,12 +154,12 @@ impl Checkpoint {
     /// header: an index that points elsewhere is damaged, and which copy a
     /// load would read is not something to guess.
     fn check_index(&self, index: &ShardIndex, index_name: &str) -> Result<()> {
-        for (tensor, &file) in &index.map {
-            if self.index.get(tensor) != Some(&file) {
-                let (listed, actual) = (&self.shards[file].name, self.index.get(tensor).map(|&i| &self.shards[i].name));
+        for (tensor, file) in &index.map {
+            if self.index.get(tensor) != Some(file) {
+                let (listed, actual) = (&self.shards[*file].name, self.index.get(tensor).map(|&i| &self.shards[i].name));
                 let where_ = match actual {
                     Some(a) => format!("it is in {a}"),
-                    None => "no shard holds it".to_string(),
+                    None => "no shard the index lists holds it".to_string(),
                 };
                 return Err(Error::checkpoint(
                     index_name,
@@ -250,8 +250,9 @@ impl Checkpoint {
 struct ShardIndex {
     /// The distinct shard file names, in first-seen order.
     files: Vec<String>,
-    /// Tensor name → position in `files`.
-    map: HashMap<String, usize>,
+    /// Tensor name and position in `files`, in the index's order (so the
+    /// first inconsistency reported is the same on every run).
+    map: Vec<(String, usize)>,
 }
 
 impl ShardIndex {
@@ -265,11 +266,7 @@ impl ShardIndex {
         let v = crate::json::parse(bytes).map_err(|e| Error::checkpoint(name, format!("index is not valid JSON: {e}")))?;
         let map =
             v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::checkpoint(name, "index has no `weight_map` object"))?;
-        let mut files: Vec<String> = Vec::new();
-        // File name → position: a linear search here made a 300,000-entry
-        // index take minutes.
-        let mut position: HashMap<&str, usize> = HashMap::new();
-        let mut tensors = HashMap::with_capacity(map.len());
+        let mut names = Vec::with_capacity(map.len());
         for (tensor, file) in map {
             let f = file.as_str().ok_or_else(|| Error::checkpoint(name, format!("weight_map[`{}`] is not a file name", clip(tensor))))?;
             // Shards live beside the index: a path that climbs out, or names
@@ -277,20 +274,155 @@ impl ShardIndex {
             if f.is_empty() || f == "." || f == ".." || f.contains(['/', '\\', '\0']) {
                 return Err(Error::checkpoint(name, format!("weight_map[`{}`] = `{}` is not a plain file name", clip(tensor), clip(f))));
             }
-            let i = *position.entry(f).or_insert_with(|| {
-                files.push(f.to_string());
-                files.len() - 1
-            });
-            tensors.insert(tensor.clone(), i);
+            names.push(f);
         }
-        if files.is_empty() {
+        if names.is_empty() {
             return Err(Error::checkpoint(name, "weight_map is empty"));
         }
-        Ok(ShardIndex { files, map: tensors })
+        let (files, of) = dedupe(names);
+        Ok(ShardIndex { files, map: map.keys().cloned().zip(of).collect() })
     }
+}
+
+/// The distinct names in first-seen order, and the position of each input
+/// among them. Hashed: the linear search this replaces made a
+/// 300,000-shard index take minutes.
+fn dedupe<'a>(names: impl IntoIterator<Item = &'a str>) -> (Vec<String>, Vec<usize>) {
+    let mut position: HashMap<&str, usize> = HashMap::new();
+    let mut distinct = Vec::new();
+    let of = names
+        .into_iter()
+        .map(|n| {
+            *position.entry(n).or_insert_with(|| {
+                distinct.push(n.to_string());
+                distinct.len() - 1
+            })
+        })
+        .collect();
+    (distinct, of)
 }
 
 /// bf16 bits of f32 values, round to nearest even (for quantised copies and tests).
 pub fn bf16_bits(v: &[f32]) -> Vec<u16> {
     v.iter().map(|&x| bf16::from_f32(x).to_bits()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn tmp(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("switchyard-ck-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+
+    /// A safetensors file of bf16 vectors `name -> [n]`, header written by
+    /// hand so that it can say things the serializer would not (a name twice).
+    fn st(entries: &[(&str, usize)]) -> Vec<u8> {
+        let (mut header, mut off) = (Vec::new(), 0);
+        for (name, n) in entries {
+            header.push(format!(r#""{name}":{{"dtype":"BF16","shape":[{n}],"data_offsets":[{off},{}]}}"#, off + 2 * n));
+            off += 2 * n;
+        }
+        let mut h = format!("{{{}}}", header.join(",")).into_bytes();
+        h.resize(h.len().next_multiple_of(8), b' ');
+        let mut out = (h.len() as u64).to_le_bytes().to_vec();
+        out.extend(h);
+        out.resize(out.len() + off, 0);
+        out
+    }
+
+    fn err(r: Result<Checkpoint>) -> String {
+        match r {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_tensor_listed_twice_in_a_header_is_refused() {
+        let mut b = st(&[("a", 2), ("b", 2)]);
+        let header = String::from_utf8(b[8..].to_vec()).unwrap().replace("\"b\"", "\"a\"");
+        b[8..].copy_from_slice(header.as_bytes());
+        let e = err(Checkpoint::from_bytes("t", "{}".into(), b));
+        assert!(e.contains("tensor `a` is listed twice in the safetensors header"), "{e}");
+        Checkpoint::from_bytes("t", "{}".into(), st(&[("a", 2), ("b", 2)])).expect("distinct names load");
+    }
+
+    fn sharded(tag: &str, map: &str, shards: &[(&str, &[(&str, usize)])]) -> Dir {
+        let d = tmp(tag);
+        std::fs::write(d.0.join("config.json"), "{}").unwrap();
+        std::fs::write(d.0.join("model.safetensors.index.json"), format!(r#"{{"weight_map": {map}}}"#)).unwrap();
+        for (name, entries) in shards {
+            std::fs::write(d.0.join(name), st(entries)).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn an_index_must_match_the_shard_headers() {
+        let shards: &[(&str, &[(&str, usize)])] = &[("s1", &[("a", 2)]), ("s2", &[("b", 2)])];
+        let d = sharded("index-ok", r#"{"a": "s1", "b": "s2"}"#, shards);
+        let ck = Checkpoint::open_with(&d.0, &Limits::default()).unwrap();
+        assert!(ck.contains("a") && ck.contains("b"));
+        let d = sharded("index-swapped", r#"{"a": "s2", "b": "s1"}"#, shards);
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("maps `a` to") && e.contains("s2, whose header does not list it (it is in") && e.contains("s1)"), "{e}");
+        let d = sharded("index-wrong", r#"{"a": "s2", "b": "s2"}"#, shards);
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("maps `a` to") && e.contains("(no shard the index lists holds it)"), "{e}");
+        let d = sharded("index-ghost", r#"{"a": "s1", "b": "s2", "c": "s1"}"#, shards);
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("maps `c` to") && e.contains("no shard the index lists holds it"), "{e}");
+        let d = sharded("index-dup", r#"{"a": "s1", "a": "s1", "b": "s2"}"#, shards);
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("duplicate key `a`"), "{e}");
+    }
+
+    #[test]
+    fn shard_names_must_be_plain_file_names() {
+        for bad in [".", "..", "", "../x", "a/b", "a\\\\b"] {
+            let e = ShardIndex::parse("idx", format!(r#"{{"weight_map": {{"t": "{bad}"}}}}"#).as_bytes()).err().unwrap().to_string();
+            assert!(e.contains("is not a plain file name"), "{bad:?}: {e}");
+        }
+        let e = ShardIndex::parse("idx", br#"{"weight_map": {"t\u001b]0;x\u0007": "a/b"}}"#).err().unwrap().to_string();
+        assert!(e.contains("t\\u{1b}]0;x\\u{7}") && !e.contains('\u{1b}'), "{e}");
+    }
+
+    /// 300,000 distinct shard names: de-duplication is linear (it was
+    /// quadratic: 4.5·10^10 comparisons, minutes at this size).
+    #[test]
+    fn shard_names_dedupe_in_linear_time() {
+        let names: Vec<String> = (0..300_000).map(|i| format!("shard-{i}.safetensors")).collect();
+        let t0 = std::time::Instant::now();
+        let (distinct, of) = dedupe(names.iter().map(String::as_str).chain(["shard-7.safetensors"]));
+        assert!(t0.elapsed().as_secs() < 10, "took {:?}", t0.elapsed());
+        assert_eq!((distinct.len(), of.len(), of[300_000], of[299_999]), (300_000, 300_001, 7, 299_999));
+        let idx = ShardIndex::parse("idx", br#"{"weight_map": {"b": "s2", "a": "s1", "c": "s2"}}"#).unwrap();
+        assert_eq!(idx.files, ["s1", "s2"]);
+        assert_eq!(idx.map, [("a".to_string(), 0), ("b".to_string(), 1), ("c".to_string(), 1)]);
+    }
+
+    #[test]
+    fn what_the_directory_holds_is_named() {
+        let d = tmp("nothing");
+        std::fs::write(d.0.join("config.json"), "{}").unwrap();
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("holds neither model.safetensors nor model.safetensors.index.json"), "{e}");
+        std::fs::create_dir(d.0.join("model.safetensors")).unwrap();
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("model.safetensors: is a directory, not a regular file"), "{e}");
+        std::fs::write(d.0.join("config.json"), b"{\"a\": \"\xff\"}").unwrap();
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("config.json: is not UTF-8 text (invalid byte at offset 7)"), "{e}");
+    }
 }

@@ -595,3 +595,124 @@ impl Parser<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A minimal valid config: two sliding layers, then a full one.
+    fn base() -> Value {
+        json!({
+            "model_type": "gemma4_text", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 3, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+            "hidden_size_per_layer_input": 0, "max_position_embeddings": 256, "sliding_window": 8,
+            "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        })
+    }
+
+    fn parse(v: &Value) -> Result<ModelConfig> {
+        ModelConfig::from_json(&v.to_string())
+    }
+
+    #[track_caller]
+    fn refused(v: &Value, field: &str, needle: &str) {
+        match parse(v) {
+            Err(Error::Config { field: f, reason }) => {
+                assert_eq!(f, field, "blamed the wrong field ({reason})");
+                assert!(reason.contains(needle), "`{reason}` does not say `{needle}`");
+            }
+            other => panic!("expected a config error on `{field}`, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn global_fields_are_blamed_by_their_own_names() {
+        let mut v = base();
+        v["global_head_dim"] = json!(44);
+        refused(&v, "global_head_dim", "= 44 (layer 2, full_attention)");
+        let mut v = base();
+        v["attention_k_eq_v"] = json!(true);
+        v["num_global_key_value_heads"] = json!(3);
+        refused(&v, "num_global_key_value_heads", "= 3 (layer 2, full_attention)");
+        // Only head_dim overridden on layer 2: its KV heads are still the base field's.
+        let mut v = base();
+        v["num_key_value_heads"] = json!(3);
+        v["per_layer_config"] = json!({"2": {"head_dim": 32}});
+        refused(&v, "num_key_value_heads", "= 3 (layer 0");
+        let mut v = base();
+        v["per_layer_config"] = json!({"002": {"head_dim": 12}});
+        refused(&v, "per_layer_config.002.head_dim", "= 12 (layer 2");
+        let mut v = base();
+        v["text_config"] = v.clone();
+        v["model_type"] = json!("gemma4");
+        v["text_config"]["global_head_dim"] = json!(44);
+        refused(&v, "text_config.global_head_dim", "= 44");
+    }
+
+    #[test]
+    fn per_layer_keys_naming_one_layer_twice_are_refused() {
+        let mut v = base();
+        v["per_layer_config"] = json!({"1": {"head_dim": 16}, "01": {"head_dim": 32}});
+        refused(&v, "per_layer_config", "keys `01` and `1` both name layer 1");
+        for key in ["+1", " 1", "-1", "1.0", "", "x"] {
+            let mut v = base();
+            v["per_layer_config"] = json!({key: {"head_dim": 16}});
+            refused(&v, &format!("per_layer_config.{key}"), "key must be a layer index");
+        }
+        let mut v = base();
+        v["per_layer_config"] = json!({"99999999999999999999999": {"head_dim": 16}});
+        refused(&v, "per_layer_config.99999999999999999999999", "does not exist");
+    }
+
+    #[test]
+    fn duplicate_json_keys_are_refused() {
+        let text = base().to_string().replacen("\"vocab_size\":64", "\"vocab_size\":64,\"vocab_size\":128", 1);
+        refused(&serde_json::from_str::<Value>("null").unwrap(), "<file>", "");
+        match ModelConfig::from_json(&text) {
+            Err(e @ Error::Config { .. }) => assert!(e.to_string().contains("duplicate key `vocab_size`"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn floats_that_f32_cannot_hold_are_refused_in_the_users_terms() {
+        let mut v = base();
+        v["rope_parameters"] = json!({"rope_type": "default", "rope_theta": 1e-50});
+        refused(&v, "rope_parameters.rope_theta", "underflows to 0 in f32");
+        v["rope_parameters"]["rope_theta"] = json!(1e39);
+        refused(&v, "rope_parameters.rope_theta", "overflows f32");
+        // Representable, but the angle at the last position is not.
+        v["rope_parameters"]["rope_theta"] = json!(1e-37);
+        refused(&v, "rope_parameters.rope_theta", "overflows f32");
+        let mut v = base();
+        v["rope_parameters"] = json!({"full_attention": {"rope_type": "proportional", "rope_theta": 10000.0, "factor": 1e-300}});
+        refused(&v, "rope_parameters.full_attention.factor", "underflows");
+        let mut v = base();
+        v["final_logit_softcapping"] = json!(1e-50);
+        refused(&v, "final_logit_softcapping", "underflows");
+        v["final_logit_softcapping"] = json!(1e300);
+        refused(&v, "final_logit_softcapping", "overflows");
+        let mut v = base();
+        v["rms_norm_eps"] = json!(1e300);
+        refused(&v, "rms_norm_eps", "overflows");
+        parse(&base()).expect("the base config is valid");
+    }
+
+    #[test]
+    fn context_and_long_values() {
+        let mut v = base();
+        v["max_position_embeddings"] = json!(0);
+        refused(&v, "max_position_embeddings", "must be > 0");
+        v["max_position_embeddings"] = json!(u64::MAX);
+        assert_eq!(parse(&v).unwrap().max_position_embeddings as u64, u64::MAX);
+        let mut v = base();
+        v["model_type"] = json!("x".repeat(1 << 20));
+        let e = parse(&v).unwrap_err().to_string();
+        assert!(e.len() < 400 && e.contains("(1048576 bytes in all)"), "{}", &e[..e.len().min(400)]);
+        let mut v = base();
+        v["hidden_activation"] = json!("\u{1b}]0;pwned\u{7}");
+        let e = parse(&v).unwrap_err().to_string();
+        assert!(e.contains("\\u{1b}]0;pwned\\u{7}") && !e.chars().any(crate::text::is_unsafe), "{e}");
+    }
+}
