@@ -185,6 +185,11 @@ fn opt_str<'a>(obj: &'a Map<String, Value>, prefix: &str, key: &str) -> Result<O
     }
 }
 
+/// A number as JSON writes it (`1e-50`, not fifty zeros).
+fn num(x: f64) -> String {
+    Value::from(x).to_string()
+}
+
 /// A JSON value for a message, clipped (a value may be megabytes long).
 fn brief(v: &Value) -> String {
     clip(&v.to_string())
@@ -252,12 +257,12 @@ impl Parser<'_> {
     fn to_f32(&self, key: &str, x: f64) -> Result<f32> {
         let y = x as f32;
         if y.is_infinite() {
-            return Err(self.err(key, format!("{x} overflows f32, the precision the kernels use (largest: {:e})", f32::MAX)));
+            return Err(self.err(key, format!("{} overflows f32, the precision the kernels use (largest: {:e})", num(x), f32::MAX)));
         }
         if x != 0.0 && !y.is_normal() {
             return Err(self.err(
                 key,
-                format!("{x} underflows to {y} in f32, the precision the kernels use (smallest accepted: {:e})", f32::MIN_POSITIVE),
+                format!("{} underflows to {y} in f32, the precision the kernels use (smallest accepted: {:e})", num(x), f32::MIN_POSITIVE),
             ));
         }
         Ok(y)
@@ -281,7 +286,7 @@ impl Parser<'_> {
         let head_dim = self.dim("head_dim")?;
         let eps = self.float_opt("rms_norm_eps")?.unwrap_or(1e-6);
         if eps < 0.0 {
-            return Err(self.err("rms_norm_eps", format!("{eps} must be >= 0")));
+            return Err(self.err("rms_norm_eps", format!("{} must be >= 0", num(eps))));
         }
         let eps = self.to_f32("rms_norm_eps", eps)?;
         let sliding_window = self.count_or("sliding_window", 512)?;
@@ -291,7 +296,7 @@ impl Parser<'_> {
         }
         let softcap = self.float_opt("final_logit_softcapping")?.unwrap_or(0.0);
         if softcap < 0.0 {
-            return Err(self.err("final_logit_softcapping", format!("{softcap} must be >= 0 (or null)")));
+            return Err(self.err("final_logit_softcapping", format!("{} must be >= 0 (or null)", num(softcap))));
         }
         let softcap = self.to_f32("final_logit_softcapping", softcap)?;
         let k_eq_v = self.bool_or("attention_k_eq_v", false)?;
@@ -319,6 +324,15 @@ impl Parser<'_> {
                 return Err(Error::config(
                     nkv_field,
                     format!("= {nkv} (layer {i}, {kind_name}): the KV heads must divide num_attention_heads = {num_heads}"),
+                ));
+            }
+            // Tensor shapes multiply these (q_proj is [num_heads · head_dim,
+            // hidden]); a product past usize is refused here, by field, before
+            // any shape is computed from it.
+            if num_heads.checked_mul(hd).is_none() {
+                return Err(self.err(
+                    "num_attention_heads",
+                    format!("= {num_heads}: times head_dim {hd} (layer {i}) it overflows a tensor dimension"),
                 ));
             }
             let sliding = kind == LayerKind::Sliding;
@@ -445,7 +459,7 @@ impl Parser<'_> {
         let rope_type = sub.str_opt("rope_type")?.unwrap_or("default");
         let theta = sub.float_opt("rope_theta")?.ok_or_else(|| sub.err("rope_theta", "missing (required)"))?;
         if theta <= 0.0 {
-            return Err(sub.err("rope_theta", format!("{theta} must be > 0")));
+            return Err(sub.err("rope_theta", format!("{} must be > 0", num(theta))));
         }
         let theta32 = sub.to_f32("rope_theta", theta)?;
         // The tables hold cos/sin of position · inverse frequency, computed
@@ -459,7 +473,7 @@ impl Parser<'_> {
         let overflow = |what: &str| {
             sub.err(
                 "rope_theta",
-                format!("{theta}{what}: the RoPE angle at position max_position_embeddings = {max_pos} overflows f32 (a larger rope_theta, or a smaller context)"),
+                format!("{}{what}: the RoPE angle at position max_position_embeddings = {max_pos} overflows f32 (a larger rope_theta, or a smaller context)", num(theta)),
             )
         };
         match rope_type {
@@ -472,14 +486,14 @@ impl Parser<'_> {
             "proportional" => {
                 let p = sub.float_opt("partial_rotary_factor")?.unwrap_or(1.0);
                 if !(0.0..=1.0).contains(&p) {
-                    return Err(sub.err("partial_rotary_factor", format!("{p} must be in [0, 1]")));
+                    return Err(sub.err("partial_rotary_factor", format!("{} must be in [0, 1]", num(p))));
                 }
                 let factor = sub.float_opt("factor")?.unwrap_or(1.0);
                 if factor <= 0.0 {
-                    return Err(sub.err("factor", format!("{factor} must be > 0")));
+                    return Err(sub.err("factor", format!("{} must be > 0", num(factor))));
                 }
                 if !angles_fit(sub.to_f32("factor", factor)?) {
-                    return Err(overflow(&format!(" with factor {factor}")));
+                    return Err(overflow(&format!(" with factor {}", num(factor))));
                 }
                 Ok(Rope { theta, partial_rotary_factor: p, factor, proportional: true })
             }
@@ -568,6 +582,11 @@ impl Parser<'_> {
                 "num_experts",
                 format!("{} exceeds the router kernel's {}", m.num_experts, switchyard_kernels::moe::expert::MAX_EXPERTS),
             ));
+        }
+        if m.intermediate.checked_mul(2).is_none() {
+            return Err(
+                self.err("moe_intermediate_size", format!("= {}: twice it (gate and up) overflows a tensor dimension", m.intermediate))
+            );
         }
         if m.intermediate % 8 != 0 {
             return Err(self.err("moe_intermediate_size", format!("{} must be a multiple of 8 (grouped expert GEMM rows)", m.intermediate)));
