@@ -175,6 +175,9 @@ row "$C" "--quant with ESC" refuse file "$BIN" generate --quant "$ESC"
 row "$C" "bench --scale with ESC" refuse file "$BIN" bench --scale "$ESC"
 row "$C" "SWITCHYARD_BACKEND with ESC" refuse file env "SWITCHYARD_BACKEND=$ESC" "$BIN" generate
 row "$C" "SWITCHYARD_BACKEND not UTF-8" refuse file env "SWITCHYARD_BACKEND=$(printf 'cp\377u')" "$BIN" generate
+row "$C" "SWITCHYARD_WGPU_ADAPTER with ESC" refuse file env "SWITCHYARD_WGPU_ADAPTER=$ESC" "$BIN" info --backend wgpu
+row "$C" "SWITCHYARD_CUDA_DEVICE with ESC" refuse file env "SWITCHYARD_CUDA_DEVICE=$ESC" "$BIN" bench --backend cuda
+row "$C" "SWITCHYARD_MAX_JSON_BYTES with ESC" refuse file env "SWITCHYARD_MAX_JSON_BYTES=$ESC" "$BIN" generate --model "$FX"
 mkdir -p "$W/esc-index"; cp "$FX/config.json" "$W/esc-index/"
 python3 -c "import json; json.dump({'weight_map': {'t\x1b[2J': '../\x1b]0;x\x07'}}, open('$W/esc-index/model.safetensors.index.json', 'w'))"
 row "$C" "index tensor and shard names with ESC" refuse file "$BIN" generate --model "$W/esc-index"

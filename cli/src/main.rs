@@ -164,10 +164,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// clap's help, version and usage errors. Help and version go to stdout,
-/// whose reader may be gone; usage errors quote the bad argument, so they
-/// go out escaped (`Cli::parse` would print both raw and panic-free only
-/// by luck).
+/// clap's help, version and usage errors, printed here rather than by
+/// `Cli::parse`: help and version go to stdout, whose reader may be gone
+/// (141, as for every subcommand), and a usage error quotes the bad
+/// argument, so it goes out escaped.
 fn usage_exit(e: clap::Error) -> ExitCode {
     if e.use_stderr() {
         out::diag_lines(&e.render().to_string());
@@ -442,7 +442,8 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     let weights = Weights::load(&ck, &cfg, &be, quant).with_context(|| format!("loading {}", ck.origin))?;
     let model = Model { cfg, weights, ops: Ops::new(be.clone()), quant };
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let g = generate(&model, &req).context("generating")?;
+    let g = generate(&model, &req)
+        .with_context(|| format!("generating (--max-new-tokens {max_new_tokens} after a {}-token prompt)", req.prompt.len()))?;
     let t = &g.timings;
     if json {
         let doc = serde_json::json!({

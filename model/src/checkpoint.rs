@@ -134,7 +134,10 @@ impl Checkpoint {
             return Self::assemble(config_json, origin, vec![shard]);
         }
         if !files::present(&index_path)? {
-            return Err(Error::file(dir, "holds neither model.safetensors nor model.safetensors.index.json"));
+            return Err(Error::Io {
+                path: single,
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no model.safetensors or model.safetensors.index.json here"),
+            });
         }
         let index = ShardIndex::read(&index_path, limits)?;
         let shards = index
@@ -417,7 +420,7 @@ mod tests {
         let d = tmp("nothing");
         std::fs::write(d.0.join("config.json"), "{}").unwrap();
         let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
-        assert!(e.contains("holds neither model.safetensors nor model.safetensors.index.json"), "{e}");
+        assert!(e.contains("model.safetensors: no model.safetensors or model.safetensors.index.json here"), "{e}");
         std::fs::create_dir(d.0.join("model.safetensors")).unwrap();
         let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
         assert!(e.contains("model.safetensors: is a directory, not a regular file"), "{e}");

@@ -93,12 +93,14 @@ impl KvCache {
                 })?;
                 // Zeroed so that nothing reads garbage even if a kernel reads a
                 // slot before it is written (none should).
-                Ok(LayerKv {
-                    k: DeviceBuffer::zeroed(be, bytes)?,
-                    v: DeviceBuffer::zeroed(be, bytes)?,
-                    nkv: l.num_kv_heads,
-                    hd: l.head_dim,
-                })
+                let pool = || {
+                    DeviceBuffer::zeroed(be, bytes).map_err(|e| {
+                        Error::Request(format!(
+                            "cannot allocate the KV cache for {num_seqs} sequence(s) of {max_tokens} tokens (layer {i}: {bytes} bytes): {e}"
+                        ))
+                    })
+                };
+                Ok(LayerKv { k: pool()?, v: pool()?, nkv: l.num_kv_heads, hd: l.head_dim })
             })
             .collect::<Result<Vec<_>>>()?;
         let host_table = filled(num_pages, -1i32, "block table")?;
