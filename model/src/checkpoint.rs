@@ -145,7 +145,7 @@ impl Checkpoint {
             .iter()
             .map(|f| {
                 let p = dir.join(f);
-                Ok(Shard::parse(text::path(&p), Bytes::Mapped(files::map(&p)?))?)
+                Shard::parse(text::path(&p), Bytes::Mapped(files::map(&p)?))
             })
             .collect::<Result<Vec<_>>>()?;
         let ck = Self::assemble(config_json, origin, shards)?;
