@@ -135,6 +135,11 @@ big.pop("layer_types")
 write("tiny-dense-layers-1e9", 0, json.dumps(big), micro_st)
 write("micro-no-config", 0, "", micro_st)
 
+for k in range(16):
+    with open(os.path.join(root, "launch_validator", f"seed-{k:02}"), "wb") as f:
+        f.write(bytes(rng.randrange(256) for _ in range(rng.randrange(16, 200))))
+
+# After the launch seeds, so that adding these left those unchanged.
 # generate's flags at their edges, on the micro dense model (vocab 16) with
 # a 32-position context.
 cfg, t = micro(False)
@@ -192,7 +197,3 @@ variant("wrapped", model_type="gemma4", text_config=dict(base))
 write_config("duplicate-key", json.dumps(base, indent=1).replace('"hidden_size": 96,', '"hidden_size": 96, "hidden_size": 128,', 1))
 write_config("not-utf8", b'{"model_type": "\xff"}')
 write_config("deep", "[" * 200 + "]" * 200)
-
-for k in range(16):
-    with open(os.path.join(root, "launch_validator", f"seed-{k:02}"), "wb") as f:
-        f.write(bytes(rng.randrange(256) for _ in range(rng.randrange(16, 200))))
