@@ -102,6 +102,33 @@ fixture hidden; edit_config hidden 'c["hidden_size"] = 10**9'
 row "$C" "hidden_size 10^9" refuse file "$BIN" generate --model "$W/hidden"
 fixture layers; edit_config layers 'c["num_hidden_layers"] = 10**9; c.pop("layer_types")'
 row "$C" "num_hidden_layers 10^9" refuse file "$BIN" generate --model "$W/layers"
+# A consistent checkpoint whose embedding alone is 3 GB (a sparse file): it
+# maps, but no host copy of that tensor fits in the 4 GiB address space.
+fixture bigtensor; edit_config bigtensor 'c["vocab_size"] = 15_625_000'
+python3 - "$W/bigtensor/model.safetensors" <<'EOF2'
+import json, struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+data = b[8 + n:]
+out, blobs, off = {}, [], 0
+for name, t in h.items():
+    if name == "__metadata__" or name.endswith("embed_tokens.weight"):
+        continue
+    s, e = t["data_offsets"]
+    out[name] = dict(t, data_offsets=[off, off + e - s])
+    blobs.append(data[s:e])
+    off += e - s
+emb = 15_625_000 * 96 * 2
+out["model.embed_tokens.weight"] = {"dtype": "BF16", "shape": [15_625_000, 96], "data_offsets": [off, off + emb]}
+hb = json.dumps(out).encode()
+hb += b" " * (-len(hb) % 8)
+with open(p, "wb") as f:
+    f.write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+    f.truncate(8 + len(hb) + off + emb)
+EOF2
+row "$C" "consistent checkpoint with a 3 GB tensor (sparse)" refuse file "$BIN" generate --model "$W/bigtensor" --prompt-ids 1
 
 # 2. Context limits.
 C="2 context"
@@ -175,7 +202,7 @@ row "$C" "--quant with ESC" refuse file "$BIN" generate --quant "$ESC"
 row "$C" "bench --scale with ESC" refuse file "$BIN" bench --scale "$ESC"
 row "$C" "SWITCHYARD_BACKEND with ESC" refuse file env "SWITCHYARD_BACKEND=$ESC" "$BIN" generate
 row "$C" "SWITCHYARD_BACKEND not UTF-8" refuse file env "SWITCHYARD_BACKEND=$(printf 'cp\377u')" "$BIN" generate
-row "$C" "SWITCHYARD_WGPU_ADAPTER with ESC" refuse file env "SWITCHYARD_WGPU_ADAPTER=$ESC" "$BIN" info --backend wgpu
+row "$C" "SWITCHYARD_WGPU_ADAPTER with ESC" refuse file env "XDG_RUNTIME_DIR=$W" "SWITCHYARD_WGPU_ADAPTER=$ESC" "$BIN" info --backend wgpu
 row "$C" "SWITCHYARD_CUDA_DEVICE with ESC" refuse file env "SWITCHYARD_CUDA_DEVICE=$ESC" "$BIN" bench --backend cuda
 row "$C" "SWITCHYARD_MAX_JSON_BYTES with ESC" refuse file env "SWITCHYARD_MAX_JSON_BYTES=$ESC" "$BIN" generate --model "$FX"
 mkdir -p "$W/esc-index"; cp "$FX/config.json" "$W/esc-index/"

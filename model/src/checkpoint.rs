@@ -86,15 +86,33 @@ pub struct HostTensor {
     pub data: Vec<u16>,
 }
 
+/// An empty vector with room for `n` items. Tensor sizes come from the
+/// file, so the host copies made from them are reserved fallibly: a tensor
+/// too large for memory is an error naming it, not an abort.
+pub fn reserve<T>(n: usize, tensor: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|e| {
+        Error::checkpoint(
+            format!("tensor `{}`", clip(tensor)),
+            format!("cannot hold a {}-byte copy in memory: {e}", n.saturating_mul(std::mem::size_of::<T>())),
+        )
+    })?;
+    Ok(v)
+}
+
 impl HostTensor {
     /// Values as f32 (exact).
-    pub fn to_f32(&self) -> Vec<f32> {
-        self.data.iter().map(|&b| bf16::from_bits(b).to_f32()).collect()
+    pub fn to_f32(&self) -> Result<Vec<f32>> {
+        let mut v = reserve(self.data.len(), &self.name)?;
+        v.extend(self.data.iter().map(|&b| bf16::from_bits(b).to_f32()));
+        Ok(v)
     }
 
     /// Little-endian bytes of the bf16 values.
-    pub fn bytes(&self) -> Vec<u8> {
-        self.data.iter().flat_map(|b| b.to_le_bytes()).collect()
+    pub fn bytes(&self) -> Result<Vec<u8>> {
+        let mut v = reserve(self.data.len().saturating_mul(2), &self.name)?;
+        v.extend(self.data.iter().flat_map(|b| b.to_le_bytes()));
+        Ok(v)
     }
 }
 
@@ -226,12 +244,17 @@ impl Checkpoint {
             return Err(Error::WrongShape { name: full, expected: expected.to_vec(), found: info.shape.clone() });
         }
         let raw = s.data(info);
-        let data: Vec<u16> = match info.dtype {
-            Dtype::BF16 => raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect(),
-            Dtype::F16 => raw.chunks_exact(2).map(|c| bf16::from_f32(f16::from_le_bytes([c[0], c[1]]).to_f32()).to_bits()).collect(),
-            Dtype::F32 => raw.chunks_exact(4).map(|c| bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_bits()).collect(),
+        let width = match info.dtype {
+            Dtype::BF16 | Dtype::F16 => 2,
+            Dtype::F32 => 4,
             other => return Err(Error::WrongDtype { name: full, dtype: format!("{other:?}") }),
         };
+        let mut data: Vec<u16> = reserve(raw.len() / width, &full)?;
+        match info.dtype {
+            Dtype::BF16 => data.extend(raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))),
+            Dtype::F16 => data.extend(raw.chunks_exact(2).map(|c| bf16::from_f32(f16::from_le_bytes([c[0], c[1]]).to_f32()).to_bits())),
+            _ => data.extend(raw.chunks_exact(4).map(|c| bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_bits())),
+        }
         Ok(HostTensor { name: full, shape: info.shape.clone(), data })
     }
 
@@ -243,9 +266,11 @@ impl Checkpoint {
         let s = &self.shards[shard];
         let info = s.meta.info(&t.name).expect("resolved above");
         if info.dtype == Dtype::F32 {
-            return Ok(s.data(info).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect());
+            let mut v = reserve(t.data.len(), &t.name)?;
+            v.extend(s.data(info).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+            return Ok(v);
         }
-        Ok(t.to_f32())
+        t.to_f32()
     }
 }
 
