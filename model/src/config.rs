@@ -687,7 +687,7 @@ mod tests {
     #[test]
     fn duplicate_json_keys_are_refused() {
         let text = base().to_string().replacen("\"vocab_size\":64", "\"vocab_size\":64,\"vocab_size\":128", 1);
-        refused(&serde_json::from_str::<Value>("null").unwrap(), "<file>", "");
+        refused(&json!(null), "<file>", "the top level must be a JSON object");
         match ModelConfig::from_json(&text) {
             Err(e @ Error::Config { .. }) => assert!(e.to_string().contains("duplicate key `vocab_size`"), "{e}"),
             other => panic!("{other:?}"),
