@@ -44,7 +44,11 @@ measure() {
   : > "$W/out"; rm -f "$W/time"
   case $mode in
     file) ( ulimit -v $VLIM; timeout 60 /usr/bin/time -v -o "$W/time" "$@" > "$W/out" 2> "$W/err" < /dev/null ) ;;
-    closed) ( ulimit -v $VLIM; timeout 60 /usr/bin/time -v -o "$W/time" "$@" 2> "$W/err" < /dev/null | true; exit "${PIPESTATUS[0]}" ) ;;
+    # The pipe's read end is closed before the command starts, so every
+    # write fails, even one small enough for the pipe's buffer.
+    closed) ( ulimit -v $VLIM; python3 -c 'import os, subprocess, sys
+r, w = os.pipe(); os.close(r)
+sys.exit(subprocess.call(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=w))' timeout 60 /usr/bin/time -v -o "$W/time" "$@" 2> "$W/err" ) ;;
     full) ( ulimit -v $VLIM; timeout 60 /usr/bin/time -v -o "$W/time" "$@" > /dev/full 2> "$W/err" < /dev/null ) ;;
   esac
   RC=$?

@@ -318,16 +318,21 @@ fn small_runs(out_dir: &str) -> Vec<Vec<String>> {
     ]
 }
 
-/// `| head -0`: the reader is gone before anything is written. Every
-/// subcommand stops quietly with 141 (as if killed by SIGPIPE), no panic.
+/// stdout a pipe whose reader is gone before anything is written (the
+/// read end is closed before the child starts, so even a write that would
+/// fit the pipe's buffer fails). Every subcommand stops quietly with 141
+/// (as if killed by SIGPIPE), no panic.
 #[cfg(unix)]
 #[test]
 fn every_subcommand_exits_quietly_on_a_closed_stdout() {
     let d = Tmp::new("epipe");
     for args in small_runs(d.s()) {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
         let mut c = command(&args);
-        let mut child = c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        drop(child.stdout.take());
+        let child = c.stdin(Stdio::null()).stdout(writer).stderr(Stdio::piped()).spawn().unwrap();
+        // The Command still holds a copy of the write end; it goes with `c`.
+        drop(c);
         let r = wait(child, 300, &format!("{args:?} | (closed)"));
         assert_eq!(r.status.code(), Some(141), "{}", r.ctx);
         assert!(r.stderr.is_empty(), "a closed stdout is not worth a message: {}", r.ctx);
