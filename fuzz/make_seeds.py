@@ -2,10 +2,18 @@
 """Writes the seed corpora for the fuzz targets (run from the repo root).
 
 checkpoint_loader seeds: byte 0 = quant mode (0 none, 1 fp8-embed, 2 nvfp4),
-then config.json text, a NUL byte, then a safetensors file. Micro models
-that load successfully (dense and MoE, BF16/F16/F32) give the fuzzer the
-whole path to mutate; the tiny-dense fixture's config with truncated and
-damaged safetensors headers seeds the error paths.
+byte 1 = generate flags (bit 0 --json, bit 1 --ignore-eos, bit 2 no
+--prompt-ids), then the --prompt-ids text, the --max-new-tokens text and the
+config.json text, each ended by a NUL byte, then a safetensors file. Micro
+models that load successfully (dense and MoE, BF16/F16/F32) give the fuzzer
+the whole path to mutate, generation included; the tiny-dense fixture's
+config with truncated and damaged safetensors headers seeds the error paths;
+`gen-*` seeds put generate's flags at their edges (past the context, past the
+vocabulary, at 2^64, escape sequences).
+
+config_json seeds: config.json files alone (the fixtures', the micro models',
+and hostile ones: duplicate keys, per-layer keys naming one layer twice,
+values f32 cannot hold, escape sequences, a 2^64 context).
 
 launch_validator seeds are short random byte strings: the harness reads
 every decision from the input, so any bytes describe a case.
@@ -78,13 +86,19 @@ def micro(moe, layers=2):
     return json.dumps(cfg, indent=1), t
 
 
-def write(name, quant, config, st):
+def write(name, quant, config, st, prompt="1,2,3", max_new="3", flags=1):
     with open(os.path.join(root, "checkpoint_loader", name), "wb") as f:
-        f.write(bytes([quant]) + config.encode() + b"\0" + st)
+        f.write(bytes([quant, flags]) + prompt.encode() + b"\0" + max_new.encode() + b"\0" + config.encode() + b"\0" + st)
+
+
+def write_config(name, text):
+    with open(os.path.join(root, "config_json", name), "wb") as f:
+        f.write(text.encode() if isinstance(text, str) else text)
 
 
 os.makedirs(os.path.join(root, "checkpoint_loader"), exist_ok=True)
 os.makedirs(os.path.join(root, "launch_validator"), exist_ok=True)
+os.makedirs(os.path.join(root, "config_json"), exist_ok=True)
 for moe in (False, True):
     cfg, t = micro(moe)
     kind = "moe" if moe else "dense"
@@ -124,3 +138,62 @@ write("micro-no-config", 0, "", micro_st)
 for k in range(16):
     with open(os.path.join(root, "launch_validator", f"seed-{k:02}"), "wb") as f:
         f.write(bytes(rng.randrange(256) for _ in range(rng.randrange(16, 200))))
+
+# After the launch seeds, so that adding these left those unchanged.
+# generate's flags at their edges, on the micro dense model (vocab 16) with
+# a 32-position context.
+cfg, t = micro(False)
+small = json.loads(cfg)
+small["max_position_embeddings"] = 32
+small = json.dumps(small, indent=1)
+good = safetensors(t)
+write("gen-ok-ignore-eos", 0, small, good, "1,2,3", "8", flags=3)
+write("gen-default-prompt", 0, small, good, "", "2", flags=4)
+write("gen-past-context", 0, small, good, ",".join(["1"] * 30), "3")
+write("gen-prompt-past-context", 0, small, good, ",".join(["1"] * 33), "1")
+write("gen-max-new-2^59", 0, small, good, "1", str(1 << 59))
+write("gen-max-new-u64-max", 0, small, good, "1", str(2**64 - 1))
+write("gen-max-new-2^64", 0, small, good, "1", str(2**64))
+write("gen-max-new-zero", 0, small, good, "1", "0")
+write("gen-id-past-vocab", 0, small, good, "1,16", "1")
+write("gen-id-u32-max", 0, small, good, "4294967295", "1")
+write("gen-prompt-escapes", 0, small, good, "1,\x1b]0;pwned\x07", "1")
+write("gen-max-new-escapes", 0, small, good, "1", "\x1b[2J")
+huge = json.loads(small)
+huge["max_position_embeddings"] = 2**64 - 1
+write("gen-context-2^64", 0, json.dumps(huge), good, "1", str(1 << 59), flags=3)
+
+# config.json alone.
+fixtures = os.path.join(os.path.dirname(root), "..", "tests", "fixtures")
+for fx_name in ("tiny-dense", "tiny-moe"):
+    write_config(fx_name, open(os.path.join(fixtures, fx_name, "config.json")).read())
+write_config("micro-dense", micro(False)[0])
+write_config("micro-moe", micro(True)[0])
+base = json.loads(open(os.path.join(fixtures, "tiny-dense", "config.json")).read())
+
+
+def variant(name, **changes):
+    c = dict(base)
+    for k, v in changes.items():
+        if v is None:
+            c.pop(k, None)
+        else:
+            c[k] = v
+    write_config(name, json.dumps(c, indent=1))
+
+
+variant("global-head-dim-44", per_layer_config=None, global_head_dim=44)
+variant("global-kv-heads-3", per_layer_config=None, attention_k_eq_v=True, num_global_key_value_heads=3)
+variant("per-layer-1-and-01", per_layer_config={"1": {"head_dim": 48}, "01": {"head_dim": 48}})
+variant("per-layer-plus-key", per_layer_config={"+1": {"head_dim": 48}})
+variant("rope-theta-1e-50", rope_parameters={"rope_type": "default", "rope_theta": 1e-50})
+variant("rope-theta-1e-37", rope_parameters={"rope_type": "default", "rope_theta": 1e-37})
+variant("softcap-1e300", final_logit_softcapping=1e300)
+variant("context-zero", max_position_embeddings=0)
+variant("context-2^64", max_position_embeddings=2**64 - 1)
+variant("heads-2^62", num_attention_heads=2**62)
+variant("escapes", model_type="\x1b]0;pwned\x07\x1b[2J\u009b31m\u202e")
+variant("wrapped", model_type="gemma4", text_config=dict(base))
+write_config("duplicate-key", json.dumps(base, indent=1).replace('"hidden_size": 96,', '"hidden_size": 96, "hidden_size": 128,', 1))
+write_config("not-utf8", b'{"model_type": "\xff"}')
+write_config("deep", "[" * 200 + "]" * 200)

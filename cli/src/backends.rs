@@ -22,7 +22,24 @@ pub fn open(name: &str) -> Result<Arc<dyn Backend>> {
     registry::open_by_name(name)
 }
 
+/// `SWITCHYARD_BACKEND`, when set and not empty. A value that is not UTF-8
+/// is an error: ignoring it would silently run on a backend the user did
+/// not ask for.
+pub fn from_env() -> anyhow::Result<Option<String>> {
+    match std::env::var(BACKEND_ENV) {
+        Ok(s) if s.is_empty() => Ok(None),
+        Ok(s) => Ok(Some(s)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            anyhow::bail!("{BACKEND_ENV}={}: not UTF-8, so not a backend name", switchyard_model::text::escape(&v.to_string_lossy()))
+        }
+    }
+}
+
 /// The backend named by `arg`, else by `SWITCHYARD_BACKEND`, else `default`.
-pub fn choose(arg: Option<&str>, default: &str) -> String {
-    arg.map(str::to_owned).or_else(|| std::env::var(BACKEND_ENV).ok().filter(|s| !s.is_empty())).unwrap_or_else(|| default.to_owned())
+pub fn choose(arg: Option<&str>, default: &str) -> anyhow::Result<String> {
+    match arg {
+        Some(a) => Ok(a.to_owned()),
+        None => Ok(from_env()?.unwrap_or_else(|| default.to_owned())),
+    }
 }

@@ -112,7 +112,7 @@ impl Shape {
         let mut c = self.spec().config();
         // The synthetic spec's 256 is a tiny-model value; HF's static cache
         // and RoPE should see a realistic context limit.
-        c["max_position_embeddings"] = serde_json::json!(8192);
+        c["max_position_embeddings"] = serde_json::json!(crate::limits::BENCH_MODEL_CONTEXT);
         c
     }
 
@@ -254,6 +254,14 @@ pub struct Settings {
     pub steps: usize,
 }
 
+impl Settings {
+    /// Positions each sequence occupies: the prompt, every decode step, and
+    /// the token the last step chooses (`None` past `usize`).
+    pub fn positions(&self) -> Option<usize> {
+        self.prompt_len.checked_add(self.warmup)?.checked_add(self.steps)?.checked_add(1)
+    }
+}
+
 /// One batch size's result.
 #[derive(Clone, Debug)]
 pub struct Row {
@@ -287,7 +295,9 @@ pub fn run_batch(model: &Model, batch: usize, s: &Settings, seed: u64) -> Result
     if batch == 0 || s.prompt_len == 0 || s.steps == 0 {
         bail!("batch, prompt length and steps must be at least 1");
     }
-    let total = s.prompt_len + s.warmup + s.steps + 1;
+    let total = s.positions().context("prompt length + steps overflow a position count")?;
+    let mut times = Vec::new();
+    times.try_reserve_exact(s.steps).map_err(|e| anyhow::anyhow!("cannot hold {} step timings: {e}", s.steps))?;
     let mut session = Session::new(model, batch, total, s.prompt_len).context("allocating the session")?;
     let mut rng = SmallRng::seed_from_u64(seed);
     let v = model.cfg.vocab_size as u32;
@@ -299,7 +309,6 @@ pub fn run_batch(model: &Model, batch: usize, s: &Settings, seed: u64) -> Result
     }
     let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut pos = s.prompt_len;
-    let mut times = Vec::with_capacity(s.steps);
     for step in 0..s.warmup + s.steps {
         let positions = vec![pos; batch];
         // Each step ends in a download of the chosen tokens, so the wall
@@ -459,7 +468,7 @@ pub fn run(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut rows = Vec::with_capacity(batches.len());
     for (i, &b) in batches.iter().enumerate() {
-        rows.push(run_batch(&model, b, s, i as u64).with_context(|| format!("batch {b}"))?);
+        rows.push(run_batch(&model, b, s, i as u64).with_context(|| format!("--batch {b}"))?);
     }
     Ok(Report {
         backend: be.name().to_string(),

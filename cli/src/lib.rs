@@ -5,11 +5,17 @@
 //! name, [`coverage`] prints the kernel × backend matrix, [`bench`] is the
 //! kernel benchmark harness, [`bench_model`] the decode benchmark of a
 //! Gemma-4-shaped model with random device weights, and [`synthetic`] writes
-//! random checkpoints for tests and fuzzing.
+//! random checkpoints for tests and fuzzing. [`request`] turns `generate`'s
+//! flags into a checked request, [`out`] is where output and messages go
+//! (a closed pipe or a full disk is an error, never a panic), and
+//! [`limits`] holds the caps on numeric flags.
 pub mod backends;
 pub mod bench;
 pub mod bench_model;
 pub mod coverage;
+pub mod limits;
+pub mod out;
+pub mod request;
 pub mod synthetic;
 
 /// The README's Rust examples, compiled and run as doctests.

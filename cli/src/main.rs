@@ -5,14 +5,18 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use switchyard_cli::{backends, bench, bench_model, coverage, synthetic};
+use switchyard_cli::out::{self, print};
+use switchyard_cli::{backends, bench, bench_model, coverage, limits, request, synthetic};
 use switchyard_core::BackendKind;
 use switchyard_kernels::{parity, Ops};
 use switchyard_model::checkpoint::Checkpoint;
+use switchyard_model::config::ModelConfig;
 use switchyard_model::default_model;
-use switchyard_model::generate::{generate, Request};
+use switchyard_model::generate::generate;
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
+use switchyard_model::text;
+use switchyard_model::weights::Weights;
 
 #[derive(Parser)]
 #[command(
@@ -46,8 +50,9 @@ struct GenerateArgs {
     /// Prompt token ids, comma-separated (default: 2,17,99,5,250,31).
     #[arg(long)]
     prompt_ids: Option<String>,
-    /// Most tokens to generate.
-    #[arg(long, default_value_t = 16)]
+    /// Most tokens to generate (prompt + new tokens must fit the model's
+    /// context, max_position_embeddings).
+    #[arg(long, default_value = "16", value_parser = request::parse_max_new_tokens)]
     max_new_tokens: usize,
     /// Print one JSON object: backend, tokens, per-step logits, timings.
     #[arg(long)]
@@ -86,7 +91,7 @@ enum Command {
         /// Print JSON instead of markdown.
         #[arg(long)]
         json: bool,
-        /// Timed runs per case.
+        /// Timed runs per case (at most 100000).
         #[arg(long, default_value_t = 20)]
         iters: usize,
         /// Only kernels whose symbol contains this text.
@@ -149,13 +154,27 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_exit(e),
+    };
+    match run(cli) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => ExitCode::from(out::report(&e)),
     }
+}
+
+/// clap's help, version and usage errors, printed here rather than by
+/// `Cli::parse`: help and version go to stdout, whose reader may be gone
+/// (141, as for every subcommand), and a usage error quotes the bad
+/// argument, so it goes out escaped.
+fn usage_exit(e: clap::Error) -> ExitCode {
+    if e.use_stderr() {
+        out::diag_lines(&e.render().to_string());
+    } else if let Err(io) = e.print() {
+        return ExitCode::from(out::report(&out::stdout_error(io)));
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
@@ -163,7 +182,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let Some(command) = cli.command else { return generate_cmd(cli.generate) };
     match command {
         Command::Kernels => {
-            print!("{}", coverage::matrix(&BackendKind::ALL));
+            print(&coverage::matrix(&BackendKind::ALL))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Parity { backend, seed, filter } => parity_cmd(backend, seed, filter),
@@ -176,35 +195,37 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut spec = match preset.as_str() {
                 "dense" => synthetic::Spec::tiny_dense(),
                 "moe" => synthetic::Spec::tiny_moe(),
-                other => bail!("--preset {other}: expected `dense` or `moe`"),
+                other => bail!("--preset {}: expected `dense` or `moe`", text::clip(other)),
             };
             if let Some(s) = seed {
                 spec.seed = s;
             }
-            spec.build()?.write(&out)?;
-            println!("wrote {}", out.display());
+            spec.build()?.write(&out).with_context(|| format!("synthetic --out {}", text::path(&out)))?;
+            print(&format!("wrote {}\n", text::path(&out)))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Info { backend } => {
-            let name = backends::choose(backend.as_deref(), "cpu");
+            let name = backends::choose(backend.as_deref(), "cpu")?;
             let be = backends::open(&name)?;
             let info = be.info();
-            println!(
-                "backend: {}\ndevice: {}\ndriver: {}\nmax allocation: {} bytes",
+            let mut s = format!(
+                "backend: {}\ndevice: {}\ndriver: {}\nmax allocation: {} bytes\n",
                 info.backend, info.device, info.driver, info.max_alloc_bytes
             );
             for (k, v) in info.details {
-                println!("{k}: {v}");
+                s.push_str(&format!("{k}: {v}\n"));
             }
+            // Device and driver strings come from the driver: escaped like any quoted text.
+            print(&text::escape_lines(&s))?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
 fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Result<ExitCode> {
-    let explicit = backend.is_some() || std::env::var(backends::BACKEND_ENV).is_ok_and(|s| !s.is_empty());
+    let explicit = backend.is_some() || backends::from_env()?.is_some();
     let names: Vec<String> = if explicit {
-        vec![backends::choose(backend.as_deref(), "cpu")]
+        vec![backends::choose(backend.as_deref(), "cpu")?]
     } else {
         BackendKind::ALL.iter().map(|k| k.name().to_string()).collect()
     };
@@ -215,19 +236,22 @@ fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Res
         let be = match backends::open(&name) {
             Ok(be) => be,
             Err(e) if !explicit => {
-                println!("skipping {name}: {e}\n");
+                print(&text::escape_lines(&format!("skipping {name}: {e}\n\n")))?;
                 continue;
             }
             Err(e) => bail!("{e}"),
         };
-        println!("parity: {} ({}) against cpu\n", name, be.info().device);
+        print(&text::escape_lines(&format!("parity: {} ({}) against cpu\n\n", name, be.info().device)))?;
         let rows = parity::run_all(&reference, &Ops::new(be), seed, filter.as_deref());
         if rows.is_empty() {
-            bail!("no kernels matched on backend {name}");
+            bail!(
+                "no kernels matched on backend {name}{}",
+                filter.as_deref().map(|f| format!(" (--filter {})", text::clip(f))).unwrap_or_default()
+            );
         }
-        print!("{}", parity::table(&rows));
+        print(&parity::table(&rows))?;
         let fails = rows.iter().filter(|r| !r.status.passed()).count();
-        println!("\n{}\n", parity::summary(&name, &rows));
+        print(&format!("\n{}\n\n", parity::summary(&name, &rows)))?;
         failed |= fails > 0;
         tested += 1;
     }
@@ -238,7 +262,14 @@ fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Res
 }
 
 fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<String>, scale: Option<String>) -> Result<ExitCode> {
-    let name = backends::choose(backend.as_deref(), "cpu");
+    // The flags first: a bad one is refused before a device is opened.
+    if iters == 0 {
+        bail!("--iters must be at least 1");
+    }
+    if iters > limits::MAX_BENCH_ITERS {
+        bail!("--iters {iters}: at most {} timed runs per case", limits::MAX_BENCH_ITERS);
+    }
+    let name = backends::choose(backend.as_deref(), "cpu")?;
     let be = backends::open(&name)?;
     // cuBLAS, the GEMM yardstick, is a CUDA extension reached through the
     // backend: it runs on the backend's stream and checks addresses against
@@ -258,11 +289,8 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
         None if name == "cpu" => bench::Scale::Small,
         None | Some("production") => bench::Scale::Production,
         Some("small") => bench::Scale::Small,
-        Some(other) => bail!("--scale {other}: expected `production` or `small`"),
+        Some(other) => bail!("--scale {}: expected `production` or `small`", text::clip(other)),
     };
-    if iters == 0 {
-        bail!("--iters must be at least 1");
-    }
     let settings = bench::Settings { iters, ..Default::default() };
     let ops = Ops::new(be.clone());
     let max_copy = if scale == bench::Scale::Production { 1 << 30 } else { 64 << 20 };
@@ -310,37 +338,14 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
             "backend": name, "device": device, "copy_gb_per_s": ceilings.copy_bytes_per_s / 1e9,
             "launch_overhead_us": ceilings.launch_overhead_us, "cases": cases,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        print(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
     } else {
-        print!("{}", bench::markdown(&device, &name, &ceilings, &rows));
+        print(&bench::markdown(&device, &name, &ceilings, &rows))?;
     }
     for f in &failures {
-        eprintln!("bench case failed: {f}");
+        out::diag(&format!("bench case failed: {f}"));
     }
     Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-/// Writes `text` to stdout. A reader that closed the pipe early (`| head`)
-/// is not an error: what it wanted has been written.
-fn emit(text: &str) -> Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing to stdout"),
-        _ => Ok(()),
-    }
-}
-
-/// Parses `2,17,99` into token ids.
-fn parse_ids(text: &str) -> Result<Vec<u32>> {
-    let ids = text
-        .split(',')
-        .map(|t| t.trim().parse::<u32>().with_context(|| format!("--prompt-ids: `{}` is not a token id (non-negative integer)", t.trim())))
-        .collect::<Result<Vec<_>>>()?;
-    if ids.is_empty() {
-        bail!("--prompt-ids: no ids given");
-    }
-    Ok(ids)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -357,26 +362,44 @@ fn bench_model_cmd(
     let batches = batch
         .split(',')
         .map(|t| match t.trim().parse::<usize>() {
-            Ok(b) if b > 0 => Ok(b),
-            _ => bail!("--batch: `{}` is not a batch size (a positive integer)", t.trim()),
+            Ok(b) if b > 0 && b <= limits::MAX_BENCH_BATCH => Ok(b),
+            _ => bail!("--batch: `{}` is not a batch size (an integer in 1..={})", text::clip(t.trim()), limits::MAX_BENCH_BATCH),
         })
         .collect::<Result<Vec<_>>>()?;
     if layers == 0 || hidden == 0 || !hidden.is_multiple_of(8) {
         bail!("--layers must be at least 1 and --hidden a positive multiple of 8 (got {layers}, {hidden})");
     }
+    if layers > switchyard_model::config::MAX_LAYERS {
+        bail!("--layers {layers}: at most {}", switchyard_model::config::MAX_LAYERS);
+    }
+    if hidden > limits::MAX_BENCH_HIDDEN {
+        bail!("--hidden {hidden}: at most {}", limits::MAX_BENCH_HIDDEN);
+    }
     if vocab == 0 || prompt_len == 0 || steps == 0 {
         bail!("--vocab, --prompt-len and --steps must be at least 1");
     }
-    let name = backends::choose(backend.as_deref(), "cpu");
+    if vocab > limits::MAX_BENCH_VOCAB {
+        bail!("--vocab {vocab}: at most {}", limits::MAX_BENCH_VOCAB);
+    }
+    let settings = bench_model::Settings { prompt_len, warmup: 3, steps };
+    match settings.positions() {
+        Some(n) if n <= limits::BENCH_MODEL_CONTEXT => {}
+        n => bail!(
+            "--prompt-len {prompt_len} + --steps {steps} (+ 4 warm-up and final positions) = {} positions, past the benchmark \
+             model's context of {} (max_position_embeddings)",
+            n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+            limits::BENCH_MODEL_CONTEXT
+        ),
+    }
+    let name = backends::choose(backend.as_deref(), "cpu")?;
     let be = backends::open(&name)?;
     let mut shape = bench_model::Shape::gemma4(layers, hidden);
     shape.vocab = vocab;
-    let settings = bench_model::Settings { prompt_len, warmup: 3, steps };
     let report = bench_model::run(&be, &shape, &batches, &settings)?;
     if json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&report.json())?))?;
+        print(&format!("{}\n", serde_json::to_string_pretty(&report.json())?))?;
     } else {
-        emit(&report.markdown())?;
+        print(&report.markdown())?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -384,24 +407,30 @@ fn bench_model_cmd(
 fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     let GenerateArgs { model: model_dir, backend, prompt_ids, max_new_tokens, json, quant, ignore_eos } = args;
     let quant: Quant = quant.parse()?;
-    let prompt = match prompt_ids.as_deref() {
-        Some(t) => parse_ids(t)?,
-        None => default_model::PROMPT.to_vec(),
-    };
+    // Syntax first, before anything is opened; the checks that need the
+    // model's config come once it is read.
+    if let Some(t) = &prompt_ids {
+        request::parse_prompt_ids(t)?;
+    }
     if max_new_tokens == 0 {
         bail!("--max-new-tokens must be at least 1");
     }
-    let name = backends::choose(backend.as_deref(), "cpu");
+    let name = backends::choose(backend.as_deref(), "cpu")?;
     let be = backends::open(&name)?;
     let t0 = std::time::Instant::now();
     let ck = match &model_dir {
-        Some(dir) => Checkpoint::open(dir).with_context(|| format!("opening checkpoint {}", dir.display()))?,
+        Some(dir) => Checkpoint::open(dir).with_context(|| format!("opening checkpoint {}", text::path(dir)))?,
         None => default_model::checkpoint()?,
     };
-    let model = Model::load(&ck, be.clone(), quant).with_context(|| format!("loading {}", ck.origin))?;
+    let cfg = ModelConfig::from_json(&ck.config_json).with_context(|| format!("loading {}", ck.origin))?;
+    // Up front, before the weights: a request past the context or the
+    // vocabulary is refused without uploading anything.
+    let req = request::build(prompt_ids.as_deref(), max_new_tokens, json, ignore_eos, &cfg)?;
+    let weights = Weights::load(&ck, &cfg, &be, quant).with_context(|| format!("loading {}", ck.origin))?;
+    let model = Model { cfg, weights, ops: Ops::new(be.clone()), quant };
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let req = Request { prompt, max_new_tokens, want_logits: json, stop_at_eos: !ignore_eos };
-    let g = generate(&model, &req).context("generating")?;
+    let g = generate(&model, &req)
+        .with_context(|| format!("generating (--max-new-tokens {max_new_tokens} after a {}-token prompt)", req.prompt.len()))?;
     let t = &g.timings;
     if json {
         let doc = serde_json::json!({
@@ -419,11 +448,11 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
                 "prefill_tokens_per_s": t.prefill_tokens_per_s(), "decode_tokens_per_s": t.decode_tokens_per_s(),
             },
         });
-        emit(&format!("{}\n", serde_json::to_string(&doc)?))?;
+        print(&format!("{}\n", serde_json::to_string(&doc)?))?;
     } else {
         let ids: Vec<String> = g.tokens.iter().map(u32::to_string).collect();
-        emit(&format!("{}\n", ids.join(",")))?;
-        eprintln!(
+        print(&format!("{}\n", ids.join(",")))?;
+        out::diag(&format!(
             "{} on {} ({}), quant {}: {} prompt + {} new tokens{}; load {:.1} ms, prefill {:.1} ms, decode {:.1} tok/s",
             ck.origin,
             name,
@@ -435,7 +464,7 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
             load_ms,
             t.prefill_ms,
             t.decode_tokens_per_s()
-        );
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -16,6 +16,7 @@ use std::borrow::Cow;
 use std::path::Path;
 use switchyard_model::config::ModelConfig;
 use switchyard_model::error::{Error, Result};
+use switchyard_model::files::describe;
 use switchyard_model::tensors::{ModelTensors, TensorKind};
 
 /// The shape of a synthetic model.
@@ -281,22 +282,62 @@ impl Synthetic {
     }
 
     /// Writes `dir/config.json` and `dir/model.safetensors` (creating `dir`).
+    ///
+    /// Each file is written to a fresh temporary name in `dir` (created
+    /// exclusively, so a link planted there is never followed) and renamed
+    /// into place, so a reader never sees half a file. A `dir` that is a
+    /// symbolic link, or a destination that is one, is refused: writing
+    /// through a link someone else planted overwrites whatever it points at.
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| Error::Io { path, source }
-        };
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let cfg = dir.join("config.json");
-        std::fs::write(&cfg, self.config_json()).map_err(io(&cfg))?;
-        let st = dir.join("model.safetensors");
-        std::fs::write(&st, self.safetensors()?).map_err(io(&st))
+        match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(Error::file(dir, "is a symbolic link; refusing to write through it (name the real directory)"))
+            }
+            Ok(m) if !m.is_dir() => return Err(Error::file(dir, format!("is {}, not a directory", describe(&m.file_type())))),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?
+            }
+            Err(source) => return Err(Error::Io { path: dir.to_path_buf(), source }),
+        }
+        write_replacing(dir, "config.json", self.config_json().as_bytes())?;
+        write_replacing(dir, "model.safetensors", &self.safetensors()?)
     }
 
     /// The tensor called `name`.
     pub fn tensor_mut(&mut self, name: &str) -> Option<&mut Tensor> {
         self.tensors.iter_mut().find(|t| t.name == name)
     }
+}
+
+/// Writes `dir/name` through a temporary file and a rename.
+fn write_replacing(dir: &Path, name: &str, data: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let dest = dir.join(name);
+    match std::fs::symlink_metadata(&dest) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(Error::file(&dest, "is a symbolic link; refusing to replace it (remove it first if that is intended)"))
+        }
+        Ok(m) if !m.is_file() => return Err(Error::file(&dest, format!("is {}, not a regular file", describe(&m.file_type())))),
+        _ => {}
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{serial}", std::process::id()));
+    let written = (|| {
+        // create_new is O_CREAT|O_EXCL: it fails on any existing entry, a link included.
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io(&tmp))?;
+        f.write_all(data).and_then(|()| f.sync_all()).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &dest).map_err(io(&dest))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 struct Gen(SmallRng);

@@ -5,11 +5,12 @@
 //! replays a saved input through exactly the code the fuzzer ran. The file
 //! depends only on the Switchyard crates: no libFuzzer, no `arbitrary`.
 //!
-//! Both harnesses drive the bounds-checked CPU reference backend. A harness
+//! The harnesses drive the bounds-checked CPU reference backend. A harness
 //! returning normally means the input was handled; a panic (an `expect`, an
 //! arithmetic overflow with debug assertions, an index out of range, or one
 //! of the asserts below) is a finding.
 use std::sync::Arc;
+use switchyard_cli::request;
 use switchyard_core::{registry, Arg, ArgKind, Backend, DeviceBuffer, Region};
 use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
 use switchyard_kernels::gemm::w4a16::Fp4Weight;
@@ -17,8 +18,25 @@ use switchyard_kernels::moe::expert::ExpertWeights;
 use switchyard_kernels::rope_kv::QkvPrep;
 use switchyard_kernels::Ops;
 use switchyard_model::checkpoint::Checkpoint;
+use switchyard_model::config::{ModelConfig, MAX_LAYERS};
+use switchyard_model::generate::{generate, Request};
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
+use switchyard_model::tensors::ModelTensors;
+use switchyard_model::text::is_unsafe;
+
+/// A message shown to a user: non-empty, short, and free of anything a
+/// terminal would interpret (the inputs are full of control characters).
+fn assert_clean_message(m: &str) {
+    assert!(!m.trim().is_empty(), "an error without a message");
+    assert!(
+        m.len() <= 4096,
+        "a {}-byte error message (a quoted value not clipped?): {}…",
+        m.len(),
+        m.chars().take(200).collect::<String>()
+    );
+    assert!(!m.chars().any(is_unsafe), "a raw control character in the message {m:?}");
+}
 
 /// Reads the fuzz input front to back; past the end every read is 0, so
 /// short inputs still describe a complete (mostly default) case.
@@ -62,27 +80,84 @@ impl<'a> Reader<'a> {
 // ---------------------------------------------------------------------------
 // checkpoint_loader
 
-/// Splits a loader input: byte 0 picks the quantization, then the config
-/// text up to the first NUL byte, then the safetensors bytes. `None` when the
-/// config part is not UTF-8 (`Checkpoint::open` refuses such a file before
-/// parsing, so there is nothing further to exercise).
-pub fn split_loader_input(data: &[u8]) -> Option<(Quant, String, Vec<u8>)> {
+/// `generate`'s flags as text, the way they arrive from the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenArgs {
+    /// `--prompt-ids`, when given (else the built-in default prompt).
+    pub prompt_ids: Option<String>,
+    /// `--max-new-tokens`.
+    pub max_new_tokens: String,
+    /// `--json` (keep every step's logits).
+    pub json: bool,
+    /// `--ignore-eos`.
+    pub ignore_eos: bool,
+}
+
+impl Default for GenArgs {
+    fn default() -> Self {
+        GenArgs { prompt_ids: Some("1,2,3".into()), max_new_tokens: "3".into(), json: true, ignore_eos: false }
+    }
+}
+
+/// One checkpoint_loader input, split.
+#[derive(Clone, Debug)]
+pub struct LoaderInput {
+    /// `--quant`.
+    pub quant: Quant,
+    /// The generation flags.
+    pub gen: GenArgs,
+    /// `config.json` text.
+    pub config: String,
+    /// The safetensors file.
+    pub safetensors: Vec<u8>,
+}
+
+/// Splits a loader input: byte 0 picks the quantization; byte 1 holds the
+/// flags (bit 0 `--json`, bit 1 `--ignore-eos`, bit 2 no `--prompt-ids`);
+/// then the `--prompt-ids` text, the `--max-new-tokens` text and the config
+/// text, each up to a NUL byte; the rest is the safetensors file. `None`
+/// when a text part is not UTF-8 (the command line and `Checkpoint::open`
+/// refuse those before anything here runs).
+pub fn split_loader_input(data: &[u8]) -> Option<LoaderInput> {
     let (&q, rest) = data.split_first()?;
-    let quant = [Quant::None, Quant::Fp8Embed, Quant::Nvfp4][q as usize % 3];
-    let (cfg, st) = match rest.iter().position(|&b| b == 0) {
-        Some(i) => (&rest[..i], &rest[i + 1..]),
-        None => (rest, &[][..]),
+    let (&flags, mut rest) = rest.split_first()?;
+    let mut text = || -> Option<String> {
+        let (t, r) = match rest.iter().position(|&b| b == 0) {
+            Some(i) => (&rest[..i], &rest[i + 1..]),
+            None => (rest, &[][..]),
+        };
+        rest = r;
+        String::from_utf8(t.to_vec()).ok()
     };
-    Some((quant, String::from_utf8(cfg.to_vec()).ok()?, st.to_vec()))
+    let (prompt, max_new, config) = (text()?, text()?, text()?);
+    Some(LoaderInput {
+        quant: [Quant::None, Quant::Fp8Embed, Quant::Nvfp4][q as usize % 3],
+        gen: GenArgs {
+            prompt_ids: (flags & 4 == 0).then_some(prompt),
+            max_new_tokens: max_new,
+            json: flags & 1 != 0,
+            ignore_eos: flags & 2 != 0,
+        },
+        config,
+        safetensors: rest.to_vec(),
+    })
 }
 
 /// Builds a loader input from its parts (the inverse of [`split_loader_input`]).
-pub fn join_loader_input(quant: u8, config: &str, safetensors: &[u8]) -> Vec<u8> {
-    let mut v = vec![quant];
-    v.extend_from_slice(config.as_bytes());
-    v.push(0);
+pub fn join_loader_input_with(quant: u8, gen: &GenArgs, config: &str, safetensors: &[u8]) -> Vec<u8> {
+    let flags = gen.json as u8 | (gen.ignore_eos as u8) << 1 | (gen.prompt_ids.is_none() as u8) << 2;
+    let mut v = vec![quant, flags];
+    for part in [gen.prompt_ids.as_deref().unwrap_or(""), &gen.max_new_tokens, config] {
+        v.extend_from_slice(part.as_bytes());
+        v.push(0);
+    }
     v.extend_from_slice(safetensors);
     v
+}
+
+/// [`join_loader_input_with`] with the default generation flags.
+pub fn join_loader_input(quant: u8, config: &str, safetensors: &[u8]) -> Vec<u8> {
+    join_loader_input_with(quant, &GenArgs::default(), config, safetensors)
 }
 
 /// What one load did, for the regression tests to assert on.
@@ -98,10 +173,15 @@ pub enum LoadOutcome {
 
 /// The whole load path on a fresh CPU backend: parse the checkpoint, then
 /// `Model::load` (config validation, tensor lookup, shape and dtype checks,
-/// quantization, upload). Asserts that every error has a message and that
-/// everything uploaded is freed once the model (or the failed load) is gone.
+/// quantization, upload). Asserts that every error has a clean message and
+/// that everything uploaded is freed once the model (or the failed load) is gone.
 pub fn load_once(quant: Quant, config: String, safetensors: Vec<u8>) -> LoadOutcome {
+    load_with(quant, config, safetensors, None).0
+}
+
+fn load_with(quant: Quant, config: String, safetensors: Vec<u8>, gen: Option<&GenArgs>) -> (LoadOutcome, Option<GenOutcome>) {
     let be = switchyard_cpu_ref::cpu_backend();
+    let mut generated = None;
     let outcome = match Checkpoint::from_bytes("fuzz", config, safetensors) {
         Err(e) => LoadOutcome::CheckpointErr(e.to_string()),
         Ok(ck) => match Model::load(&ck, be.clone(), quant) {
@@ -111,17 +191,132 @@ pub fn load_once(quant: Quant, config: String, safetensors: Vec<u8>) -> LoadOutc
                 // A loaded model holds exactly what it says it uploaded
                 // (bf16/quantised copies) and nothing else.
                 assert!(live >= model.weights.device_bytes, "live {live} < uploaded {}", model.weights.device_bytes);
+                generated = gen.map(|g| generation_path(&model, g));
                 drop(model);
                 LoadOutcome::Loaded(live)
             }
         },
     };
     if let LoadOutcome::CheckpointErr(m) | LoadOutcome::ModelErr(m) = &outcome {
-        assert!(!m.trim().is_empty(), "an error without a message");
+        assert_clean_message(m);
     }
-    // A failed load must not leak what it uploaded before it failed.
-    assert_eq!(be.live_bytes(), 0, "device bytes still live after the load ended: {outcome:?}");
-    outcome
+    // A failed load (or a finished generation) must not leak what it uploaded.
+    assert_eq!(be.live_bytes(), 0, "device bytes still live after the load ended: {outcome:?} {generated:?}");
+    (outcome, generated)
+}
+
+/// What the generation path did with a loaded model.
+#[derive(Debug, PartialEq, Eq)]
+pub enum GenOutcome {
+    /// `--max-new-tokens` text refused by its parser (clap would print this).
+    FlagErr(String),
+    /// The flags refused against the config (vocabulary, context).
+    RequestErr(String),
+    /// An accepted request that failed while running (NaN logits, say).
+    GenerateErr(String),
+    /// Tokens generated.
+    Generated(Vec<u32>),
+}
+
+/// Most prompt tokens and new tokens one fuzz case runs. The flags are
+/// checked in full (that is the code under test); an accepted request is
+/// then run over at most this much, so that a config claiming a huge
+/// context cannot make one case take minutes. The same graph and cache code
+/// runs either way.
+pub const FUZZ_MAX_PROMPT: usize = 48;
+/// See [`FUZZ_MAX_PROMPT`].
+pub const FUZZ_MAX_NEW: usize = 4;
+
+/// `generate`'s path after the load, as the binary runs it: the
+/// `--max-new-tokens` parser, then `request::build` against the config
+/// (vocabulary and context checked before anything is allocated), then
+/// greedy generation. An accepted request must generate in-vocabulary
+/// tokens, as many as asked for unless EOS stopped it, with a logits row
+/// of vocabulary length per token when `--json` asked for them.
+pub fn generation_path(model: &Model, gen: &GenArgs) -> GenOutcome {
+    let max_new = match request::parse_max_new_tokens(&gen.max_new_tokens) {
+        Ok(n) => n,
+        Err(m) => {
+            assert_clean_message(&m);
+            return GenOutcome::FlagErr(m);
+        }
+    };
+    if max_new == 0 {
+        return GenOutcome::FlagErr("--max-new-tokens must be at least 1".into());
+    }
+    let req = match request::build(gen.prompt_ids.as_deref(), max_new, gen.json, gen.ignore_eos, &model.cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            let m = format!("{e:#}");
+            assert_clean_message(&m);
+            return GenOutcome::RequestErr(m);
+        }
+    };
+    // What the binary accepted, the library must accept too.
+    switchyard_model::generate::check(&model.cfg, &req).expect("the library refused a request the command line accepted");
+    let n = req.prompt.len().min(FUZZ_MAX_PROMPT);
+    let run = Request { prompt: req.prompt[req.prompt.len() - n..].to_vec(), max_new_tokens: req.max_new_tokens.min(FUZZ_MAX_NEW), ..req };
+    match generate(model, &run) {
+        Err(e) => {
+            let m = e.to_string();
+            assert_clean_message(&m);
+            GenOutcome::GenerateErr(m)
+        }
+        Ok(g) => {
+            let v = model.cfg.vocab_size;
+            assert!(!g.tokens.is_empty() && g.tokens.len() <= run.max_new_tokens, "{} tokens for {}", g.tokens.len(), run.max_new_tokens);
+            assert!(g.stopped_at_eos || g.tokens.len() == run.max_new_tokens, "stopped early without EOS");
+            assert!(g.tokens.iter().all(|&t| (t as usize) < v), "a token outside the vocabulary: {:?}", g.tokens);
+            if run.want_logits {
+                assert_eq!(g.logits.len(), g.tokens.len());
+                assert!(g.logits.iter().all(|l| l.len() == v));
+            }
+            GenOutcome::Generated(g.tokens)
+        }
+    }
+}
+
+/// One checkpoint_loader case: [`load_once`]'s checks, and when the model
+/// loads, [`generation_path`] with the input's flags.
+pub fn loader_case(input: LoaderInput) -> (LoadOutcome, Option<GenOutcome>) {
+    load_with(input.quant, input.config, input.safetensors, Some(&input.gen))
+}
+
+// ---------------------------------------------------------------------------
+// config_json
+
+/// Parses `data` as a config.json file, alone. A refusal must be a clean
+/// message; an accepted config must hold what the rest of the loader relies
+/// on: layer count within `MAX_LAYERS`, head sizes the kernels take, KV
+/// heads dividing query heads, a positive context, f32-representable
+/// scalars, tensor shapes whose sizes compute without overflow, and RoPE
+/// tables that are finite (the parser refuses settings whose angles
+/// overflow f32 rather than let them turn into NaN logits).
+pub fn config_once(data: &[u8]) -> Result<ModelConfig, String> {
+    let cfg = match ModelConfig::from_bytes(data) {
+        Err(e) => {
+            let m = e.to_string();
+            assert_clean_message(&m);
+            return Err(m);
+        }
+        Ok(c) => c,
+    };
+    assert!((1..=MAX_LAYERS).contains(&cfg.layers.len()));
+    assert!(cfg.max_position_embeddings >= 1);
+    assert!(cfg.hidden_size % 8 == 0 && cfg.intermediate_size % 2 == 0 && cfg.vocab_size > 0);
+    assert!(cfg.eps.is_finite() && cfg.eps >= 0.0 && cfg.final_logit_softcapping.is_finite());
+    for (i, l) in cfg.layers.iter().enumerate() {
+        assert!(l.head_dim % 8 == 0 && (8..=512).contains(&l.head_dim), "layer {i}: head_dim {}", l.head_dim);
+        assert!(l.num_kv_heads > 0 && cfg.num_heads % l.num_kv_heads == 0, "layer {i}: {} KV heads", l.num_kv_heads);
+        assert!(cfg.num_heads.checked_mul(l.head_dim).is_some());
+        let t = (l.rope.theta as f32, l.rope.factor as f32);
+        assert!(t.0.is_normal() && t.1.is_normal() && t.0 > 0.0 && t.1 > 0.0, "layer {i}: rope {:?}", l.rope);
+        let positions = cfg.max_position_embeddings.min(64);
+        let table = switchyard_model::rope::table(&l.rope, l.head_dim, positions).expect("an accepted RoPE setting makes a finite table");
+        assert_eq!(table.len(), positions * l.head_dim);
+    }
+    ModelTensors::of(&cfg).elements().expect("tensor sizes of an accepted config fit u128");
+    Ok(cfg)
 }
 
 // ---------------------------------------------------------------------------

@@ -7,11 +7,13 @@
 //! Names are looked up without the wrapper prefix: `model.` (Gemma4ForCausalLM)
 //! and `model.language_model.` (Gemma4ForConditionalGeneration) both work.
 use crate::error::{Error, Result};
+use crate::files::{self, Limits};
+use crate::text::{self, clip};
 use half::{bf16, f16};
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::{Dtype, SafeTensors};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Prefixes a text-decoder tensor may carry, tried in this order.
 pub const PREFIXES: [&str; 3] = ["model.language_model.", "model.", ""];
@@ -45,6 +47,14 @@ struct Shard {
 
 impl Shard {
     fn parse(name: String, bytes: Bytes) -> Result<Self> {
+        // The safetensors crate reads the header into a map, keeping the last
+        // of two entries for one tensor; which copy a load gets must not
+        // depend on that, so a repeated name is refused first.
+        if let Some(header) = header_bytes(bytes.get()) {
+            if let Some(dup) = crate::json::top_level_duplicate(header) {
+                return Err(Error::checkpoint(&name, format!("tensor `{}` is listed twice in the safetensors header", clip(&dup))));
+            }
+        }
         // read_metadata checks the header length, the JSON, and that the
         // offsets tile the data section exactly (so truncation is caught here).
         let (n, meta) =
@@ -58,6 +68,13 @@ impl Shard {
     }
 }
 
+/// The JSON header of a safetensors file, when its length prefix fits the
+/// file (anything else is left to the safetensors crate to report).
+fn header_bytes(b: &[u8]) -> Option<&[u8]> {
+    let n = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+    b.get(8..8usize.checked_add(usize::try_from(n).ok()?)?)
+}
+
 /// A tensor converted to bf16, row-major.
 #[derive(Clone, Debug)]
 pub struct HostTensor {
@@ -69,15 +86,33 @@ pub struct HostTensor {
     pub data: Vec<u16>,
 }
 
+/// An empty vector with room for `n` items. Tensor sizes come from the
+/// file, so the host copies made from them are reserved fallibly: a tensor
+/// too large for memory is an error naming it, not an abort.
+pub fn reserve<T>(n: usize, tensor: &str) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|e| {
+        Error::checkpoint(
+            format!("tensor `{}`", clip(tensor)),
+            format!("cannot hold a {}-byte copy in memory: {e}", n.saturating_mul(std::mem::size_of::<T>())),
+        )
+    })?;
+    Ok(v)
+}
+
 impl HostTensor {
     /// Values as f32 (exact).
-    pub fn to_f32(&self) -> Vec<f32> {
-        self.data.iter().map(|&b| bf16::from_bits(b).to_f32()).collect()
+    pub fn to_f32(&self) -> Result<Vec<f32>> {
+        let mut v = reserve(self.data.len(), &self.name)?;
+        v.extend(self.data.iter().map(|&b| bf16::from_bits(b).to_f32()));
+        Ok(v)
     }
 
     /// Little-endian bytes of the bf16 values.
-    pub fn bytes(&self) -> Vec<u8> {
-        self.data.iter().flat_map(|b| b.to_le_bytes()).collect()
+    pub fn bytes(&self) -> Result<Vec<u8>> {
+        let mut v = reserve(self.data.len().saturating_mul(2), &self.name)?;
+        v.extend(self.data.iter().flat_map(|b| b.to_le_bytes()));
+        Ok(v)
     }
 }
 
@@ -92,38 +127,68 @@ pub struct Checkpoint {
     index: HashMap<String, usize>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
-}
-
-fn map(path: &Path) -> Result<memmap2::Mmap> {
-    let f = std::fs::File::open(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-    // SAFETY: the map is read-only; a checkpoint changed underneath a running
-    // load is outside what any loader can defend against (as with HF's).
-    unsafe { memmap2::Mmap::map(&f) }.map_err(|source| Error::Io { path: path.to_path_buf(), source })
-}
-
 impl Checkpoint {
     /// Opens `dir/config.json` and `dir/model.safetensors`, or the shards that
-    /// `dir/model.safetensors.index.json` lists.
+    /// `dir/model.safetensors.index.json` lists, with the size caps of
+    /// [`Limits::from_env`].
     pub fn open(dir: &Path) -> Result<Self> {
+        Self::open_with(dir, &Limits::from_env()?)
+    }
+
+    /// [`Checkpoint::open`] with explicit caps. Every file must be a regular
+    /// file (a FIFO, device, directory or link loop is refused with what it
+    /// is); the JSON files are read only up to `limits.json_bytes`.
+    pub fn open_with(dir: &Path, limits: &Limits) -> Result<Self> {
+        files::expect_dir(dir, "a checkpoint directory")?;
         let config_path = dir.join("config.json");
-        let config_json = String::from_utf8(read(&config_path)?)
-            .map_err(|_| Error::config("<file>", format!("{} is not UTF-8", config_path.display())))?;
+        let config_json = String::from_utf8(files::read_capped(&config_path, "config.json", limits.json_bytes)?).map_err(|e| {
+            Error::file(&config_path, format!("is not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()))
+        })?;
         let single = dir.join("model.safetensors");
         let index_path = dir.join("model.safetensors.index.json");
-        let files: Vec<PathBuf> = if single.exists() {
-            vec![single]
-        } else if index_path.exists() {
-            shard_files(&index_path)?.into_iter().map(|f| dir.join(f)).collect()
-        } else {
+        let origin = text::path(dir);
+        if files::present(&single)? {
+            let shard = Shard::parse(text::path(&single), Bytes::Mapped(files::map(&single)?))?;
+            return Self::assemble(config_json, origin, vec![shard]);
+        }
+        if !files::present(&index_path)? {
             return Err(Error::Io {
                 path: single,
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no model.safetensors or model.safetensors.index.json here"),
             });
-        };
-        let shards = files.iter().map(|p| Shard::parse(p.display().to_string(), Bytes::Mapped(map(p)?))).collect::<Result<Vec<_>>>()?;
-        Self::assemble(config_json, dir.display().to_string(), shards)
+        }
+        let index = ShardIndex::read(&index_path, limits)?;
+        let shards = index
+            .files
+            .iter()
+            .map(|f| {
+                let p = dir.join(f);
+                Shard::parse(text::path(&p), Bytes::Mapped(files::map(&p)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ck = Self::assemble(config_json, origin, shards)?;
+        ck.check_index(&index, &text::path(&index_path))?;
+        Ok(ck)
+    }
+
+    /// Every tensor the index maps to a shard must be in that shard's
+    /// header: an index that points elsewhere is damaged, and which copy a
+    /// load would read is not something to guess.
+    fn check_index(&self, index: &ShardIndex, index_name: &str) -> Result<()> {
+        for (tensor, file) in &index.map {
+            if self.index.get(tensor) != Some(file) {
+                let (listed, actual) = (&self.shards[*file].name, self.index.get(tensor).map(|&i| &self.shards[i].name));
+                let where_ = match actual {
+                    Some(a) => format!("it is in {a}"),
+                    None => "no shard the index lists holds it".to_string(),
+                };
+                return Err(Error::checkpoint(
+                    index_name,
+                    format!("weight_map maps `{}` to {listed}, whose header does not list it ({where_})", clip(tensor)),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// A checkpoint held in memory for the life of the program (the default
@@ -146,7 +211,7 @@ impl Checkpoint {
         for (i, s) in shards.iter().enumerate() {
             for name in s.meta.tensors().keys() {
                 if let Some(prev) = index.insert(name.clone(), i) {
-                    return Err(Error::checkpoint(&s.name, format!("tensor `{name}` also appears in {}", shards[prev].name)));
+                    return Err(Error::checkpoint(&s.name, format!("tensor `{}` also appears in {}", clip(name), shards[prev].name)));
                 }
             }
         }
@@ -179,12 +244,17 @@ impl Checkpoint {
             return Err(Error::WrongShape { name: full, expected: expected.to_vec(), found: info.shape.clone() });
         }
         let raw = s.data(info);
-        let data: Vec<u16> = match info.dtype {
-            Dtype::BF16 => raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect(),
-            Dtype::F16 => raw.chunks_exact(2).map(|c| bf16::from_f32(f16::from_le_bytes([c[0], c[1]]).to_f32()).to_bits()).collect(),
-            Dtype::F32 => raw.chunks_exact(4).map(|c| bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_bits()).collect(),
+        let width = match info.dtype {
+            Dtype::BF16 | Dtype::F16 => 2,
+            Dtype::F32 => 4,
             other => return Err(Error::WrongDtype { name: full, dtype: format!("{other:?}") }),
         };
+        let mut data: Vec<u16> = reserve(raw.len() / width, &full)?;
+        match info.dtype {
+            Dtype::BF16 => data.extend(raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))),
+            Dtype::F16 => data.extend(raw.chunks_exact(2).map(|c| bf16::from_f32(f16::from_le_bytes([c[0], c[1]]).to_f32()).to_bits())),
+            _ => data.extend(raw.chunks_exact(4).map(|c| bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_bits())),
+        }
         Ok(HostTensor { name: full, shape: info.shape.clone(), data })
     }
 
@@ -196,37 +266,191 @@ impl Checkpoint {
         let s = &self.shards[shard];
         let info = s.meta.info(&t.name).expect("resolved above");
         if info.dtype == Dtype::F32 {
-            return Ok(s.data(info).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect());
+            let mut v = reserve(t.data.len(), &t.name)?;
+            v.extend(s.data(info).chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+            return Ok(v);
         }
-        Ok(t.to_f32())
+        t.to_f32()
     }
 }
 
-/// The distinct shard file names in an index's `weight_map`, in first-seen order.
-fn shard_files(index_path: &Path) -> Result<Vec<String>> {
-    let name = index_path.display().to_string();
-    let v: serde_json::Value =
-        serde_json::from_slice(&read(index_path)?).map_err(|e| Error::checkpoint(&name, format!("index is not valid JSON: {e}")))?;
-    let map =
-        v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::checkpoint(&name, "index has no `weight_map` object"))?;
-    let mut files: Vec<String> = Vec::new();
-    for (tensor, file) in map {
-        let f = file.as_str().ok_or_else(|| Error::checkpoint(&name, format!("weight_map[{tensor}] is not a file name")))?;
-        // Shards live beside the index; a path that climbs out is refused.
-        if f.contains('/') || f.contains('\\') || f == ".." || f.is_empty() {
-            return Err(Error::checkpoint(&name, format!("weight_map[{tensor}] = `{f}` is not a plain file name")));
-        }
-        if !files.iter().any(|x| x == f) {
-            files.push(f.to_string());
-        }
+/// A parsed `model.safetensors.index.json`.
+struct ShardIndex {
+    /// The distinct shard file names, in first-seen order.
+    files: Vec<String>,
+    /// Tensor name and position in `files`, in the index's order (so the
+    /// first inconsistency reported is the same on every run).
+    map: Vec<(String, usize)>,
+}
+
+impl ShardIndex {
+    fn read(path: &Path, limits: &Limits) -> Result<Self> {
+        let bytes = files::read_capped(path, "model.safetensors.index.json", limits.json_bytes)?;
+        Self::parse(&text::path(path), &bytes)
     }
-    if files.is_empty() {
-        return Err(Error::checkpoint(&name, "weight_map is empty"));
+
+    fn parse(name: &str, bytes: &[u8]) -> Result<Self> {
+        // Strict: a tensor listed twice in weight_map is refused, not resolved by order.
+        let v = crate::json::parse(bytes).map_err(|e| Error::checkpoint(name, format!("index is not valid JSON: {e}")))?;
+        let map =
+            v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::checkpoint(name, "index has no `weight_map` object"))?;
+        let mut names = Vec::with_capacity(map.len());
+        for (tensor, file) in map {
+            let f = file.as_str().ok_or_else(|| Error::checkpoint(name, format!("weight_map[`{}`] is not a file name", clip(tensor))))?;
+            // Shards live beside the index: a path that climbs out, or names
+            // the directory itself, is refused.
+            if f.is_empty() || f == "." || f == ".." || f.contains(['/', '\\', '\0']) {
+                return Err(Error::checkpoint(name, format!("weight_map[`{}`] = `{}` is not a plain file name", clip(tensor), clip(f))));
+            }
+            names.push(f);
+        }
+        if names.is_empty() {
+            return Err(Error::checkpoint(name, "weight_map is empty"));
+        }
+        let (files, of) = dedupe(names);
+        Ok(ShardIndex { files, map: map.keys().cloned().zip(of).collect() })
     }
-    Ok(files)
+}
+
+/// The distinct names in first-seen order, and the position of each input
+/// among them. Hashed: the linear search this replaces made a
+/// 300,000-shard index take minutes.
+fn dedupe<'a>(names: impl IntoIterator<Item = &'a str>) -> (Vec<String>, Vec<usize>) {
+    let mut position: HashMap<&str, usize> = HashMap::new();
+    let mut distinct = Vec::new();
+    let of = names
+        .into_iter()
+        .map(|n| {
+            *position.entry(n).or_insert_with(|| {
+                distinct.push(n.to_string());
+                distinct.len() - 1
+            })
+        })
+        .collect();
+    (distinct, of)
 }
 
 /// bf16 bits of f32 values, round to nearest even (for quantised copies and tests).
 pub fn bf16_bits(v: &[f32]) -> Vec<u16> {
     v.iter().map(|&x| bf16::from_f32(x).to_bits()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    struct Dir(PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    fn tmp(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("switchyard-ck-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+
+    /// A safetensors file of bf16 vectors `name -> [n]`, header written by
+    /// hand so that it can say things the serializer would not (a name twice).
+    fn st(entries: &[(&str, usize)]) -> Vec<u8> {
+        let (mut header, mut off) = (Vec::new(), 0);
+        for (name, n) in entries {
+            header.push(format!(r#""{name}":{{"dtype":"BF16","shape":[{n}],"data_offsets":[{off},{}]}}"#, off + 2 * n));
+            off += 2 * n;
+        }
+        let mut h = format!("{{{}}}", header.join(",")).into_bytes();
+        h.resize(h.len().next_multiple_of(8), b' ');
+        let mut out = (h.len() as u64).to_le_bytes().to_vec();
+        out.extend(h);
+        out.resize(out.len() + off, 0);
+        out
+    }
+
+    fn err(r: Result<Checkpoint>) -> String {
+        match r {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_tensor_listed_twice_in_a_header_is_refused() {
+        let mut b = st(&[("a", 2), ("b", 2)]);
+        let header = String::from_utf8(b[8..].to_vec()).unwrap().replace("\"b\"", "\"a\"");
+        b[8..].copy_from_slice(header.as_bytes());
+        let e = err(Checkpoint::from_bytes("t", "{}".into(), b));
+        assert!(e.contains("tensor `a` is listed twice in the safetensors header"), "{e}");
+        Checkpoint::from_bytes("t", "{}".into(), st(&[("a", 2), ("b", 2)])).expect("distinct names load");
+    }
+
+    fn sharded(tag: &str, map: &str, shards: &[(&str, &[(&str, usize)])]) -> Dir {
+        let d = tmp(tag);
+        std::fs::write(d.0.join("config.json"), "{}").unwrap();
+        std::fs::write(d.0.join("model.safetensors.index.json"), format!(r#"{{"weight_map": {map}}}"#)).unwrap();
+        for (name, entries) in shards {
+            std::fs::write(d.0.join(name), st(entries)).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn an_index_must_match_the_shard_headers() {
+        let shards: &[(&str, &[(&str, usize)])] = &[("s1", &[("a", 2)]), ("s2", &[("b", 2)])];
+        let d = sharded("index-ok", r#"{"a": "s1", "b": "s2"}"#, shards);
+        let ck = Checkpoint::open_with(&d.0, &Limits::default()).unwrap();
+        assert!(ck.contains("a") && ck.contains("b"));
+        let d = sharded("index-swapped", r#"{"a": "s2", "b": "s1"}"#, shards);
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("maps `a` to") && e.contains("s2, whose header does not list it (it is in") && e.contains("s1)"), "{e}");
+        let d = sharded("index-wrong", r#"{"a": "s2", "b": "s2"}"#, shards);
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("maps `a` to") && e.contains("(no shard the index lists holds it)"), "{e}");
+        let d = sharded("index-ghost", r#"{"a": "s1", "b": "s2", "c": "s1"}"#, shards);
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("maps `c` to") && e.contains("no shard the index lists holds it"), "{e}");
+        let d = sharded("index-dup", r#"{"a": "s1", "a": "s1", "b": "s2"}"#, shards);
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("duplicate key `a`"), "{e}");
+    }
+
+    #[test]
+    fn shard_names_must_be_plain_file_names() {
+        for bad in [".", "..", "", "../x", "a/b", "a\\\\b"] {
+            let e = ShardIndex::parse("idx", format!(r#"{{"weight_map": {{"t": "{bad}"}}}}"#).as_bytes()).err().unwrap().to_string();
+            assert!(e.contains("is not a plain file name"), "{bad:?}: {e}");
+        }
+        let e = ShardIndex::parse("idx", br#"{"weight_map": {"t\u001b]0;x\u0007": "a/b"}}"#).err().unwrap().to_string();
+        assert!(e.contains("t\\u{1b}]0;x\\u{7}") && !e.contains('\u{1b}'), "{e}");
+    }
+
+    /// 300,000 distinct shard names: de-duplication is linear (it was
+    /// quadratic: 4.5·10^10 comparisons, minutes at this size).
+    #[test]
+    fn shard_names_dedupe_in_linear_time() {
+        let names: Vec<String> = (0..300_000).map(|i| format!("shard-{i}.safetensors")).collect();
+        let t0 = std::time::Instant::now();
+        let (distinct, of) = dedupe(names.iter().map(String::as_str).chain(["shard-7.safetensors"]));
+        assert!(t0.elapsed().as_secs() < 10, "took {:?}", t0.elapsed());
+        assert_eq!((distinct.len(), of.len(), of[300_000], of[299_999]), (300_000, 300_001, 7, 299_999));
+        let idx = ShardIndex::parse("idx", br#"{"weight_map": {"b": "s2", "a": "s1", "c": "s2"}}"#).unwrap();
+        assert_eq!(idx.files, ["s1", "s2"]);
+        assert_eq!(idx.map, [("a".to_string(), 0), ("b".to_string(), 1), ("c".to_string(), 1)]);
+    }
+
+    #[test]
+    fn what_the_directory_holds_is_named() {
+        let d = tmp("nothing");
+        std::fs::write(d.0.join("config.json"), "{}").unwrap();
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("model.safetensors: no model.safetensors or model.safetensors.index.json here"), "{e}");
+        std::fs::create_dir(d.0.join("model.safetensors")).unwrap();
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("model.safetensors: is a directory, not a regular file"), "{e}");
+        std::fs::write(d.0.join("config.json"), b"{\"a\": \"\xff\"}").unwrap();
+        let e = err(Checkpoint::open_with(&d.0, &Limits::default()));
+        assert!(e.contains("config.json: is not UTF-8 text (invalid byte at offset 7)"), "{e}");
+    }
 }

@@ -9,6 +9,7 @@
 //! feature the graph does not implement is refused with an error naming the
 //! field, rather than silently computing something else.
 use crate::error::{Error, Result};
+use crate::text::clip;
 use serde_json::{Map, Value};
 
 /// Attention flavour of one decoder layer.
@@ -118,11 +119,19 @@ const MAX_HEAD_DIM: usize = 512;
 pub const MAX_LAYERS: usize = 4096;
 
 impl ModelConfig {
-    /// Parses `config.json` text.
+    /// Parses `config.json` text. A key given twice in one object is an
+    /// error (plain serde_json would keep the last one silently).
     pub fn from_json(text: &str) -> Result<Self> {
-        let v: Value = serde_json::from_str(text).map_err(|e| Error::config("<file>", format!("not valid JSON: {e}")))?;
+        let v = crate::json::parse(text.as_bytes()).map_err(|e| Error::config("<file>", format!("not valid JSON: {e}")))?;
         let root = v.as_object().ok_or_else(|| Error::config("<file>", "the top level must be a JSON object"))?;
         Self::from_value(root)
+    }
+
+    /// Parses the bytes of a `config.json` file (which must be UTF-8).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let text = std::str::from_utf8(bytes)
+            .map_err(|e| Error::config("<file>", format!("not UTF-8 (invalid byte at offset {})", e.valid_up_to())))?;
+        Self::from_json(text)
     }
 
     /// Parses an already-decoded JSON object (the top-level config).
@@ -138,11 +147,14 @@ impl ModelConfig {
                 match opt_str(tc, "text_config.", "model_type")? {
                     Some("gemma4_text") | None => (tc, "text_config.".to_string()),
                     Some(other) => {
-                        return Err(Error::config("text_config.model_type", format!("`{other}` is not supported (expected gemma4_text)")))
+                        return Err(Error::config(
+                            "text_config.model_type",
+                            format!("`{}` is not supported (expected gemma4_text)", clip(other)),
+                        ))
                     }
                 }
             }
-            Some(other) => return Err(Error::config("model_type", format!("`{other}` is not supported (expected gemma4_text)"))),
+            Some(other) => return Err(Error::config("model_type", format!("`{}` is not supported (expected gemma4_text)", clip(other)))),
             None => return Err(Error::config("model_type", "missing (expected gemma4_text)")),
         };
         Parser { obj, prefix }.parse()
@@ -154,6 +166,11 @@ impl ModelConfig {
     }
 }
 
+/// A per-layer value and the full name of the field it came from.
+type Sourced = Option<(usize, String)>;
+/// A layer's `(head_dim, num_key_value_heads)` overrides.
+type Override = (Sourced, Sourced);
+
 /// Reads fields of one JSON object, naming them with `prefix` in errors.
 struct Parser<'a> {
     obj: &'a Map<String, Value>,
@@ -164,8 +181,18 @@ fn opt_str<'a>(obj: &'a Map<String, Value>, prefix: &str, key: &str) -> Result<O
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(Error::config(format!("{prefix}{key}"), format!("expected a string, found {other}"))),
+        Some(other) => Err(Error::config(format!("{prefix}{key}"), format!("expected a string, found {}", brief(other)))),
     }
+}
+
+/// A number as JSON writes it (`1e-50`, not fifty zeros).
+fn num(x: f64) -> String {
+    Value::from(x).to_string()
+}
+
+/// A JSON value for a message, clipped (a value may be megabytes long).
+fn brief(v: &Value) -> String {
+    clip(&v.to_string())
 }
 
 fn as_count(v: &Value) -> Option<usize> {
@@ -188,7 +215,7 @@ impl Parser<'_> {
     fn count_opt(&self, key: &str) -> Result<Option<usize>> {
         match self.present(key) {
             None => Ok(None),
-            Some(v) => as_count(v).map(Some).ok_or_else(|| self.err(key, format!("expected a non-negative integer, found {v}"))),
+            Some(v) => as_count(v).map(Some).ok_or_else(|| self.err(key, format!("expected a non-negative integer, found {}", brief(v)))),
         }
     }
 
@@ -209,7 +236,7 @@ impl Parser<'_> {
         match self.present(key) {
             None => Ok(default),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(v) => Err(self.err(key, format!("expected true or false, found {v}"))),
+            Some(v) => Err(self.err(key, format!("expected true or false, found {}", brief(v)))),
         }
     }
 
@@ -218,9 +245,27 @@ impl Parser<'_> {
             None => Ok(None),
             Some(v) => match v.as_f64() {
                 Some(x) if x.is_finite() => Ok(Some(x)),
-                _ => Err(self.err(key, format!("expected a number, found {v}"))),
+                _ => Err(self.err(key, format!("expected a number, found {}", brief(v)))),
             },
         }
+    }
+
+    /// `x` (the value of `key`) as the f32 the kernels compute with. A
+    /// value that f32 cannot hold is refused here, in the user's terms,
+    /// rather than turning into 0 or infinity and showing up later as NaN
+    /// logits.
+    fn to_f32(&self, key: &str, x: f64) -> Result<f32> {
+        let y = x as f32;
+        if y.is_infinite() {
+            return Err(self.err(key, format!("{} overflows f32, the precision the kernels use (largest: {:e})", num(x), f32::MAX)));
+        }
+        if x != 0.0 && !y.is_normal() {
+            return Err(self.err(
+                key,
+                format!("{} underflows to {y} in f32, the precision the kernels use (smallest accepted: {:e})", num(x), f32::MIN_POSITIVE),
+            ));
+        }
+        Ok(y)
     }
 
     fn str_opt(&self, key: &str) -> Result<Option<&str>> {
@@ -241,40 +286,53 @@ impl Parser<'_> {
         let head_dim = self.dim("head_dim")?;
         let eps = self.float_opt("rms_norm_eps")?.unwrap_or(1e-6);
         if eps < 0.0 {
-            return Err(self.err("rms_norm_eps", format!("{eps} must be >= 0")));
+            return Err(self.err("rms_norm_eps", format!("{} must be >= 0", num(eps))));
         }
+        let eps = self.to_f32("rms_norm_eps", eps)?;
         let sliding_window = self.count_or("sliding_window", 512)?;
         let max_position_embeddings = self.count_or("max_position_embeddings", 131_072)?;
+        if max_position_embeddings == 0 {
+            return Err(self.err("max_position_embeddings", "must be > 0 (the context length in tokens)"));
+        }
         let softcap = self.float_opt("final_logit_softcapping")?.unwrap_or(0.0);
         if softcap < 0.0 {
-            return Err(self.err("final_logit_softcapping", format!("{softcap} must be >= 0 (or null)")));
+            return Err(self.err("final_logit_softcapping", format!("{} must be >= 0 (or null)", num(softcap))));
         }
+        let softcap = self.to_f32("final_logit_softcapping", softcap)?;
         let k_eq_v = self.bool_or("attention_k_eq_v", false)?;
         let kinds = self.layer_types(num_layers)?;
-        let ropes = [self.rope(LayerKind::Sliding)?, self.rope(LayerKind::Full)?];
+        let ropes = [self.rope(LayerKind::Sliding, max_position_embeddings)?, self.rope(LayerKind::Full, max_position_embeddings)?];
         let overrides = self.per_layer(&kinds, k_eq_v)?;
 
         let mut layers = Vec::with_capacity(num_layers);
         for (i, &kind) in kinds.iter().enumerate() {
-            let (hd, nkv) = overrides[i];
-            let (hd, nkv) = (hd.unwrap_or(head_dim), nkv.unwrap_or(num_kv_heads));
-            let field = |k: &str| {
-                if overrides[i].0.is_some() || overrides[i].1.is_some() {
-                    format!("per_layer_config.{i}.{k}")
-                } else {
-                    k.to_string()
-                }
-            };
+            // Each value is blamed on the key it was read from: the base
+            // field, a per_layer_config entry as the user wrote its key, or
+            // the global_* field that HF applies to full-attention layers.
+            let (hd, hd_field) = overrides[i].0.clone().unwrap_or_else(|| (head_dim, self.name("head_dim")));
+            let (nkv, nkv_field) = overrides[i].1.clone().unwrap_or_else(|| (num_kv_heads, self.name("num_key_value_heads")));
+            let kind_name = kind.hf_name();
             if hd == 0 || hd % 8 != 0 || hd > MAX_HEAD_DIM {
                 return Err(Error::config(
-                    self.name(&field("head_dim")),
-                    format!("layer {i}: head_dim = {hd} must be a multiple of 8 in 8..={MAX_HEAD_DIM} (attention kernels)"),
+                    hd_field,
+                    format!(
+                        "= {hd} (layer {i}, {kind_name}): a head_dim must be a multiple of 8 in 8..={MAX_HEAD_DIM} (attention kernels)"
+                    ),
                 ));
             }
             if nkv == 0 || num_heads % nkv != 0 {
                 return Err(Error::config(
-                    self.name(&field("num_key_value_heads")),
-                    format!("layer {i}: {nkv} KV heads must divide num_attention_heads = {num_heads}"),
+                    nkv_field,
+                    format!("= {nkv} (layer {i}, {kind_name}): the KV heads must divide num_attention_heads = {num_heads}"),
+                ));
+            }
+            // Tensor shapes multiply these (q_proj is [num_heads · head_dim,
+            // hidden]); a product past usize is refused here, by field, before
+            // any shape is computed from it.
+            if num_heads.checked_mul(hd).is_none() {
+                return Err(self.err(
+                    "num_attention_heads",
+                    format!("= {num_heads}: times head_dim {hd} (layer {i}) it overflows a tensor dimension"),
                 ));
             }
             let sliding = kind == LayerKind::Sliding;
@@ -303,9 +361,9 @@ impl Parser<'_> {
             intermediate_size,
             num_heads,
             layers,
-            final_logit_softcapping: softcap as f32,
+            final_logit_softcapping: softcap,
             moe: self.moe()?,
-            eps: eps as f32,
+            eps,
             eos_token_ids: self.eos()?,
             max_position_embeddings,
         })
@@ -330,14 +388,14 @@ impl Parser<'_> {
         self.bool_or("use_double_wide_mlp", false)?;
         if let Some(act) = self.str_opt("hidden_activation")? {
             if act != "gelu_pytorch_tanh" {
-                return Err(self.err("hidden_activation", format!("`{act}` is not supported (only gelu_pytorch_tanh)")));
+                return Err(self.err("hidden_activation", format!("`{}` is not supported (only gelu_pytorch_tanh)", clip(act))));
             }
         }
         if let Some(b) = self.str_opt("use_bidirectional_attention")? {
             match b {
                 "vision" => {} // affects vision tokens only; a text-only graph is unchanged
                 "all" => return Err(self.err("use_bidirectional_attention", "`all` (bidirectional text attention) is not supported")),
-                other => return Err(self.err("use_bidirectional_attention", format!("unknown value `{other}`"))),
+                other => return Err(self.err("use_bidirectional_attention", format!("unknown value `{}`", clip(other)))),
             }
         }
         if self.bool_or("attention_bias", false)? {
@@ -350,26 +408,27 @@ impl Parser<'_> {
     }
 
     fn layer_types(&self, n: usize) -> Result<Vec<LayerKind>> {
-        let mut kinds =
-            match self.present("layer_types") {
-                // HF's default: five sliding layers, then one full.
-                None => (0..n).map(|i| if (i + 1) % 6 != 0 { LayerKind::Sliding } else { LayerKind::Full }).collect(),
-                Some(Value::Array(a)) => {
-                    if a.len() != n {
-                        return Err(self.err("layer_types", format!("has {} entries, num_hidden_layers = {n}", a.len())));
-                    }
-                    a.iter()
-                        .enumerate()
-                        .map(|(i, t)| match t.as_str() {
-                            Some("sliding_attention") => Ok(LayerKind::Sliding),
-                            Some("full_attention") => Ok(LayerKind::Full),
-                            _ => Err(self
-                                .err(&format!("layer_types[{i}]"), format!("{t}: expected \"sliding_attention\" or \"full_attention\""))),
-                        })
-                        .collect::<Result<Vec<_>>>()?
+        let mut kinds = match self.present("layer_types") {
+            // HF's default: five sliding layers, then one full.
+            None => (0..n).map(|i| if (i + 1) % 6 != 0 { LayerKind::Sliding } else { LayerKind::Full }).collect(),
+            Some(Value::Array(a)) => {
+                if a.len() != n {
+                    return Err(self.err("layer_types", format!("has {} entries, num_hidden_layers = {n}", a.len())));
                 }
-                Some(v) => return Err(self.err("layer_types", format!("expected a list, found {v}"))),
-            };
+                a.iter()
+                    .enumerate()
+                    .map(|(i, t)| match t.as_str() {
+                        Some("sliding_attention") => Ok(LayerKind::Sliding),
+                        Some("full_attention") => Ok(LayerKind::Full),
+                        _ => Err(self.err(
+                            &format!("layer_types[{i}]"),
+                            format!("{}: expected \"sliding_attention\" or \"full_attention\"", brief(t)),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>>>()?
+            }
+            Some(v) => return Err(self.err("layer_types", format!("expected a list, found {}", brief(v)))),
+        };
         // HF forces the last layer to full attention (with a warning); the
         // oracle computes that, so this graph does too.
         if let Some(last) = kinds.last_mut() {
@@ -378,7 +437,7 @@ impl Parser<'_> {
         Ok(kinds)
     }
 
-    fn rope(&self, kind: LayerKind) -> Result<Rope> {
+    fn rope(&self, kind: LayerKind, max_pos: usize) -> Result<Rope> {
         let default = match kind {
             LayerKind::Sliding => Rope { theta: 10_000.0, partial_rotary_factor: 1.0, factor: 1.0, proportional: false },
             LayerKind::Full => Rope { theta: 1_000_000.0, partial_rotary_factor: 0.25, factor: 1.0, proportional: true },
@@ -393,66 +452,109 @@ impl Parser<'_> {
             match rp.get(type_name) {
                 None | Some(Value::Null) => return Ok(default),
                 Some(Value::Object(o)) => (o, format!("rope_parameters.{type_name}")),
-                Some(v) => return Err(self.err(&format!("rope_parameters.{type_name}"), format!("expected an object, found {v}"))),
+                Some(v) => return Err(self.err(&format!("rope_parameters.{type_name}"), format!("expected an object, found {}", brief(v)))),
             }
         };
         let sub = Parser { obj: params, prefix: format!("{}{at}.", self.prefix) };
         let rope_type = sub.str_opt("rope_type")?.unwrap_or("default");
         let theta = sub.float_opt("rope_theta")?.ok_or_else(|| sub.err("rope_theta", "missing (required)"))?;
         if theta <= 0.0 {
-            return Err(sub.err("rope_theta", format!("{theta} must be > 0")));
+            return Err(sub.err("rope_theta", format!("{} must be > 0", num(theta))));
         }
+        let theta32 = sub.to_f32("rope_theta", theta)?;
+        // The tables hold cos/sin of position · inverse frequency, computed
+        // in f32 as HF does; the largest inverse frequency is
+        // max(1, 1/theta) / factor, so that product must stay finite at the
+        // last position, or every rotated value is NaN.
+        let angles_fit = |factor: f32| {
+            let largest = (1.0f32 / theta32).max(1.0) / factor;
+            largest.is_finite() && (largest * max_pos as f32).is_finite()
+        };
+        let overflow = |what: &str| {
+            sub.err(
+                "rope_theta",
+                format!("{}{what}: the RoPE angle at position max_position_embeddings = {max_pos} overflows f32 (a larger rope_theta, or a smaller context)", num(theta)),
+            )
+        };
         match rope_type {
-            "default" => Ok(Rope { theta, partial_rotary_factor: 1.0, factor: 1.0, proportional: false }),
+            "default" => {
+                if !angles_fit(1.0) {
+                    return Err(overflow(""));
+                }
+                Ok(Rope { theta, partial_rotary_factor: 1.0, factor: 1.0, proportional: false })
+            }
             "proportional" => {
                 let p = sub.float_opt("partial_rotary_factor")?.unwrap_or(1.0);
                 if !(0.0..=1.0).contains(&p) {
-                    return Err(sub.err("partial_rotary_factor", format!("{p} must be in [0, 1]")));
+                    return Err(sub.err("partial_rotary_factor", format!("{} must be in [0, 1]", num(p))));
                 }
                 let factor = sub.float_opt("factor")?.unwrap_or(1.0);
                 if factor <= 0.0 {
-                    return Err(sub.err("factor", format!("{factor} must be > 0")));
+                    return Err(sub.err("factor", format!("{} must be > 0", num(factor))));
+                }
+                if !angles_fit(sub.to_f32("factor", factor)?) {
+                    return Err(overflow(&format!(" with factor {}", num(factor))));
                 }
                 Ok(Rope { theta, partial_rotary_factor: p, factor, proportional: true })
             }
-            other => Err(sub.err("rope_type", format!("`{other}` is not supported (only \"default\" and \"proportional\")"))),
+            other => Err(sub.err("rope_type", format!("`{}` is not supported (only \"default\" and \"proportional\")", clip(other)))),
         }
     }
 
-    /// Per-layer `(head_dim, num_key_value_heads)` overrides.
-    fn per_layer(&self, kinds: &[LayerKind], k_eq_v: bool) -> Result<Vec<(Option<usize>, Option<usize>)>> {
+    /// Per-layer `(head_dim, num_key_value_heads)` overrides, each with the
+    /// full name of the field it was read from.
+    fn per_layer(&self, kinds: &[LayerKind], k_eq_v: bool) -> Result<Vec<Override>> {
         let n = kinds.len();
-        let mut out = vec![(None, None); n];
+        let mut out: Vec<Override> = vec![(None, None); n];
         match self.present("per_layer_config") {
             Some(Value::Object(map)) => {
+                // The key each layer was given under: "1" and "01" both parse
+                // to layer 1, and one silently overriding the other would
+                // make the result depend on key order.
+                let mut key_of: Vec<Option<&str>> = vec![None; n];
                 for (key, ov) in map {
-                    let at = format!("per_layer_config.{key}");
-                    let i: usize = key.trim().parse().map_err(|_| self.err(&at, "key must be a layer index"))?;
-                    if i >= n {
-                        return Err(self.err(&at, format!("layer {i} does not exist (num_hidden_layers = {n})")));
+                    let at = format!("per_layer_config.{}", clip(key));
+                    let index = if !key.is_empty() && key.bytes().all(|b| b.is_ascii_digit()) { Some(key.parse::<usize>()) } else { None };
+                    let i = match index {
+                        None => return Err(self.err(&at, "key must be a layer index (decimal digits, optionally zero-padded)")),
+                        Some(Ok(i)) if i < n => i,
+                        Some(_) => {
+                            return Err(self
+                                .err(&at, format!("layer {} does not exist (num_hidden_layers = {n})", clip(key.trim_start_matches('0')))))
+                        }
+                    };
+                    if let Some(prev) = key_of[i].replace(key) {
+                        return Err(self
+                            .err("per_layer_config", format!("keys `{}` and `{}` both name layer {i}; keep one", clip(prev), clip(key))));
                     }
-                    let ov = ov.as_object().ok_or_else(|| self.err(&at, format!("expected an object, found {ov}")))?;
+                    let ov = ov.as_object().ok_or_else(|| self.err(&at, format!("expected an object, found {}", brief(ov))))?;
                     let sub = Parser { obj: ov, prefix: format!("{}{at}.", self.prefix) };
                     for k in ov.keys() {
                         if k != "head_dim" && k != "num_key_value_heads" {
                             return Err(
-                                sub.err(k, "per-layer override of this field is not supported (only head_dim, num_key_value_heads)")
+                                sub.err(&clip(k), "per-layer override of this field is not supported (only head_dim, num_key_value_heads)")
                             );
                         }
                     }
-                    out[i] = (sub.count_opt("head_dim")?, sub.count_opt("num_key_value_heads")?);
+                    let hd = sub.count_opt("head_dim")?.map(|v| (v, sub.name("head_dim")));
+                    let nkv = sub.count_opt("num_key_value_heads")?.map(|v| (v, sub.name("num_key_value_heads")));
+                    out[i] = (hd, nkv);
                 }
             }
-            Some(v) => return Err(self.err("per_layer_config", format!("expected an object keyed by layer index, found {v}"))),
+            Some(v) => return Err(self.err("per_layer_config", format!("expected an object keyed by layer index, found {}", brief(v)))),
             None => {
                 // HF __post_init__ without per_layer_config: full layers take
                 // global_head_dim (default 512), and num_global_key_value_heads
                 // when attention_k_eq_v gates it in.
-                let ghd = self.count_or("global_head_dim", 512)?;
+                let ghd = match self.count_opt("global_head_dim")? {
+                    Some(v) => (v, self.name("global_head_dim")),
+                    None => (512, self.name("global_head_dim (absent: HF's default 512)")),
+                };
                 let gkv = self.count_opt("num_global_key_value_heads")?.filter(|_| k_eq_v);
+                let gkv = gkv.map(|v| (v, self.name("num_global_key_value_heads")));
                 for (i, k) in kinds.iter().enumerate() {
                     if *k == LayerKind::Full {
-                        out[i] = (Some(ghd), gkv);
+                        out[i] = (Some(ghd.clone()), gkv.clone());
                     }
                 }
             }
@@ -481,6 +583,11 @@ impl Parser<'_> {
                 format!("{} exceeds the router kernel's {}", m.num_experts, switchyard_kernels::moe::expert::MAX_EXPERTS),
             ));
         }
+        if m.intermediate.checked_mul(2).is_none() {
+            return Err(
+                self.err("moe_intermediate_size", format!("= {}: twice it (gate and up) overflows a tensor dimension", m.intermediate))
+            );
+        }
         if m.intermediate % 8 != 0 {
             return Err(self.err("moe_intermediate_size", format!("{} must be a multiple of 8 (grouped expert GEMM rows)", m.intermediate)));
         }
@@ -497,9 +604,134 @@ impl Parser<'_> {
             Some(Value::Array(a)) => a
                 .iter()
                 .enumerate()
-                .map(|(i, v)| id(v).ok_or_else(|| self.err(&format!("eos_token_id[{i}]"), format!("expected a token id, found {v}"))))
+                .map(|(i, v)| {
+                    id(v).ok_or_else(|| self.err(&format!("eos_token_id[{i}]"), format!("expected a token id, found {}", brief(v))))
+                })
                 .collect(),
-            Some(v) => id(v).map(|x| vec![x]).ok_or_else(|| self.err("eos_token_id", format!("expected a token id or a list, found {v}"))),
+            Some(v) => {
+                id(v).map(|x| vec![x]).ok_or_else(|| self.err("eos_token_id", format!("expected a token id or a list, found {}", brief(v))))
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A minimal valid config: two sliding layers, then a full one.
+    fn base() -> Value {
+        json!({
+            "model_type": "gemma4_text", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 3, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
+            "hidden_size_per_layer_input": 0, "max_position_embeddings": 256, "sliding_window": 8,
+            "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+        })
+    }
+
+    fn parse(v: &Value) -> Result<ModelConfig> {
+        ModelConfig::from_json(&v.to_string())
+    }
+
+    #[track_caller]
+    fn refused(v: &Value, field: &str, needle: &str) {
+        match parse(v) {
+            Err(Error::Config { field: f, reason }) => {
+                assert_eq!(f, field, "blamed the wrong field ({reason})");
+                assert!(reason.contains(needle), "`{reason}` does not say `{needle}`");
+            }
+            other => panic!("expected a config error on `{field}`, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn global_fields_are_blamed_by_their_own_names() {
+        let mut v = base();
+        v["global_head_dim"] = json!(44);
+        refused(&v, "global_head_dim", "= 44 (layer 2, full_attention)");
+        let mut v = base();
+        v["attention_k_eq_v"] = json!(true);
+        v["num_global_key_value_heads"] = json!(3);
+        refused(&v, "num_global_key_value_heads", "= 3 (layer 2, full_attention)");
+        // Only head_dim overridden on layer 2: its KV heads are still the base field's.
+        let mut v = base();
+        v["num_key_value_heads"] = json!(3);
+        v["per_layer_config"] = json!({"2": {"head_dim": 32}});
+        refused(&v, "num_key_value_heads", "= 3 (layer 0");
+        let mut v = base();
+        v["per_layer_config"] = json!({"002": {"head_dim": 12}});
+        refused(&v, "per_layer_config.002.head_dim", "= 12 (layer 2");
+        let mut v = base();
+        v["text_config"] = v.clone();
+        v["model_type"] = json!("gemma4");
+        v["text_config"]["global_head_dim"] = json!(44);
+        refused(&v, "text_config.global_head_dim", "= 44");
+    }
+
+    #[test]
+    fn per_layer_keys_naming_one_layer_twice_are_refused() {
+        let mut v = base();
+        v["per_layer_config"] = json!({"1": {"head_dim": 16}, "01": {"head_dim": 32}});
+        refused(&v, "per_layer_config", "keys `01` and `1` both name layer 1");
+        for key in ["+1", " 1", "-1", "1.0", "", "x"] {
+            let mut v = base();
+            v["per_layer_config"] = json!({key: {"head_dim": 16}});
+            refused(&v, &format!("per_layer_config.{key}"), "key must be a layer index");
+        }
+        let mut v = base();
+        v["per_layer_config"] = json!({"99999999999999999999999": {"head_dim": 16}});
+        refused(&v, "per_layer_config.99999999999999999999999", "does not exist");
+    }
+
+    #[test]
+    fn duplicate_json_keys_are_refused() {
+        let text = base().to_string().replacen("\"vocab_size\":64", "\"vocab_size\":64,\"vocab_size\":128", 1);
+        refused(&json!(null), "<file>", "the top level must be a JSON object");
+        match ModelConfig::from_json(&text) {
+            Err(e @ Error::Config { .. }) => assert!(e.to_string().contains("duplicate key `vocab_size`"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn floats_that_f32_cannot_hold_are_refused_in_the_users_terms() {
+        let mut v = base();
+        v["rope_parameters"] = json!({"rope_type": "default", "rope_theta": 1e-50});
+        refused(&v, "rope_parameters.rope_theta", "underflows to 0 in f32");
+        v["rope_parameters"]["rope_theta"] = json!(1e39);
+        refused(&v, "rope_parameters.rope_theta", "overflows f32");
+        // Representable, but the angle at the last position is not.
+        v["rope_parameters"]["rope_theta"] = json!(1e-37);
+        refused(&v, "rope_parameters.rope_theta", "overflows f32");
+        let mut v = base();
+        v["rope_parameters"] = json!({"full_attention": {"rope_type": "proportional", "rope_theta": 10000.0, "factor": 1e-300}});
+        refused(&v, "rope_parameters.full_attention.factor", "underflows");
+        let mut v = base();
+        v["final_logit_softcapping"] = json!(1e-50);
+        refused(&v, "final_logit_softcapping", "underflows");
+        v["final_logit_softcapping"] = json!(1e300);
+        refused(&v, "final_logit_softcapping", "overflows");
+        let mut v = base();
+        v["rms_norm_eps"] = json!(1e300);
+        refused(&v, "rms_norm_eps", "overflows");
+        parse(&base()).expect("the base config is valid");
+    }
+
+    #[test]
+    fn context_and_long_values() {
+        let mut v = base();
+        v["max_position_embeddings"] = json!(0);
+        refused(&v, "max_position_embeddings", "must be > 0");
+        v["max_position_embeddings"] = json!(u64::MAX);
+        assert_eq!(parse(&v).unwrap().max_position_embeddings as u64, u64::MAX);
+        let mut v = base();
+        v["model_type"] = json!("x".repeat(1 << 20));
+        let e = parse(&v).unwrap_err().to_string();
+        assert!(e.len() < 400 && e.contains("(1048576 bytes in all)"), "{}", &e[..e.len().min(400)]);
+        let mut v = base();
+        v["hidden_activation"] = json!("\u{1b}]0;pwned\u{7}");
+        let e = parse(&v).unwrap_err().to_string();
+        assert!(e.contains("\\u{1b}]0;pwned\\u{7}") && !e.chars().any(crate::text::is_unsafe), "{e}");
     }
 }

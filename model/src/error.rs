@@ -20,6 +20,15 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A path is not something the loader can read: a directory where a
+    /// file belongs, a FIFO or device, a dangling link, a file over its size
+    /// cap. `reason` says what the path really is.
+    File {
+        /// The path as the loader was given it.
+        path: PathBuf,
+        /// What it is, and why that will not do.
+        reason: String,
+    },
     /// A file could not be read.
     Io {
         /// The file.
@@ -57,6 +66,13 @@ pub enum Error {
         /// Its dtype.
         dtype: String,
     },
+    /// An environment variable this crate reads has a value it cannot use.
+    Env {
+        /// The variable.
+        name: String,
+        /// What is wrong with its value.
+        reason: String,
+    },
     /// The request itself is invalid (empty prompt, token id out of range, ...).
     Request(String),
     /// The computation produced something unusable (all-NaN logits).
@@ -75,12 +91,17 @@ impl Error {
     pub fn checkpoint(file: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Checkpoint { file: file.into(), reason: reason.into() }
     }
-}
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// Shorthand for [`Error::File`].
+    pub fn file(path: &std::path::Path, reason: impl Into<String>) -> Self {
+        Error::File { path: path.to_path_buf(), reason: reason.into() }
+    }
+
+    /// The message before escaping.
+    fn raw(&self, f: &mut dyn fmt::Write) -> fmt::Result {
         match self {
             Error::Config { field, reason } => write!(f, "config.json: field `{field}`: {reason}"),
+            Error::File { path, reason } => write!(f, "{}: {reason}", path.display()),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::Checkpoint { file, reason } => write!(f, "checkpoint {file}: {reason}"),
             Error::MissingTensor { name, expected } => {
@@ -92,10 +113,22 @@ impl fmt::Display for Error {
             Error::WrongDtype { name, dtype } => {
                 write!(f, "checkpoint: tensor `{name}` has dtype {dtype}; expected BF16, F16 or F32")
             }
+            Error::Env { name, reason } => write!(f, "environment variable {name}: {reason}"),
             Error::Request(m) => write!(f, "invalid request: {m}"),
             Error::Numeric(m) => write!(f, "numeric failure: {m}"),
             Error::Kernel(e) => write!(f, "{e}"),
         }
+    }
+}
+
+impl fmt::Display for Error {
+    // Field names, values, tensor and file names in these messages come from
+    // the checkpoint or the command line: escaped as a whole, so no variant
+    // can forget to.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = String::new();
+        self.raw(&mut s)?;
+        f.write_str(&crate::text::escape(&s))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Greedy generation: prefill the whole prompt in one pass, then decode one
 //! token at a time through the paged KV cache, stopping at an EOS id or after
 //! `max_new_tokens`.
+use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::graph::{Model, Session};
 use std::time::Instant;
@@ -67,17 +68,52 @@ pub struct Generation {
     pub timings: Timings,
 }
 
-/// Runs `req` greedily on `model`.
-pub fn generate(model: &Model, req: &Request) -> Result<Generation> {
+/// Positions a run of `prompt` tokens plus up to `max_new_tokens` new ones
+/// may occupy (`None` past `usize`). As in HF, the new tokens count against
+/// the context even though the last one is never fed back.
+pub fn positions_needed(prompt: usize, max_new_tokens: usize) -> Option<usize> {
+    prompt.checked_add(max_new_tokens)
+}
+
+/// Whether `req` fits `cfg`: a non-empty prompt of in-vocabulary ids, and
+/// prompt plus new tokens within the context. Checked before anything is
+/// allocated, so that a request past the context is refused at once rather
+/// than run for minutes (or sized into an impossible allocation).
+pub fn check(cfg: &ModelConfig, req: &Request) -> Result<()> {
+    let ctx = cfg.max_position_embeddings;
     if req.prompt.is_empty() {
         return Err(Error::Request("the prompt is empty".into()));
     }
+    if let Some(t) = req.prompt.iter().find(|&&t| t as usize >= cfg.vocab_size) {
+        return Err(Error::Request(format!("prompt token id {t} is outside the vocabulary (size {})", cfg.vocab_size)));
+    }
+    if req.prompt.len() > ctx {
+        return Err(Error::Request(format!(
+            "the prompt's {} tokens exceed the model's context of {ctx} positions (max_position_embeddings)",
+            req.prompt.len()
+        )));
+    }
+    match positions_needed(req.prompt.len(), req.max_new_tokens) {
+        Some(n) if n <= ctx => Ok(()),
+        n => Err(Error::Request(format!(
+            "max_new_tokens = {} after a {}-token prompt needs {} positions, past the model's context of {ctx} (max_position_embeddings)",
+            req.max_new_tokens,
+            req.prompt.len(),
+            n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string())
+        ))),
+    }
+}
+
+/// Runs `req` greedily on `model`.
+pub fn generate(model: &Model, req: &Request) -> Result<Generation> {
+    check(&model.cfg, req)?;
     let mut t = Timings { prompt_tokens: req.prompt.len(), ..Default::default() };
     let mut out = Generation { tokens: Vec::new(), logits: Vec::new(), stopped_at_eos: false, timings: Timings::default() };
     if req.max_new_tokens == 0 {
         out.timings = t;
         return Ok(out);
     }
+    // Cannot overflow: `check` bounded it by the context.
     let capacity = req.prompt.len() + req.max_new_tokens;
     let t0 = Instant::now();
     let mut session = Session::new(model, 1, capacity, req.prompt.len())?;

@@ -13,6 +13,15 @@ use switchyard_kernels::attn::KvView;
 /// Tokens per page.
 pub const PAGE: usize = 16;
 
+/// `n` copies of `v`, reserved fallibly.
+pub(crate) fn filled<T: Clone>(n: usize, v: T, what: &str) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n)
+        .map_err(|e| Error::Request(format!("cannot allocate the {what} ({n} entries of {} bytes): {e}", std::mem::size_of::<T>())))?;
+    out.resize(n, v);
+    Ok(out)
+}
+
 /// One layer's pools.
 pub struct LayerKv {
     /// K pool `[slots, nkv, hd]` bf16.
@@ -45,34 +54,66 @@ pub struct KvCache {
 
 impl KvCache {
     /// Room for `num_seqs` sequences of up to `max_tokens` tokens each.
+    ///
+    /// The request sizes everything, so it is checked before anything is
+    /// allocated: no more tokens per sequence than the model's context
+    /// (`max_position_embeddings`), slot numbers that fit the kernels' i32
+    /// indices, byte counts that do not overflow; and the host-side tables
+    /// are reserved fallibly, so an impossible size is an error, not an abort.
     pub fn new(be: &Arc<dyn Backend>, cfg: &ModelConfig, num_seqs: usize, max_tokens: usize) -> Result<Self> {
         if num_seqs == 0 || max_tokens == 0 {
             return Err(Error::Request("a KV cache needs at least one sequence and one token".into()));
         }
+        if max_tokens > cfg.max_position_embeddings {
+            return Err(Error::Request(format!(
+                "{max_tokens} tokens per sequence exceed the model's context of {} positions (max_position_embeddings)",
+                cfg.max_position_embeddings
+            )));
+        }
+        let too_big = || {
+            Error::Request(format!(
+                "a KV cache of {num_seqs} sequences x {max_tokens} tokens has more slots than the kernels' i32 slot indices address ({})",
+                i32::MAX
+            ))
+        };
         let max_pages = max_tokens.div_ceil(PAGE);
-        let num_pages = num_seqs * max_pages;
-        let slots = num_pages * PAGE;
+        let num_pages = num_seqs.checked_mul(max_pages).ok_or_else(too_big)?;
+        let slots = num_pages.checked_mul(PAGE).filter(|&s| s <= i32::MAX as usize).ok_or_else(too_big)?;
         let layers = cfg
             .layers
             .iter()
-            .map(|l| {
-                let bytes = slots * l.num_kv_heads * l.head_dim * 2;
+            .enumerate()
+            .map(|(i, l)| {
+                let bytes = slots.checked_mul(l.num_kv_heads).and_then(|n| n.checked_mul(l.head_dim)).and_then(|n| n.checked_mul(2));
+                let bytes = bytes.ok_or_else(|| {
+                    Error::Request(format!(
+                        "the KV cache of layer {i} ({slots} slots x {} KV heads x head_dim {}) overflows a byte count",
+                        l.num_kv_heads, l.head_dim
+                    ))
+                })?;
                 // Zeroed so that nothing reads garbage even if a kernel reads a
                 // slot before it is written (none should).
-                Ok(LayerKv {
-                    k: DeviceBuffer::zeroed(be, bytes)?,
-                    v: DeviceBuffer::zeroed(be, bytes)?,
-                    nkv: l.num_kv_heads,
-                    hd: l.head_dim,
-                })
+                let pool = || {
+                    DeviceBuffer::zeroed(be, bytes).map_err(|e| {
+                        Error::Request(format!(
+                            "cannot allocate the KV cache for {num_seqs} sequence(s) of {max_tokens} tokens (layer {i}: {bytes} bytes): {e}"
+                        ))
+                    })
+                };
+                Ok(LayerKv { k: pool()?, v: pool()?, nkv: l.num_kv_heads, hd: l.head_dim })
             })
             .collect::<Result<Vec<_>>>()?;
-        let host_table = vec![-1i32; num_seqs * max_pages];
+        let host_table = filled(num_pages, -1i32, "block table")?;
         let block_table = DeviceBuffer::from_bytes(be, &bytes::i32_bytes(&host_table))?;
         // Handed out from the end: sequence 0 gets the highest pages first, so
         // logical and physical order differ and paging is really exercised.
-        let free: Vec<i32> = (0..num_pages as i32).collect();
-        Ok(KvCache { layers, block_table, host_table, free, held: vec![0; num_seqs], num_seqs, max_pages, num_pages })
+        let mut free = filled(num_pages, 0i32, "free-page list")?;
+        for (i, p) in free.iter_mut().enumerate() {
+            // In range: num_pages * PAGE <= i32::MAX, checked above.
+            *p = i as i32;
+        }
+        let held = filled(num_seqs, 0usize, "per-sequence page counts")?;
+        Ok(KvCache { layers, block_table, host_table, free, held, num_seqs, max_pages, num_pages })
     }
 
     /// Makes positions `0..len` of sequence `seq` addressable, taking pages

@@ -15,12 +15,15 @@ pub mod checkpoint;
 pub mod config;
 pub mod default_model;
 pub mod error;
+pub mod files;
 pub mod generate;
 pub mod graph;
+pub mod json;
 pub mod kv_cache;
 pub mod quant;
 pub mod rope;
 pub mod tensors;
+pub mod text;
 pub mod weights;
 
 pub use error::{Error, Result};

@@ -30,7 +30,7 @@ impl FromStr for Quant {
             "none" => Ok(Quant::None),
             "fp8-embed" => Ok(Quant::Fp8Embed),
             "nvfp4" => Ok(Quant::Nvfp4),
-            other => Err(Error::Request(format!("--quant {other}: expected one of {}", Quant::NAMES.join(", ")))),
+            other => Err(Error::Request(format!("--quant {}: expected one of {}", crate::text::clip(other), Quant::NAMES.join(", ")))),
         }
     }
 }

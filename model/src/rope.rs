@@ -8,13 +8,16 @@
 //! `factor`: at a few hundred positions the f32 angle rounding is the larger
 //! term, and matching it keeps the oracle comparison about the kernels.
 use crate::config::{LayerKind, ModelConfig, Rope};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
 use switchyard_core::{Backend, DeviceBuffer, Region};
 
-/// The table for one head size and RoPE setting.
-pub fn table(rope: &Rope, hd: usize, max_pos: usize) -> Vec<f32> {
+/// The table for one head size and RoPE setting, positions `0..max_pos`:
+/// sized by the request and reserved fallibly, and checked finite (the
+/// config parser refuses settings whose angles overflow; this is the check
+/// for a [`Rope`] built by hand).
+pub fn table(rope: &Rope, hd: usize, max_pos: usize) -> Result<Vec<f32>> {
     let half = hd / 2;
     let rotated = rope.rotated_pairs(hd).min(half);
     let inv: Vec<f32> = (0..half)
@@ -27,14 +30,25 @@ pub fn table(rope: &Rope, hd: usize, max_pos: usize) -> Vec<f32> {
             }
         })
         .collect();
-    let mut t = Vec::with_capacity(max_pos * hd);
+    let len = max_pos.checked_mul(half * 2).ok_or_else(|| Error::Request(format!("a RoPE table of {max_pos} positions overflows")))?;
+    let mut t = Vec::new();
+    t.try_reserve_exact(len)
+        .map_err(|e| Error::Request(format!("cannot allocate a RoPE table of {max_pos} positions x head_dim {hd}: {e}")))?;
     for p in 0..max_pos {
         for &f in &inv {
             let a = (p as f32 * f) as f64;
             t.extend([a.cos() as f32, a.sin() as f32]);
         }
     }
-    t
+    if let Some(i) = t.iter().position(|v| !v.is_finite()) {
+        return Err(Error::Numeric(format!(
+            "RoPE (theta {}, factor {}) is not finite at position {} of head_dim {hd}",
+            rope.theta,
+            rope.factor,
+            i / (half * 2).max(1)
+        )));
+    }
+    Ok(t)
 }
 
 /// The device tables a model needs for positions `0..max_pos`.
@@ -47,10 +61,16 @@ pub struct RopeTables {
 impl RopeTables {
     /// Builds and uploads one table per distinct (layer type, head_dim).
     pub fn new(be: &Arc<dyn Backend>, cfg: &ModelConfig, max_pos: usize) -> Result<Self> {
+        if max_pos > cfg.max_position_embeddings {
+            return Err(Error::Request(format!(
+                "RoPE tables for {max_pos} positions exceed the model's context of {} (max_position_embeddings)",
+                cfg.max_position_embeddings
+            )));
+        }
         let mut tables: Vec<(LayerKind, usize, DeviceBuffer)> = Vec::new();
         for l in &cfg.layers {
             if !tables.iter().any(|(k, hd, _)| *k == l.kind && *hd == l.head_dim) {
-                let t = table(&l.rope, l.head_dim, max_pos);
+                let t = table(&l.rope, l.head_dim, max_pos)?;
                 tables.push((l.kind, l.head_dim, DeviceBuffer::from_bytes(be, &bytes::f32_bytes(&t))?));
             }
         }

@@ -1,7 +1,7 @@
 //! The model's weights on the device: every tensor the graph reads, checked
 //! against the shape the config implies, converted to the storage the chosen
 //! quantization wants, and uploaded once.
-use crate::checkpoint::{Checkpoint, HostTensor};
+use crate::checkpoint::{reserve, Checkpoint, HostTensor};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::quant::Quant;
@@ -185,12 +185,14 @@ impl Loader<'_> {
     /// shape fits the W4A16 kernels (n, k multiples of 16), else bf16.
     fn linear_from(&mut self, name: &str, bits: &[u16], n: usize, k: usize) -> Result<Linear> {
         if self.quant == Quant::Nvfp4 && n % 16 == 0 && k % nvfp4::BLOCK == 0 {
-            let vals: Vec<f32> = bits.iter().map(|&b| switchyard_core::codec::bf16_value(b)).collect();
+            let mut vals = reserve(bits.len(), name)?;
+            vals.extend(bits.iter().map(|&b| switchyard_core::codec::bf16_value(b)));
             let q = nvfp4::quantize(&vals, n, k).map_err(|e| Error::checkpoint(name, format!("nvfp4 quantization: {e}")))?;
             let (packed, scales) = q.k_major(n);
             return Ok(Linear::Nvfp4 { bq: self.upload(&packed)?, bs: self.upload(&scales)?, scale2: q.global_scale, n, k });
         }
-        let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+        let mut bytes = reserve(bits.len().saturating_mul(2), name)?;
+        bytes.extend(bits.iter().flat_map(|b| b.to_le_bytes()));
         Ok(Linear::Bf16 { w: self.upload(&bytes)?, n, k })
     }
 }
@@ -220,7 +222,7 @@ pub trait WeightSource {
 impl WeightSource for Loader<'_> {
     fn bf16(&mut self, t: &TensorSpec) -> Result<DeviceBuffer> {
         let h = self.host(t)?;
-        self.upload(&h.bytes())
+        self.upload(&h.bytes()?)
     }
 
     fn f32(&mut self, t: &TensorSpec) -> Result<DeviceBuffer> {
@@ -235,7 +237,8 @@ impl WeightSource for Loader<'_> {
 
     fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> Result<Linear> {
         let (g, u) = (self.host(gate)?, self.host(up)?);
-        let stacked: Vec<u16> = g.data.iter().chain(&u.data).copied().collect();
+        let mut stacked = reserve(g.data.len().saturating_add(u.data.len()), &g.name)?;
+        stacked.extend(g.data.iter().chain(&u.data).copied());
         self.linear_from(&g.name, &stacked, gate.shape[0] + up.shape[0], gate.shape[1])
     }
 
@@ -243,7 +246,7 @@ impl WeightSource for Loader<'_> {
         let (e, n, k) = (t.shape[0], t.shape[1], t.shape[2]);
         let h = self.host(t)?;
         if self.quant == Quant::Nvfp4 && n % 16 == 0 && k % nvfp4::BLOCK == 0 {
-            let vals = h.to_f32();
+            let vals = h.to_f32()?;
             let (mut wq, mut ws, mut s2) = (Vec::new(), Vec::new(), Vec::with_capacity(e));
             for x in 0..e {
                 let q = nvfp4::quantize(&vals[x * n * k..(x + 1) * n * k], n, k)
@@ -256,17 +259,17 @@ impl WeightSource for Loader<'_> {
             let bufs = vec![self.upload(&wq)?, self.upload(&ws)?, self.upload(&bytes::f32_bytes(&s2))?];
             return Ok(Experts { bufs, fp4: true });
         }
-        Ok(Experts { bufs: vec![self.upload(&h.bytes())?], fp4: false })
+        Ok(Experts { bufs: vec![self.upload(&h.bytes()?)?], fp4: false })
     }
 
     fn embedding(&mut self, t: &TensorSpec) -> Result<Embedding> {
         let (v, h) = (t.shape[0], t.shape[1]);
         let host = self.host(t)?;
         if self.quant == Quant::Fp8Embed {
-            let (codes, scales) = fp8::quantize_rows(&host.to_f32(), v, h);
+            let (codes, scales) = fp8::quantize_rows(&host.to_f32()?, v, h);
             return Ok(Embedding::Fp8 { codes: self.upload(&codes)?, row_scale: self.upload(&bytes::f32_bytes(&scales))? });
         }
-        Ok(Embedding::Bf16(self.upload(&host.bytes())?))
+        Ok(Embedding::Bf16(self.upload(&host.bytes()?)?))
     }
 
     fn device_bytes(&self) -> usize {

@@ -25,11 +25,17 @@
 //!   head counts whose products overflow panicked in the weight loader.
 //!   Fixed by `config::MAX_LAYERS` and a check, before any upload, that the
 //!   sizes the config declares fit in the checkpoint's tensor data.
+//! - issue 16 (hostile input): the loader target gained generate's path
+//!   (the `--max-new-tokens` parser, `request::build`'s vocabulary and
+//!   context checks, greedy generation) and a third target parses
+//!   config.json alone; both seed corpora replay here with the outcome each
+//!   seed's name calls for, and every message must be clean (short, no raw
+//!   control character).
 #[allow(dead_code)]
 #[path = "../../fuzz/src/lib.rs"]
 mod harness;
 
-use harness::{join_loader_input, load_once, split_loader_input, LoadOutcome};
+use harness::{join_loader_input, load_once, loader_case, split_loader_input, GenOutcome, LoadOutcome};
 use std::path::{Path, PathBuf};
 use switchyard_core::{DeviceBuffer, Error};
 use switchyard_kernels::Ops;
@@ -51,8 +57,8 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 fn load(data: &[u8]) -> LoadOutcome {
-    let (q, cfg, st) = split_loader_input(data).expect("config part is UTF-8");
-    load_once(q, cfg, st)
+    let input = split_loader_input(data).expect("text parts are UTF-8");
+    load_once(input.quant, input.config, input.safetensors)
 }
 
 /// Every saved launch_validator crash input replays without a panic (each
@@ -82,7 +88,7 @@ fn launch_validator_seeds_replay_clean() {
 fn checkpoint_loader_seeds_behave_as_named() {
     let seeds = files(&fuzz_dir("corpus/checkpoint_loader"));
     assert!(seeds.len() >= 10, "seed corpus missing");
-    for (name, data) in seeds {
+    for (name, data) in seeds.into_iter().filter(|(n, _)| !n.starts_with("gen-")) {
         let out = load(&data);
         let ok = match (&out, name.as_str()) {
             (LoadOutcome::Loaded(bytes), n) if n.contains("-bf16-") || n.ends_with("-f32") || n.ends_with("-f16") => *bytes > 0,
@@ -115,16 +121,85 @@ fn tiny_dense_bytes() -> Vec<u8> {
 use switchyard_model::serde_json;
 
 /// A config whose head counts overflow `num_heads · head_dim` (it panicked
-/// in `Loader::layer` before the up-front size check) is refused by that
-/// check, naming the sizes, with nothing uploaded.
+/// computing tensor shapes) is refused by the parser, naming the field;
+/// one whose products fit but outgrow the file, by the size check.
 #[test]
 fn loader_refuses_overflowing_head_count() {
     let mut cfg = tiny_dense_config();
     cfg["num_attention_heads"] = serde_json::json!(1u64 << 62);
-    let out = load(&join_loader_input(0, &cfg.to_string(), &tiny_dense_bytes()));
-    match out {
+    match load(&join_loader_input(0, &cfg.to_string(), &tiny_dense_bytes())) {
+        LoadOutcome::ModelErr(m) => assert!(m.contains("field `num_attention_heads`") && m.contains("overflows"), "{m}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    cfg["num_attention_heads"] = serde_json::json!(1u64 << 40);
+    match load(&join_loader_input(0, &cfg.to_string(), &tiny_dense_bytes())) {
         LoadOutcome::ModelErr(m) => assert!(m.contains("declares at least") && m.contains("bytes of weights"), "{m}"),
         other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+/// Every loader seed also runs generate's path: the models that load
+/// generate with the default flags, and each `gen-*` seed (flags at their
+/// edges on a micro model with a 32-position context) gets the outcome its
+/// name calls for.
+#[test]
+fn checkpoint_loader_seeds_run_the_generation_path() {
+    for (name, data) in files(&fuzz_dir("corpus/checkpoint_loader")) {
+        let input = split_loader_input(&data).expect("text parts are UTF-8");
+        let (load, gen) = loader_case(input);
+        let loads = matches!(load, LoadOutcome::Loaded(_));
+        let gen_msg = |g: &Option<GenOutcome>| match g {
+            Some(GenOutcome::FlagErr(m) | GenOutcome::RequestErr(m) | GenOutcome::GenerateErr(m)) => m.clone(),
+            _ => String::new(),
+        };
+        let m = gen_msg(&gen);
+        let ok = match (name.as_str(), &gen) {
+            (n, Some(GenOutcome::Generated(t))) if n.starts_with("micro-") => !t.is_empty() && t.len() <= 3,
+            (n, None) if !n.starts_with("gen-") => !loads,
+            ("gen-ok-ignore-eos" | "gen-context-2^64", Some(GenOutcome::Generated(t))) => t.len() == harness::FUZZ_MAX_NEW,
+            ("gen-default-prompt", Some(GenOutcome::RequestErr(_))) => m.contains("the default prompt") && m.contains("vocabulary of 16"),
+            ("gen-past-context", Some(GenOutcome::RequestErr(_))) => m.contains("at most 2 new tokens fit"),
+            ("gen-prompt-past-context", Some(GenOutcome::RequestErr(_))) => m.contains("33 tokens exceed the model's context of 32"),
+            ("gen-max-new-2^59" | "gen-max-new-u64-max", Some(GenOutcome::RequestErr(_))) => m.contains("max_position_embeddings"),
+            ("gen-max-new-2^64", Some(GenOutcome::FlagErr(_))) => m.contains("more tokens than"),
+            ("gen-max-new-zero", Some(GenOutcome::FlagErr(_))) => m.contains("at least 1"),
+            ("gen-id-past-vocab", Some(GenOutcome::RequestErr(_))) => m.contains("token id 16 is outside"),
+            ("gen-id-u32-max", Some(GenOutcome::RequestErr(_))) => m.contains("token id 4294967295 is outside"),
+            ("gen-prompt-escapes", Some(GenOutcome::RequestErr(_))) => m.contains("\\u{1b}]0;pwned\\u{7}"),
+            ("gen-max-new-escapes", Some(GenOutcome::FlagErr(_))) => m.contains("\\u{1b}[2J"),
+            _ => false,
+        };
+        assert!(ok, "seed {name}: load {load:?}, generation {gen:?}");
+    }
+}
+
+/// The config_json seeds: the fixtures' and micro models' configs parse;
+/// each hostile one is refused for the reason its name gives, blaming the
+/// field the file actually has.
+#[test]
+fn config_json_seeds_behave_as_named() {
+    let seeds = files(&fuzz_dir("corpus/config_json"));
+    assert!(seeds.len() >= 15, "config_json corpus missing");
+    for (name, data) in seeds {
+        let out = harness::config_once(&data);
+        let ok = match (name.as_str(), &out) {
+            ("tiny-dense" | "tiny-moe" | "micro-dense" | "micro-moe" | "wrapped" | "context-2^64", Ok(_)) => true,
+            ("global-head-dim-44", Err(m)) => m.contains("field `global_head_dim`: = 44"),
+            ("global-kv-heads-3", Err(m)) => m.contains("field `num_global_key_value_heads`: = 3"),
+            ("per-layer-1-and-01", Err(m)) => m.contains("keys `01` and `1` both name layer 1"),
+            ("per-layer-plus-key", Err(m)) => m.contains("per_layer_config.+1") && m.contains("key must be a layer index"),
+            ("rope-theta-1e-50", Err(m)) => m.contains("rope_theta") && m.contains("underflows to 0 in f32"),
+            ("rope-theta-1e-37", Err(m)) => m.contains("rope_theta") && m.contains("RoPE angle") && m.contains("overflows f32"),
+            ("softcap-1e300", Err(m)) => m.contains("final_logit_softcapping") && m.contains("overflows f32"),
+            ("context-zero", Err(m)) => m.contains("max_position_embeddings`: must be > 0"),
+            ("heads-2^62", Err(m)) => m.contains("field `num_attention_heads`"),
+            ("escapes", Err(m)) => m.contains("`\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{9b}31m\\u{202e}` is not supported"),
+            ("duplicate-key", Err(m)) => m.contains("duplicate key `hidden_size`"),
+            ("not-utf8", Err(m)) => m.contains("not UTF-8"),
+            ("deep", Err(m)) => m.contains("recursion limit"),
+            _ => false,
+        };
+        assert!(ok, "seed {name}: unexpected outcome {out:?}");
     }
 }
 

@@ -138,7 +138,9 @@ fn time_runs(
     be.synchronize()?;
     let single = be.time_ms(&mut || run(0))?;
     let batch = ((MIN_SAMPLE_MS / single.max(1e-6)).ceil() as usize).clamp(1, MAX_BATCH);
-    let mut t = Vec::with_capacity(s.iters);
+    let mut t = Vec::new();
+    // --iters sizes this: an impossible count is an error, not an abort.
+    t.try_reserve_exact(s.iters).map_err(|e| anyhow::anyhow!("--iters {}: cannot hold that many timings ({e})", s.iters))?;
     let mut next = 0usize;
     for _ in 0..s.iters {
         let ms = be.time_ms(&mut || {
