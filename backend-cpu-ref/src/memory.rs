@@ -28,8 +28,9 @@ impl Memory {
         }
         let mut v = Vec::new();
         // try_reserve turns an impossible request into an error instead of aborting the process.
-        v.try_reserve_exact(bytes)
-            .map_err(|e| Error::driver("cpu", format!("alloc of {bytes} bytes failed: host memory exhausted ({e})")))?;
+        v.try_reserve_exact(bytes).map_err(|e| {
+            Error::driver(switchyard_core::BackendKind::Cpu.name(), format!("alloc of {bytes} bytes failed: host memory exhausted ({e})"))
+        })?;
         v.resize(bytes, 0);
         self.lock().insert(bytes as u64, v).map_err(|d| Error::invalid("alloc", "bytes", d))
     }

@@ -59,7 +59,7 @@ impl Job {
         let source = sources::cuda(module).ok_or_else(|| Error::UnknownKernel {
             module: module.into(),
             symbol: "*".into(),
-            backend: Some("cuda".into()),
+            backend: Some(switchyard_core::BackendKind::Cuda.name().into()),
         })?;
         Ok(Job::from_source(module, source, arch))
     }
@@ -94,7 +94,7 @@ impl Job {
         match raw::guarded("nvrtc", || raw::nvrtc_compile(&self.text, &name, &self.options))? {
             raw::Compiled::Cubin(cubin, log) => Ok((cubin, log)),
             raw::Compiled::Failed(code, log) => Err(Error::driver(
-                "cuda",
+                switchyard_core::BackendKind::Cuda.name(),
                 format!(
                     "NVRTC failed to compile {} (module `{}`, {}, options {}): {:?}\n{}",
                     self.source.path,
@@ -200,7 +200,7 @@ pub fn cache_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
-    Some(base.join("switchyard").join("cuda"))
+    Some(base.join("switchyard").join(switchyard_core::BackendKind::Cuda.name()))
 }
 
 fn encode_entry(payload: &[u8]) -> Vec<u8> {

@@ -28,7 +28,7 @@ fn check(what: &str, r: cb::cublasStatus_t) -> Result<()> {
     if r == cb::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
         Ok(())
     } else {
-        Err(Error::driver("cuda", format!("{what}: {r:?}")))
+        Err(Error::driver(switchyard_core::BackendKind::Cuda.name(), format!("{what}: {r:?}")))
     }
 }
 

@@ -13,7 +13,7 @@ use switchyard_core::{Error, Result};
 
 pub(crate) use cu::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUmodule, CUstream};
 
-const BACKEND: &str = "cuda";
+const BACKEND: &str = switchyard_core::BackendKind::Cuda.name();
 
 /// Driver entry points this crate calls; all must resolve before the first call.
 const DRIVER_SYMBOLS: &[&str] = &[

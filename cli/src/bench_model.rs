@@ -454,7 +454,8 @@ pub fn run(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings
     // The ceiling first, while its two buffers still fit beside nothing else.
     // 1 GiB where the backend binds that much; an adapter whose storage
     // bindings are smaller (lavapipe: 128 MiB) gets the largest size that works.
-    let sizes: &[usize] = if be.name() == "cpu" { &[64 << 20] } else { &[1 << 30, 512 << 20, 256 << 20, 128 << 20, 64 << 20] };
+    let sizes: &[usize] =
+        if be.kind() == switchyard_core::BackendKind::Cpu { &[64 << 20] } else { &[1 << 30, 512 << 20, 256 << 20, 128 << 20, 64 << 20] };
     let mut copy = Err(anyhow::anyhow!("no copy size tried"));
     for &bytes in sizes {
         copy = bench::copy_ceilings(&ops, &bench::Settings::default(), bytes);

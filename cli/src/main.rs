@@ -205,7 +205,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Info { backend } => {
-            let name = backends::choose(backend.as_deref(), "cpu")?;
+            let name = backends::choose(backend.as_deref(), BackendKind::Cpu.name())?;
             let be = backends::open(&name)?;
             let info = be.info();
             let mut s = format!(
@@ -225,11 +225,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
 fn parity_cmd(backend: Option<String>, seed: u64, filter: Option<String>) -> Result<ExitCode> {
     let explicit = backend.is_some() || backends::from_env()?.is_some();
     let names: Vec<String> = if explicit {
-        vec![backends::choose(backend.as_deref(), "cpu")?]
+        vec![backends::choose(backend.as_deref(), BackendKind::Cpu.name())?]
     } else {
         BackendKind::ALL.iter().map(|k| k.name().to_string()).collect()
     };
-    let reference = Ops::new(backends::open("cpu")?);
+    let reference = Ops::new(backends::open(BackendKind::Cpu.name())?);
     let mut failed = false;
     let mut tested = 0;
     for name in names {
@@ -269,7 +269,7 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
     if iters > limits::MAX_BENCH_ITERS {
         bail!("--iters {iters}: at most {} timed runs per case", limits::MAX_BENCH_ITERS);
     }
-    let name = backends::choose(backend.as_deref(), "cpu")?;
+    let name = backends::choose(backend.as_deref(), BackendKind::Cpu.name())?;
     let be = backends::open(&name)?;
     // cuBLAS, the GEMM yardstick, is a CUDA extension reached through the
     // backend: it runs on the backend's stream and checks addresses against
@@ -286,7 +286,7 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
     #[cfg(not(feature = "cuda"))]
     let vendor: Option<&bench::VendorGemm<'_>> = None;
     let scale = match scale.as_deref() {
-        None if name == "cpu" => bench::Scale::Small,
+        None if name == BackendKind::Cpu.name() => bench::Scale::Small,
         None | Some("production") => bench::Scale::Production,
         Some("small") => bench::Scale::Small,
         Some(other) => bail!("--scale {}: expected `production` or `small`", text::clip(other)),
@@ -391,7 +391,7 @@ fn bench_model_cmd(
             limits::BENCH_MODEL_CONTEXT
         ),
     }
-    let name = backends::choose(backend.as_deref(), "cpu")?;
+    let name = backends::choose(backend.as_deref(), BackendKind::Cpu.name())?;
     let be = backends::open(&name)?;
     let mut shape = bench_model::Shape::gemma4(layers, hidden);
     shape.vocab = vocab;
@@ -415,7 +415,7 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     if max_new_tokens == 0 {
         bail!("--max-new-tokens must be at least 1");
     }
-    let name = backends::choose(backend.as_deref(), "cpu")?;
+    let name = backends::choose(backend.as_deref(), BackendKind::Cpu.name())?;
     let be = backends::open(&name)?;
     let t0 = std::time::Instant::now();
     let ck = match &model_dir {
