@@ -340,18 +340,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    struct Dir(PathBuf);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    fn tmp(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("switchyard-ck-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
+    use crate::files::test_dir::{tmp, Dir};
 
     /// A safetensors file of bf16 vectors `name -> [n]`, header written by
     /// hand so that it can say things the serializer would not (a name twice).

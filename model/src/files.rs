@@ -177,23 +177,35 @@ pub fn map(path: &Path) -> Result<memmap2::Mmap> {
     unsafe { memmap2::Mmap::map(&f) }.map_err(|e| Error::file(path, format!("cannot map its {} bytes into memory: {e}", m.len())))
 }
 
-#[cfg(all(test, unix))]
-mod tests {
-    use super::*;
+/// A fresh directory under the system temp dir, removed on drop (unit tests).
+#[cfg(test)]
+pub(crate) mod test_dir {
     use std::path::PathBuf;
 
-    struct Dir(PathBuf);
+    pub(crate) struct Dir(pub PathBuf);
     impl Drop for Dir {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
     }
-    fn tmp(tag: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!("switchyard-files-{tag}-{}", std::process::id()));
+
+    pub(crate) fn tmp(tag: &str) -> Dir {
+        // Unique per call: tests in several modules may pick the same tag.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let d = std::env::temp_dir().join(format!("switchyard-unit-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         Dir(d)
     }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    use crate::files::test_dir::{tmp, Dir};
     fn mkfifo(p: &Path) {
         let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.
