@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compares `switchyard generate --json` output with a fixture's expected.json
-under DESIGN.md's whole-model rule: per step cosine >= 0.999 and
+under the whole-model rule (ARCHITECTURE.md, parity tolerances): per step cosine >= 0.999 and
 max|diff| <= 2e-2 * max|ref|; greedy token identical where HF's top-2 margin
 exceeds 0.1. Usage: compare_fixture.py EXPECTED_JSON OURS_JSON [LABEL]
 Exits 1 when the rule fails."""

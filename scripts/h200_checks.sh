@@ -6,7 +6,7 @@
 #
 # Here:  cargo build --release -p switchyard-cli && mkdir -p dist &&
 #        cp target/release/switchyard dist/ && strip dist/switchyard &&
-#        bash ../shared/device/prepare-vulkan.sh .device-vk
+#        bash scripts/prepare-vulkan.sh .device-vk
 # There: bash scripts/h200_checks.sh     (carry dist and .device-vk; writes to $OUT)
 # Each step has a time limit so one slow step cannot eat the others' time.
 # BEFORE=dist/switchyard-before (optional): an older build whose kernel bench

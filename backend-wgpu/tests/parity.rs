@@ -1,4 +1,4 @@
-//! Every wgpu kernel against the CPU reference under DESIGN.md's tolerances.
+//! Every wgpu kernel against the CPU reference under the parity tolerances (ARCHITECTURE.md).
 //! No adapter: skipped with a visible reason, unless SWITCHYARD_REQUIRE_WGPU=1.
 use switchyard_kernels::{parity, Ops};
 

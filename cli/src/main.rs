@@ -70,7 +70,7 @@ enum Command {
     /// Print the coverage matrix: every declared kernel × every backend.
     Kernels,
     /// Run every registered kernel on a backend against the CPU reference
-    /// (poisoned outputs, guard bytes, DESIGN.md tolerances).
+    /// (poisoned outputs, guard bytes, parity tolerances (ARCHITECTURE.md)).
     Parity {
         /// Backend to test (cpu, wgpu, cuda); default: every backend that is
         /// available here (or SWITCHYARD_BACKEND if set).

@@ -82,7 +82,7 @@ pub enum Tolerance {
 }
 
 impl Tolerance {
-    /// The f32 dot-product rule of DESIGN.md: 1e-5 · Σ|aᵢbᵢ| per element.
+    /// The f32 dot-product parity rule (ARCHITECTURE.md): 1e-5 · Σ|aᵢbᵢ| per element.
     pub fn dot(bound: Vec<f64>) -> Self {
         Tolerance::ScaledAbs { rel: 1e-5, bound }
     }

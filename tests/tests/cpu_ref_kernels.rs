@@ -1,7 +1,7 @@
 //! Every kernel of the catalogue, run through `Ops` on a backend and compared
 //! with an independent f64 computation (`switchyard_tests::reference`, written
-//! from the contract text, not from any backend's code) under DESIGN.md's
-//! tolerances:
+//! from the contract text, not from any backend's code) under the parity
+//! tolerances (ARCHITECTURE.md):
 //!
 //! - bf16 outputs: within 1 bf16 ulp of the f64 result rounded once to bf16
 //!   (intermediate roundings the contract names are modelled in the f64

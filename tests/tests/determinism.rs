@@ -1,5 +1,5 @@
 //! Determinism: the same inputs give bit-identical outputs across repeated
-//! runs on one backend. DESIGN.md makes this a contract (MoE routing orders
+//! runs on one backend. ARCHITECTURE.md makes this a contract (MoE routing orders
 //! pairs within an expert's segment by pair index, not by atomic arrival),
 //! so these tests compare bytes with `==`, never under a tolerance.
 //!

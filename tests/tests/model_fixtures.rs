@@ -3,7 +3,7 @@
 //! with transformers 5.17, f32 eager, greedy) run through `generate` on every
 //! backend, and each step's logits are compared with HF's.
 //!
-//! DESIGN.md's whole-model rule is cosine >= 0.999 and max |ours - HF| <=
+//! the whole-model rule (ARCHITECTURE.md, parity tolerances) is cosine >= 0.999 and max |ours - HF| <=
 //! 2e-2 * max |HF| per step, and the greedy token equal to HF's at every step
 //! whose HF top-2 margin exceeds 0.1. Both rules are asserted as written.
 //!
@@ -39,13 +39,13 @@ use switchyard_tests::per_backend;
 /// The fixtures, by directory name under `tests/fixtures`.
 const FIXTURES: [&str; 2] = ["tiny-dense", "tiny-moe"];
 
-/// DESIGN.md, "Parity tolerances", whole-model logits vs HF transformers:
+/// ARCHITECTURE.md, "Parity tolerances", whole-model logits vs HF transformers:
 /// measured and reported per step.
 const DESIGN_MIN_COSINE: f64 = 0.999;
 const DESIGN_MAX_REL: f64 = 2e-2;
-/// The greedy-token rule's margin (asserted as DESIGN.md writes it).
+/// The greedy-token rule's margin (asserted as ARCHITECTURE.md writes it).
 const MARGIN: f64 = 0.1;
-/// The asserted logit bound: DESIGN.md's.
+/// The asserted logit bound: the rule's.
 const MIN_COSINE: f64 = DESIGN_MIN_COSINE;
 const MAX_REL: f64 = DESIGN_MAX_REL;
 
@@ -173,7 +173,7 @@ struct Summary {
     max_rel: f64,
     /// Every step bit-identical to the reference.
     exact: bool,
-    /// Steps that meet DESIGN.md's whole-model rule (cosine and relative error).
+    /// Steps that meet the whole-model rule (ARCHITECTURE.md, parity tolerances) (cosine and relative error).
     design_ok: usize,
 }
 
@@ -244,7 +244,7 @@ per_backend! {
             let sum = check_steps(&what, &g.logits[..compared], &exp.logits[..compared], MIN_COSINE, MAX_REL);
             println!(
                 "{what}: {compared}/{} steps compared, tokens {}; min cosine {:.6}, max rel err {:.4} (asserted: cosine >= {MIN_COSINE}, rel <= {MAX_REL}); \
-                 steps meeting DESIGN.md's cosine >= {DESIGN_MIN_COSINE} and rel <= {DESIGN_MAX_REL}: {}/{compared}",
+                 steps meeting the whole-model rule's cosine >= {DESIGN_MIN_COSINE} and rel <= {DESIGN_MAX_REL}: {}/{compared}",
                 exp.tokens.len(),
                 if compared == exp.tokens.len() && g.tokens == exp.tokens { "identical" } else { "diverge at a near-tie" },
                 sum.min_cos,

@@ -55,7 +55,7 @@ per_backend! {
             let g = run_dir(d.path(), &be, Quant::None, NEW);
             // Tensor-core GEMMs and attention may sum in another order
             // (NMSE ≤ 1e-6 per kernel); through 3–4 layers of bf16 rounding
-            // that stays far inside DESIGN.md's whole-model bound against HF.
+            // that stays far inside the whole-model bound (ARCHITECTURE.md) against HF.
             assert_close(&g, &reference, 0.9999, 1e-2, &format!("{name} {} vs cpu", be.name()));
             assert_eq!(g.tokens, reference.tokens, "{name}: greedy tokens differ from the CPU reference");
         }

@@ -1,5 +1,5 @@
 //! The parity suite: every registered kernel on every available backend
-//! against the CPU reference, with DESIGN.md's tolerances, poisoned outputs
+//! against the CPU reference, with the parity tolerances (ARCHITECTURE.md), poisoned outputs
 //! and guard bytes. Walks the registry: a new kernel needs no new test code.
 use switchyard_kernels::{parity, Ops};
 use switchyard_tests::per_backend;

@@ -4,7 +4,7 @@ use switchyard_kernels::gemm::w4a16::Fp4Weight;
 use switchyard_kernels::rope_kv::{rope_table, QkvPrep};
 
 /// Shape scale: production shapes for GPUs, a reduced set for the CPU
-/// reference (whose absolute times mean nothing, DESIGN.md).
+/// reference (whose absolute times mean nothing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scale {
     /// rows = 4096, hidden = 5376, vocab = 262144 (issues 3 and 4).

@@ -2,7 +2,7 @@
 //! (flattened to `n = rows·k` pairs) to expert-sorted slots.
 //!
 //! Deterministic by contract: within an expert's segment, pairs appear in
-//! increasing pair order (DESIGN.md), so results reproduce bit for bit.
+//! increasing pair order (a contract, ARCHITECTURE.md), so results reproduce bit for bit.
 pub mod expert;
 
 use crate::ops::{i32_arg, region, require, saturating_product, scalar, words, Ops};

@@ -168,7 +168,7 @@ impl Ops {
 
 /// Outputs computed from a rounded intermediate (the sandwich's `resid_out`
 /// and `normed`, `layer_out`'s `out`) get 2 ulp, a finding written down here
-/// as DESIGN.md asks: the intermediate is a norm whose sum of squares a GPU
+/// as the parity rules ask: the intermediate is a norm whose sum of squares a GPU
 /// reduces in a tree and the reference in index order, so it may land 1 ulp
 /// apart (the ≤ 1 ulp rule for norms), and the value built from it then
 /// differs by up to 2. Seen on lavapipe at seed 77 (`normed`, rows 17, dim 2048).

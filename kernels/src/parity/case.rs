@@ -15,7 +15,7 @@ pub enum Init {
 pub struct Check {
     /// Element type, for decoding and for the poison pattern.
     pub dtype: DType,
-    /// The DESIGN.md rule for this output.
+    /// The parity rule for this output (ARCHITECTURE.md).
     pub tol: Tolerance,
 }
 

@@ -1,5 +1,5 @@
 //! The parity harness: every declared kernel's cases, run on a reference and
-//! a candidate backend, outputs compared under DESIGN.md's tolerances.
+//! a candidate backend, outputs compared under the parity tolerances (ARCHITECTURE.md).
 //!
 //! Before each run, outputs are poisoned (NaN bytes for floats, 0xA5 for
 //! integers) so an element nobody wrote shows up, and [`GUARD_BYTES`] of a

@@ -197,7 +197,7 @@ struct Shape {
 
 /// q and K are RoPE applied to a rounded norm output, so a 1-ulp difference
 /// in the norm (GPU tree reduction vs the reference's index order) becomes up
-/// to 2 ulp after the rotation: a finding, as DESIGN.md asks to record. V is a
+/// to 2 ulp after the rotation: a finding, as the parity rules ask to record. V is a
 /// direct norm output but shares the pool buffers' tolerance.
 const DERIVED: Tolerance = Tolerance::Bf16Ulp(2);
 
