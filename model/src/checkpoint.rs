@@ -338,8 +338,6 @@ pub fn bf16_bits(v: &[f32]) -> Vec<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
     use crate::files::test_dir::{tmp, Dir};
 
     /// A safetensors file of bf16 vectors `name -> [n]`, header written by

@@ -203,9 +203,7 @@ pub(crate) mod test_dir {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    use crate::files::test_dir::{tmp, Dir};
+    use crate::files::test_dir::tmp;
     fn mkfifo(p: &Path) {
         let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.
