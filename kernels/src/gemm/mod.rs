@@ -11,7 +11,7 @@
 //! elements by one ulp).
 pub mod w4a16;
 
-use crate::ops::{bf16s, region, require, saturating_product, scalar, Ops};
+use crate::ops::{bf16s, region, require, saturating_product, scalar, LaunchArg, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::compare::Tolerance;
@@ -254,17 +254,7 @@ impl Ops {
         k_multiple: usize,
     ) -> Result<()> {
         let [mu, nu, ku] = dense_shape(sig.symbol, m, n, k, k_multiple)?;
-        self.launch(
-            sig,
-            &[
-                region(a, bf16s(saturating_product(&[m, k]))),
-                region(b, bf16s(saturating_product(&[n, k]))),
-                region(c, bf16s(saturating_product(&[m, n]))),
-                scalar(U(mu)),
-                scalar(U(nu)),
-                scalar(U(ku)),
-            ],
-        )
+        self.launch(sig, &dense_operands(a, b, c, [m, n, k], [mu, nu, ku]))
     }
 
     /// See [`DENSE_GEMM_BF16`].
@@ -303,18 +293,8 @@ impl Ops {
         let s = DENSE_GEMM_TC_SCALED_ACC.symbol;
         let [mu, nu, ku] = dense_shape(s, m, n, k, 8)?;
         require(scale.is_finite(), s, "scale", || format!("scale = {scale} must be finite"))?;
-        self.launch(
-            &DENSE_GEMM_TC_SCALED_ACC,
-            &[
-                region(a, bf16s(saturating_product(&[m, k]))),
-                region(b, bf16s(saturating_product(&[n, k]))),
-                region(c, bf16s(saturating_product(&[m, n]))),
-                scalar(U(mu)),
-                scalar(U(nu)),
-                scalar(U(ku)),
-                scalar(F(scale)),
-            ],
-        )
+        let [a, b, c, mu, nu, ku] = dense_operands(a, b, c, [m, n, k], [mu, nu, ku]);
+        self.launch(&DENSE_GEMM_TC_SCALED_ACC, &[a, b, c, mu, nu, ku, scalar(F(scale))])
     }
 
     /// See [`SCALED_ADD_BF16`].
@@ -333,19 +313,22 @@ impl Ops {
         require((1..=k).contains(&splits) && splits <= SPLITK_MAX_SPLITS, s, "splits", || {
             format!("splits = {splits} must be in 1..=min(k, {SPLITK_MAX_SPLITS})")
         })?;
-        self.launch(
-            &DENSE_GEMM_SPLITK_BF16,
-            &[
-                region(a, bf16s(saturating_product(&[m, k]))),
-                region(b, bf16s(saturating_product(&[n, k]))),
-                region(c, bf16s(saturating_product(&[m, n]))),
-                scalar(U(mu)),
-                scalar(U(nu)),
-                scalar(U(ku)),
-                scalar(U(splits as u32)),
-            ],
-        )
+        let [a, b, c, mu, nu, ku] = dense_operands(a, b, c, [m, n, k], [mu, nu, ku]);
+        self.launch(&DENSE_GEMM_SPLITK_BF16, &[a, b, c, mu, nu, ku, scalar(U(splits as u32))])
     }
+}
+
+/// The arguments every dense GEMM starts with: `a [m, k]`, `b [n, k]`,
+/// `c [m, n]` (bf16) and the checked `m, n, k` as u32.
+fn dense_operands(a: Region, b: Region, c: Region, [m, n, k]: [usize; 3], [mu, nu, ku]: [u32; 3]) -> [LaunchArg; 6] {
+    [
+        region(a, bf16s(saturating_product(&[m, k]))),
+        region(b, bf16s(saturating_product(&[n, k]))),
+        region(c, bf16s(saturating_product(&[m, n]))),
+        scalar(U(mu)),
+        scalar(U(nu)),
+        scalar(U(ku)),
+    ]
 }
 
 /// (M, N, K): M = 1, M not a multiple of 16, K not a multiple of 64, N not a multiple of 16.
