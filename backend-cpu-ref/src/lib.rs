@@ -38,6 +38,7 @@ macro_rules! register {
 mod attn;
 mod embed;
 mod gemm;
+mod gemv;
 mod head;
 mod moe;
 mod moe_expert;

@@ -21,6 +21,7 @@ pub mod sources;
 pub mod attn;
 pub mod embed;
 pub mod gemm;
+pub mod gemv;
 pub mod head;
 pub mod moe;
 pub mod norm;

@@ -129,6 +129,15 @@ __device__ __forceinline__ uint4 ld_nc16(const void* p) {
 
 __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
+// HF's gelu_pytorch_tanh, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in the
+// CPU reference's operation order with no contraction (the gated-GELU
+// contracts fix it; only tanhf may differ from the host's).
+__device__ __forceinline__ float gelu_tanh_f32(float x) {
+    const float x3 = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, x), x), x);
+    const float inner = __fmul_rn(0.7978846f, __fadd_rn(x, x3));
+    return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(inner)));
+}
+
 // ---------------------------------------------------------------- bf16 vectors
 
 // V consecutive bf16 values (V = 1, 2 or 8), as packed words. The kernels

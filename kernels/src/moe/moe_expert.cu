@@ -311,14 +311,6 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_w4a16(bf16* __rest
 
 // ---------------------------------------------------------------- gated GELU
 
-// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in the reference's operation
-// order with no contraction.
-__device__ __forceinline__ float gelu_tanh_f32(float x) {
-    const float x3 = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, x), x), x);
-    const float inner = __fmul_rn(0.7978846f, __fadd_rn(x, x3));
-    return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(inner)));
-}
-
 // Plan: grid (rows), block 256. inter even.
 extern "C" __global__ void __launch_bounds__(256) gelu_mul_bf16(bf16* __restrict__ out, const bf16* __restrict__ gu, int rows, int inter) {
     const size_t r = blockIdx.x;

@@ -1,0 +1,70 @@
+//! The decode GEMVs: the dense GEMM's sums (strict k order, which the GEMV
+//! contracts allow among others) with the segmented and gated-GELU epilogues.
+use crate::ctx::Ctx;
+use crate::gemm::{elems, mnk, product};
+use crate::moe_expert::gelu_tanh;
+use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
+use switchyard_core::{Error, Result};
+use switchyard_kernels::gemv::{DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, GEMV_MAX_M};
+
+register!(DENSE_GEMV_BF16 => dense_gemv);
+register!(DENSE_GEMV_GELU_MUL_BF16 => dense_gemv_gelu_mul);
+
+/// `[m, rows]` f32 sums of `a [m, k]` against `rows` weight rows, after
+/// checking every operand's range (the output's `c_elems` bf16 included).
+fn sums(c: &Ctx<'_>, rows: usize, c_elems: usize) -> Result<(usize, usize, Vec<f32>)> {
+    let kernel = c.kernel();
+    let (m, _, k) = mnk(c)?;
+    if m > GEMV_MAX_M {
+        return Err(Error::invalid(kernel, "m", format!("m = {m} must be in 1..={GEMV_MAX_M}")));
+    }
+    let (a, b, out) = (c.buf("a")?, c.buf("b")?, c.buf("c")?);
+    let a = c.bf16(a, 0, elems(kernel, "a", m, k)?)?;
+    let b = c.bytes(b, 0, elems(kernel, "b", rows, k)?, 2)?;
+    c.bytes(out, 0, c_elems, 2)?;
+    let acc = product(&a, m, rows, k, std::slice::from_ref(&(0..k)), |n0, nt, panel| {
+        for j in 0..nt {
+            let row = &b[(n0 + j) * k * 2..(n0 + j + 1) * k * 2];
+            for (kk, v) in row.chunks_exact(2).enumerate() {
+                panel[kk * crate::gemm::NT + j] = bf16_value(u16::from_le_bytes([v[0], v[1]]));
+            }
+        }
+    });
+    Ok((m, k, acc))
+}
+
+fn dense_gemv(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (m, n, _) = mnk(c)?;
+    let (seg1, seg2) = (c.u32_size("seg1")?, c.u32_size("seg2")?);
+    if seg1 > seg2 || seg2 > n {
+        return Err(Error::invalid(kernel, "seg1", format!("segments [{seg1}, {seg2}] must satisfy seg1 <= seg2 <= n = {n}")));
+    }
+    let mn = elems(kernel, "c", m, n)?;
+    let (m, _, acc) = sums(c, n, mn)?;
+    let mut bits = vec![0u16; mn];
+    for (start, end) in [(0, seg1), (seg1, seg2), (seg2, n)] {
+        let (base, width) = (m * start, end - start);
+        for i in 0..m {
+            for j in start..end {
+                bits[base + i * width + (j - start)] = bf16_bits(acc[i * n + j]);
+            }
+        }
+    }
+    c.put_bf16(c.buf("c")?, 0, &bits)
+}
+
+fn dense_gemv_gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (m, n, _) = mnk(c)?;
+    let rows = n.checked_mul(2).ok_or_else(|| Error::invalid(kernel, "n", "2 · n overflows"))?;
+    let (m, _, acc) = sums(c, rows, elems(kernel, "c", m, n)?)?;
+    let mut bits = Vec::with_capacity(m * n);
+    for r in acc.chunks_exact(rows) {
+        let (gate, up) = r.split_at(n);
+        // The unfused path's roundings: the GEMM output (gate and up) to bf16,
+        // then the activation to bf16 before the multiply.
+        bits.extend(gate.iter().zip(up).map(|(&g, &u)| bf16_bits(bf16_round(gelu_tanh(bf16_round(g))) * bf16_round(u))));
+    }
+    c.put_bf16(c.buf("c")?, 0, &bits)
+}

@@ -1,0 +1,194 @@
+// Weight-streaming GEMV for decode (m <= 16 activation rows).
+//
+// Plan (gemv/mod.rs): grid (ceil(rows / GEMV_ROWS), chunks), block 256,
+// dynamic shared memory m * (padded chunk + 8) bf16. Block (bx, by) streams
+// weight rows [bx * GEMV_ROWS, +GEMV_ROWS) over its K chunk `by`: it first
+// stages the chunk of the m activation rows in shared memory (rows padded
+// by 8 elements so the 8 row groups of a warp hit different banks), then
+// each warp streams 16 weight rows (two mma n-tiles of 8) with every lane
+// keeping 2 * GEMV_U 16-byte loads in flight.
+//
+// The dot products run on tensor cores, mma.m16n8k16 with A = the m
+// activation rows (rows >= m zero) and B = 8 weight rows: at m = 16 a
+// CUDA-core loop would need more FMAs per weight byte than an SM issues.
+// Within a 16-k mma step the k order is permuted: lane (g, c) loads 8
+// contiguous k of its row (16 bytes), which feed logical k {2c, 2c+1,
+// 2c+8, 2c+9} of two successive steps, and A is read with the same
+// permutation, so each dot is unchanged up to f32 summation order.
+//
+// One chunk: the block writes bf16 outputs. Several: f32 partials go to
+// workspace [chunks, m, rows] (after a 4-float header), and the _reduce pass adds them from +0 in
+// chunk order (deterministic) and applies the epilogue.
+
+#define GEMV_WARPS 8
+#define GEMV_ROWS (GEMV_WARPS * 16)
+// 16-byte loads per lane per weight row per step; a step covers GEMV_STEP k.
+#define GEMV_U 4
+#define GEMV_STEP (32 * GEMV_U)
+#define GEMV_MAX_M 16
+// Floats before the partials in the workspace: [0] holds the chunk count.
+#define GEMV_WS_HEADER 4
+
+// Where output column j of row i goes in dense_gemv_bf16's segmented layout.
+__device__ __forceinline__ size_t gemv_out_index(int i, int j, int m, int n, int seg1, int seg2) {
+    if (j < seg1) return (size_t)i * seg1 + j;
+    if (j < seg2) return (size_t)m * seg1 + (size_t)i * (seg2 - seg1) + (j - seg1);
+    return (size_t)m * seg2 + (size_t)i * (n - seg2) + (j - seg2);
+}
+
+__device__ __forceinline__ unsigned short gelu_mul_out(float g, float u) {
+    return f32_to_bf16(__fmul_rn(round_bf16(gelu_tanh_f32(round_bf16(g))), round_bf16(u)));
+}
+
+// GELU = false: weight rows are output columns; the warp's two n-tiles are
+// rows r0..r0+7 and r0+8..r0+15. GELU = true: the warp owns output columns
+// j0..j0+7 of n; its n-tiles are the gate rows j0.. and the up rows n + j0..,
+// so each lane holds the gate and up sums of the same outputs.
+template <bool GELU>
+__device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int m, int n, int k, int seg1, int seg2,
+                     float* __restrict__ ws) {
+    extern __shared__ __align__(16) unsigned char gemv_smem[];
+    bf16* xs = reinterpret_cast<bf16*>(gemv_smem);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int rows = GELU ? 2 * n : n;
+    const int chunks = gridDim.y;
+    const int chunk = (((k + chunks - 1) / chunks) + 31) / 32 * 32;
+    const int k0 = blockIdx.y * chunk, k1 = min(k, k0 + chunk);
+    const int padded = (chunk + GEMV_STEP - 1) / GEMV_STEP * GEMV_STEP;
+    const int lds = padded + 8;
+
+    // Stage a[0..m, k0..k0+padded) (zero past k1) in shared memory.
+    for (int e = threadIdx.x; e < m * (padded / 8); e += blockDim.x) {
+        const int r = e / (padded / 8), kk = (e % (padded / 8)) * 8;
+        const uint4 v = k0 + kk < k1 ? ld_nc16(a + (size_t)r * k + k0 + kk) : make_uint4(0u, 0u, 0u, 0u);
+        *reinterpret_cast<uint4*>(xs + r * lds + kk) = v;
+    }
+
+    // This warp's two n-tiles (weight row of lane group g in each).
+    int row[2];
+    bool ok[2];
+    int out0; // first output column (GELU) or weight row (plain) of the warp
+    if (GELU) {
+        out0 = (blockIdx.x * GEMV_ROWS) / 2 + warp * 8;
+        row[0] = out0 + g;
+        row[1] = n + out0 + g;
+        ok[0] = ok[1] = out0 + g < n;
+    } else {
+        out0 = blockIdx.x * GEMV_ROWS + warp * 16;
+        row[0] = out0 + g;
+        row[1] = out0 + 8 + g;
+        ok[0] = row[0] < rows;
+        ok[1] = row[1] < rows;
+    }
+    const bf16* wr[2] = {b + (size_t)(ok[0] ? row[0] : 0) * k, b + (size_t)(ok[1] ? row[1] : 0) * k};
+    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    const bool hv0 = g < m, hv1 = g + 8 < m;
+    const bf16* x0 = xs + (hv0 ? g : 0) * lds;
+    const bf16* x1 = xs + (hv1 ? g + 8 : 0) * lds;
+
+    // Weight loads for the first step go out before the barrier that waits
+    // for the staged activations, so the two latencies overlap.
+    uint4 w[2][GEMV_U];
+    auto load_step = [&](int ks) {
+#pragma unroll
+        for (int t = 0; t < 2; ++t)
+#pragma unroll
+            for (int u = 0; u < GEMV_U; ++u) {
+                const int kk = ks + u * 32 + q * 8;
+                w[t][u] = ok[t] && kk < k1 ? ld_stream16(wr[t] + kk) : make_uint4(0u, 0u, 0u, 0u);
+            }
+    };
+    load_step(k0);
+    if (chunks > 1 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *reinterpret_cast<int*>(ws) = chunks;
+    __syncthreads();
+    for (int ks = k0; ks < k1; ks += GEMV_STEP) {
+        uint4 cur[2][GEMV_U];
+#pragma unroll
+        for (int t = 0; t < 2; ++t)
+#pragma unroll
+            for (int u = 0; u < GEMV_U; ++u) cur[t][u] = w[t][u];
+        if (ks + GEMV_STEP < k1) load_step(ks + GEMV_STEP);
+#pragma unroll
+        for (int u = 0; u < GEMV_U; ++u) {
+            const int kk = ks - k0 + u * 32 + q * 8;
+            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+            const uint4 ra = hv0 ? *reinterpret_cast<const uint4*>(x0 + kk) : z;
+            const uint4 rb = hv1 ? *reinterpret_cast<const uint4*>(x1 + kk) : z;
+#pragma unroll
+            for (int t = 0; t < 2; ++t) {
+                mma16816_bf16_f32(acc[t], ra.x, rb.x, ra.y, rb.y, cur[t][u].x, cur[t][u].y);
+                mma16816_bf16_f32(acc[t], ra.z, rb.z, ra.w, rb.w, cur[t][u].z, cur[t][u].w);
+            }
+        }
+    }
+
+    // acc[t][e]: activation row g (e < 2) or g + 8, weight row 2q + (e & 1) of n-tile t.
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const int i = g + (e >= 2 ? 8 : 0);
+        if (i >= m) continue;
+        if (GELU) {
+            const int j = out0 + 2 * q + (e & 1);
+            if (j >= n) continue;
+            if (chunks == 1) c[(size_t)i * n + j] = gelu_mul_out(acc[0][e], acc[1][e]);
+            else {
+                float* p = ws + GEMV_WS_HEADER + ((size_t)blockIdx.y * m + i) * rows;
+                p[j] = acc[0][e];
+                p[n + j] = acc[1][e];
+            }
+        } else {
+#pragma unroll
+            for (int t = 0; t < 2; ++t) {
+                const int j = out0 + 8 * t + 2 * q + (e & 1);
+                if (j >= n) continue;
+                if (chunks == 1) c[gemv_out_index(i, j, m, n, seg1, seg2)] = f32_to_bf16(acc[t][e]);
+                else ws[GEMV_WS_HEADER + ((size_t)blockIdx.y * m + i) * rows + j] = acc[t][e];
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
+                                                                  unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
+                                                                  float* __restrict__ workspace) {
+    gemv<false>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, (int)seg1, (int)seg2, workspace);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                           bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                           float* __restrict__ workspace) {
+    gemv<true>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, 0, 0, workspace);
+}
+
+// Second pass: one thread per output, the partials added from +0 in chunk
+// order. The first pass records its chunk count at the head of the
+// workspace, so the plan's choice is stated once.
+template <bool GELU>
+__device__ void gemv_reduce(bf16* __restrict__ c, int m, int n, int seg1, int seg2, const float* __restrict__ workspace) {
+    const int chunks = *reinterpret_cast<const int*>(workspace);
+    const float* parts = workspace + GEMV_WS_HEADER;
+    const int rows = GELU ? 2 * n : n;
+    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)m * n) return;
+    const int i = (int)(e / n), j = (int)(e % n);
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int s = 0; s < chunks; ++s) {
+        const float* p = parts + ((size_t)s * m + i) * rows;
+        s0 = __fadd_rn(s0, p[j]);
+        if (GELU) s1 = __fadd_rn(s1, p[n + j]);
+    }
+    if (GELU) c[e] = gelu_mul_out(s0, s1);
+    else c[gemv_out_index(i, j, m, n, seg1, seg2)] = f32_to_bf16(s0);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                         bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                         unsigned seg1, unsigned seg2, const float* __restrict__ workspace) {
+    gemv_reduce<false>(c, min((int)m, GEMV_MAX_M), (int)n, (int)seg1, (int)seg2, workspace);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                                  bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                                  const float* __restrict__ workspace) {
+    gemv_reduce<true>(c, min((int)m, GEMV_MAX_M), (int)n, 0, 0, workspace);
+}

@@ -1,0 +1,247 @@
+//! Weight-streaming GEMV for decode (`M ≤ 16` activation rows):
+//! `C[M, N] = A[M, K] · B[N, K]ᵀ` with B in the HF `[out, in]` layout, f32
+//! accumulation, bf16 output rounded to nearest even.
+//!
+//! At decode sizes a linear layer is a stream of its weights: every weight
+//! byte is read once and used for at most 16 multiply-adds, so the kernels
+//! are judged by the fraction of the copy bandwidth they reach, not by
+//! FLOP/s. The K order of the sums is free (a backend may split K into
+//! chunks and add the partial sums in a fixed order), so outputs are
+//! compared with the reference by NMSE; for given inputs and shapes a
+//! backend's result is deterministic (no atomics, no order that depends on
+//! timing).
+//!
+//! Two kernels: [`DENSE_GEMV_BF16`], whose output may be laid out as up to
+//! three consecutive row-major segments (one weight stream for the q, k and
+//! v projections, three outputs), and [`DENSE_GEMV_GELU_MUL_BF16`], the
+//! gate/up projection with the gated GELU applied in its epilogue.
+use crate::gemm::{operands, REORDERED_NMSE};
+use crate::ops::{bf16s, region, require, saturating_product, scalar, LaunchArg, Ops};
+use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs};
+use switchyard_core::compare::Tolerance;
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
+
+/// Largest M the GEMV kernels take.
+pub const GEMV_MAX_M: usize = 16;
+
+declare_kernel! {
+    /// `acc[i, j] = Σₖ a[i, k] · b[j, k]` (f32, any K order), `bf16(acc)`
+    /// stored in three row-major segments of columns, one after the other:
+    /// columns `[0, seg1)` as `[m, seg1]` at element 0, `[seg1, seg2)` as
+    /// `[m, seg2 - seg1]` at element `m · seg1`, `[seg2, n)` as
+    /// `[m, n - seg2]` at element `m · seg2` (`seg1 = seg2 = n` is the plain
+    /// `[m, n]` layout). Shapes: a bf16 `[m, k]`, b bf16 `[n, k]`, c bf16
+    /// `m · n` elements. `1 ≤ m ≤ 16`, `k % 8 == 0`, `seg1 ≤ seg2 ≤ n`; a
+    /// and b 16-byte aligned.
+    DENSE_GEMV_BF16 = "gemv"::"dense_gemv_bf16"(
+        A::input("a"), A::input("b"), A::output("c"), A::u32("m"), A::u32("n"), A::u32("k"), A::u32("seg1"), A::u32("seg2"))
+}
+
+declare_kernel! {
+    /// The gate/up projection with the gated GELU: with
+    /// `g = bf16(Σₖ a[i, k] · b[j, k])` and `u = bf16(Σₖ a[i, k] · b[n + j, k])`
+    /// (f32 sums, any K order), `c[i, j] = bf16(bf16(gelu_tanh(g)) · u)`: the
+    /// same value as [`DENSE_GEMV_BF16`] into `[m, 2n]` followed by
+    /// `gelu_mul_bf16`, without the round trip. Shapes: a bf16 `[m, k]`, b
+    /// bf16 `[2n, k]` (gate rows, then up rows), c bf16 `[m, n]`.
+    /// `1 ≤ m ≤ 16`, `k % 8 == 0`; a and b 16-byte aligned.
+    DENSE_GEMV_GELU_MUL_BF16 = "gemv"::"dense_gemv_gelu_mul_bf16"(
+        A::input("a"), A::input("b"), A::output("c"), A::u32("m"), A::u32("n"), A::u32("k"))
+}
+
+/// Bytes before the partial sums in the CUDA workspace (`GEMV_WS_HEADER`
+/// floats: the first pass records its chunk count there for the second).
+const WORKSPACE_HEADER_BYTES: u64 = 16;
+
+/// Threads per CUDA block (eight warps, each streaming 16 weight rows).
+const CUDA_THREADS: u32 = 256;
+/// Weight rows a CUDA block streams (`GEMV_ROWS` in gemv.cu).
+const CUDA_ROWS_PER_BLOCK: u64 = 128;
+/// K chunk bounds: a chunk shorter than this leaves too few loads per warp
+/// to hide the latency; a longer one needs more than 48 KiB of staged
+/// activations at m = 16.
+const CUDA_MIN_CHUNK: u64 = 256;
+const CUDA_MAX_CHUNK: u64 = 1024;
+/// k per step of a warp's main loop (`GEMV_STEP` in gemv.cu): the staged
+/// activation rows are padded to a multiple of it.
+const CUDA_STEP: u64 = 128;
+/// Blocks per multiprocessor the plan aims for: enough warps in flight to
+/// cover DRAM latency when every block streams at most a few KiB per warp.
+const CUDA_BLOCKS_PER_SM: u64 = 4;
+
+/// The CUDA geometry: blocks over the weight rows (`rows` of them) times K
+/// chunks. Small layers split K so that about four blocks per
+/// multiprocessor stream at once (chunks of at least 256 k); each block
+/// stages its chunk of the m activation rows in shared memory, so the
+/// activations are read from L2 once per block, not once per warp. With more
+/// than one chunk the f32 partial sums go to workspace `[chunks, m, rows]`
+/// (after a 16-byte header) and a second pass adds them in chunk order and
+/// applies the epilogue.
+fn cuda_gemv(a: &PlanArgs, facts: &DeviceFacts, rows: u64, reduce_entry: &'static str) -> Result<CudaPlan> {
+    let (m, k) = (u64::from(a.u32("m")?), u64::from(a.u32("k")?));
+    let blocks_n = groups(a.kernel, rows, CUDA_ROWS_PER_BLOCK)?;
+    let sms = u64::from(facts.multiprocessors.max(1));
+    let want = (CUDA_BLOCKS_PER_SM * sms).div_ceil(u64::from(blocks_n));
+    let most = (k / CUDA_MIN_CHUNK).max(1);
+    let least = k.div_ceil(CUDA_MAX_CHUNK);
+    let splits = want.clamp(1, most).max(least);
+    // Chunk boundaries on 32 k (one 16-byte load per lane per row group).
+    let chunk = k.div_ceil(splits).div_ceil(32) * 32;
+    let splits = k.div_ceil(chunk);
+    let padded = chunk.div_ceil(CUDA_STEP) * CUDA_STEP;
+    let shared_bytes = u32::try_from(m * (padded + 8) * 2).expect("bounded by 16 · 1160 · 2");
+    let main = CudaPass { entry: a.kernel.symbol, grid: [blocks_n, splits as u32, 1], block: [CUDA_THREADS, 1, 1], shared_bytes };
+    if splits == 1 {
+        return Ok(CudaPlan { passes: vec![main], workspace_bytes: 0 });
+    }
+    let outputs = groups(a.kernel, m * rows, u64::from(CUDA_THREADS))?;
+    Ok(CudaPlan {
+        passes: vec![main, CudaPass { entry: reduce_entry, grid: [outputs, 1, 1], block: [CUDA_THREADS, 1, 1], shared_bytes: 0 }],
+        workspace_bytes: WORKSPACE_HEADER_BYTES + splits * m * rows * 4,
+    })
+}
+
+fn cuda_dense_gemv(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_gemv(a, facts, u64::from(a.u32("n")?), "dense_gemv_bf16_reduce")
+}
+
+fn cuda_dense_gemv_gelu_mul(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_gemv(a, facts, 2 * u64::from(a.u32("n")?), "dense_gemv_gelu_mul_bf16_reduce")
+}
+
+cuda_plan!(DENSE_GEMV_BF16 => cuda_dense_gemv);
+cuda_plan!(DENSE_GEMV_GELU_MUL_BF16 => cuda_dense_gemv_gelu_mul);
+
+/// The checks every GEMV launch shares; returns `m, n, k` as u32.
+fn gemv_shape(kernel: &str, a: Region, b: Region, m: usize, n: usize, k: usize) -> Result<[u32; 3]> {
+    require((1..=GEMV_MAX_M).contains(&m), kernel, "m", || format!("m = {m} must be in 1..={GEMV_MAX_M} (decode-shaped kernel)"))?;
+    for (name, v) in [("n", n), ("k", k)] {
+        require(v > 0 && u32::try_from(v).is_ok(), kernel, name, || format!("{name} = {v} must be in 1..2^32"))?;
+    }
+    require(k % 8 == 0, kernel, "k", || format!("k = {k} must be a multiple of 8 (16-byte row loads)"))?;
+    for (name, r) in [("a", a), ("b", b)] {
+        let addr = r.addr();
+        require(addr % 16 == 0, kernel, name, || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
+    }
+    Ok([m as u32, n as u32, k as u32])
+}
+
+/// `a [m, k]`, `b [rows, k]`, `c [m, n]` and the u32 `m, n, k`.
+fn gemv_operands(a: Region, b: Region, c: Region, [m, n, k]: [usize; 3], rows: usize, u: [u32; 3]) -> Vec<LaunchArg> {
+    vec![
+        region(a, bf16s(saturating_product(&[m, k]))),
+        region(b, bf16s(saturating_product(&[rows, k]))),
+        region(c, bf16s(saturating_product(&[m, n]))),
+        scalar(U(u[0])),
+        scalar(U(u[1])),
+        scalar(U(u[2])),
+    ]
+}
+
+impl Ops {
+    /// See [`DENSE_GEMV_BF16`]. `segs = [seg1, seg2]`; `[n, n]` is the plain layout.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dense_gemv_bf16(&self, a: Region, b: Region, c: Region, m: usize, n: usize, k: usize, segs: [usize; 2]) -> Result<()> {
+        let s = DENSE_GEMV_BF16.symbol;
+        let u = gemv_shape(s, a, b, m, n, k)?;
+        let [seg1, seg2] = segs;
+        require(seg1 <= seg2 && seg2 <= n, s, "seg1", || format!("segments [{seg1}, {seg2}] must satisfy seg1 <= seg2 <= n = {n}"))?;
+        let mut args = gemv_operands(a, b, c, [m, n, k], n, u);
+        args.extend([scalar(U(seg1 as u32)), scalar(U(seg2 as u32))]);
+        self.launch(&DENSE_GEMV_BF16, &args)
+    }
+
+    /// See [`DENSE_GEMV_GELU_MUL_BF16`].
+    pub fn dense_gemv_gelu_mul_bf16(&self, a: Region, b: Region, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+        let s = DENSE_GEMV_GELU_MUL_BF16.symbol;
+        let u = gemv_shape(s, a, b, m, n, k)?;
+        let rows = n.checked_mul(2).filter(|r| u32::try_from(*r).is_ok());
+        let rows = rows.ok_or_else(|| switchyard_core::Error::invalid(s, "n", format!("2 · n = 2 · {n} weight rows must be < 2^32")))?;
+        self.launch(&DENSE_GEMV_GELU_MUL_BF16, &gemv_operands(a, b, c, [m, n, k], rows, u))
+    }
+}
+
+/// (M, N, K, seg1, seg2): M = 1, 16 and ragged; K long enough that a CUDA
+/// plan splits it (K ≥ 512), K not a multiple of 32; N not a multiple of the
+/// 128-row block; a three-segment (q, k, v) layout.
+const GEMV_SHAPES: [(usize, usize, usize, usize, usize); 5] =
+    [(1, 64, 1024, 64, 64), (5, 200, 776, 200, 200), (16, 130, 2048, 130, 130), (3, 96, 264, 64, 80), (16, 260, 1544, 128, 192)];
+
+fn gemv_cases(g: &mut Gen) -> Vec<Case> {
+    GEMV_SHAPES
+        .iter()
+        .map(|&(m, n, k, seg1, seg2)| {
+            let (a, b) = operands(g, m, n, k);
+            Case {
+                kernel: &DENSE_GEMV_BF16,
+                label: format!("m={m} n={n} k={k} segs={seg1},{seg2}"),
+                buffers: vec![
+                    Buffer::input("a", a),
+                    Buffer::input("b", b),
+                    Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
+                ],
+                run: Box::new(move |o, x| o.dense_gemv_bf16(x[0], x[1], x[2], m, n, k, [seg1, seg2])),
+            }
+        })
+        .collect()
+}
+
+fn gelu_mul_cases(g: &mut Gen) -> Vec<Case> {
+    [(1usize, 72usize, 520usize), (16, 40, 1032), (7, 136, 264)]
+        .into_iter()
+        .map(|(m, n, k)| {
+            let (a, b) = operands(g, m, 2 * n, k);
+            Case {
+                kernel: &DENSE_GEMV_GELU_MUL_BF16,
+                label: format!("m={m} n={n} k={k}"),
+                buffers: vec![
+                    Buffer::input("a", a),
+                    Buffer::input("b", b),
+                    Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
+                ],
+                run: Box::new(move |o, x| o.dense_gemv_gelu_mul_bf16(x[0], x[1], x[2], m, n, k)),
+            }
+        })
+        .collect()
+}
+
+inventory::submit! { CaseSet { kernel: &DENSE_GEMV_BF16, cases: gemv_cases } }
+inventory::submit! { CaseSet { kernel: &DENSE_GEMV_GELU_MUL_BF16, cases: gelu_mul_cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_core::Arg;
+
+    fn facts(sms: u32) -> DeviceFacts {
+        DeviceFacts {
+            multiprocessors: sms,
+            max_shared_bytes: 227 * 1024,
+            subgroup_size: 32,
+            max_groups_per_dim: 65535,
+            max_binding_bytes: u64::MAX,
+        }
+    }
+
+    fn plan(m: u32, n: u32, k: u32) -> CudaPlan {
+        let args = [Arg::P(0), Arg::P(0), Arg::P(0), Arg::U(m), Arg::U(n), Arg::U(k), Arg::U(n), Arg::U(n)];
+        cuda_dense_gemv(&PlanArgs::new(&DENSE_GEMV_BF16, &args), &facts(132)).unwrap()
+    }
+
+    #[test]
+    fn small_layers_split_k_into_chunks_of_at_least_256() {
+        // Gemma's q projection at hidden 2560: 16 row blocks, so K is split.
+        let p = plan(1, 2048, 2560);
+        assert_eq!(p.passes.len(), 2);
+        assert_eq!(p.passes[0].grid, [16, 10, 1]);
+        assert_eq!(p.workspace_bytes, 16 + 10 * 2048 * 4);
+        // Chunks never exceed 1024 k, so the staged rows fit in 48 KiB at m = 16.
+        let p = plan(16, 65536, 4096);
+        assert_eq!(p.passes[0].grid[1], 4);
+        assert!(p.passes[0].shared_bytes <= 48 * 1024, "{}", p.passes[0].shared_bytes);
+        // A short K is one chunk and one pass.
+        let p = plan(1, 4096, 200);
+        assert_eq!((p.passes.len(), p.passes[0].grid[1], p.workspace_bytes), (1, 1, 0));
+    }
+}
