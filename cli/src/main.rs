@@ -307,6 +307,13 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
         if filter.as_deref().is_some_and(|f| !case.kernel.contains(f)) {
             continue;
         }
+        let implemented = switchyard_core::registry::kernels()
+            .into_iter()
+            .any(|k| k.symbol == case.kernel && switchyard_core::registry::implements(be.kind(), k));
+        if !implemented {
+            out::diag(&format!("bench case skipped: {} {} ({name} does not implement it)", case.kernel, case.shape));
+            continue;
+        }
         // One case failing (a binding past an adapter limit, say) is reported and the rest still run.
         match bench::measure(&ops, case, &settings, i as u64) {
             Ok(mut m) => {

@@ -56,6 +56,32 @@ impl Linear {
     }
 }
 
+/// The attention block's q, k and v projections.
+pub enum AttnProj {
+    /// bf16 q, k and v weights stacked in one `[nq + nk + nv, hidden]`
+    /// buffer (rows of q, then k, then v; `nv = 0` when V = K): at decode
+    /// one weight stream computes all three (`dense_gemv_bf16` with a
+    /// segmented output), and each row range is still a plain `[n, hidden]`
+    /// weight for the prefill GEMMs.
+    Stacked {
+        /// The stacked weights.
+        w: DeviceBuffer,
+        /// Output features of q, k and v (0 when V = K).
+        n: [usize; 3],
+        /// Input features.
+        k: usize,
+    },
+    /// One weight per projection (NVFP4, or a source that does not stack).
+    Separate {
+        /// `self_attn.q_proj`.
+        q: Linear,
+        /// `self_attn.k_proj`.
+        k: Linear,
+        /// `self_attn.v_proj`; `None` when V = K.
+        v: Option<Linear>,
+    },
+}
+
 /// The tied token table, used by the embedding gather and the LM head.
 pub enum Embedding {
     /// bf16 `[vocab, hidden]`.
@@ -117,12 +143,9 @@ pub struct LayerWeights {
     pub pre_ff_norm: DeviceBuffer,
     /// `post_feedforward_layernorm`.
     pub post_ff_norm: DeviceBuffer,
-    /// `self_attn.q_proj`.
-    pub q: Linear,
-    /// `self_attn.k_proj`.
-    pub k: Linear,
-    /// `self_attn.v_proj`; `None` when V = K (`attention_k_eq_v` on a full layer).
-    pub v: Option<Linear>,
+    /// `self_attn.q_proj`, `k_proj` and `v_proj` (no v when V = K,
+    /// `attention_k_eq_v` on a full layer).
+    pub qkv: AttnProj,
     /// `self_attn.o_proj`.
     pub o: Linear,
     /// `self_attn.q_norm` `[head_dim]`.
@@ -211,6 +234,11 @@ pub trait WeightSource {
     /// The dense MLP's gate and up projections stacked into one `[2·I, k]`
     /// linear, gate rows first (the layout `gelu_mul` reads).
     fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> Result<Linear>;
+    /// The attention projections (`v` absent when V = K). By default one
+    /// linear each; a source that can stack bf16 weights should.
+    fn attention(&mut self, q: &TensorSpec, k: &TensorSpec, v: Option<&TensorSpec>) -> Result<AttnProj> {
+        Ok(AttnProj::Separate { q: self.linear(q)?, k: self.linear(k)?, v: v.map(|v| self.linear(v)).transpose()? })
+    }
     /// Stacked expert weights `[e, n, k]`.
     fn experts(&mut self, t: &TensorSpec) -> Result<Experts>;
     /// The tied token table.
@@ -240,6 +268,18 @@ impl WeightSource for Loader<'_> {
         let mut stacked = reserve(g.data.len().saturating_add(u.data.len()), &g.name)?;
         stacked.extend(g.data.iter().chain(&u.data).copied());
         self.linear_from(&g.name, &stacked, gate.shape[0] + up.shape[0], gate.shape[1])
+    }
+
+    fn attention(&mut self, q: &TensorSpec, k: &TensorSpec, v: Option<&TensorSpec>) -> Result<AttnProj> {
+        if self.quant == Quant::Nvfp4 {
+            return Ok(AttnProj::Separate { q: self.linear(q)?, k: self.linear(k)?, v: v.map(|v| self.linear(v)).transpose()? });
+        }
+        let parts: Vec<HostTensor> = [Some(q), Some(k), v].into_iter().flatten().map(|t| self.host(t)).collect::<Result<_>>()?;
+        let total = parts.iter().fold(0usize, |acc, p| acc.saturating_add(p.data.len()));
+        let mut stacked = reserve(total.saturating_mul(2), &parts[0].name)?;
+        stacked.extend(parts.iter().flat_map(|p| p.data.iter().flat_map(|b| b.to_le_bytes())));
+        let n = [q.shape[0], k.shape[0], v.map_or(0, |v| v.shape[0])];
+        Ok(AttnProj::Stacked { w: self.upload(&stacked)?, n, k: q.shape[1] })
     }
 
     fn experts(&mut self, t: &TensorSpec) -> Result<Experts> {
@@ -339,9 +379,7 @@ impl Weights {
                 post_attn_norm: src.bf16(&t.post_attn_norm)?,
                 pre_ff_norm: src.bf16(&t.pre_ff_norm)?,
                 post_ff_norm: src.bf16(&t.post_ff_norm)?,
-                q: src.linear(&t.q)?,
-                k: src.linear(&t.k)?,
-                v: t.v.as_ref().map(|v| src.linear(v)).transpose()?,
+                qkv: src.attention(&t.q, &t.k, t.v.as_ref())?,
                 o: src.linear(&t.o)?,
                 q_norm: src.bf16(&t.q_norm)?,
                 k_norm: src.bf16(&t.k_norm)?,

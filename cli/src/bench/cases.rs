@@ -238,6 +238,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
 /// Issue 5's shapes: prefill M in {512, 4096}, decode M in {1, 16}, and
 /// (N, K) in {(8192, 8192), (21504, 5376), (5376, 21504)}; reduced for the CPU.
 fn gemm_cases(v: &mut Vec<BenchCase>, scale: Scale) {
+    gemv_cases(v, scale);
     let (mdiv, nkdiv) = if scale == Scale::Production { (1, 1) } else { (64, 16) };
     for (n, k) in [(8192usize, 8192usize), (21504, 5376), (5376, 21504)] {
         let (n, k) = (n / nkdiv, k / nkdiv);
@@ -256,6 +257,56 @@ fn gemm_cases(v: &mut Vec<BenchCase>, scale: Scale) {
         }
         for m in [1usize, 16] {
             v.push(fp4_case("w4a16_gemm_decode", m, n, k, |o, a, w, c, m, n, k| o.w4a16_gemm_decode(a, w, c, m, n, k)));
+        }
+    }
+}
+
+/// The decode GEMVs (M ≤ 16) on issue 5's shapes (beside cuBLAS) and on
+/// the default bench-model's layer shapes (hidden 2560: the stacked q/k/v
+/// projection, o, the gate/up projection with its gated GELU, down); the
+/// tensor-core GEMM the GEMVs replaced is kept on two shapes as the
+/// before figure. Bytes are the weights plus activations and output.
+fn gemv_cases(v: &mut Vec<BenchCase>, scale: Scale) {
+    let div = if scale == Scale::Production { 1 } else { 16 };
+    let issue5 = [(8192usize, 8192usize), (21504, 5376), (5376, 21504)];
+    let gemma = [(4096usize, 2560usize), (2560, 2048), (2560, 10240)];
+    for (n, k) in issue5.into_iter().chain(gemma) {
+        let (n, k) = (n / div, k / div);
+        for m in [1usize, 16] {
+            v.push(BenchCase {
+                kernel: "dense_gemv_bf16",
+                shape: format!("m={m} n={n} k={k}"),
+                buffers: vec![buf(2 * m * k, Fill::Bf16(1.0)), buf(2 * n * k, Fill::Bf16(0.1)), buf(2 * m * n, Fill::Output)],
+                bytes: (2 * (m * k + n * k + m * n)) as f64,
+                flops: (2 * m * n * k) as f64,
+                gemm: Some((m, n, k)),
+                run: Box::new(move |o, a| o.dense_gemv_bf16(a[0], a[1], a[2], m, n, k, [n, n])),
+            });
+        }
+    }
+    let (inter, hidden) = (10240 / div, 2560 / div);
+    for m in [1usize, 16] {
+        v.push(BenchCase {
+            kernel: "dense_gemv_gelu_mul_bf16",
+            shape: format!("m={m} n={inter} k={hidden}"),
+            buffers: vec![buf(2 * m * hidden, Fill::Bf16(1.0)), buf(4 * inter * hidden, Fill::Bf16(0.1)), buf(2 * m * inter, Fill::Output)],
+            bytes: (2 * (m * hidden + 2 * inter * hidden + m * inter)) as f64,
+            flops: (4 * m * inter * hidden) as f64,
+            gemm: Some((m, 2 * inter, hidden)),
+            run: Box::new(move |o, a| o.dense_gemv_gelu_mul_bf16(a[0], a[1], a[2], m, inter, hidden)),
+        });
+    }
+    for (n, k) in [(4096 / div, 2560 / div), (2560 / div, 10240 / div)] {
+        for m in [1usize, 16] {
+            v.push(BenchCase {
+                kernel: "dense_gemm_tc",
+                shape: format!("m={m} n={n} k={k}"),
+                buffers: vec![buf(2 * m * k, Fill::Bf16(1.0)), buf(2 * n * k, Fill::Bf16(0.1)), buf(2 * m * n, Fill::Output)],
+                bytes: (2 * (m * k + n * k + m * n)) as f64,
+                flops: (2 * m * n * k) as f64,
+                gemm: Some((m, n, k)),
+                run: Box::new(move |o, a| o.dense_gemm_tc(a[0], a[1], a[2], m, n, k)),
+            });
         }
     }
 }

@@ -256,7 +256,8 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 
 // ---------------------------------------------------------------- decode (M <= 16)
 
-// Grid (ceil(N/64), 1), block 256. The weights are the mma's A operand
+// Grid (ceil(N/64), S), block 256: S > 1 splits K across blocks (f32
+// partials in workspace [S, M, N], then w4a16_gemm_decode_reduce). The weights are the mma's A operand
 // (rows = output columns), the tokens its B operand (one n8 tile for
 // M <= 8, two for M <= 16), so a token count of 1 wastes only idle tensor
 // slots, never memory traffic. Lane (g, q) owns columns col0 + 8g .. +7 and
@@ -267,16 +268,20 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 // chunks before using any, so 8 x DEC_U x 24 bytes per lane are in flight;
 // the 8 partial sums are added in warp order through shared memory.
 #define DEC_U 8
+// Floats before the partials in a K-split decode's workspace ([0]: the split count).
+#define DEC_WS_HEADER 4
 
 extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf16* __restrict__ a, const u8* __restrict__ bq,
                                                                         const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
-                                                                        unsigned m, unsigned n, unsigned k) {
+                                                                        unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
     __shared__ float red[8][16][64];
     const int M = m, N = n, K = k;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const int col0 = blockIdx.x * 64, mycol = col0 + 8 * g;
     const bool col_ok = mycol < N; // N % 16 == 0: all 8 columns in or all out
-    const int KC = K / 16;
+    // Grid row y takes K chunks [y * per, (y + 1) * per) of 16 k.
+    const int KC_ALL = K / 16, per = (KC_ALL + gridDim.y - 1) / gridDim.y;
+    const int kc0 = blockIdx.y * per, KC = min(KC_ALL, kc0 + per);
     const bool two = M > 8;
     const bool a4 = aligned4(a);
 
@@ -295,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf1
         return a4 ? __ldg(reinterpret_cast<const unsigned*>(p)) : ((unsigned)p[0] | ((unsigned)p[1] << 16));
     };
 
-    for (int base = warp; base < KC; base += 8 * DEC_U) {
+    for (int base = kc0 + warp; base < KC; base += 8 * DEC_U) {
         uint2 lo[DEC_U], hi[DEC_U], sc[DEC_U];
 #pragma unroll
         for (int u = 0; u < DEC_U; ++u) {
@@ -355,6 +360,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf1
         float s = 0.0f;
 #pragma unroll
         for (int w = 0; w < 8; ++w) s += red[w][tok][cc];
-        c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
+        if (gridDim.y == 1) c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
+        else workspace[DEC_WS_HEADER + ((size_t)blockIdx.y * M + tok) * N + col] = s;
     }
+    if (gridDim.y > 1 && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *reinterpret_cast<int*>(workspace) = gridDim.y;
+}
+
+// Second pass of a K-split decode: one thread per output, the block partials
+// added from +0 in K-chunk order, then scaled once. The first pass records
+// its split count at the head of the workspace.
+extern "C" __global__ void __launch_bounds__(256) w4a16_gemm_decode_reduce(const bf16* __restrict__ a, const u8* __restrict__ bq,
+                                                                           const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
+                                                                           unsigned m, unsigned n, unsigned k,
+                                                                           const float* __restrict__ workspace) {
+    const int splits = *reinterpret_cast<const int*>(workspace);
+    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)m * n) return;
+    float s = 0.0f;
+    for (int y = 0; y < splits; ++y) s = __fadd_rn(s, workspace[DEC_WS_HEADER + (size_t)y * m * n + e]);
+    c[e] = f32_to_bf16(__fmul_rn(scale2, s));
 }

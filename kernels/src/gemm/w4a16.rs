@@ -16,7 +16,7 @@
 use super::{operands, REORDERED_NMSE};
 use crate::ops::{bf16s, region, require, saturating_product, scalar, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::codec::nvfp4;
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, KernelSig, Region, Result};
@@ -81,8 +81,37 @@ fn cuda_n128_m128(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
 }
 
 /// 64 columns per block with all M ≤ 16 rows live, eight warps splitting K.
-fn cuda_w4a16_gemm_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    cuda_tiles(a, 64, DECODE_MAX_M as u64, 256)
+/// Blocks per multiprocessor the K-split decode aims for.
+const CUDA_DECODE_BLOCKS_PER_SM: u64 = 3;
+/// Fewest 16-k chunks per warp of a K split (8 warps per block): below this
+/// a block's loads no longer hide the DRAM latency.
+const CUDA_DECODE_MIN_CHUNKS_PER_WARP: u64 = 8;
+
+/// ⌈N/64⌉ column blocks of 256 threads times S K-splits. The column blocks
+/// alone fill an H200 once (N = 8192 gives 128 blocks on 132 SMs), and each
+/// block's 8 warps then walk long serial runs of K; splitting K across
+/// blocks gives about three blocks per SM, each with at least 8 chunks of
+/// 16 k per warp. With S > 1 the f32 partials go to workspace
+/// (16-byte header, then `[S, M, N]`) and a second pass adds them in split
+/// order and scales.
+fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
+    let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
+    let cols = groups(a.kernel, n, 64)?;
+    let sms = u64::from(facts.multiprocessors.max(1));
+    let most = (k / 16 / (8 * CUDA_DECODE_MIN_CHUNKS_PER_WARP)).max(1);
+    let splits = (CUDA_DECODE_BLOCKS_PER_SM * sms).div_ceil(u64::from(cols)).clamp(1, most);
+    // The kernel gives split y chunks [y·⌈C/S⌉, ...): drop splits that would be empty.
+    let chunks = k / 16;
+    let splits = chunks.div_ceil(chunks.div_ceil(splits));
+    let main = CudaPass { entry: a.kernel.symbol, grid: [cols, splits as u32, 1], block: [256, 1, 1], shared_bytes: 0 };
+    if splits == 1 {
+        return Ok(CudaPlan { passes: vec![main], workspace_bytes: 0 });
+    }
+    let outputs = groups(a.kernel, m * n, 256)?;
+    Ok(CudaPlan {
+        passes: vec![main, CudaPass { entry: "w4a16_gemm_decode_reduce", grid: [outputs, 1, 1], block: [256, 1, 1], shared_bytes: 0 }],
+        workspace_bytes: 16 + splits * m * n * 4,
+    })
 }
 
 cuda_plan!(W4A16_GEMM => cuda_w4a16_gemm);
@@ -263,7 +292,12 @@ fn lossless_cases(g: &mut Gen) -> Vec<Case> {
     cases_for(g, &W4A16_GEMM_N128_M128_BF16, &SHAPES, Ops::w4a16_gemm_n128_m128_bf16)
 }
 fn decode_cases(g: &mut Gen) -> Vec<Case> {
-    cases_for(g, &W4A16_GEMM_DECODE, &[(1, 64, 64, 64), (16, 256, 208, 256), (5, 192, 160, 192)], Ops::w4a16_gemm_decode)
+    cases_for(
+        g,
+        &W4A16_GEMM_DECODE,
+        &[(1, 64, 64, 64), (16, 256, 208, 256), (5, 192, 160, 192), (1, 64, 4096, 64), (16, 128, 2304, 128)],
+        Ops::w4a16_gemm_decode,
+    )
 }
 
 inventory::submit! { CaseSet { kernel: &W4A16_GEMM, cases: base_cases } }

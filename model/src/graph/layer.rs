@@ -17,15 +17,7 @@ impl Session<'_> {
 
         // Attention: input norm, projections (V = K's projection when k_eq_v).
         ops.rmsnorm_bf16(s.xn.region(), xr, Some(w.input_norm.region()), rows, h, eps)?;
-        linear::apply(ops, &w.q, s.xn.region(), s.q_raw.region(), rows)?;
-        linear::apply(ops, &w.k, s.xn.region(), s.k_raw.region(), rows)?;
-        let v_raw = match &w.v {
-            Some(v) => {
-                linear::apply(ops, v, s.xn.region(), s.v_raw.region(), rows)?;
-                s.v_raw.region()
-            }
-            None => s.k_raw.region(),
-        };
+        let [q_raw, k_raw, v_raw] = linear::attention(ops, &w.qkv, s.xn.region(), s.qkv_raw.region(), rows)?;
         // q/k norms with weights, v norm without, RoPE on q and k, K and V into the pool.
         let kv = self.cache.view(i);
         let cos_sin = self.rope.get(spec.kind, hd).ok_or_else(|| Error::Request(format!("no RoPE table for layer {i}")))?;
@@ -33,8 +25,8 @@ impl Session<'_> {
             q_out: s.q.region(),
             k_pool: Some(kv.k_pool),
             v_pool: Some(kv.v_pool),
-            q_raw: s.q_raw.region(),
-            k_raw: Some(s.k_raw.region()),
+            q_raw,
+            k_raw: Some(k_raw),
             v_raw: Some(v_raw),
             q_norm: Some(w.q_norm.region()),
             k_norm: Some(w.k_norm.region()),
@@ -80,8 +72,7 @@ impl Session<'_> {
         )?;
 
         // Dense MLP: gate and up in one GEMM, gelu_tanh(gate) · up, down.
-        linear::apply(ops, &w.gate_up, s.hn.region(), s.gu.region(), rows)?;
-        ops.gelu_mul_bf16(s.act.region(), s.gu.region(), rows, cfg.intermediate_size)?;
+        linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, cfg.intermediate_size)?;
         linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?;
 
         let ffn = match &w.moe {

@@ -1,36 +1,96 @@
 //! GEMM choice for a linear layer: by weight format, by M, and by what the
 //! backend implements (the registry), so the graph itself never names a backend.
-use crate::weights::Linear;
+use crate::weights::{AttnProj, Linear};
 use switchyard_core::{registry, Region, Result};
 use switchyard_kernels::gemm::w4a16::{Fp4Weight, DECODE_MAX_M, W4A16_GEMM_DECODE};
 use switchyard_kernels::gemm::DENSE_GEMM_TC;
+use switchyard_kernels::gemv::{DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, GEMV_MAX_M};
 use switchyard_kernels::Ops;
+
+/// Whether `ops`' backend streams a bf16 weight through `sig` (a GEMV) at this shape.
+fn streams(ops: &Ops, sig: &'static switchyard_core::KernelSig, m: usize, k: usize) -> bool {
+    m <= GEMV_MAX_M && k % 8 == 0 && registry::implements(ops.be.kind(), sig)
+}
+
+/// `c[m, n] = a[m, k] · wᵀ` for a bf16 weight region `[n, k]`: the decode
+/// GEMV for M ≤ 16 where the backend has it, else the tensor-core kernel
+/// (M ≤ 16), else the prefill dispatcher.
+fn bf16(ops: &Ops, w: Region, a: Region, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+    if m > DECODE_MAX_M {
+        ops.dense_gemm_prefill(a, w, c, m, n, k)
+    } else if streams(ops, &DENSE_GEMV_BF16, m, k) {
+        ops.dense_gemv_bf16(a, w, c, m, n, k, [n, n])
+    } else if registry::implements(ops.be.kind(), &DENSE_GEMM_TC) && k % 8 == 0 {
+        ops.dense_gemm_tc(a, w, c, m, n, k)
+    } else {
+        ops.dense_gemm_bf16(a, w, c, m, n, k)
+    }
+}
 
 /// `c[m, n] = a[m, k] · Wᵀ` for the layer's weight.
 ///
-/// bf16: prefill-sized M goes to the prefill dispatcher (pipelined tensor-core
-/// kernel where there is one); decode-sized M to the tensor-core kernel when
-/// the backend has it, else the simple tiled kernel. NVFP4: the decode-only
-/// W4A16 kernel for M ≤ 16 where implemented, else the base W4A16 kernel.
+/// bf16: see [`bf16`]. NVFP4: the decode-only W4A16 kernel for M ≤ 16 where
+/// implemented, else the base W4A16 kernel.
 pub fn apply(ops: &Ops, w: &Linear, a: Region, c: Region, m: usize) -> Result<()> {
-    let be = ops.be.kind();
     match w {
-        Linear::Bf16 { w, n, k } => {
-            if m > DECODE_MAX_M {
-                ops.dense_gemm_prefill(a, w.region(), c, m, *n, *k)
-            } else if registry::implements(be, &DENSE_GEMM_TC) && k % 8 == 0 {
-                ops.dense_gemm_tc(a, w.region(), c, m, *n, *k)
-            } else {
-                ops.dense_gemm_bf16(a, w.region(), c, m, *n, *k)
-            }
-        }
+        Linear::Bf16 { w, n, k } => bf16(ops, w.region(), a, c, m, *n, *k),
         Linear::Nvfp4 { bq, bs, scale2, n, k } => {
             let fw = Fp4Weight { bq: bq.region(), bs: bs.region(), scale2: *scale2, ldb: *n };
-            if m <= DECODE_MAX_M && registry::implements(be, &W4A16_GEMM_DECODE) {
+            if m <= DECODE_MAX_M && registry::implements(ops.be.kind(), &W4A16_GEMM_DECODE) {
                 ops.w4a16_gemm_decode(a, &fw, c, m, *n, *k)
             } else {
                 ops.w4a16_gemm(a, &fw, c, m, *n, *k)
             }
         }
     }
+}
+
+/// The q, k and v projections of `a` (`m` rows) into `out`, laid out as
+/// `[m, nq]`, then `[m, nk]`, then `[m, nv]`; returns the three views (v =
+/// k's when V = K). A stacked weight at decode sizes is one weight stream.
+pub fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<[Region; 3]> {
+    let widths = match p {
+        AttnProj::Stacked { n, .. } => *n,
+        AttnProj::Separate { q, k, v } => [q.n(), k.n(), v.as_ref().map_or(0, Linear::n)],
+    };
+    let q_raw = out.slice(0, m * widths[0] * 2)?;
+    let k_raw = out.slice(m * widths[0] * 2, m * widths[1] * 2)?;
+    let v_raw = if widths[2] == 0 { k_raw } else { out.slice(m * (widths[0] + widths[1]) * 2, m * widths[2] * 2)? };
+    match p {
+        AttnProj::Stacked { w, n, k } => {
+            let total = n.iter().sum::<usize>();
+            if streams(ops, &DENSE_GEMV_BF16, m, *k) {
+                ops.dense_gemv_bf16(a, w.region(), out.slice(0, m * total * 2)?, m, total, *k, [n[0], n[0] + n[1]])?;
+            } else {
+                let mut row = 0;
+                for (&rows, dst) in n.iter().zip([q_raw, k_raw, v_raw]) {
+                    if rows > 0 {
+                        bf16(ops, w.region().slice(row * k * 2, rows * k * 2)?, a, dst, m, rows, *k)?;
+                    }
+                    row += rows;
+                }
+            }
+        }
+        AttnProj::Separate { q, k, v } => {
+            apply(ops, q, a, q_raw, m)?;
+            apply(ops, k, a, k_raw, m)?;
+            if let Some(v) = v {
+                apply(ops, v, a, v_raw, m)?;
+            }
+        }
+    }
+    Ok([q_raw, k_raw, v_raw])
+}
+
+/// The dense MLP's gated activation `act[m, inter] = gelu_tanh(gate) · up`
+/// from the stacked gate/up weight: fused into the weight stream at decode
+/// sizes, else the GEMM into `gu` followed by `gelu_mul_bf16`.
+pub fn gated_up(ops: &Ops, w: &Linear, a: Region, gu: Region, act: Region, m: usize, inter: usize) -> Result<()> {
+    if let Linear::Bf16 { w, k, .. } = w {
+        if streams(ops, &DENSE_GEMV_GELU_MUL_BF16, m, *k) {
+            return ops.dense_gemv_gelu_mul_bf16(a, w.region(), act, m, inter, *k);
+        }
+    }
+    apply(ops, w, a, gu, m)?;
+    ops.gelu_mul_bf16(act, gu, m, inter)
 }

@@ -40,9 +40,8 @@ pub struct Scratch {
     /// write in place).
     pub x: [DeviceBuffer; 2],
     pub xn: DeviceBuffer,
-    pub q_raw: DeviceBuffer,
-    pub k_raw: DeviceBuffer,
-    pub v_raw: DeviceBuffer,
+    /// The raw q, k and v projections, `[rows, nq]` then `[rows, nk]` then `[rows, nv]`.
+    pub qkv_raw: DeviceBuffer,
     pub q: DeviceBuffer,
     pub attn: DeviceBuffer,
     pub o: DeviceBuffer,
@@ -69,7 +68,7 @@ impl Scratch {
     pub fn new(be: &Arc<dyn Backend>, cfg: &ModelConfig, rows: usize) -> Result<Self> {
         let (h, nh) = (cfg.hidden_size, cfg.num_heads);
         let hd = cfg.layers.iter().map(|l| l.head_dim).max().unwrap_or(0);
-        let kvw = cfg.layers.iter().map(|l| l.num_kv_heads * l.head_dim).max().unwrap_or(0);
+        let qkv = cfg.layers.iter().map(|l| (nh + 2 * l.num_kv_heads) * l.head_dim).max().unwrap_or(0);
         let inter = cfg.intermediate_size;
         let bf = |n: usize| buf(be, n * 2);
         let word = |n: usize| buf(be, n * 4);
@@ -107,9 +106,7 @@ impl Scratch {
             ctx_len: word(rows)?,
             x: [bf(rows * h)?, bf(rows * h)?],
             xn: bf(rows * h)?,
-            q_raw: bf(rows * nh * hd)?,
-            k_raw: bf(rows * kvw)?,
-            v_raw: bf(rows * kvw)?,
+            qkv_raw: bf(rows * qkv)?,
             q: bf(rows * nh * hd)?,
             attn: bf(rows * nh * hd)?,
             o: bf(rows * h)?,
