@@ -32,7 +32,7 @@ use switchyard_model::config::{LayerKind, ModelConfig};
 use switchyard_model::graph::{Model, Session};
 use switchyard_model::quant::Quant;
 use switchyard_model::tensors::{ModelTensors, TensorKind, TensorSpec};
-use switchyard_model::weights::{Embedding, Experts, Linear, WeightSource, Weights};
+use switchyard_model::weights::{AttnProj, Embedding, Experts, Linear, WeightSource, Weights};
 
 /// The benchmark model's shape. [`Shape::gemma4`] gives the defaults.
 #[derive(Clone, Debug)]
@@ -191,6 +191,13 @@ impl WeightSource for Filler {
     fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> switchyard_model::error::Result<Linear> {
         let (n, k) = (gate.shape[0] + up.shape[0], gate.shape[1]);
         Ok(Linear::Bf16 { w: self.random(2 * n * k)?, n, k })
+    }
+
+    /// Stacked, as the checkpoint loader stores bf16 attention projections.
+    fn attention(&mut self, q: &TensorSpec, k: &TensorSpec, v: Option<&TensorSpec>) -> switchyard_model::error::Result<AttnProj> {
+        let n = [q.shape[0], k.shape[0], v.map_or(0, |v| v.shape[0])];
+        let cols = q.shape[1];
+        Ok(AttnProj::Stacked { w: self.random(2 * n.iter().sum::<usize>() * cols)?, n, k: cols })
     }
 
     fn experts(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Experts> {

@@ -257,7 +257,7 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 // ---------------------------------------------------------------- decode (M <= 16)
 
 // Grid (ceil(N/64), S), block 256: S > 1 splits K across blocks (f32
-// partials in workspace [S, M, N], then w4a16_gemm_decode_reduce). The weights are the mma's A operand
+// partials in workspace [S, M, N], added by each column block's last block). The weights are the mma's A operand
 // (rows = output columns), the tokens its B operand (one n8 tile for
 // M <= 8, two for M <= 16), so a token count of 1 wastes only idle tensor
 // slots, never memory traffic. Lane (g, q) owns columns col0 + 8g .. +7 and
@@ -268,8 +268,11 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 // chunks before using any, so 8 x DEC_U x 24 bytes per lane are in flight;
 // the 8 partial sums are added in warp order through shared memory.
 #define DEC_U 8
-// Floats before the partials in a K-split decode's workspace ([0]: the split count).
-#define DEC_WS_HEADER 4
+// Column blocks a K-split decode may have: the module-scope semaphores that
+// pick each column block's reducing block. Launches on one backend run in
+// stream order, so no two launches share them at once.
+#define DEC_MAX_COL_BLOCKS 65536
+__device__ unsigned w4a16_decode_semaphore[DEC_MAX_COL_BLOCKS];
 
 extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf16* __restrict__ a, const u8* __restrict__ bq,
                                                                         const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
@@ -361,22 +364,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf1
 #pragma unroll
         for (int w = 0; w < 8; ++w) s += red[w][tok][cc];
         if (gridDim.y == 1) c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
-        else workspace[DEC_WS_HEADER + ((size_t)blockIdx.y * M + tok) * N + col] = s;
+        else workspace[((size_t)blockIdx.y * M + tok) * N + col] = s;
     }
-    if (gridDim.y > 1 && blockIdx.x == 0 && blockIdx.y == 0 && tid == 0) *reinterpret_cast<int*>(workspace) = gridDim.y;
-}
-
-// Second pass of a K-split decode: one thread per output, the block partials
-// added from +0 in K-chunk order, then scaled once. The first pass records
-// its split count at the head of the workspace.
-extern "C" __global__ void __launch_bounds__(256) w4a16_gemm_decode_reduce(const bf16* __restrict__ a, const u8* __restrict__ bq,
-                                                                           const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
-                                                                           unsigned m, unsigned n, unsigned k,
-                                                                           const float* __restrict__ workspace) {
-    const int splits = *reinterpret_cast<const int*>(workspace);
-    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= (size_t)m * n) return;
-    float s = 0.0f;
-    for (int y = 0; y < splits; ++y) s = __fadd_rn(s, workspace[DEC_WS_HEADER + (size_t)y * m * n + e]);
-    c[e] = f32_to_bf16(__fmul_rn(scale2, s));
+    if (gridDim.y == 1) return;
+    // K split: the last block of this column block to arrive adds every
+    // split's partials from +0 in split order (so which block is last does
+    // not matter), scales once, and resets the semaphore for the next launch.
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        const unsigned arrived = atomicAdd(&w4a16_decode_semaphore[blockIdx.x], 1u);
+        last = arrived == gridDim.y - 1;
+        if (last) w4a16_decode_semaphore[blockIdx.x] = 0u;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int idx = tid; idx < M * 64; idx += 256) {
+        const int tok = idx >> 6, col = col0 + (idx & 63);
+        if (col >= N) continue;
+        float s = 0.0f;
+        for (int y = 0; y < (int)gridDim.y; ++y) s = __fadd_rn(s, __ldcg(workspace + ((size_t)y * M + tok) * N + col));
+        c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
+    }
 }

@@ -81,6 +81,8 @@ fn cuda_n128_m128(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
 }
 
 /// 64 columns per block with all M ≤ 16 rows live, eight warps splitting K.
+/// Column blocks a K-split decode may have (`DEC_MAX_COL_BLOCKS`, w4a16.cu).
+const CUDA_DECODE_MAX_COL_BLOCKS: u32 = 65536;
 /// Blocks per multiprocessor the K-split decode aims for.
 const CUDA_DECODE_BLOCKS_PER_SM: u64 = 3;
 /// Fewest 16-k chunks per warp of a K split (8 warps per block): below this
@@ -91,9 +93,9 @@ const CUDA_DECODE_MIN_CHUNKS_PER_WARP: u64 = 8;
 /// alone fill an H200 once (N = 8192 gives 128 blocks on 132 SMs), and each
 /// block's 8 warps then walk long serial runs of K; splitting K across
 /// blocks gives about three blocks per SM, each with at least 8 chunks of
-/// 16 k per warp. With S > 1 the f32 partials go to workspace
-/// (16-byte header, then `[S, M, N]`) and a second pass adds them in split
-/// order and scales.
+/// 16 k per warp. With S > 1 the f32 partials go to workspace `[S, M, N]`
+/// and the last block of each column block adds them in split order and
+/// scales.
 fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
     let cols = groups(a.kernel, n, 64)?;
@@ -103,14 +105,18 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
     // The kernel gives split y chunks [y·⌈C/S⌉, ...): drop splits that would be empty.
     let chunks = k / 16;
     let splits = chunks.div_ceil(chunks.div_ceil(splits));
-    let main = CudaPass { entry: a.kernel.symbol, grid: [cols, splits as u32, 1], block: [256, 1, 1], shared_bytes: 0 };
-    if splits == 1 {
-        return Ok(CudaPlan { passes: vec![main], workspace_bytes: 0 });
+    if splits > 1 && cols > CUDA_DECODE_MAX_COL_BLOCKS {
+        return Err(Error::invalid(
+            a.kernel.symbol,
+            "n",
+            format!("n = {n} needs {cols} column blocks; a K-split decode reduces at most {CUDA_DECODE_MAX_COL_BLOCKS}"),
+        ));
     }
-    let outputs = groups(a.kernel, m * n, 256)?;
+    // The kernel always takes the workspace pointer.
+    let workspace_bytes = if splits > 1 { splits * m * n * 4 } else { 16 };
     Ok(CudaPlan {
-        passes: vec![main, CudaPass { entry: "w4a16_gemm_decode_reduce", grid: [outputs, 1, 1], block: [256, 1, 1], shared_bytes: 0 }],
-        workspace_bytes: 16 + splits * m * n * 4,
+        passes: vec![CudaPass { entry: a.kernel.symbol, grid: [cols, splits as u32, 1], block: [256, 1, 1], shared_bytes: 0 }],
+        workspace_bytes,
     })
 }
 

@@ -1,6 +1,6 @@
 // Weight-streaming GEMV for decode (m <= 16 activation rows).
 //
-// Plan (gemv/mod.rs): grid (ceil(rows / GEMV_ROWS), chunks), block 256,
+// Plan (gemv/mod.rs), m >= 2: grid (ceil(rows / GEMV_ROWS), chunks), block 256,
 // dynamic shared memory m * (padded chunk + 8) bf16. Block (bx, by) streams
 // weight rows [bx * GEMV_ROWS, +GEMV_ROWS) over its K chunk `by`: it first
 // stages the chunk of the m activation rows in shared memory (rows padded
@@ -26,8 +26,12 @@
 #define GEMV_U 4
 #define GEMV_STEP (32 * GEMV_U)
 #define GEMV_MAX_M 16
-// Floats before the partials in the workspace: [0] holds the chunk count.
-#define GEMV_WS_HEADER 4
+// Row blocks a K-split launch may have (the plan refuses more).
+#define GEMV_MAX_ROW_BLOCKS 65536
+// 16-byte weight loads per lane in flight on the m = 1 path.
+#define GEMV_M1C 12
+
+__device__ unsigned gemv_semaphore[GEMV_MAX_ROW_BLOCKS];
 
 // Where output column j of row i goes in dense_gemv_bf16's segmented layout.
 __device__ __forceinline__ size_t gemv_out_index(int i, int j, int m, int n, int seg1, int seg2) {
@@ -38,6 +42,92 @@ __device__ __forceinline__ size_t gemv_out_index(int i, int j, int m, int n, int
 
 __device__ __forceinline__ unsigned short gelu_mul_out(float g, float u) {
     return f32_to_bf16(__fmul_rn(round_bf16(gelu_tanh_f32(round_bf16(g))), round_bf16(u)));
+}
+
+// The K-split epilogue, run by every block after writing its partials: the
+// last block of this row block to arrive adds all chunks' partials (from +0,
+// in chunk order) for the block's outputs and stores them. Partials written
+// by other SMs are read with ld.cg (L2), never a stale L1 line.
+template <bool GELU>
+__device__ void gemv_finish(bf16* __restrict__ c, int m, int n, int seg1, int seg2, float* __restrict__ ws, int rows) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned arrived = atomicAdd(&gemv_semaphore[blockIdx.x], 1u);
+        last = arrived == gridDim.y - 1;
+        if (last) gemv_semaphore[blockIdx.x] = 0u; // ready for the next launch
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int chunks = gridDim.y;
+    const float* parts = ws;
+    // This row block's outputs: columns [j0, j1) of every activation row.
+    const int j0 = GELU ? blockIdx.x * (GEMV_ROWS / 2) : blockIdx.x * GEMV_ROWS;
+    const int j1 = min(n, j0 + (GELU ? GEMV_ROWS / 2 : GEMV_ROWS));
+    const int width = j1 - j0;
+    for (int e = threadIdx.x; e < m * width; e += blockDim.x) {
+        const int i = e / width, j = j0 + e % width;
+        float s0 = 0.0f, s1 = 0.0f;
+        for (int y = 0; y < chunks; ++y) {
+            const float* p = parts + ((size_t)y * m + i) * rows;
+            s0 = __fadd_rn(s0, __ldcg(p + j));
+            if (GELU) s1 = __fadd_rn(s1, __ldcg(p + n + j));
+        }
+        if (GELU) c[(size_t)i * n + j] = gelu_mul_out(s0, s1);
+        else c[gemv_out_index(i, j, m, n, seg1, seg2)] = f32_to_bf16(s0);
+    }
+}
+
+// m = 1: warp w of block b owns output j = 8b + w; GELU streams its gate row
+// j and up row n + j side by side.
+template <bool GELU>
+__device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int n, int k, int seg1, int seg2) {
+    const int lane = threadIdx.x & 31;
+    const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (j >= n) return;
+    constexpr int R = GELU ? 2 : 1;
+    const bf16* wr[R];
+    wr[0] = b + (size_t)j * k;
+    if (GELU) wr[R - 1] = b + (size_t)(n + j) * k;
+    const int chunks = k / 8;
+    float acc[R][4];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[r][e] = 0.0f;
+    constexpr int C = GEMV_M1C / R;
+    for (int c0 = 0; c0 < chunks; c0 += 32 * C) {
+        uint4 w[R][C];
+#pragma unroll
+        for (int u = 0; u < C; ++u) {
+            const int ch = c0 + lane + 32 * u;
+#pragma unroll
+            for (int r = 0; r < R; ++r) w[r][u] = ch < chunks ? ld_stream16(wr[r] + (size_t)ch * 8) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < C; ++u) {
+            const int ch = c0 + lane + 32 * u;
+            if (ch >= chunks) break;
+            const uint4 x = ld_nc16(a + (size_t)ch * 8);
+            const unsigned xw[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const unsigned ww[4] = {w[r][u].x, w[r][u].y, w[r][u].z, w[r][u].w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    acc[r][e] = fmaf(bf16_lo(xw[e]), bf16_lo(ww[e]), acc[r][e]);
+                    acc[r][e] = fmaf(bf16_hi(xw[e]), bf16_hi(ww[e]), acc[r][e]);
+                }
+            }
+        }
+    }
+    const float s0 = warp_sum((acc[0][0] + acc[0][1]) + (acc[0][2] + acc[0][3]));
+    const float s1 = GELU ? warp_sum((acc[R - 1][0] + acc[R - 1][1]) + (acc[R - 1][2] + acc[R - 1][3])) : 0.0f;
+    if (lane != 0) return;
+    if (GELU) c[j] = gelu_mul_out(s0, s1);
+    else c[gemv_out_index(0, j, 1, n, seg1, seg2)] = f32_to_bf16(s0);
 }
 
 // GELU = false: weight rows are output columns; the warp's two n-tiles are
@@ -99,7 +189,6 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
             }
     };
     load_step(k0);
-    if (chunks > 1 && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *reinterpret_cast<int*>(ws) = chunks;
     __syncthreads();
     for (int ks = k0; ks < k1; ks += GEMV_STEP) {
         uint4 cur[2][GEMV_U];
@@ -123,72 +212,50 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
     }
 
     // acc[t][e]: activation row g (e < 2) or g + 8, weight row 2q + (e & 1) of n-tile t.
+    if (chunks == 1) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int i = g + (e >= 2 ? 8 : 0);
+            if (i >= m) continue;
+            if (GELU) {
+                const int j = out0 + 2 * q + (e & 1);
+                if (j < n) c[(size_t)i * n + j] = gelu_mul_out(acc[0][e], acc[1][e]);
+            } else {
+#pragma unroll
+                for (int t = 0; t < 2; ++t) {
+                    const int j = out0 + 8 * t + 2 * q + (e & 1);
+                    if (j < n) c[gemv_out_index(i, j, m, n, seg1, seg2)] = f32_to_bf16(acc[t][e]);
+                }
+            }
+        }
+        return;
+    }
+    float* part = ws + (size_t)blockIdx.y * m * rows;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
         const int i = g + (e >= 2 ? 8 : 0);
         if (i >= m) continue;
-        if (GELU) {
-            const int j = out0 + 2 * q + (e & 1);
-            if (j >= n) continue;
-            if (chunks == 1) c[(size_t)i * n + j] = gelu_mul_out(acc[0][e], acc[1][e]);
-            else {
-                float* p = ws + GEMV_WS_HEADER + ((size_t)blockIdx.y * m + i) * rows;
-                p[j] = acc[0][e];
-                p[n + j] = acc[1][e];
-            }
-        } else {
 #pragma unroll
-            for (int t = 0; t < 2; ++t) {
-                const int j = out0 + 8 * t + 2 * q + (e & 1);
-                if (j >= n) continue;
-                if (chunks == 1) c[gemv_out_index(i, j, m, n, seg1, seg2)] = f32_to_bf16(acc[t][e]);
-                else ws[GEMV_WS_HEADER + ((size_t)blockIdx.y * m + i) * rows + j] = acc[t][e];
-            }
+        for (int t = 0; t < 2; ++t) {
+            // The weight row (output column, or gate / up row) this sum belongs to.
+            const int col = out0 + 2 * q + (e & 1);
+            const int wrow = GELU ? (t ? n + col : col) : col + 8 * t;
+            if ((GELU ? col < n : wrow < rows)) part[(size_t)i * rows + wrow] = acc[t][e];
         }
     }
+    gemv_finish<GELU>(c, m, n, seg1, seg2, ws, rows);
 }
 
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
                                                                   unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
                                                                   float* __restrict__ workspace) {
-    gemv<false>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, (int)seg1, (int)seg2, workspace);
+    if (m == 1) gemv_m1<false>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2);
+    else gemv<false>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, (int)seg1, (int)seg2, workspace);
 }
 
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b,
                                                                            bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
                                                                            float* __restrict__ workspace) {
-    gemv<true>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, 0, 0, workspace);
-}
-
-// Second pass: one thread per output, the partials added from +0 in chunk
-// order. The first pass records its chunk count at the head of the
-// workspace, so the plan's choice is stated once.
-template <bool GELU>
-__device__ void gemv_reduce(bf16* __restrict__ c, int m, int n, int seg1, int seg2, const float* __restrict__ workspace) {
-    const int chunks = *reinterpret_cast<const int*>(workspace);
-    const float* parts = workspace + GEMV_WS_HEADER;
-    const int rows = GELU ? 2 * n : n;
-    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= (size_t)m * n) return;
-    const int i = (int)(e / n), j = (int)(e % n);
-    float s0 = 0.0f, s1 = 0.0f;
-    for (int s = 0; s < chunks; ++s) {
-        const float* p = parts + ((size_t)s * m + i) * rows;
-        s0 = __fadd_rn(s0, p[j]);
-        if (GELU) s1 = __fadd_rn(s1, p[n + j]);
-    }
-    if (GELU) c[e] = gelu_mul_out(s0, s1);
-    else c[gemv_out_index(i, j, m, n, seg1, seg2)] = f32_to_bf16(s0);
-}
-
-extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
-                                                                         bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
-                                                                         unsigned seg1, unsigned seg2, const float* __restrict__ workspace) {
-    gemv_reduce<false>(c, min((int)m, GEMV_MAX_M), (int)n, (int)seg1, (int)seg2, workspace);
-}
-
-extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
-                                                                                  bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
-                                                                                  const float* __restrict__ workspace) {
-    gemv_reduce<true>(c, min((int)m, GEMV_MAX_M), (int)n, 0, 0, workspace);
+    if (m == 1) gemv_m1<true>(a, b, c, (int)n, (int)k, 0, 0);
+    else gemv<true>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, 0, 0, workspace);
 }

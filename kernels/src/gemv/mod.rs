@@ -20,7 +20,7 @@ use crate::ops::{bf16s, region, require, saturating_product, scalar, LaunchArg, 
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs};
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
 /// Largest M the GEMV kernels take.
 pub const GEMV_MAX_M: usize = 16;
@@ -50,14 +50,13 @@ declare_kernel! {
         A::input("a"), A::input("b"), A::output("c"), A::u32("m"), A::u32("n"), A::u32("k"))
 }
 
-/// Bytes before the partial sums in the CUDA workspace (`GEMV_WS_HEADER`
-/// floats: the first pass records its chunk count there for the second).
-const WORKSPACE_HEADER_BYTES: u64 = 16;
-
-/// Threads per CUDA block (eight warps, each streaming 16 weight rows).
+/// Threads per CUDA block (eight warps).
 const CUDA_THREADS: u32 = 256;
-/// Weight rows a CUDA block streams (`GEMV_ROWS` in gemv.cu).
+/// Weight rows a CUDA block streams on the m ≥ 2 path (`GEMV_ROWS` in gemv.cu).
 const CUDA_ROWS_PER_BLOCK: u64 = 128;
+/// Row blocks a K-split launch may have (`GEMV_MAX_ROW_BLOCKS`: the
+/// module-scope semaphores that pick each row block's reducing block).
+const CUDA_MAX_ROW_BLOCKS: u64 = 65536;
 /// K chunk bounds: a chunk shorter than this leaves too few loads per warp
 /// to hide the latency; a longer one needs more than 48 KiB of staged
 /// activations at m = 16.
@@ -69,17 +68,33 @@ const CUDA_STEP: u64 = 128;
 /// Blocks per multiprocessor the plan aims for: enough warps in flight to
 /// cover DRAM latency when every block streams at most a few KiB per warp.
 const CUDA_BLOCKS_PER_SM: u64 = 4;
+/// The kernels always take a workspace pointer; a launch that needs no
+/// partials still gets this much so the parameter list is the same.
+const CUDA_MIN_WORKSPACE: u64 = 16;
 
-/// The CUDA geometry: blocks over the weight rows (`rows` of them) times K
-/// chunks. Small layers split K so that about four blocks per
-/// multiprocessor stream at once (chunks of at least 256 k); each block
-/// stages its chunk of the m activation rows in shared memory, so the
-/// activations are read from L2 once per block, not once per warp. With more
-/// than one chunk the f32 partial sums go to workspace `[chunks, m, rows]`
-/// (after a 16-byte header) and a second pass adds them in chunk order and
-/// applies the epilogue.
-fn cuda_gemv(a: &PlanArgs, facts: &DeviceFacts, rows: u64, reduce_entry: &'static str) -> Result<CudaPlan> {
+/// The CUDA geometry.
+///
+/// m = 1: a warp per output (`outputs` of them), eight per block, no K
+/// split: each warp streams its whole weight row (two rows for the gated
+/// GELU), so there is nothing to add across blocks.
+///
+/// m ≥ 2: blocks over the weight rows (`rows` of them) times K chunks. Small
+/// layers split K so that about four blocks per multiprocessor stream at
+/// once (chunks of at least 256 k); each block stages its chunk of the m
+/// activation rows in shared memory, so the activations are read from L2
+/// once per block, not once per warp. With more than one chunk the f32
+/// partials go to workspace `[chunks, m, rows]` and the last block of each
+/// row block to finish adds them in chunk order.
+fn cuda_gemv(a: &PlanArgs, facts: &DeviceFacts, outputs: u64, rows: u64) -> Result<CudaPlan> {
     let (m, k) = (u64::from(a.u32("m")?), u64::from(a.u32("k")?));
+    let block = [CUDA_THREADS, 1, 1];
+    if m == 1 {
+        let grid = [groups(a.kernel, outputs, u64::from(CUDA_THREADS / 32))?, 1, 1];
+        return Ok(CudaPlan {
+            passes: vec![CudaPass { entry: a.kernel.symbol, grid, block, shared_bytes: 0 }],
+            workspace_bytes: CUDA_MIN_WORKSPACE,
+        });
+    }
     let blocks_n = groups(a.kernel, rows, CUDA_ROWS_PER_BLOCK)?;
     let sms = u64::from(facts.multiprocessors.max(1));
     let want = (CUDA_BLOCKS_PER_SM * sms).div_ceil(u64::from(blocks_n));
@@ -89,25 +104,30 @@ fn cuda_gemv(a: &PlanArgs, facts: &DeviceFacts, rows: u64, reduce_entry: &'stati
     // Chunk boundaries on 32 k (one 16-byte load per lane per row group).
     let chunk = k.div_ceil(splits).div_ceil(32) * 32;
     let splits = k.div_ceil(chunk);
+    if splits > 1 && u64::from(blocks_n) > CUDA_MAX_ROW_BLOCKS {
+        return Err(Error::invalid(
+            a.kernel.symbol,
+            "n",
+            format!("{rows} weight rows in {blocks_n} blocks with K split {splits} ways exceed the {CUDA_MAX_ROW_BLOCKS} row blocks a split launch can reduce"),
+        ));
+    }
     let padded = chunk.div_ceil(CUDA_STEP) * CUDA_STEP;
     let shared_bytes = u32::try_from(m * (padded + 8) * 2).expect("bounded by 16 · 1160 · 2");
-    let main = CudaPass { entry: a.kernel.symbol, grid: [blocks_n, splits as u32, 1], block: [CUDA_THREADS, 1, 1], shared_bytes };
-    if splits == 1 {
-        return Ok(CudaPlan { passes: vec![main], workspace_bytes: 0 });
-    }
-    let outputs = groups(a.kernel, m * rows, u64::from(CUDA_THREADS))?;
+    let workspace_bytes = if splits > 1 { splits * m * rows * 4 } else { CUDA_MIN_WORKSPACE };
     Ok(CudaPlan {
-        passes: vec![main, CudaPass { entry: reduce_entry, grid: [outputs, 1, 1], block: [CUDA_THREADS, 1, 1], shared_bytes: 0 }],
-        workspace_bytes: WORKSPACE_HEADER_BYTES + splits * m * rows * 4,
+        passes: vec![CudaPass { entry: a.kernel.symbol, grid: [blocks_n, splits as u32, 1], block, shared_bytes }],
+        workspace_bytes,
     })
 }
 
 fn cuda_dense_gemv(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
-    cuda_gemv(a, facts, u64::from(a.u32("n")?), "dense_gemv_bf16_reduce")
+    let n = u64::from(a.u32("n")?);
+    cuda_gemv(a, facts, n, n)
 }
 
 fn cuda_dense_gemv_gelu_mul(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
-    cuda_gemv(a, facts, 2 * u64::from(a.u32("n")?), "dense_gemv_gelu_mul_bf16_reduce")
+    let n = u64::from(a.u32("n")?);
+    cuda_gemv(a, facts, n, 2 * n)
 }
 
 cuda_plan!(DENSE_GEMV_BF16 => cuda_dense_gemv);
@@ -157,7 +177,7 @@ impl Ops {
         let s = DENSE_GEMV_GELU_MUL_BF16.symbol;
         let u = gemv_shape(s, a, b, m, n, k)?;
         let rows = n.checked_mul(2).filter(|r| u32::try_from(*r).is_ok());
-        let rows = rows.ok_or_else(|| switchyard_core::Error::invalid(s, "n", format!("2 · n = 2 · {n} weight rows must be < 2^32")))?;
+        let rows = rows.ok_or_else(|| Error::invalid(s, "n", format!("2 · n = 2 · {n} weight rows must be < 2^32")))?;
         self.launch(&DENSE_GEMV_GELU_MUL_BF16, &gemv_operands(a, b, c, [m, n, k], rows, u))
     }
 }
@@ -230,18 +250,20 @@ mod tests {
     }
 
     #[test]
-    fn small_layers_split_k_into_chunks_of_at_least_256() {
-        // Gemma's q projection at hidden 2560: 16 row blocks, so K is split.
+    fn one_row_takes_a_warp_per_output_and_more_rows_split_k() {
+        // m = 1: a warp per output, eight per block, no split.
         let p = plan(1, 2048, 2560);
-        assert_eq!(p.passes.len(), 2);
-        assert_eq!(p.passes[0].grid, [16, 10, 1]);
-        assert_eq!(p.workspace_bytes, 16 + 10 * 2048 * 4);
+        assert_eq!((p.passes.len(), p.passes[0].grid, p.passes[0].shared_bytes), (1, [256, 1, 1], 0));
+        // Gemma's stacked q/k/v projection at hidden 2560, m = 16: 32 row blocks, K split 10 ways.
+        let p = plan(16, 4096, 2560);
+        assert_eq!(p.passes[0].grid, [32, 10, 1]);
+        assert_eq!(p.workspace_bytes, 10 * 16 * 4096 * 4);
         // Chunks never exceed 1024 k, so the staged rows fit in 48 KiB at m = 16.
         let p = plan(16, 65536, 4096);
         assert_eq!(p.passes[0].grid[1], 4);
         assert!(p.passes[0].shared_bytes <= 48 * 1024, "{}", p.passes[0].shared_bytes);
-        // A short K is one chunk and one pass.
-        let p = plan(1, 4096, 200);
-        assert_eq!((p.passes.len(), p.passes[0].grid[1], p.workspace_bytes), (1, 1, 0));
+        // A short K is one chunk; the workspace pointer is still there.
+        let p = plan(2, 4096, 200);
+        assert_eq!((p.passes[0].grid[1], p.workspace_bytes), (1, CUDA_MIN_WORKSPACE));
     }
 }
