@@ -48,8 +48,15 @@ pub struct CudaBackend {
     cache: DiskCache,
     /// Distinguishes this instance from a later one at the same address.
     instance: u64,
+    /// Whether entries that declare it launch as programmatic dependents
+    /// (compute capability ≥ 9.0, and not switched off by [`PDL_ENV`]).
+    dependent_launch: bool,
     state: Mutex<State>,
 }
+
+/// Environment variable that, set to `0`, launches every kernel in plain
+/// stream order (no programmatic dependent launch), for A/B measurements.
+pub const PDL_ENV: &str = "SWITCHYARD_CUDA_PDL";
 
 #[derive(Default)]
 struct State {
@@ -66,6 +73,10 @@ struct Function {
     f: Shared<CUfunction>,
     /// Whether its dynamic shared memory limit was raised to the device's opt-in maximum.
     raised: bool,
+    /// Launched as a programmatic dependent of the launch before it: its
+    /// source lists it on a `// dependent-launch:` line (it waits on
+    /// `griddepcontrol.wait` before reading anything earlier launches wrote).
+    dependent: bool,
 }
 
 /// Workspace for plans that ask for it. Grows by allocating a bigger buffer;
@@ -190,6 +201,7 @@ impl CudaBackend {
                 info,
                 cache,
                 instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+                dependent_launch: major >= 9 && std::env::var(PDL_ENV).map_or(true, |v| v != "0"),
                 state: Mutex::new(State::default()),
             })
         })
@@ -337,8 +349,8 @@ impl CudaBackend {
         Self::captured(&mut st, &addrs);
         for pass in &plan.passes {
             let what = format!("{}::{}", sig.module, pass.entry);
-            let f = self.function(&mut st, sig, pass.entry, pass.shared_bytes, &what)?;
-            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, self.stream.0, &mut params, &what)?;
+            let (f, dependent) = self.function(&mut st, sig, pass.entry, pass.shared_bytes, &what)?;
+            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, dependent, self.stream.0, &mut params, &what)?;
         }
         Ok(())
     }
@@ -362,8 +374,16 @@ impl CudaBackend {
     }
 
     /// The function `entry` of `sig`'s module, compiling and loading the
-    /// module on first use, and allowed `shared_bytes` of dynamic shared memory.
-    fn function(&self, st: &mut State, sig: &'static KernelSig, entry: &'static str, shared_bytes: u32, what: &str) -> Result<CUfunction> {
+    /// module on first use, and allowed `shared_bytes` of dynamic shared
+    /// memory; with whether it launches as a programmatic dependent.
+    fn function(
+        &self,
+        st: &mut State,
+        sig: &'static KernelSig,
+        entry: &'static str,
+        shared_bytes: u32,
+        what: &str,
+    ) -> Result<(CUfunction, bool)> {
         let State { modules, functions, .. } = st;
         let func = match functions.entry((sig.module, entry)) {
             Entry::Occupied(e) => e.into_mut(),
@@ -377,7 +397,8 @@ impl CudaBackend {
                     }
                 };
                 let f = raw::module_function(module, entry, what)?;
-                e.insert(Function { f: Shared(f), raised: false })
+                let dependent = self.dependent_launch && crate::compile::dependent_entries(sig.module).iter().any(|d| d == entry);
+                e.insert(Function { f: Shared(f), raised: false, dependent })
             }
         };
         if shared_bytes > DEFAULT_DYNAMIC_SHARED && !func.raised {
@@ -391,7 +412,7 @@ impl CudaBackend {
             raw::func_set_max_dynamic_shared(func.f.0, self.facts.max_shared_bytes, what)?;
             func.raised = true;
         }
-        Ok(func.f.0)
+        Ok((func.f.0, func.dependent))
     }
 
     /// Disk cache first; a missing, corrupt or driver-rejected entry is

@@ -37,6 +37,21 @@ fn source_options(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The entry points of `module` that its source lists on a
+/// `// dependent-launch: entry ...` line: kernels that call
+/// `griddepcontrol.wait` before touching anything an earlier launch wrote,
+/// so they may launch as programmatic dependents and start (prefetching
+/// weights, say) while the launch before them finishes.
+pub(crate) fn dependent_entries(module: &str) -> Vec<String> {
+    sources::cuda(module).map_or_else(Vec::new, |src| {
+        src.text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("// dependent-launch:"))
+            .flat_map(|rest| rest.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .collect()
+    })
+}
+
 /// The program text NVRTC compiles for `src`.
 pub(crate) fn program_text(src: &Source) -> String {
     let pre = sources::CUDA_PRELUDE;

@@ -46,6 +46,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuModuleGetFunction",
     "cuModuleUnload",
     "cuLaunchKernel",
+    "cuLaunchKernelEx",
     "cuFuncSetAttribute",
     "cuStreamBeginCapture_v2",
     "cuStreamEndCapture",
@@ -366,17 +367,44 @@ pub(crate) fn module_function(m: CUmodule, symbol: &str, what: &str) -> Result<C
 pub(crate) type ParamSlot = u64;
 
 /// Enqueues `f` on `s` with `shared_bytes` of dynamic shared memory.
-/// `params` holds one slot per kernel parameter, in order.
+/// `params` holds one slot per kernel parameter, in order. `dependent`
+/// launches it as a programmatic dependent of the launch before it on `s`
+/// (it may start before that one finishes; the kernel itself waits with
+/// `griddepcontrol.wait` before reading what earlier launches wrote).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     f: CUfunction,
     grid: [u32; 3],
     block: [u32; 3],
     shared_bytes: u32,
+    dependent: bool,
     s: CUstream,
     params: &mut [ParamSlot],
     what: &str,
 ) -> Result<()> {
     let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p as *mut ParamSlot as *mut c_void).collect();
+    let call = format_args!("cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes, dependent {dependent})");
+    if dependent {
+        // SAFETY: a plain-data attribute; the union is zeroed before the one field is set.
+        let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = cu::CUlaunchConfig {
+            gridDimX: grid[0],
+            gridDimY: grid[1],
+            gridDimZ: grid[2],
+            blockDimX: block[0],
+            blockDimY: block[1],
+            blockDimZ: block[2],
+            sharedMemBytes: shared_bytes,
+            hStream: s,
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: as for cuLaunchKernel below; `config` and `attr` outlive the
+        // call, which copies them.
+        return unsafe { check(&call, cu::cuLaunchKernelEx(&config, f, ptrs.as_mut_ptr(), std::ptr::null_mut())) };
+    }
     // SAFETY: `f` comes from a loaded module; the caller built `params` from
     // arguments validated against the kernel's declared signature (same count
     // and kinds as the .cu entry point, plus the workspace pointer where the
@@ -386,7 +414,7 @@ pub(crate) fn launch(
     // past the function's limit is refused by the driver, not undefined.
     unsafe {
         check(
-            &format_args!("cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes)"),
+            &call,
             cu::cuLaunchKernel(
                 f,
                 grid[0],

@@ -129,6 +129,23 @@ __device__ __forceinline__ uint4 ld_nc16(const void* p) {
 
 __device__ __forceinline__ float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
+// Programmatic dependent launch (compute capability 9.0+). An entry listed on
+// its module's `// dependent-launch:` line may start while the launch before
+// it is still running: it must call sy_wait_prior() before reading anything
+// an earlier launch wrote (or writing anything one reads); reading constant
+// data (weights) before that is what it gains. sy_allow_next() lets the
+// launch after this one start early. Both are no-ops on a plain launch.
+__device__ __forceinline__ void sy_wait_prior() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void sy_allow_next() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 // HF's gelu_pytorch_tanh, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in the
 // CPU reference's operation order with no contraction (the gated-GELU
 // contracts fix it; only tanhf may differ from the host's).

@@ -268,6 +268,8 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 // chunks before using any, so 8 x DEC_U x 24 bytes per lane are in flight;
 // the 8 partial sums are added in warp order through shared memory.
 #define DEC_U 8
+// The decode kernel reads only weights before sy_wait_prior().
+// dependent-launch: w4a16_gemm_decode
 // Column blocks a K-split decode may have: the module-scope semaphores that
 // pick each column block's reducing block. Launches on one backend run in
 // stream order, so no two launches share them at once.
@@ -303,6 +305,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf1
         return a4 ? __ldg(reinterpret_cast<const unsigned*>(p)) : ((unsigned)p[0] | ((unsigned)p[1] << 16));
     };
 
+    sy_allow_next();
+    bool waited = false;
     for (int base = kc0 + warp; base < KC; base += 8 * DEC_U) {
         uint2 lo[DEC_U], hi[DEC_U], sc[DEC_U];
 #pragma unroll
@@ -312,6 +316,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf1
             lo[u] = ok ? ld_stream8(bq + (size_t)(kc * 8 + q) * N + mycol) : make_uint2(0u, 0u);
             hi[u] = ok ? ld_stream8(bq + (size_t)(kc * 8 + q + 4) * N + mycol) : make_uint2(0u, 0u);
             sc[u] = ok ? ld_stream8(bs + (size_t)kc * N + mycol) : make_uint2(0u, 0u);
+        }
+        if (!waited) {
+            sy_wait_prior(); // the activations are the previous launch's output
+            waited = true;
         }
 #pragma unroll
         for (int u = 0; u < DEC_U; ++u) {
@@ -344,6 +352,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf1
         }
     }
 
+    if (!waited) sy_wait_prior(); // no chunks for this warp: still ordered before the writes
     // acc[t][i]: (row g -> column 8g+2i, row g+8 -> column 8g+2i+1) x tokens 8t + 2q, +1.
 #pragma unroll
     for (int t = 0; t < 2; ++t) {

@@ -20,6 +20,10 @@
 // workspace [chunks, m, rows] (after a 4-float header), and the _reduce pass adds them from +0 in
 // chunk order (deterministic) and applies the epilogue.
 
+// Each entry reads only weights before sy_wait_prior(): the first weight
+// loads overlap the end of the launch before it.
+// dependent-launch: dense_gemv_bf16 dense_gemv_gelu_mul_bf16 dense_gemv_bf16_m1 dense_gemv_gelu_mul_bf16_m1
+
 #define GEMV_WARPS 8
 #define GEMV_ROWS (GEMV_WARPS * 16)
 // 16-byte loads per lane per weight row per step; a step covers GEMV_STEP k.
@@ -70,6 +74,7 @@ __device__ void gemv_finish(bf16* __restrict__ c, int m, int n, int seg1, int se
     for (int e = threadIdx.x; e < m * width; e += blockDim.x) {
         const int i = e / width, j = j0 + e % width;
         float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll 8
         for (int y = 0; y < chunks; ++y) {
             const float* p = parts + ((size_t)y * m + i) * rows;
             s0 = __fadd_rn(s0, __ldcg(p + j));
@@ -80,36 +85,47 @@ __device__ void gemv_finish(bf16* __restrict__ c, int m, int n, int seg1, int se
     }
 }
 
-// m = 1: warp w of block b owns output j = 8b + w; GELU streams its gate row
-// j and up row n + j side by side.
+// m = 1 (the _m1 entries; plan: grid ceil(outputs / Z), block (32, Y, Z)):
+// the Y warps of slot z own output j = blockIdx.x * Z + z and split its K
+// into Y consecutive slices; GELU streams the gate row j and the up row
+// n + j side by side. Each lane issues up to GEMV_M1C 16-byte weight loads
+// before any math; the activation row comes through L1. The Y slice sums
+// meet in shared memory and are added in slice order.
 template <bool GELU>
 __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int n, int k, int seg1, int seg2) {
-    const int lane = threadIdx.x & 31;
-    const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (j >= n) return;
+    __shared__ float slice_sum[GEMV_WARPS][2];
+    const int lane = threadIdx.x, y = threadIdx.y, z = threadIdx.z, slices = blockDim.y;
+    const int j = blockIdx.x * blockDim.z + z;
     constexpr int R = GELU ? 2 : 1;
     const bf16* wr[R];
-    wr[0] = b + (size_t)j * k;
-    if (GELU) wr[R - 1] = b + (size_t)(n + j) * k;
-    const int chunks = k / 8;
+    wr[0] = b + (size_t)min(j, n - 1) * k;
+    if (GELU) wr[R - 1] = b + (size_t)(n + min(j, n - 1)) * k;
+    const int chunks = k / 8, per = (chunks + slices - 1) / slices;
+    const int ch0 = y * per, ch1 = j < n ? min(chunks, ch0 + per) : 0;
     float acc[R][4];
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[r][e] = 0.0f;
     constexpr int C = GEMV_M1C / R;
-    for (int c0 = 0; c0 < chunks; c0 += 32 * C) {
+    sy_allow_next();
+    bool waited = false;
+    for (int c0 = ch0; c0 < ch1; c0 += 32 * C) {
         uint4 w[R][C];
 #pragma unroll
         for (int u = 0; u < C; ++u) {
             const int ch = c0 + lane + 32 * u;
 #pragma unroll
-            for (int r = 0; r < R; ++r) w[r][u] = ch < chunks ? ld_stream16(wr[r] + (size_t)ch * 8) : make_uint4(0u, 0u, 0u, 0u);
+            for (int r = 0; r < R; ++r) w[r][u] = ch < ch1 ? ld_stream16(wr[r] + (size_t)ch * 8) : make_uint4(0u, 0u, 0u, 0u);
+        }
+        if (!waited) {
+            sy_wait_prior(); // the activation row is the previous launch's output
+            waited = true;
         }
 #pragma unroll
         for (int u = 0; u < C; ++u) {
             const int ch = c0 + lane + 32 * u;
-            if (ch >= chunks) break;
+            if (ch >= ch1) break;
             const uint4 x = ld_nc16(a + (size_t)ch * 8);
             const unsigned xw[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
@@ -123,9 +139,21 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
             }
         }
     }
-    const float s0 = warp_sum((acc[0][0] + acc[0][1]) + (acc[0][2] + acc[0][3]));
-    const float s1 = GELU ? warp_sum((acc[R - 1][0] + acc[R - 1][1]) + (acc[R - 1][2] + acc[R - 1][3])) : 0.0f;
-    if (lane != 0) return;
+    if (!waited) sy_wait_prior(); // an empty slice still orders its output write
+    const float p0 = warp_sum((acc[0][0] + acc[0][1]) + (acc[0][2] + acc[0][3]));
+    const float p1 = GELU ? warp_sum((acc[R - 1][0] + acc[R - 1][1]) + (acc[R - 1][2] + acc[R - 1][3])) : 0.0f;
+    const int wid = z * slices + y;
+    if (lane == 0) {
+        slice_sum[wid][0] = p0;
+        slice_sum[wid][1] = p1;
+    }
+    __syncthreads();
+    if (lane != 0 || y != 0 || j >= n) return;
+    float s0 = 0.0f, s1 = 0.0f;
+    for (int t = 0; t < slices; ++t) {
+        s0 = __fadd_rn(s0, slice_sum[z * slices + t][0]);
+        s1 = __fadd_rn(s1, slice_sum[z * slices + t][1]);
+    }
     if (GELU) c[j] = gelu_mul_out(s0, s1);
     else c[gemv_out_index(0, j, 1, n, seg1, seg2)] = f32_to_bf16(s0);
 }
@@ -146,13 +174,6 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
     const int k0 = blockIdx.y * chunk, k1 = min(k, k0 + chunk);
     const int padded = (chunk + GEMV_STEP - 1) / GEMV_STEP * GEMV_STEP;
     const int lds = padded + 8;
-
-    // Stage a[0..m, k0..k0+padded) (zero past k1) in shared memory.
-    for (int e = threadIdx.x; e < m * (padded / 8); e += blockDim.x) {
-        const int r = e / (padded / 8), kk = (e % (padded / 8)) * 8;
-        const uint4 v = k0 + kk < k1 ? ld_nc16(a + (size_t)r * k + k0 + kk) : make_uint4(0u, 0u, 0u, 0u);
-        *reinterpret_cast<uint4*>(xs + r * lds + kk) = v;
-    }
 
     // This warp's two n-tiles (weight row of lane group g in each).
     int row[2];
@@ -176,8 +197,9 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
     const bf16* x0 = xs + (hv0 ? g : 0) * lds;
     const bf16* x1 = xs + (hv1 ? g + 8 : 0) * lds;
 
-    // Weight loads for the first step go out before the barrier that waits
-    // for the staged activations, so the two latencies overlap.
+    // Weight loads for the first step go out before the activations are
+    // staged (and, launched as a dependent, before the previous launch
+    // has finished), so the latencies overlap.
     uint4 w[2][GEMV_U];
     auto load_step = [&](int ks) {
 #pragma unroll
@@ -188,7 +210,15 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
                 w[t][u] = ok[t] && kk < k1 ? ld_stream16(wr[t] + kk) : make_uint4(0u, 0u, 0u, 0u);
             }
     };
+    sy_allow_next();
     load_step(k0);
+    sy_wait_prior(); // the activation rows are the previous launch's output
+    // Stage a[0..m, k0..k0+padded) (zero past k1) in shared memory.
+    for (int e = threadIdx.x; e < m * (padded / 8); e += blockDim.x) {
+        const int r = e / (padded / 8), kk = (e % (padded / 8)) * 8;
+        const uint4 v = k0 + kk < k1 ? ld_nc16(a + (size_t)r * k + k0 + kk) : make_uint4(0u, 0u, 0u, 0u);
+        *reinterpret_cast<uint4*>(xs + r * lds + kk) = v;
+    }
     __syncthreads();
     for (int ks = k0; ks < k1; ks += GEMV_STEP) {
         uint4 cur[2][GEMV_U];
@@ -249,13 +279,23 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
                                                                   unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
                                                                   float* __restrict__ workspace) {
-    if (m == 1) gemv_m1<false>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2);
-    else gemv<false>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, (int)seg1, (int)seg2, workspace);
+    gemv<false>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, (int)seg1, (int)seg2, workspace);
 }
 
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b,
                                                                            bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
                                                                            float* __restrict__ workspace) {
-    if (m == 1) gemv_m1<true>(a, b, c, (int)n, (int)k, 0, 0);
-    else gemv<true>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, 0, 0, workspace);
+    gemv<true>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, 0, 0, workspace);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
+                                                                     unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
+                                                                     float* __restrict__ workspace) {
+    gemv_m1<false>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_m1(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                              bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                              float* __restrict__ workspace) {
+    gemv_m1<true>(a, b, c, (int)n, (int)k, 0, 0);
 }

@@ -68,15 +68,20 @@ const CUDA_STEP: u64 = 128;
 /// Blocks per multiprocessor the plan aims for: enough warps in flight to
 /// cover DRAM latency when every block streams at most a few KiB per warp.
 const CUDA_BLOCKS_PER_SM: u64 = 4;
+/// 16-byte weight loads a lane keeps in flight on the m = 1 path (`GEMV_M1C`).
+const CUDA_M1_LOADS_PER_LANE: u64 = 12;
 /// The kernels always take a workspace pointer; a launch that needs no
 /// partials still gets this much so the parameter list is the same.
 const CUDA_MIN_WORKSPACE: u64 = 16;
 
 /// The CUDA geometry.
 ///
-/// m = 1: a warp per output (`outputs` of them), eight per block, no K
-/// split: each warp streams its whole weight row (two rows for the gated
-/// GELU), so there is nothing to add across blocks.
+/// m = 1 (the `_m1` entry): `Y` warps per output, each taking a
+/// consecutive slice of K, and `8 / Y` outputs per block (block `(32, Y,
+/// 8 / Y)`), no K split across blocks. `Y` grows with K so that every lane
+/// has all of its slice's 16-byte loads in flight at once (12 per weight
+/// row it streams): one warp per output up to K = 3072 (1536 for the gated
+/// GELU, which streams two rows), eight at most.
 ///
 /// m ≥ 2: blocks over the weight rows (`rows` of them) times K chunks. Small
 /// layers split K so that about four blocks per multiprocessor stream at
@@ -85,15 +90,17 @@ const CUDA_MIN_WORKSPACE: u64 = 16;
 /// once per block, not once per warp. With more than one chunk the f32
 /// partials go to workspace `[chunks, m, rows]` and the last block of each
 /// row block to finish adds them in chunk order.
-fn cuda_gemv(a: &PlanArgs, facts: &DeviceFacts, outputs: u64, rows: u64) -> Result<CudaPlan> {
+fn cuda_gemv(a: &PlanArgs, facts: &DeviceFacts, outputs: u64, rows: u64, m1_entry: &'static str) -> Result<CudaPlan> {
     let (m, k) = (u64::from(a.u32("m")?), u64::from(a.u32("k")?));
     let block = [CUDA_THREADS, 1, 1];
     if m == 1 {
-        let grid = [groups(a.kernel, outputs, u64::from(CUDA_THREADS / 32))?, 1, 1];
-        return Ok(CudaPlan {
-            passes: vec![CudaPass { entry: a.kernel.symbol, grid, block, shared_bytes: 0 }],
-            workspace_bytes: CUDA_MIN_WORKSPACE,
-        });
+        let weight_rows_per_output = rows / outputs;
+        let per_warp = 32 * (CUDA_M1_LOADS_PER_LANE / weight_rows_per_output);
+        let slices = (k / 8).div_ceil(per_warp).clamp(1, 8) as u32;
+        let slots = 8 / slices;
+        let grid = [groups(a.kernel, outputs, u64::from(slots))?, 1, 1];
+        let pass = CudaPass { entry: m1_entry, grid, block: [32, slices, slots], shared_bytes: 0 };
+        return Ok(CudaPlan { passes: vec![pass], workspace_bytes: CUDA_MIN_WORKSPACE });
     }
     let blocks_n = groups(a.kernel, rows, CUDA_ROWS_PER_BLOCK)?;
     let sms = u64::from(facts.multiprocessors.max(1));
@@ -122,12 +129,12 @@ fn cuda_gemv(a: &PlanArgs, facts: &DeviceFacts, outputs: u64, rows: u64) -> Resu
 
 fn cuda_dense_gemv(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let n = u64::from(a.u32("n")?);
-    cuda_gemv(a, facts, n, n)
+    cuda_gemv(a, facts, n, n, "dense_gemv_bf16_m1")
 }
 
 fn cuda_dense_gemv_gelu_mul(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let n = u64::from(a.u32("n")?);
-    cuda_gemv(a, facts, n, 2 * n)
+    cuda_gemv(a, facts, n, 2 * n, "dense_gemv_gelu_mul_bf16_m1")
 }
 
 cuda_plan!(DENSE_GEMV_BF16 => cuda_dense_gemv);
@@ -251,9 +258,12 @@ mod tests {
 
     #[test]
     fn one_row_takes_a_warp_per_output_and_more_rows_split_k() {
-        // m = 1: a warp per output, eight per block, no split.
+        // m = 1: a warp per output, eight per block, no split, up to K = 3072.
         let p = plan(1, 2048, 2560);
-        assert_eq!((p.passes.len(), p.passes[0].grid, p.passes[0].shared_bytes), (1, [256, 1, 1], 0));
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("dense_gemv_bf16_m1", [256, 1, 1], [32, 1, 8]));
+        // Gemma's down projection: four warps per output over K = 10240.
+        let p = plan(1, 2560, 10240);
+        assert_eq!((p.passes[0].grid, p.passes[0].block), ([1280, 1, 1], [32, 4, 2]));
         // Gemma's stacked q/k/v projection at hidden 2560, m = 16: 32 row blocks, K split 10 ways.
         let p = plan(16, 4096, 2560);
         assert_eq!(p.passes[0].grid, [32, 10, 1]);
