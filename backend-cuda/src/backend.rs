@@ -71,8 +71,11 @@ struct State {
 /// A loaded entry point.
 struct Function {
     f: Shared<CUfunction>,
-    /// Whether its dynamic shared memory limit was raised to the device's opt-in maximum.
-    raised: bool,
+    /// Its dynamic shared memory limit: the driver's default until a plan
+    /// asks for more, then what the largest plan so far asked for (the
+    /// driver checks that plus the function's static shared memory against
+    /// the device's opt-in maximum).
+    allowed: u32,
     /// Launched as a programmatic dependent of the launch before it: its
     /// source lists it on a `// dependent-launch:` line (it waits on
     /// `griddepcontrol.wait` before reading anything earlier launches wrote).
@@ -398,10 +401,10 @@ impl CudaBackend {
                 };
                 let f = raw::module_function(module, entry, what)?;
                 let dependent = self.dependent_launch && crate::compile::dependent_entries(sig.module).iter().any(|d| d == entry);
-                e.insert(Function { f: Shared(f), raised: false, dependent })
+                e.insert(Function { f: Shared(f), allowed: DEFAULT_DYNAMIC_SHARED, dependent })
             }
         };
-        if shared_bytes > DEFAULT_DYNAMIC_SHARED && !func.raised {
+        if shared_bytes > func.allowed {
             if shared_bytes > self.facts.max_shared_bytes {
                 return Err(Error::invalid(
                     sig.symbol,
@@ -409,8 +412,8 @@ impl CudaBackend {
                     format!("{entry} asks for {shared_bytes} bytes of shared memory; the device allows {}", self.facts.max_shared_bytes),
                 ));
             }
-            raw::func_set_max_dynamic_shared(func.f.0, self.facts.max_shared_bytes, what)?;
-            func.raised = true;
+            raw::func_set_max_dynamic_shared(func.f.0, shared_bytes, what)?;
+            func.allowed = shared_bytes;
         }
         Ok((func.f.0, func.dependent))
     }
