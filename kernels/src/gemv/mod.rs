@@ -341,8 +341,10 @@ mod tests {
         (crate::plan::wgsl_kernel(kernel).unwrap().plan)(&PlanArgs::new(kernel, &args), facts).unwrap()
     }
 
-    /// (entry, grid, M override, extras) of each pass.
-    fn shape(p: &WgslPlan) -> Vec<(&'static str, [u32; 3], Vec<(&'static str, u32)>, [u32; 4])> {
+    /// (entry, grid, M override, extras) of a pass.
+    type PassShape = (&'static str, [u32; 3], Vec<(&'static str, u32)>, [u32; 4]);
+
+    fn shape(p: &WgslPlan) -> Vec<PassShape> {
         p.passes.iter().map(|x| (x.entry, x.grid, x.consts.clone(), x.extra)).collect()
     }
 
