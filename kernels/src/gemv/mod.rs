@@ -152,6 +152,89 @@ fn cuda_dense_gemv_gelu_mul(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPla
 cuda_plan!(DENSE_GEMV_BF16 => cuda_dense_gemv);
 cuda_plan!(DENSE_GEMV_GELU_MUL_BF16 => cuda_dense_gemv_gelu_mul);
 
+use crate::plan::{positive, WgslPass, WgslPlan};
+
+/// Weight rows a WGSL workgroup streams (`NR` in gemv_common.wgsli): 32 row
+/// groups of 8 lanes, 4 rows each. The gated kernel's 128 are the gate and
+/// up rows of 64 output columns.
+const WGSL_ROWS_PER_GROUP: u64 = 128;
+/// k a lane's step covers per row (8 lanes × 8 k × 2 loads); chunks are
+/// whole steps, so only the last chunk of a row has idle loads.
+const WGSL_STEP: u64 = 128;
+/// Shortest chunk: two steps, 16 loads of 16 bytes per lane, enough to
+/// amortise the cross-lane reduction and the partial-sum stores.
+const WGSL_MIN_CHUNK: u64 = 256;
+/// Workgroups the WGSL plan aims for. wgpu does not report the
+/// multiprocessor count (`DeviceFacts::multiprocessors` is 0), so the target
+/// is fixed: 256 workgroups of 256 are about two per SM of a 132-SM H200,
+/// all resident at once, each with 8 × 16 bytes in flight per invocation;
+/// more would only add partial sums.
+const WGSL_TARGET_GROUPS: u64 = 256;
+/// Workgroup memory of the GEMV shaders (`red` in gemv_common.wgsli), under
+/// WebGPU's 16 KiB minimum.
+const WGSL_SHARED_BYTES: u32 = 2080 * 4;
+
+/// The WGSL geometry: `⌈rows / 128⌉` row blocks times K chunks, `M` (= m) a
+/// pipeline override. Row blocks alone rarely fill the GPU at decode sizes,
+/// so K is split until about [`WGSL_TARGET_GROUPS`] workgroups run, with
+/// chunks of at least 256 k (whole 128-k steps), and no more chunks than
+/// the partial sums' binding (and u32 word indices) allow. One chunk: the
+/// kernel's own entry writes bf16. Several: `entries[0]` writes f32
+/// partials to workspace `[chunks, m, rows]` (x0 = chunk length, x1 =
+/// chunks) and `entries[1]` adds them in chunk order, an invocation per
+/// output word (x0 = chunks), applying the epilogue.
+fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, entries: [&'static str; 2]) -> Result<WgslPlan> {
+    let kernel = a.kernel;
+    let m = positive(a, "m")?;
+    if m > GEMV_MAX_M as u32 {
+        return Err(switchyard_core::Error::invalid(kernel.symbol, "m", format!("m = {m} must be in 1..={GEMV_MAX_M}")));
+    }
+    let (n, k) = (u64::from(positive(a, "n")?), u64::from(positive(a, "k")?));
+    if k % 8 != 0 {
+        return Err(switchyard_core::Error::invalid(kernel.symbol, "k", format!("k = {k} must be a multiple of 8 (16-byte row loads)")));
+    }
+    if f.max_shared_bytes < WGSL_SHARED_BYTES {
+        return Err(switchyard_core::Error::Unsupported(format!(
+            "kernel {}: needs {WGSL_SHARED_BYTES} bytes of workgroup memory, the adapter allows {}",
+            kernel.symbol, f.max_shared_bytes
+        )));
+    }
+    let m64 = u64::from(m);
+    let blocks = groups(kernel, rows, WGSL_ROWS_PER_GROUP)?;
+    let chunk_bytes = m64 * rows * 4;
+    let fit = f.max_binding_bytes.min(4 * u64::from(u32::MAX)) / chunk_bytes;
+    let most = (k / WGSL_MIN_CHUNK).min(fit).min(u64::from(f.max_groups_per_dim)).max(1);
+    let splits = WGSL_TARGET_GROUPS.div_ceil(u64::from(blocks)).clamp(1, most);
+    let chunk = k.div_ceil(splits).div_ceil(WGSL_STEP) * WGSL_STEP;
+    let splits = k.div_ceil(chunk);
+    let consts = vec![("M", m)];
+    if splits == 1 {
+        let pass = WgslPass { entry: kernel.symbol, grid: [blocks, 1, 1], consts, extra: [k as u32, 1, 0, 0] };
+        return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 });
+    }
+    // splits ≥ 2, so chunk < k < 2^32.
+    let s = splits as u32;
+    Ok(WgslPlan {
+        passes: vec![
+            WgslPass { entry: entries[0], grid: [blocks, s, 1], consts, extra: [chunk as u32, s, 0, 0] },
+            WgslPass { entry: entries[1], grid: [groups(kernel, m64 * n, 512)?, 1, 1], consts: vec![], extra: [s, 0, 0, 0] },
+        ],
+        workspace_bytes: splits * chunk_bytes,
+    })
+}
+
+fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    wgsl_gemv(a, f, u64::from(a.u32("n")?), ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce"])
+}
+
+fn wgsl_dense_gemv_gelu_mul(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    let rows = 2 * u64::from(a.u32("n")?);
+    wgsl_gemv(a, f, rows, ["dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce"])
+}
+
+wgsl_plan!(DENSE_GEMV_BF16, "gemv/dense_gemv_bf16.wgsl" => wgsl_dense_gemv);
+wgsl_plan!(DENSE_GEMV_GELU_MUL_BF16, "gemv/dense_gemv_gelu_mul_bf16.wgsl" => wgsl_dense_gemv_gelu_mul);
+
 /// The checks every GEMV launch shares; returns `m, n, k` as u32.
 fn gemv_shape(kernel: &str, a: Region, b: Region, m: usize, n: usize, k: usize) -> Result<[u32; 3]> {
     require((1..=GEMV_MAX_M).contains(&m), kernel, "m", || format!("m = {m} must be in 1..={GEMV_MAX_M} (decode-shaped kernel)"))?;
@@ -287,5 +370,84 @@ mod tests {
         // A short K is one chunk; the workspace pointer is still there.
         let p = plan(2, 4096, 200);
         assert_eq!((p.passes[0].grid[1], p.workspace_bytes), (1, CUDA_MIN_WORKSPACE));
+    }
+
+    /// What the wgpu backend reports: no multiprocessor count, WebGPU-sized limits.
+    fn wgpu_facts(max_binding_bytes: u64) -> DeviceFacts {
+        DeviceFacts { multiprocessors: 0, max_shared_bytes: 16384, subgroup_size: 1, max_groups_per_dim: 65535, max_binding_bytes }
+    }
+
+    fn wgsl(kernel: &'static switchyard_core::KernelSig, m: u32, n: u32, k: u32, facts: &DeviceFacts) -> WgslPlan {
+        let mut args = vec![Arg::P(0), Arg::P(0), Arg::P(0), Arg::U(m), Arg::U(n), Arg::U(k)];
+        if std::ptr::eq(kernel, &DENSE_GEMV_BF16) {
+            args.extend([Arg::U(n), Arg::U(n)]);
+        }
+        (crate::plan::wgsl_kernel(kernel).unwrap().plan)(&PlanArgs::new(kernel, &args), facts).unwrap()
+    }
+
+    /// (entry, grid, M override, extras) of a pass.
+    type PassShape = (&'static str, [u32; 3], Vec<(&'static str, u32)>, [u32; 4]);
+
+    fn shape(p: &WgslPlan) -> Vec<PassShape> {
+        p.passes.iter().map(|x| (x.entry, x.grid, x.consts.clone(), x.extra)).collect()
+    }
+
+    #[test]
+    fn wgsl_plans_split_k_toward_256_workgroups_of_128_weight_rows() {
+        let f = wgpu_facts(1 << 31);
+        // Gemma's q projection at hidden 2560: 16 row blocks; chunks of 256 k
+        // (the shortest) give 10 chunks, 160 workgroups, as the CUDA plan.
+        let p = wgsl(&DENSE_GEMV_BF16, 1, 2048, 2560, &f);
+        assert_eq!(
+            shape(&p),
+            [
+                ("dense_gemv_bf16_partial", [16, 10, 1], vec![("M", 1)], [256, 10, 0, 0]),
+                ("dense_gemv_bf16_reduce", [4, 1, 1], vec![], [10, 0, 0, 0]),
+            ]
+        );
+        assert_eq!(p.workspace_bytes, 10 * 2048 * 4);
+        // The down projection at m = 16: 20 row blocks want 13 chunks; 788 k
+        // rounds up to 7 steps (896 k), so 12 chunks, 240 workgroups.
+        let p = wgsl(&DENSE_GEMV_BF16, 16, 2560, 10240, &f);
+        assert_eq!(
+            shape(&p),
+            [
+                ("dense_gemv_bf16_partial", [20, 12, 1], vec![("M", 16)], [896, 12, 0, 0]),
+                ("dense_gemv_bf16_reduce", [80, 1, 1], vec![], [12, 0, 0, 0]),
+            ]
+        );
+        assert_eq!(p.workspace_bytes, 12 * 16 * 2560 * 4);
+        // Gate/up at hidden 2560: 20480 weight rows in 160 blocks, two chunks.
+        let p = wgsl(&DENSE_GEMV_GELU_MUL_BF16, 1, 10240, 2560, &f);
+        assert_eq!(
+            shape(&p),
+            [
+                ("dense_gemv_gelu_mul_bf16_partial", [160, 2, 1], vec![("M", 1)], [1280, 2, 0, 0]),
+                ("dense_gemv_gelu_mul_bf16_reduce", [20, 1, 1], vec![], [2, 0, 0, 0]),
+            ]
+        );
+        assert_eq!(p.workspace_bytes, 2 * 20480 * 4);
+        // Enough row blocks, or a K of one minimum chunk: one pass, no workspace.
+        for (m, n, k) in [(1, 65536, 4096), (3, 96, 264)] {
+            let p = wgsl(&DENSE_GEMV_BF16, m, n, k, &f);
+            let blocks = n.div_ceil(128);
+            assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_bf16", [blocks, 1, 1], vec![("M", m)], [k, 1, 0, 0])], 0));
+        }
+        // The partial sums must fit one binding: two chunks' worth allowed.
+        let p = wgsl(&DENSE_GEMV_BF16, 16, 2048, 10240, &wgpu_facts(2 * 16 * 2048 * 4));
+        assert_eq!((p.passes[0].grid, p.workspace_bytes), ([16, 2, 1], 2 * 16 * 2048 * 4));
+    }
+
+    #[test]
+    fn wgsl_plans_refuse_shapes_the_shaders_cannot_take() {
+        let f = wgpu_facts(1 << 31);
+        for (m, n, k, arg) in [(0, 64, 64, "m"), (17, 64, 64, "m"), (1, 0, 64, "n"), (1, 64, 0, "k"), (1, 64, 12, "k")] {
+            let args = [Arg::P(0), Arg::P(0), Arg::P(0), Arg::U(m), Arg::U(n), Arg::U(k)];
+            let plan = crate::plan::wgsl_kernel(&DENSE_GEMV_GELU_MUL_BF16).unwrap().plan;
+            match plan(&PlanArgs::new(&DENSE_GEMV_GELU_MUL_BF16, &args), &f) {
+                Err(switchyard_core::Error::InvalidArgument { arg: a, .. }) => assert_eq!(a, arg, "m={m} n={n} k={k}"),
+                other => panic!("m={m} n={n} k={k}: {other:?}"),
+            }
+        }
     }
 }
