@@ -286,9 +286,15 @@ impl Ops {
 
 /// (M, N, K, seg1, seg2): M = 1, 16 and ragged; K long enough that a CUDA
 /// plan splits it (K ≥ 512), K not a multiple of 32; N not a multiple of the
-/// 128-row block; a three-segment (q, k, v) layout.
-const GEMV_SHAPES: [(usize, usize, usize, usize, usize); 5] =
-    [(1, 64, 1024, 64, 64), (5, 200, 776, 200, 200), (16, 130, 2048, 130, 130), (3, 96, 264, 64, 80), (16, 260, 1544, 128, 192)];
+/// 128-row block; three-segment (q, k, v) layouts, one with odd widths.
+const GEMV_SHAPES: [(usize, usize, usize, usize, usize); 6] = [
+    (1, 64, 1024, 64, 64),
+    (5, 200, 776, 200, 200),
+    (16, 130, 2048, 130, 130),
+    (3, 96, 264, 64, 80),
+    (16, 260, 1544, 128, 192),
+    (3, 97, 264, 33, 70),
+];
 
 fn gemv_cases(g: &mut Gen) -> Vec<Case> {
     GEMV_SHAPES
