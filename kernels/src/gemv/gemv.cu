@@ -1,14 +1,12 @@
 // Weight-streaming GEMV for decode (m <= 16 activation rows).
 //
 // Plan (gemv/mod.rs), m >= 2: grid (ceil(rows / GEMV_ROWS), chunks), block 256,
-// dynamic shared memory m * (padded chunk + 8) bf16 (rounded to 16 bytes)
-// plus the weight rings, 8 warps x GEMV_STAGES x GEMV_STEP_BYTES. Block (bx, by) streams
+// dynamic shared memory m * (padded chunk + 8) bf16. Block (bx, by) streams
 // weight rows [bx * GEMV_ROWS, +GEMV_ROWS) over its K chunk `by`: it first
 // stages the chunk of the m activation rows in shared memory (rows padded
 // by 8 elements so the 8 row groups of a warp hit different banks), then
-// each warp streams 16 weight rows (two mma n-tiles of 8) through a
-// cp.async ring with (GEMV_STAGES - 1) * 2 * GEMV_U 16-byte loads per lane
-// in flight.
+// each warp streams 16 weight rows (two mma n-tiles of 8) with every lane
+// keeping 2 * GEMV_U 16-byte loads in flight.
 //
 // The dot products run on tensor cores, mma.m16n8k16 with A = the m
 // activation rows (rows >= m zero) and B = 8 weight rows: at m = 16 a
@@ -31,19 +29,6 @@
 // 16-byte loads per lane per weight row per step; a step covers GEMV_STEP k.
 #define GEMV_U 4
 #define GEMV_STEP (32 * GEMV_U)
-// Steps of weights a warp's ring holds (GEMV_STAGES - 1 in flight).
-#define GEMV_STAGES 4
-// Bytes of one ring step for one warp: 2 n-tiles x GEMV_U loads x 32 lanes x 16.
-#define GEMV_STEP_BYTES (2 * GEMV_U * 32 * 16)
-
-__device__ __forceinline__ unsigned gemv_smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void gemv_cp_async16(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(gemv_smem_u32(dst)), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void gemv_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void gemv_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-// Bytes of staged activations (m rows of padded + 8 bf16), 16-byte aligned.
-__device__ __forceinline__ int gemv_x_bytes(int m, int padded) { return (m * (padded + 8) * 2 + 15) / 16 * 16; }
 #define GEMV_MAX_M 16
 // Row blocks a K-split launch may have (the plan refuses more).
 #define GEMV_MAX_ROW_BLOCKS 65536
@@ -212,32 +197,21 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
     const bf16* x0 = xs + (hv0 ? g : 0) * lds;
     const bf16* x1 = xs + (hv1 ? g + 8 : 0) * lds;
 
-    // Weights stream through a per-lane ring of GEMV_STAGES steps in shared
-    // memory, filled by cp.async: GEMV_STAGES - 1 steps (2 * GEMV_U 16-byte
-    // loads each) stay in flight without holding registers, so the occupancy
-    // the mma loop allows still keeps enough bytes in flight. A lane reads
-    // back only what it copied itself, so no barrier guards the ring.
-    const int nsteps = (k1 - k0 + GEMV_STEP - 1) / GEMV_STEP;
-    unsigned char* ring = gemv_smem + gemv_x_bytes(m, padded) + (size_t)warp * GEMV_STAGES * GEMV_STEP_BYTES + lane * 16;
-    auto issue = [&](int step) {
-        unsigned char* slot = ring + (step % GEMV_STAGES) * GEMV_STEP_BYTES;
-        const int ks = k0 + step * GEMV_STEP;
+    // Weight loads for the first step go out before the activations are
+    // staged (and, launched as a dependent, before the previous launch
+    // has finished), so the latencies overlap.
+    uint4 w[2][GEMV_U];
+    auto load_step = [&](int ks) {
 #pragma unroll
         for (int t = 0; t < 2; ++t)
 #pragma unroll
             for (int u = 0; u < GEMV_U; ++u) {
                 const int kk = ks + u * 32 + q * 8;
-                const bool in = step < nsteps && ok[t] && kk < k1;
-                // Out of range: a zero fill (source size 0) from a valid address.
-                gemv_cp_async16(slot + (t * GEMV_U + u) * 512, in ? wr[t] + kk : wr[t], in ? 16 : 0);
+                w[t][u] = ok[t] && kk < k1 ? ld_stream16(wr[t] + kk) : make_uint4(0u, 0u, 0u, 0u);
             }
-        gemv_cp_async_commit();
     };
     sy_allow_next();
-    // The first steps' weights go out before the activations are staged
-    // (and, launched as a dependent, before the previous launch finishes).
-#pragma unroll
-    for (int st = 0; st < GEMV_STAGES - 1; ++st) issue(st);
+    load_step(k0);
     sy_wait_prior(); // the activation rows are the previous launch's output
     // Stage a[0..m, k0..k0+padded) (zero past k1) in shared memory.
     for (int e = threadIdx.x; e < m * (padded / 8); e += blockDim.x) {
@@ -246,25 +220,26 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
         *reinterpret_cast<uint4*>(xs + r * lds + kk) = v;
     }
     __syncthreads();
-    for (int step = 0; step < nsteps; ++step) {
-        gemv_cp_async_wait<GEMV_STAGES - 2>(); // this step's copies have landed
-        issue(step + GEMV_STAGES - 1);         // into the slot consumed last step
-        const unsigned char* slot = ring + (step % GEMV_STAGES) * GEMV_STEP_BYTES;
+    for (int ks = k0; ks < k1; ks += GEMV_STEP) {
+        uint4 cur[2][GEMV_U];
+#pragma unroll
+        for (int t = 0; t < 2; ++t)
+#pragma unroll
+            for (int u = 0; u < GEMV_U; ++u) cur[t][u] = w[t][u];
+        if (ks + GEMV_STEP < k1) load_step(ks + GEMV_STEP);
 #pragma unroll
         for (int u = 0; u < GEMV_U; ++u) {
-            const int kk = step * GEMV_STEP + u * 32 + q * 8;
+            const int kk = ks - k0 + u * 32 + q * 8;
             const uint4 z = make_uint4(0u, 0u, 0u, 0u);
             const uint4 ra = hv0 ? *reinterpret_cast<const uint4*>(x0 + kk) : z;
             const uint4 rb = hv1 ? *reinterpret_cast<const uint4*>(x1 + kk) : z;
 #pragma unroll
             for (int t = 0; t < 2; ++t) {
-                const uint4 w = *reinterpret_cast<const uint4*>(slot + (t * GEMV_U + u) * 512);
-                mma16816_bf16_f32(acc[t], ra.x, rb.x, ra.y, rb.y, w.x, w.y);
-                mma16816_bf16_f32(acc[t], ra.z, rb.z, ra.w, rb.w, w.z, w.w);
+                mma16816_bf16_f32(acc[t], ra.x, rb.x, ra.y, rb.y, cur[t][u].x, cur[t][u].y);
+                mma16816_bf16_f32(acc[t], ra.z, rb.z, ra.w, rb.w, cur[t][u].z, cur[t][u].w);
             }
         }
     }
-    gemv_cp_async_wait<0>(); // nothing of this block's left in flight
 
     // acc[t][e]: activation row g (e < 2) or g + 8, weight row 2q + (e & 1) of n-tile t.
     if (chunks == 1) {
