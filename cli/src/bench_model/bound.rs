@@ -185,6 +185,20 @@ mod tests {
     }
 
     #[test]
+    fn the_26b_a4b_shape_has_the_published_parameter_counts() {
+        // Google gives Gemma 4 26B-A4B 25.2 B parameters, 3.8 B active per
+        // token: the non-expert weights and 8 experts in each of 30 layers.
+        let cfg = Shape::gemma4_26b_a4b().config().unwrap();
+        let b = step_bytes(&cfg, 1, 0..1);
+        let active = (b.weights as f64 + b.experts()) / 2.0;
+        let total = (b.weights + b.moe_layers * 128 * b.expert) as f64 / 2.0;
+        assert!((3.78e9..3.86e9).contains(&active), "{active}");
+        assert!((25.1e9..25.3e9).contains(&total), "{total}");
+        // One expert: gate_up 2·704·2816 and down 2816·704 bf16 values.
+        assert_eq!(b.expert, 3 * 704 * 2816 * 2);
+    }
+
+    #[test]
     fn weights_plus_all_experts_is_every_tensor() {
         // At a batch large enough to select every expert the step reads the
         // whole model, which is what the tensor list sizes.
