@@ -211,8 +211,7 @@ pub fn run_batch(model: &Model, batch: usize, s: &Settings, seed: u64) -> Result
         next.push(session.prefill(b, &prompt, 0, false).with_context(|| format!("prefill of sequence {b}"))?.token);
     }
     let prefill_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let mut pos = s.prompt_len;
-    for step in 0..s.warmup + s.steps {
+    for (step, pos) in (0..s.warmup + s.steps).zip(s.prompt_len..) {
         let positions = vec![pos; batch];
         // Each step ends in a download of the chosen tokens, so the wall
         // clock covers the device work.
@@ -223,7 +222,6 @@ pub fn run_batch(model: &Model, batch: usize, s: &Settings, seed: u64) -> Result
             times.push(ms);
         }
         next = out.into_iter().map(|r| r.token).collect();
-        pos += 1;
     }
     let sum: f64 = times.iter().sum();
     let mut sorted = times.clone();
