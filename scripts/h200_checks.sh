@@ -1,79 +1,161 @@
 #!/usr/bin/env bash
-# Every GPU check and benchmark of the project in one device call:
-# parity on cuda and wgpu, compute-sanitizer (memcheck, racecheck, initcheck)
-# over `parity` and `generate` on cuda, the HF fixtures on cuda and wgpu,
-# the kernel bench on both, bench-model on both, and HF's decode bench.
+# Every GPU check and benchmark of the project, in three parts:
+#   checks:  parity on cuda and wgpu, compute-sanitizer (memcheck, racecheck,
+#            initcheck) over `parity` and `generate` on cuda, the HF fixtures
+#            on cuda and wgpu;
+#   kernels: the kernel bench on cuda and wgpu;
+#   decode:  for each bench-model shape (default, 26b-a4b): bench-model on
+#            cuda and wgpu at batch 1 and 16, HF transformers' decode bench
+#            (scripts/hf_decode_bench.py) eager and torch.compile, then the
+#            BENCHMARKS.md table per shape (scripts/decode_tables.py).
 #
 # Here:  cargo build --release -p switchyard-cli && mkdir -p dist &&
 #        cp target/release/switchyard dist/ && strip dist/switchyard &&
 #        bash scripts/prepare-vulkan.sh .device-vk
 # There: bash scripts/h200_checks.sh     (carry dist and .device-vk; writes to $OUT)
-# Each step has a time limit so one slow step cannot eat the others' time.
-# BEFORE=dist/switchyard-before (optional): an older build whose kernel bench
-# and bench-model run in the same call, for a before/after table.
-# QUICK=1 skips the sanitizers and HF's decode bench.
+#
+# A device call runs 10 minutes at most, and the three parts together take
+# longer: run PARTS="checks kernels" in one call and PARTS=decode in another.
+# Each step has its own time limit, and none runs past DEADLINE seconds after
+# the start (default 570): a step that would is skipped and the summary says
+# so, so the steps that did run still come back. Decode steps run in order of
+# priority (Switchyard cuda, HF eager, Switchyard wgpu, HF compile).
+#
+# Options (environment):
+#   PARTS="checks kernels decode"  the parts to run (default: all three)
+#   BEFORE=dist/switchyard-before  an older build whose kernel bench and
+#                                  bench-model (default shape) run in the same
+#                                  call, for a before/after table
+#   QUICK=1                        skip the sanitizers and HF's decode bench
+#   DEADLINE=570                   seconds after which no step starts
+# The device hands back at most 8 files from $OUT: when there are more, all
+# but summary.txt and decode_tables.md are packed into $OUT/raw.tar.gz.
 set -u
 S=${S:-./dist/switchyard}
 BEFORE=${BEFORE:-}
 QUICK=${QUICK:-}
+PARTS=${PARTS:-checks kernels decode}
+DEADLINE=${DEADLINE:-570}
 OUT=${OUT:-/tmp/h200}
 mkdir -p "$OUT"
 SUM=$OUT/summary.txt
 export SWITCHYARD_REQUIRE_CUDA=1
-step() { # name, seconds, file, command...
+export S PYTHONUNBUFFERED=1
+
+# step NAME SECONDS FILE COMMAND...: appends the command's output (stdout and
+# stderr) to FILE under a header, within its time limit and the deadline.
+step() {
     local name=$1 secs=$2 file=$3; shift 3
+    local left=$((DEADLINE - SECONDS))
+    if [ "$left" -lt 10 ]; then
+        echo "$name: skipped (past DEADLINE=$DEADLINE s)" | tee -a "$SUM"
+        return
+    fi
+    [ "$secs" -gt "$left" ] && secs=$left
     local t0=$SECONDS
     echo "== $name" >> "$file"
     timeout "$secs" "$@" >> "$file" 2>&1
     local rc=$?
     echo "$name: rc=$rc ($((SECONDS - t0)) s)" | tee -a "$SUM"
 }
+
+# jstep NAME SECONDS JSON COMMAND...: like step, but the command's stdout
+# alone goes to JSON (its stderr to the decode log).
+jstep() {
+    local name=$1 secs=$2 json=$3; shift 3
+    step "$name" "$secs" "$DEC/decode.log" bash -c '"$@" > "$0"' "$json" "$@"
+}
+
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$SUM"
-
-# Correctness first (not timed); the three sanitizers run meanwhile, side by side.
-SANS=()
-TOOLS="memcheck racecheck initcheck"
-[ -n "$QUICK" ] && TOOLS=""
-for tool in $TOOLS; do
-    (
-        step "sanitizer $tool parity" 170 "$OUT/san_$tool.txt" compute-sanitizer --tool $tool "$S" parity --backend cuda
-        step "sanitizer $tool generate" 50 "$OUT/san_$tool.txt" compute-sanitizer --tool $tool "$S" generate --backend cuda --max-new-tokens 8
-    ) &
-    SANS+=($!)
-done
-step "parity cuda" 120 "$OUT/parity.txt" "$S" parity --backend cuda
-grep -E "^cuda: " "$OUT/parity.txt" | tail -1 >> "$SUM"
+# The Vulkan loader and NVIDIA's ICD for wgpu (harmless for CUDA).
 source .device-vk/env.sh
-step "parity wgpu" 150 "$OUT/parity.txt" "$S" parity --backend wgpu
-grep -E "^wgpu: " "$OUT/parity.txt" | tail -1 >> "$SUM"
-for be in cuda wgpu; do
-    for fx in tiny-dense tiny-moe; do
-        "$S" generate --model tests/fixtures/$fx --backend $be --prompt-ids 2,17,99,5,250,31 \
-            --max-new-tokens 10 --ignore-eos --json > /tmp/$fx.$be.json 2>>"$OUT/model.txt"
-        python3 scripts/compare_fixture.py tests/fixtures/$fx/expected.json /tmp/$fx.$be.json "$fx on $be vs HF" | tail -1 | tee -a "$SUM" >> "$OUT/model.txt"
-    done
-done
-[ ${#SANS[@]} -gt 0 ] && wait "${SANS[@]}"
-for tool in $TOOLS; do
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/san_$tool.txt" | sed "s/^/  $tool: /" >> "$SUM"
-    cat "$OUT/san_$tool.txt" >> "$OUT/sanitizers.txt" && rm "$OUT/san_$tool.txt"
-done
 
-# Timing: one thing at a time on the GPU.
-step "bench cuda" 100 "$OUT/bench_cuda.md" "$S" bench --backend cuda --iters 10 --json
-if [ -n "$BEFORE" ]; then
-    step "bench cuda (before)" 100 "$OUT/bench_cuda_before.md" "$BEFORE" bench --backend cuda --iters 10 --json
-    python3 scripts/bench_compare.py "$OUT/bench_cuda_before.md" "$OUT/bench_cuda.md" > "$OUT/before_after_cuda.md" 2>&1
-    tail -4 "$OUT/before_after_cuda.md" >> "$SUM"
+checks() { # correctness (not timed); the three sanitizers run meanwhile, side by side
+    local SANS=() TOOLS="memcheck racecheck initcheck" tool be fx
+    [ -n "$QUICK" ] && TOOLS=""
+    for tool in $TOOLS; do
+        (
+            step "sanitizer $tool parity" 170 "$OUT/san_$tool.txt" compute-sanitizer --tool $tool "$S" parity --backend cuda
+            step "sanitizer $tool generate" 50 "$OUT/san_$tool.txt" compute-sanitizer --tool $tool "$S" generate --backend cuda --max-new-tokens 8
+        ) &
+        SANS+=($!)
+    done
+    step "parity cuda" 120 "$OUT/parity.txt" "$S" parity --backend cuda
+    grep -E "^cuda: " "$OUT/parity.txt" | tail -1 >> "$SUM"
+    step "parity wgpu" 150 "$OUT/parity.txt" "$S" parity --backend wgpu
+    grep -E "^wgpu: " "$OUT/parity.txt" | tail -1 >> "$SUM"
+    for be in cuda wgpu; do
+        for fx in tiny-dense tiny-moe; do
+            "$S" generate --model tests/fixtures/$fx --backend $be --prompt-ids 2,17,99,5,250,31 \
+                --max-new-tokens 10 --ignore-eos --json > /tmp/$fx.$be.json 2>>"$OUT/model.txt"
+            python3 scripts/compare_fixture.py tests/fixtures/$fx/expected.json /tmp/$fx.$be.json "$fx on $be vs HF" | tail -1 | tee -a "$SUM" >> "$OUT/model.txt"
+        done
+    done
+    [ ${#SANS[@]} -gt 0 ] && wait "${SANS[@]}"
+    for tool in $TOOLS; do
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/san_$tool.txt" | sed "s/^/  $tool: /" >> "$SUM"
+        cat "$OUT/san_$tool.txt" >> "$OUT/sanitizers.txt" && rm "$OUT/san_$tool.txt"
+    done
+}
+
+kernels() { # one thing at a time on the GPU
+    step "bench cuda" 100 "$OUT/bench_cuda.md" "$S" bench --backend cuda --iters 10 --json
+    if [ -n "$BEFORE" ]; then
+        step "bench cuda (before)" 100 "$OUT/bench_cuda_before.md" "$BEFORE" bench --backend cuda --iters 10 --json
+        python3 scripts/bench_compare.py "$OUT/bench_cuda_before.md" "$OUT/bench_cuda.md" > "$OUT/before_after_cuda.md" 2>&1
+        tail -4 "$OUT/before_after_cuda.md" >> "$SUM"
+    fi
+    step "bench wgpu" 100 "$OUT/bench_wgpu.md" "$S" bench --backend wgpu --iters 5 --json
+    if [ -n "$BEFORE" ]; then
+        step "bench wgpu (before)" 100 "$OUT/bench_wgpu_before.md" "$BEFORE" bench --backend wgpu --iters 5 --json
+        python3 scripts/bench_compare.py "$OUT/bench_wgpu_before.md" "$OUT/bench_wgpu.md" > "$OUT/before_after_wgpu.md" 2>&1
+        tail -4 "$OUT/before_after_wgpu.md" >> "$SUM"
+    fi
+}
+
+SHAPES="default 26b-a4b"
+DEC=$OUT/decode
+decode() { # both shapes, in order of priority; wgpu decodes ~4 tok/s, so fewer steps
+    mkdir -p "$DEC"
+    local shape
+    for shape in $SHAPES; do
+        jstep "bench-model cuda $shape" 90 "$DEC/bm_cuda_$shape.json" "$S" bench-model --backend cuda --shape $shape --steps 32 --json
+    done
+    [ -n "$BEFORE" ] && step "bench-model cuda default (before)" 60 "$DEC/bench_model_before.md" "$BEFORE" bench-model --backend cuda --steps 32
+    if [ -z "$QUICK" ]; then
+        for shape in $SHAPES; do
+            step "hf decode eager $shape" 150 "$DEC/decode.log" python3 scripts/hf_decode_bench.py --shape $shape \
+                --modes eager --steps 32 --repeats 2 --out "$DEC/hf_decode.jsonl"
+        done
+    fi
+    for shape in $SHAPES; do
+        jstep "bench-model wgpu $shape" 150 "$DEC/bm_wgpu_$shape.json" "$S" bench-model --backend wgpu --shape $shape --steps 8 --json
+    done
+    if [ -z "$QUICK" ]; then
+        for shape in $SHAPES; do
+            step "hf decode compile $shape" 200 "$DEC/decode.log" python3 scripts/hf_decode_bench.py --shape $shape \
+                --modes compile --steps 32 --repeats 2 --out "$DEC/hf_decode.jsonl"
+        done
+    fi
+    for shape in $SHAPES; do
+        local args=(--shape "$shape")
+        [ -s "$DEC/bm_cuda_$shape.json" ] && args+=(--cuda "$DEC/bm_cuda_$shape.json")
+        [ -s "$DEC/bm_wgpu_$shape.json" ] && args+=(--wgpu "$DEC/bm_wgpu_$shape.json")
+        [ -s "$DEC/hf_decode.jsonl" ] && args+=(--hf "$DEC/hf_decode.jsonl")
+        { echo "### \`$shape\`"; echo; python3 scripts/decode_tables.py "${args[@]}" 2>&1; echo; } >> "$OUT/decode_tables.md"
+    done
+    cat "$OUT/decode_tables.md" >> "$SUM"
+}
+
+has checks && checks
+has kernels && kernels
+has decode && decode
+
+# At most 8 files come back from the device.
+if [ "$(find "$OUT" -type f | wc -l)" -gt 8 ]; then
+    (cd "$OUT" && find . -type f ! -name summary.txt ! -name decode_tables.md ! -name raw.tar.gz -print0 |
+        tar -czf raw.tar.gz --null -T - --remove-files) && echo "raw outputs packed into raw.tar.gz" >> "$SUM"
 fi
-step "bench-model cuda" 60 "$OUT/bench_model.md" "$S" bench-model --backend cuda --steps 32
-[ -n "$BEFORE" ] && step "bench-model cuda (before)" 60 "$OUT/bench_model_before.md" "$BEFORE" bench-model --backend cuda --steps 32
-step "bench wgpu" 100 "$OUT/bench_wgpu.md" "$S" bench --backend wgpu --iters 5 --json
-if [ -n "$BEFORE" ]; then
-    step "bench wgpu (before)" 100 "$OUT/bench_wgpu_before.md" "$BEFORE" bench --backend wgpu --iters 5 --json
-    python3 scripts/bench_compare.py "$OUT/bench_wgpu_before.md" "$OUT/bench_wgpu.md" > "$OUT/before_after_wgpu.md" 2>&1
-    tail -4 "$OUT/before_after_wgpu.md" >> "$SUM"
-fi
-[ -z "$QUICK" ] && step "hf decode (eager)" 90 "$OUT/bench_model.md" python3 scripts/hf_decode_bench.py --modes eager --steps 32 --repeats 2
-step "bench-model wgpu" 60 "$OUT/bench_model.md" "$S" bench-model --backend wgpu --steps 16
 cat "$SUM"

@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """HF transformers decode throughput on the model `switchyard bench-model` times.
 
-Same config (built here exactly as `bench_model::Shape::gemma4` builds it, or
-read from `switchyard bench-model --json` output), random bf16 weights on the
-GPU, a static KV cache, a random prompt of --prompt-len tokens per sequence,
-then greedy decode. Prints decode tokens/s at each batch size for
+The config is the one `switchyard bench-model --shape SHAPE --print-hf-config`
+prints (run here through --switchyard), so the two never diverge; or read from
+a file (--hf-config), or from `switchyard bench-model --json` output
+(--bench-json). Random bf16 weights (HF's own init from the config, no
+download) on the GPU, a static KV cache, a random prompt of --prompt-len tokens
+per sequence, then greedy decode. Measures decode tokens/s at each batch size
+in each mode:
   - eager: static cache, torch.compile off (generation_config.disable_compile);
   - compile: static cache with transformers' automatic torch.compile of the
-    decode step (skipped with the reason if it fails here).
+    decode step (reported as failed, with the reason, if it fails here).
+For an MoE shape the experts run as transformers chooses (its default
+experts_implementation, which generate() switches to batched_mm for decode on
+a GPU), or as --experts says.
 
 Decode time is measured as the difference between a generate() of 1 + steps
 new tokens and one of 1 new token (the prefill and the first token), so the
@@ -16,85 +22,70 @@ That matches bench-model, which times decode steps only, each ending in a
 device-to-host copy of the chosen tokens (generate() also syncs every step
 for its stopping check).
 
+Output: one JSON object per line on stdout (or appended to --out), one per
+(mode, batch):
+  {"shape", "mode", "batch", "tokens_per_s", "ms_per_step", "steps",
+   "prompt_len", "note", "error", "model_bytes", "transformers", "torch",
+   "device"}
+tokens_per_s and ms_per_step are null when the case failed (error says why).
+Progress and a markdown table go to stderr. scripts/decode_tables.py reads
+these lines.
+
 Run on the GPU machine:
-    python3 scripts/hf_decode_bench.py                       # 30 layers, hidden 2560, batches 1 and 16
-    python3 scripts/hf_decode_bench.py --bench-json out.json # the config from `switchyard bench-model --json > out.json`
-    python3 scripts/hf_decode_bench.py --print-config        # the config only (no torch needed)
+    python3 scripts/hf_decode_bench.py --shape 26b-a4b            # needs ./dist/switchyard
+    python3 scripts/hf_decode_bench.py --hf-config cfg.json --shape default
+    python3 scripts/hf_decode_bench.py --shape 26b-a4b --print-config   # the config only (no torch)
 """
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 
 
-def shape_config(layers, hidden, vocab):
-    """The HF config.json of `bench_model::Shape::gemma4(layers, hidden)` with
-    `vocab` (mirrors cli/src/bench_model.rs and cli/src/synthetic.rs Spec::config)."""
-    heads = max(1, hidden // 320)
-    kv = max(1, heads // 2)
-    gkv = max(1, heads // 4)
-    full = [(i + 1) % 6 == 0 or i + 1 == layers for i in range(layers)]
-    return {
-        "architectures": ["Gemma4ForCausalLM"],
-        "model_type": "gemma4_text",
-        "vocab_size": vocab,
-        "hidden_size": hidden,
-        "intermediate_size": 4 * hidden,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": kv,
-        "head_dim": 256,
-        "global_head_dim": 512,
-        "num_global_key_value_heads": gkv,
-        "hidden_activation": "gelu_pytorch_tanh",
-        "max_position_embeddings": 8192,
-        "rms_norm_eps": 1e-6,
-        "layer_types": ["full_attention" if f else "sliding_attention" for f in full],
-        "sliding_window": 512,
-        "final_logit_softcapping": 30.0,
-        "attention_k_eq_v": True,
-        "attention_bias": False,
-        "hidden_size_per_layer_input": 0,
-        "vocab_size_per_layer_input": 0,
-        "num_kv_shared_layers": 0,
-        "use_double_wide_mlp": False,
-        "tie_word_embeddings": True,
-        "pad_token_id": 0,
-        "eos_token_id": 1,
-        "bos_token_id": 2,
-        "enable_moe_block": False,
-        "num_experts": None,
-        "top_k_experts": None,
-        "moe_intermediate_size": None,
-        "rope_parameters": {
-            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
-            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
-        },
-        "dtype": "bfloat16",
-    }
+def load_config(a):
+    """(shape name, HF config dict) from the arguments."""
+    if a.hf_config:
+        with open(a.hf_config) as f:
+            return a.shape, json.load(f)
+    if a.bench_json:
+        with open(a.bench_json) as f:
+            doc = json.load(f)
+        return doc.get("shape", a.shape), doc["hf_config"]
+    cmd = [a.switchyard, "bench-model", "--shape", a.shape, "--print-hf-config"]
+    try:
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        sys.exit(f"error: `{' '.join(cmd)}` failed ({detail.strip()}); build switchyard or pass --hf-config FILE")
+    return a.shape, json.loads(out.stdout)
+
+
+def log(msg=""):
+    print(msg, file=sys.stderr, flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--layers", type=int, default=30)
-    ap.add_argument("--hidden", type=int, default=2560)
-    ap.add_argument("--vocab", type=int, default=262144)
-    ap.add_argument("--bench-json", help="`switchyard bench-model --json` output: use its hf_config")
+    ap.add_argument("--shape", default="default", help="bench-model shape: default or 26b-a4b")
+    ap.add_argument("--switchyard", default=os.environ.get("S", "./dist/switchyard"),
+                    help="the switchyard binary that prints the shape's config (default: $S or ./dist/switchyard)")
+    ap.add_argument("--hf-config", help="read the HF config.json from this file instead")
+    ap.add_argument("--bench-json", help="`switchyard bench-model --json` output: use its hf_config and shape")
     ap.add_argument("--batch", default="1,16", help="batch sizes, comma-separated")
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--steps", type=int, default=64, help="timed decode steps")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per case (the median is reported)")
     ap.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa or eager)")
+    ap.add_argument("--experts", help="experts_implementation for an MoE shape (eager, grouped_mm, batched_mm; default: HF's)")
     ap.add_argument("--modes", default="eager,compile", help="eager and/or compile")
+    ap.add_argument("--out", help="append the JSON lines to this file instead of printing them")
     ap.add_argument("--print-config", action="store_true", help="print the config.json and exit")
     a = ap.parse_args()
 
-    if a.bench_json:
-        with open(a.bench_json) as f:
-            cfg_dict = json.load(f)["hf_config"]
-    else:
-        cfg_dict = shape_config(a.layers, a.hidden, a.vocab)
+    shape, cfg_dict = load_config(a)
     if a.print_config:
         print(json.dumps(cfg_dict, indent=2, sort_keys=True))
         return 0
@@ -109,6 +100,9 @@ def main():
     dev = torch.device("cuda")
     cfg = Gemma4TextConfig.from_dict({k: v for k, v in cfg_dict.items() if k not in ("architectures", "model_type")})
     cfg._attn_implementation = a.attn
+    moe = bool(getattr(cfg, "enable_moe_block", False))
+    if moe and a.experts:
+        cfg._experts_implementation = a.experts
     # Build straight on the GPU in bf16 (HF's own random init), no host copy.
     torch.manual_seed(0)
     with torch.device(dev):
@@ -117,12 +111,17 @@ def main():
         model = Gemma4ForCausalLM(cfg).eval()
         torch.set_default_dtype(prev)
     # Every parameter once (the LM head is tied to the embedding).
-    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
-    print(f"model: {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, intermediate {cfg.intermediate_size}, "
-          f"vocab {cfg.vocab_size}: {weight_bytes / 1e9:.2f} GB bf16 weights; attn_implementation {a.attn}")
-    print(f"each sequence: {a.prompt_len} random prompt tokens, then {a.steps} timed decode steps (median of {a.repeats} runs)\n")
+    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    experts_impl = getattr(model.config, "_experts_implementation", None) if moe else None
+    device = torch.cuda.get_device_name(0)
+    log(f"transformers {transformers.__version__}, torch {torch.__version__}, {device}")
+    moe_words = (f", MoE {cfg.num_experts} experts top-{cfg.top_k_experts} (moe_intermediate {cfg.moe_intermediate_size}), "
+                 f"experts_implementation {experts_impl}") if moe else ""
+    log(f"shape {shape}: {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, intermediate {cfg.intermediate_size}, "
+        f"vocab {cfg.vocab_size}{moe_words}: {model_bytes / 1e9:.2f} GB bf16 weights; attn_implementation {a.attn}")
+    log(f"each sequence: {a.prompt_len} random prompt tokens, then {a.steps} timed decode steps (median of {a.repeats} runs)\n")
 
+    out = open(a.out, "a") if a.out else sys.stdout
     batches = [int(b) for b in a.batch.split(",")]
     rows = []
     for mode in [m.strip() for m in a.modes.split(",") if m.strip()]:
@@ -141,17 +140,25 @@ def main():
                 torch.cuda.synchronize()
                 t = time.perf_counter()
                 with torch.no_grad():
-                    out = model.generate(ids, attention_mask=mask, **kw)
+                    res = model.generate(ids, attention_mask=mask, **kw)
                 torch.cuda.synchronize()
-                assert out.shape[1] == a.prompt_len + n, f"generated {out.shape[1] - a.prompt_len} tokens, wanted {n}"
+                assert res.shape[1] == a.prompt_len + n, f"generated {res.shape[1] - a.prompt_len} tokens, wanted {n}"
                 return time.perf_counter() - t
 
+            row = {
+                "shape": shape, "mode": mode, "batch": b, "tokens_per_s": None, "ms_per_step": None,
+                "steps": a.steps, "prompt_len": a.prompt_len, "note": None, "error": None,
+                "model_bytes": model_bytes, "transformers": transformers.__version__, "torch": torch.__version__,
+                "device": device,
+            }
             try:
                 # Warm-up: allocations, cuBLAS heuristics, and for compile the
                 # graph capture (a full-length run so every shape is seen).
                 gen(1 + a.steps)
                 gen(1)
                 note = f"static cache, bf16, {a.attn}"
+                if moe:
+                    note += f", experts {experts_impl}"
                 if mode == "compile":
                     # transformers compiles the decode step itself only when the
                     # model and cache qualify; otherwise this is eager again.
@@ -162,19 +169,19 @@ def main():
                     full, first = gen(1 + a.steps), gen(1)
                     decode.append(full - first)
                 d = statistics.median(decode)
-                tps = b * a.steps / d
-                rows.append((mode, b, tps, 1e3 * d / a.steps, note))
+                row.update(tokens_per_s=b * a.steps / d, ms_per_step=1e3 * d / a.steps, note=note)
             except Exception as e:  # report and go on: compile may not work everywhere
-                rows.append((mode, b, None, None, f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"))
-            print(f"  {mode} batch {b}: " + (f"{rows[-1][2]:.1f} tokens/s" if rows[-1][2] else f"failed ({rows[-1][4]})"), flush=True)
+                row["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+            rows.append(row)
+            print(json.dumps(row), file=out, flush=True)
+            log(f"  {mode} batch {b}: " + (f"{row['tokens_per_s']:.1f} tokens/s" if row["tokens_per_s"] else f"failed ({row['error']})"))
 
-    print("\n| mode | batch | decode tokens/s | ms/step | note |\n|---|---|---|---|---|")
-    # The last field is the failure when tps is None, else the note.
-    for mode, b, tps, ms, err in rows:
-        if tps is None:
-            print(f"| HF {mode} | {b} | - | - | failed: {err} |")
+    log("\n| shape | mode | batch | decode tokens/s | ms/step | note |\n|---|---|---|---|---|---|")
+    for r in rows:
+        if r["tokens_per_s"] is None:
+            log(f"| {shape} | HF {r['mode']} | {r['batch']} | - | - | failed: {r['error']} |")
         else:
-            print(f"| HF {mode} | {b} | {tps:.1f} | {ms:.3f} | {err} |")
+            log(f"| {shape} | HF {r['mode']} | {r['batch']} | {r['tokens_per_s']:.1f} | {r['ms_per_step']:.3f} | {r['note']} |")
     return 0
 
 

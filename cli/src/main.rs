@@ -106,20 +106,26 @@ enum Command {
     Generate(GenerateArgs),
     /// Decode tokens/s at batch 1 and 16 of a Gemma-4-shaped model with
     /// random weights made on the device, against the bandwidth bound
-    /// (weight bytes per step / copy bandwidth measured in the same run).
+    /// (bytes each step reads / copy bandwidth measured in the same run).
     BenchModel {
         /// Backend (default: SWITCHYARD_BACKEND or cpu).
         #[arg(long)]
         backend: Option<String>,
-        /// Decoder layers.
-        #[arg(long, default_value_t = 30)]
-        layers: usize,
-        /// Residual width; intermediate 4x, one query head per 320 (see bench_model::Shape::gemma4).
-        #[arg(long, default_value_t = 2560)]
-        hidden: usize,
-        /// Vocabulary (the LM head reads the whole tied table every step).
-        #[arg(long, default_value_t = 262_144)]
-        vocab: usize,
+        /// Model shape: `default` (dense, 30 layers of width 2560, 7.08 GB)
+        /// or `26b-a4b` (Gemma 4 26B-A4B's text decoder: 128 experts, top-8,
+        /// beside a dense MLP).
+        #[arg(long, default_value = "default")]
+        shape: String,
+        /// Decoder layers (default: the shape's, 30).
+        #[arg(long)]
+        layers: Option<usize>,
+        /// Residual width, `default` shape only: intermediate 4x, one query
+        /// head per 320 (bench_model::Shape::gemma4). Default 2560.
+        #[arg(long)]
+        hidden: Option<usize>,
+        /// Vocabulary (the LM head reads the whole tied table every step; default the shape's, 262144).
+        #[arg(long)]
+        vocab: Option<usize>,
         /// Batch sizes, comma-separated: sequences decoded together.
         #[arg(long, default_value = "1,16")]
         batch: String,
@@ -132,6 +138,10 @@ enum Command {
         /// Print JSON (with the HF config.json of the shape) instead of markdown.
         #[arg(long)]
         json: bool,
+        /// Print the shape's HF config.json (what scripts/hf_decode_bench.py
+        /// builds its model from) and exit, opening no backend.
+        #[arg(long)]
+        print_hf_config: bool,
     },
     /// Write a synthetic Gemma 4 text checkpoint (random weights) to a directory.
     Synthetic {
@@ -188,8 +198,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Parity { backend, seed, filter } => parity_cmd(backend, seed, filter),
         Command::Bench { backend, json, iters, filter, scale } => bench_cmd(backend, json, iters, filter, scale),
         Command::Generate(args) => generate_cmd(args),
-        Command::BenchModel { backend, layers, hidden, vocab, batch, prompt_len, steps, json } => {
-            bench_model_cmd(backend, layers, hidden, vocab, &batch, prompt_len, steps, json)
+        Command::BenchModel { backend, shape, layers, hidden, vocab, batch, prompt_len, steps, json, print_hf_config } => {
+            let shape = bench_shape(&shape, layers, hidden, vocab)?;
+            if print_hf_config {
+                print(&format!("{}\n", serde_json::to_string_pretty(&shape.hf_config())?))?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            bench_model_cmd(backend, &shape, &batch, prompt_len, steps, json)
         }
         Command::Synthetic { out, preset, seed } => {
             let mut spec = match preset.as_str() {
@@ -355,12 +370,47 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
     Ok(if failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The `--shape` preset with the `--layers` / `--hidden` / `--vocab` overrides, checked.
+fn bench_shape(name: &str, layers: Option<usize>, hidden: Option<usize>, vocab: Option<usize>) -> Result<bench_model::Shape> {
+    let mut shape = bench_model::Shape::named(name)?;
+    if let Some(h) = hidden {
+        if shape.name != "default" {
+            bail!("--hidden applies to --shape default only (the other shapes are fixed releases; --layers and --vocab apply to all)");
+        }
+        if h == 0 || !h.is_multiple_of(8) {
+            bail!("--hidden must be a positive multiple of 8 (got {h})");
+        }
+        if h > limits::MAX_BENCH_HIDDEN {
+            bail!("--hidden {h}: at most {}", limits::MAX_BENCH_HIDDEN);
+        }
+        let vocab = shape.vocab;
+        shape = bench_model::Shape::gemma4(shape.layers, h);
+        shape.vocab = vocab;
+    }
+    if let Some(n) = layers {
+        if n == 0 {
+            bail!("--layers must be at least 1");
+        }
+        if n > switchyard_model::config::MAX_LAYERS {
+            bail!("--layers {n}: at most {}", switchyard_model::config::MAX_LAYERS);
+        }
+        shape.layers = n;
+    }
+    if let Some(v) = vocab {
+        if v == 0 {
+            bail!("--vocab must be at least 1");
+        }
+        if v > limits::MAX_BENCH_VOCAB {
+            bail!("--vocab {v}: at most {}", limits::MAX_BENCH_VOCAB);
+        }
+        shape.vocab = v;
+    }
+    Ok(shape)
+}
+
 fn bench_model_cmd(
     backend: Option<String>,
-    layers: usize,
-    hidden: usize,
-    vocab: usize,
+    shape: &bench_model::Shape,
     batch: &str,
     prompt_len: usize,
     steps: usize,
@@ -373,20 +423,8 @@ fn bench_model_cmd(
             _ => bail!("--batch: `{}` is not a batch size (an integer in 1..={})", text::clip(t.trim()), limits::MAX_BENCH_BATCH),
         })
         .collect::<Result<Vec<_>>>()?;
-    if layers == 0 || hidden == 0 || !hidden.is_multiple_of(8) {
-        bail!("--layers must be at least 1 and --hidden a positive multiple of 8 (got {layers}, {hidden})");
-    }
-    if layers > switchyard_model::config::MAX_LAYERS {
-        bail!("--layers {layers}: at most {}", switchyard_model::config::MAX_LAYERS);
-    }
-    if hidden > limits::MAX_BENCH_HIDDEN {
-        bail!("--hidden {hidden}: at most {}", limits::MAX_BENCH_HIDDEN);
-    }
-    if vocab == 0 || prompt_len == 0 || steps == 0 {
-        bail!("--vocab, --prompt-len and --steps must be at least 1");
-    }
-    if vocab > limits::MAX_BENCH_VOCAB {
-        bail!("--vocab {vocab}: at most {}", limits::MAX_BENCH_VOCAB);
+    if prompt_len == 0 || steps == 0 {
+        bail!("--prompt-len and --steps must be at least 1");
     }
     let settings = bench_model::Settings { prompt_len, warmup: 3, steps };
     match settings.positions() {
@@ -400,9 +438,7 @@ fn bench_model_cmd(
     }
     let name = backends::choose(backend.as_deref(), BackendKind::Cpu.name())?;
     let be = backends::open(&name)?;
-    let mut shape = bench_model::Shape::gemma4(layers, hidden);
-    shape.vocab = vocab;
-    let report = bench_model::run(&be, &shape, &batches, &settings)?;
+    let report = bench_model::run(&be, shape, &batches, &settings)?;
     if json {
         print(&format!("{}\n", serde_json::to_string_pretty(&report.json())?))?;
     } else {

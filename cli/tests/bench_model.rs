@@ -1,0 +1,155 @@
+//! `bench-model` end to end on the CPU reference: a tiny MoE shape through
+//! `bench_model::run` (copy ceiling, random device weights, prefill, recorded
+//! decode steps at two batch sizes), its reports, `scripts/decode_tables.py`
+//! over its JSON, and the `--shape` / `--print-hf-config` flags of the binary.
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use switchyard_cli::backends;
+use switchyard_cli::bench_model::{self, bound, MoeShape, Settings, Shape};
+
+/// A scratch directory, removed when dropped.
+struct Tmp(PathBuf);
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        let d = std::env::temp_dir().join(format!("switchyard-bench-model-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Tmp(d)
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The 26b-a4b layout at toy size: MoE beside the dense MLP in every layer,
+/// V = K on the full layers, a sliding window shorter than the prompt.
+fn tiny_moe() -> Shape {
+    Shape {
+        name: "tiny-moe".into(),
+        layers: 6,
+        hidden: 64,
+        intermediate: 96,
+        heads: 4,
+        kv_heads: 2,
+        head_dim: 16,
+        global_head_dim: 32,
+        global_kv_heads: 1,
+        window: 4,
+        vocab: 256,
+        moe: Some(MoeShape { experts: 8, top_k: 2, intermediate: 32 }),
+    }
+}
+
+#[test]
+fn tiny_moe_shape_runs_on_cpu_and_its_json_makes_a_decode_table() {
+    let be = backends::open("cpu").unwrap();
+    let shape = tiny_moe();
+    let settings = Settings { prompt_len: 6, warmup: 1, steps: 2 };
+    let report = bench_model::run(&be, &shape, &[1, 3], &settings).unwrap();
+    let cfg = shape.config().unwrap();
+    assert_eq!(report.rows.len(), 2);
+
+    // The bound's traffic: the whole model is the non-expert weights plus
+    // every expert of every layer, as made on the device.
+    let b1 = &report.rows[0].bytes;
+    assert_eq!((b1.moe_layers, b1.experts_per_layer), (6, 2.0));
+    assert_eq!(b1.weights + b1.moe_layers * 8 * b1.expert, report.model_bytes);
+    // One expert: gate_up 2·32·64 + down 64·32 bf16 elements.
+    assert_eq!(b1.expert, (2 * 32 * 64 + 64 * 32) * 2);
+    let b3 = &report.rows[1].bytes;
+    assert!((b3.experts_per_layer - 8.0 * (1.0 - 0.75f64.powi(3))).abs() < 1e-12);
+    // Timed steps feed positions 7 and 8: KV over 8 and 9 tokens (4 on sliding layers), 3 sequences.
+    let kv = 3.0 * (bound::kv_bytes(&cfg, 7) + bound::kv_bytes(&cfg, 8)) as f64 / 2.0;
+    assert_eq!(b3.kv, kv);
+    for r in &report.rows {
+        assert!(r.tokens_per_s.is_finite() && r.tokens_per_s > 0.0, "{r:?}");
+        let bound = report.bound_tokens_per_s(r);
+        assert!(bound.is_finite() && bound > 0.0);
+        assert_eq!(bound, r.batch as f64 * report.copy.best() / r.bytes.total());
+    }
+
+    let md = report.markdown();
+    assert!(md.contains("shape `tiny-moe`") && md.contains("8 experts, top-2, expert intermediate 32"), "{md}");
+    let doc = report.json();
+    assert_eq!(doc["shape"], "tiny-moe");
+    assert_eq!(doc["hf_config"]["num_experts"], 8);
+    assert_eq!(doc["rows"][1]["bytes_per_step"]["experts_per_layer"].as_f64(), Some(b3.experts_per_layer));
+
+    // decode_tables.py reads this JSON (as cuda and wgpu) and HF lines.
+    let tmp = Tmp::new("tables");
+    let json = tmp.0.join("bm.json");
+    std::fs::write(&json, serde_json::to_string(&doc).unwrap()).unwrap();
+    let hf = tmp.0.join("hf.jsonl");
+    let hf_line = |mode: &str, batch: usize, tps: f64| {
+        serde_json::json!({"shape": "tiny-moe", "mode": mode, "batch": batch, "tokens_per_s": tps, "error": null, "note": "x"}).to_string()
+    };
+    std::fs::write(&hf, [hf_line("eager", 1, 1.5), hf_line("compile", 3, 2.5)].join("\n")).unwrap();
+    let out = Command::new("python3")
+        .arg(repo().join("scripts/decode_tables.py"))
+        .args(["--shape", "tiny-moe", "--batches", "1,3", "--cuda"])
+        .arg(&json)
+        .arg("--wgpu")
+        .arg(&json)
+        .arg("--hf")
+        .arg(&hf)
+        .output()
+        .expect("python3 runs scripts/decode_tables.py");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    let (r1, r3) = (&report.rows[0], &report.rows[1]);
+    let (bd1, bd3) = (report.bound_tokens_per_s(r1), report.bound_tokens_per_s(r3));
+    let pct = |x: f64| if x >= 10.0 { format!("{x:.0}%") } else { format!("{x:.1}%") };
+    let cuda = format!(
+        "| Switchyard cuda | {:.1} | {} | {:.1} | {} |",
+        r1.tokens_per_s,
+        pct(100.0 * r1.tokens_per_s / bd1),
+        r3.tokens_per_s,
+        pct(100.0 * r3.tokens_per_s / bd3)
+    );
+    assert_eq!(lines[2], cuda, "{text}");
+    assert_eq!(lines[4], format!("| HF eager | 1.5 | {} | not run | - |", pct(100.0 * 1.5 / bd1)), "{text}");
+    assert_eq!(lines[5], format!("| HF compile | not run | - | 2.5 | {} |", pct(100.0 * 2.5 / bd3)), "{text}");
+    assert!(lines[6].starts_with("| bound (cuda copy ") && lines[6].contains(&format!("| {bd1:.1} | 100% | {bd3:.1} | 100% |")), "{text}");
+}
+
+#[test]
+fn decode_tables_self_test_passes() {
+    let out = Command::new("python3").arg(repo().join("scripts/decode_tables.py")).arg("--self-test").output().expect("python3 runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("3 passed, 0 failed"), "{text}");
+}
+
+fn switchyard(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_switchyard")).args(args).env_remove("SWITCHYARD_BACKEND").output().expect("spawn switchyard")
+}
+
+#[test]
+fn print_hf_config_names_the_shape_and_opens_no_backend() {
+    // --backend nosuch would be refused if a backend were opened.
+    let out = switchyard(&["bench-model", "--shape", "26b-a4b", "--backend", "nosuch", "--print-hf-config"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c, Shape::gemma4_26b_a4b().hf_config());
+    assert_eq!((c["hidden_size"].as_u64(), c["num_experts"].as_u64(), c["top_k_experts"].as_u64()), (Some(2816), Some(128), Some(8)));
+    // Overrides reach the printed config.
+    let out = switchyard(&["bench-model", "--layers", "7", "--vocab", "1000", "--print-hf-config"]);
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (c["num_hidden_layers"].as_u64(), c["vocab_size"].as_u64(), c["enable_moe_block"].as_bool()),
+        (Some(7), Some(1000), Some(false))
+    );
+    let out = switchyard(&["bench-model", "--shape", "26b-a4b", "--hidden", "1024", "--print-hf-config"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--hidden applies to --shape default only"));
+    let out = switchyard(&["bench-model", "--shape", "7b", "--print-hf-config"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("expected one of default, 26b-a4b"));
+}
