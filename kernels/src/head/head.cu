@@ -235,8 +235,35 @@ extern "C" __global__ void HEAD_BOUNDS lm_head_logits_bf16(float* out, const bf1
 
 // ---------------------------------------------------------------- argmax
 
+// Plan (head/mod.rs, `cuda_argmax_rows`): two passes over plan workspace.
+// argmax_rows, grid [m, S], block ARGMAX_THREADS: block (i, s) reduces slice
+// s of row i to its best (value, index) pair, written to workspace pair
+// [i * S + s]. argmax_rows_final, grid [m], block S rounded up to whole
+// warps: reduces row i's S pairs. S = argmax_slices(m, vocab) (below; the
+// plan computes the same): about ARGMAX_TARGET_BLOCKS blocks in all (four an
+// SM on an H200), each slice at least ARGMAX_MIN_SLICE logits, so every load
+// of the launch is issued in the first wave, each thread holding
+// ARGMAX_UNROLL 16-byte loads in registers. The pairs compare by (value
+// desc, index asc) and NaN never enters a pair, a total order, so the result
+// does not depend on S or on the order of the reductions.
+//
+// Slices are cut in float4 units of the row's 16-byte-aligned body (a row
+// starts at row * vocab floats, so its scalar head before the first aligned
+// float4 goes to slice 0 and its scalar tail to slice S - 1).
+
 #define ARGMAX_NONE 0x7fffffff
 #define ARGMAX_UNROLL 8
+#define ARGMAX_THREADS 256
+// The slice rule of head/mod.rs (argmax_slices), whose constants a unit test there checks.
+#define ARGMAX_TARGET_BLOCKS 512
+#define ARGMAX_MIN_SLICE 2048
+#define ARGMAX_MAX_SLICES 1024
+
+__device__ __forceinline__ int argmax_slices(int m, int vocab) {
+    const int want = (ARGMAX_TARGET_BLOCKS + m - 1) / max(m, 1);
+    const int most = (vocab + ARGMAX_MIN_SLICE - 1) / ARGMAX_MIN_SLICE;
+    return max(1, min(min(want, most), ARGMAX_MAX_SLICES));
+}
 
 // (v, i) beats (bv, bi): larger value, or equal value and lower index. NaN
 // compares false both ways and never wins; "none" is (-inf, ARGMAX_NONE), so
@@ -251,55 +278,16 @@ __device__ __forceinline__ void argmax_consider(float v, int i, int ex0, int ex1
     if (i != ex0 && i != ex1) argmax_take(v, i, bv, bi);
 }
 
-// Plan: grid [m], block 1024: one block per row. With m = 16 only 16 SMs
-// stream: measured on the H200 at 0.0233 ms for 16 x 262144 f32 (720 GB/s,
-// 17% of copy, ~45 GB/s per SM). What would fix it is a grid change: grid
-// [m, S] (S ~ 16 slices per row) writing (value, index) partials to plan
-// workspace [m, S], then a second tiny pass reducing S pairs (the WGSL
-// plan's shape); kept single-pass until that is measured.
-extern "C" __global__ void __launch_bounds__(1024) argmax_rows(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1) {
-    if ((int)blockIdx.x >= m) return;
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    const int row = blockIdx.x;
-    const float* l = logits + (size_t)row * vocab;
-    float bv = -SY_INF;
-    int bi = ARGMAX_NONE;
-    // Scalar head up to 16-byte alignment, float4 body, scalar tail.
-    int head = (int)((16u - ((unsigned)(unsigned long long)l & 15u)) & 15u) / 4;
-    if (!aligned4(l)) head = vocab; // not even f32-aligned: all scalar
-    head = min(head, vocab);
-    for (int k = threadIdx.x; k < head; k += blockDim.x) argmax_consider(l[k], k, ex0, ex1, bv, bi);
-    const int nvec = (vocab - head) / 4;
-    const float4* body = reinterpret_cast<const float4*>(l + head);
-    for (int base = threadIdx.x; base < nvec; base += ARGMAX_UNROLL * blockDim.x) {
-        uint4 q[ARGMAX_UNROLL];
-#pragma unroll
-        for (int j = 0; j < ARGMAX_UNROLL; ++j) {
-            const int c = base + j * blockDim.x;
-            if (c < nvec) q[j] = ld_stream16(body + c);
-        }
-#pragma unroll
-        for (int j = 0; j < ARGMAX_UNROLL; ++j) {
-            const int c = base + j * blockDim.x;
-            if (c < nvec) {
-                const int k = head + c * 4;
-                argmax_consider(__uint_as_float(q[j].x), k, ex0, ex1, bv, bi);
-                argmax_consider(__uint_as_float(q[j].y), k + 1, ex0, ex1, bv, bi);
-                argmax_consider(__uint_as_float(q[j].z), k + 2, ex0, ex1, bv, bi);
-                argmax_consider(__uint_as_float(q[j].w), k + 3, ex0, ex1, bv, bi);
-            }
-        }
-    }
-    for (int k = head + nvec * 4 + threadIdx.x; k < vocab; k += blockDim.x) argmax_consider(l[k], k, ex0, ex1, bv, bi);
-
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+// The best pair over the block; valid in thread 0. sv / si hold 32 entries.
+__device__ __forceinline__ void argmax_block(float& bv, int& bi, float* sv, int* si) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
         const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
         argmax_take(ov, oi, bv, bi);
     }
+    if (nwarps == 1) return;
     if (lane == 0) {
         sv[warp] = bv;
         si[warp] = bi;
@@ -314,11 +302,72 @@ extern "C" __global__ void __launch_bounds__(1024) argmax_rows(int* idx, float* 
             const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
             argmax_take(ov, oi, bv, bi);
         }
-        if (lane == 0) {
-            const bool none = bi == ARGMAX_NONE;
-            idx[row] = none ? -1 : bi;
-            val[row] = none ? -SY_INF : bv;
+    }
+}
+
+// Pass 1. The trailing workspace holds the (value, index) pairs, [m][S].
+extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_rows(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1,
+                                                                       float2* workspace) {
+    const int row = blockIdx.x, s = blockIdx.y, S = argmax_slices(m, vocab);
+    if (row >= m || s >= S) return;
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const float* l = logits + (size_t)row * vocab;
+    float bv = -SY_INF;
+    int bi = ARGMAX_NONE;
+    // Scalar head up to 16-byte alignment, float4 body, scalar tail.
+    int head = (int)((16u - ((unsigned)(unsigned long long)l & 15u)) & 15u) / 4;
+    if (!aligned4(l)) head = vocab; // not even f32-aligned: all scalar, all in slice 0
+    head = min(head, vocab);
+    const int nvec = (vocab - head) / 4;
+    const int per = (nvec + S - 1) / S;
+    const int c0 = min(nvec, s * per), c1 = min(nvec, c0 + per);
+    if (s == 0)
+        for (int k = threadIdx.x; k < head; k += blockDim.x) argmax_consider(l[k], k, ex0, ex1, bv, bi);
+    const float4* body = reinterpret_cast<const float4*>(l + head);
+    for (int base = c0 + threadIdx.x; base < c1; base += ARGMAX_UNROLL * blockDim.x) {
+        uint4 q[ARGMAX_UNROLL];
+#pragma unroll
+        for (int j = 0; j < ARGMAX_UNROLL; ++j) {
+            const int c = base + j * blockDim.x;
+            if (c < c1) q[j] = ld_stream16(body + c);
         }
+#pragma unroll
+        for (int j = 0; j < ARGMAX_UNROLL; ++j) {
+            const int c = base + j * blockDim.x;
+            if (c < c1) {
+                const int k = head + c * 4;
+                argmax_consider(__uint_as_float(q[j].x), k, ex0, ex1, bv, bi);
+                argmax_consider(__uint_as_float(q[j].y), k + 1, ex0, ex1, bv, bi);
+                argmax_consider(__uint_as_float(q[j].z), k + 2, ex0, ex1, bv, bi);
+                argmax_consider(__uint_as_float(q[j].w), k + 3, ex0, ex1, bv, bi);
+            }
+        }
+    }
+    if (s == S - 1)
+        for (int k = head + nvec * 4 + threadIdx.x; k < vocab; k += blockDim.x) argmax_consider(l[k], k, ex0, ex1, bv, bi);
+    argmax_block(bv, bi, sv, si);
+    if (threadIdx.x == 0) workspace[(size_t)row * S + s] = make_float2(bv, __int_as_float(bi));
+}
+
+// Pass 2: grid [m], a thread per slice (block S rounded up to whole warps).
+extern "C" __global__ void __launch_bounds__(1024) argmax_rows_final(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1,
+                                                                    float2* workspace) {
+    const int row = blockIdx.x, S = argmax_slices(m, vocab);
+    if (row >= m) return;
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    float bv = -SY_INF;
+    int bi = ARGMAX_NONE;
+    for (int t = threadIdx.x; t < S; t += blockDim.x) {
+        const float2 p = workspace[(size_t)row * S + t];
+        argmax_take(p.x, __float_as_int(p.y), bv, bi);
+    }
+    argmax_block(bv, bi, sv, si);
+    if (threadIdx.x == 0) {
+        const bool none = bi == ARGMAX_NONE;
+        idx[row] = none ? -1 : bi;
+        val[row] = none ? -SY_INF : bv;
     }
 }
 
