@@ -125,6 +125,13 @@ __device__ __forceinline__ int pick_width(int dim, const void* a, const void* b,
 // Cached chunks per thread a row of n chunks needs (uncapped).
 __device__ __forceinline__ int chunks_per_thread(int n) { return (n + (int)blockDim.x - 1) / (int)blockDim.x; }
 
+// Whether the pipelined path with C chunks a thread covers the row: 16-byte
+// vectors and ceil(dim / 8 / blockDim) == C, as the plan picks it. Any other
+// geometry (a block-size sweep through launch_with_geometry) takes the simple path.
+__device__ __forceinline__ bool pipe_fits(int dim, int c, int width) {
+    return width == 8 && (dim / 8 + (int)blockDim.x - 1) / (int)blockDim.x == c;
+}
+
 // Simple path: CALL(V, C) for V in {8, 2, 1}, C chunks cached, the rest re-read.
 #define NORM_SIMPLE_DISPATCH(V, CALL) \
     do {                              \
@@ -142,13 +149,13 @@ template <int C>
 __device__ __forceinline__ void ld_row_x(BfVec<8> (&c)[C], const bf16* p, int n) {
 #pragma unroll
     for (int j = 0; j < C; ++j)
-        if (slot(j) < n) vload_x<8>(c[j], p + (size_t)slot(j) * 8);
+        if (slot(j) < n) vload_x<8>(c[j], p + slot(j) * 8);
 }
 template <int C>
 __device__ __forceinline__ void ld_row_rw(BfVec<8> (&c)[C], const bf16* p, int n) {
 #pragma unroll
     for (int j = 0; j < C; ++j)
-        if (slot(j) < n) vload_rw<8>(c[j], p + (size_t)slot(j) * 8);
+        if (slot(j) < n) vload_rw<8>(c[j], p + slot(j) * 8);
 }
 
 // Σ x² over the chunks a thread caches, in slot order.
@@ -224,8 +231,8 @@ __device__ __forceinline__ void rmsnorm_rows(bf16* out, const bf16* x, const bf1
     }
 }
 
-extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) {
-    __shared__ float red[32];
+// One row at a time, any width and alignment.
+__device__ __forceinline__ void rmsnorm_simple(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps, float* red) {
     const int v = pick_width(dim, out, x, w, nullptr, nullptr);
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const size_t off = (size_t)r * dim;
@@ -235,10 +242,29 @@ extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16(bf16* out, const bf16* x, co
     }
 }
 
+extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) {
+    __shared__ float red[32];
+    rmsnorm_simple(out, x, w, rows, dim, eps, red);
+}
+
+// Element-wise fallback for a pipelined entry launched with a geometry its
+// plan would not pick (a block-size sweep): one row at a time, scalar
+// loads, few registers so that it costs the entry none.
+__device__ __noinline__ void rmsnorm_scalar(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps, float* red) {
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t off = (size_t)r * dim;
+        float ss = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) ss = fmaf(bf16_to_f32(x[off + k]), bf16_to_f32(x[off + k]), ss);
+        const float inv = inv_rms(ss, dim, eps, red);
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) out[off + k] = f32_to_bf16(bf16_to_f32(x[off + k]) * inv * (w ? bf16_to_f32(w[k]) : 1.0f));
+    }
+}
+
 #define RMS_PIPE_ENTRY(C_)                                                                                                          \
     extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16_c##C_(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) { \
         __shared__ float red[32];                                                                                                   \
-        if ((int)blockIdx.x < rows) rmsnorm_rows<C_>(out, x, w, rows, dim, eps, red);                                               \
+        if (!pipe_fits(dim, C_, pick_width(dim, out, x, w, nullptr, nullptr))) rmsnorm_scalar(out, x, w, rows, dim, eps, red);     \
+        else if ((int)blockIdx.x < rows) rmsnorm_rows<C_>(out, x, w, rows, dim, eps, red);                                          \
     }
 NORM_PIPE_ENTRIES(RMS_PIPE_ENTRY)
 
@@ -351,13 +377,17 @@ __device__ __forceinline__ void sandwich_rows(bf16* resid_out, bf16* normed, con
     }
 }
 
-extern "C" __global__ void NORM_BOUNDS post_norm_add_pre_norm_bf16(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
-                                                                    const bf16* w_post, const bf16* w_pre, int rows, int dim, float eps) {
-    __shared__ float red[32];
-    if (!w_pre) normed = nullptr;
+__device__ __forceinline__ int sandwich_width(int dim, const bf16* resid_out, const bf16* normed, const bf16* resid, const bf16* x, const bf16* w_post,
+                                              const bf16* w_pre) {
     int v = pick_width(dim, resid_out, resid, x, w_post, w_pre);
     if (v == 8 && normed && !aligned16(normed)) v = 2;
     if (v == 2 && normed && !aligned4(normed)) v = 1;
+    return v;
+}
+
+__device__ __forceinline__ void sandwich_simple(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x, const bf16* w_post, const bf16* w_pre,
+                                             int rows, int dim, float eps, float* red) {
+    const int v = sandwich_width(dim, resid_out, normed, resid, x, w_post, w_pre);
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const size_t off = (size_t)r * dim;
         bf16* nr = normed ? normed + off : normed;
@@ -367,13 +397,44 @@ extern "C" __global__ void NORM_BOUNDS post_norm_add_pre_norm_bf16(bf16* resid_o
     }
 }
 
+extern "C" __global__ void NORM_BOUNDS post_norm_add_pre_norm_bf16(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
+                                                                    const bf16* w_post, const bf16* w_pre, int rows, int dim, float eps) {
+    __shared__ float red[32];
+    sandwich_simple(resid_out, w_pre ? normed : nullptr, resid, x, w_post, w_pre, rows, dim, eps, red);
+}
+
+__device__ __noinline__ void sandwich_scalar(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x, const bf16* w_post, const bf16* w_pre,
+                                             int rows, int dim, float eps, float* red) {
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t off = (size_t)r * dim;
+        float ss = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) ss = fmaf(bf16_to_f32(x[off + k]), bf16_to_f32(x[off + k]), ss);
+        const float inv1 = inv_rms(ss, dim, eps, red);
+        float ss2 = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) {
+            const float t = round_bf16(bf16_to_f32(x[off + k]) * inv1 * (w_post ? bf16_to_f32(w_post[k]) : 1.0f));
+            const float v = round_bf16(bf16_to_f32(resid[off + k]) + t);
+            resid_out[off + k] = f32_to_bf16(v);
+            ss2 = fmaf(v, v, ss2);
+        }
+        if (!w_pre) continue; // uniform across the block
+        const float inv2 = inv_rms(ss2, dim, eps, red);
+        // Each thread reads back only the elements it wrote.
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) normed[off + k] = f32_to_bf16(bf16_to_f32(resid_out[off + k]) * inv2 * bf16_to_f32(w_pre[k]));
+    }
+}
+
 #define SANDWICH_PIPE_ENTRY(C_)                                                                                                      \
     extern "C" __global__ void NORM_BOUNDS post_norm_add_pre_norm_bf16_c##C_(bf16* resid_out, bf16* normed, const bf16* resid,       \
                                                                            const bf16* x, const bf16* w_post, const bf16* w_pre,     \
                                                                            int rows, int dim, float eps) {                           \
         __shared__ float red[32];                                                                                                    \
-        if ((int)blockIdx.x < rows)                                                                                                  \
-            sandwich_rows<C_>(resid_out, w_pre ? normed : nullptr, resid, x, w_post, w_pre, rows, dim, eps, red);                    \
+        if (!w_pre) normed = nullptr;                                                                                                \
+        if (!pipe_fits(dim, C_, sandwich_width(dim, resid_out, normed, resid, x, w_post, w_pre))) {                                  \
+            sandwich_scalar(resid_out, normed, resid, x, w_post, w_pre, rows, dim, eps, red);                                        \
+            return;                                                                                                                  \
+        }                                                                                                                            \
+        if ((int)blockIdx.x < rows) sandwich_rows<C_>(resid_out, normed, resid, x, w_post, w_pre, rows, dim, eps, red);             \
     }
 NORM_PIPE_ENTRIES(SANDWICH_PIPE_ENTRY)
 
@@ -452,10 +513,8 @@ __device__ __forceinline__ void layer_out_rows(bf16* out, const bf16* mid, const
     }
 }
 
-extern "C" __global__ void NORM_BOUNDS layer_out_bf16(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar, int rows,
-                                                       int dim, float eps) {
-    __shared__ float red[32];
-    const float scalar = *layer_scalar;
+__device__ __forceinline__ void layer_out_simple(bf16* out, const bf16* mid, const bf16* x, const bf16* w, float scalar, int rows, int dim, float eps,
+                                              float* red) {
     const int v = pick_width(dim, out, mid, x, w, nullptr);
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const size_t off = (size_t)r * dim;
@@ -465,10 +524,35 @@ extern "C" __global__ void NORM_BOUNDS layer_out_bf16(bf16* out, const bf16* mid
     }
 }
 
+extern "C" __global__ void NORM_BOUNDS layer_out_bf16(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar, int rows,
+                                                       int dim, float eps) {
+    __shared__ float red[32];
+    layer_out_simple(out, mid, x, w, *layer_scalar, rows, dim, eps, red);
+}
+
+__device__ __noinline__ void layer_out_scalar(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar, int rows, int dim,
+                                              float eps, float* red) {
+    const float scalar = *layer_scalar;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t off = (size_t)r * dim;
+        float ss = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) ss = fmaf(bf16_to_f32(x[off + k]), bf16_to_f32(x[off + k]), ss);
+        const float inv = inv_rms(ss, dim, eps, red);
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) {
+            const float t = round_bf16(bf16_to_f32(x[off + k]) * inv * (w ? bf16_to_f32(w[k]) : 1.0f));
+            out[off + k] = f32_to_bf16(round_bf16(bf16_to_f32(mid[off + k]) + t) * scalar);
+        }
+    }
+}
+
 #define LAYER_OUT_PIPE_ENTRY(C_)                                                                                                    \
     extern "C" __global__ void NORM_BOUNDS layer_out_bf16_c##C_(bf16* out, const bf16* mid, const bf16* x, const bf16* w,          \
                                                               const float* layer_scalar, int rows, int dim, float eps) {          \
         __shared__ float red[32];                                                                                                   \
+        if (!pipe_fits(dim, C_, pick_width(dim, out, mid, x, w, nullptr))) {                                                       \
+            layer_out_scalar(out, mid, x, w, layer_scalar, rows, dim, eps, red);                                                    \
+            return;                                                                                                                 \
+        }                                                                                                                           \
         if ((int)blockIdx.x < rows) layer_out_rows<C_>(out, mid, x, w, *layer_scalar, rows, dim, eps, red);                         \
     }
 NORM_PIPE_ENTRIES(LAYER_OUT_PIPE_ENTRY)
