@@ -1,8 +1,9 @@
 // The output head: logits over the tied table, argmax, option letters.
 //
-// lm_head kernels (plan: grid ceil(vocab / 4), block 128). Block b owns
-// the `per = ceil(vocab / gridDim.x)` consecutive rows starting at b * per;
-// the kernels are correct for any grid and any multiple-of-32 block size.
+// lm_head kernels (plan: block 128, grid ceil(vocab / 4) at m = 1 and
+// ceil(vocab / 128) at m >= 2). Block b owns the `per = ceil(vocab /
+// gridDim.x)` consecutive rows starting at b * per; the kernels are correct
+// for any grid and any multiple-of-32 block size.
 //
 // m = 1: one warp per owned row, each lane issuing all of its 16-byte table
 // loads (up to HEAD_M1C, the whole 5376-byte row at 32 lanes) before any
@@ -14,9 +15,11 @@
 // values are exact in bf16), f32 accumulation; row_scale is applied after
 // the dot. A warp owns 32 table rows (4 n-tiles) and walks k, so each
 // hidden fragment it loads serves 32 rows: the hidden rows are re-read once
-// per 32 table rows, from L1. A block of 4 rows cannot amortise that, so
+// per 32 table rows, from L1. A block owning fewer rows than its warps
+// cover in one pass (a grid of 4-row blocks) cannot amortise that, so
 // consecutive blocks are merged: only every Q-th block works, on the rows of
-// Q blocks (Q = warps * 32 / per), and the others exit at once. Within a
+// Q blocks (Q = warps * 32 / per), and the others exit at once (the plan's
+// grid of 128-row blocks gives Q = 1). Within a
 // 16-k mma step the k order is permuted (lane c's 16 contiguous table
 // bytes feed logical k {2c, 2c+1, 2c+8, 2c+9} of 4 successive steps); A is
 // loaded with the same permutation, so the dot is unchanged up to f32
@@ -138,18 +141,51 @@ __device__ void head_m1(float* out, const bf16* h, const typename TT::T* table, 
 
 // ---------------------------------------------------------------- m >= 2 (tensor cores)
 
-// B fragments of mma step s from a lane's 16-byte table chunk: fp8 through
-// the hardware e4m3x2 conversion (NaN codes stay NaN through the mma).
-// An integer decode (bits placed at bf16 position, one bf16x2 multiply by
-// 2^120, separate NaN flags) measured slower on the H200 at m = 16: 0.78 ms
-// against 0.50 ms.
-__device__ __forceinline__ void b_frag(const uint4 t, int s, const u8*, unsigned* b0, unsigned* b1) {
-    const unsigned w = s == 0 ? t.x : (s == 1 ? t.y : (s == 2 ? t.z : t.w));
-    e4m3x4_to_bf16x4(w, b0, b1);
+// The 16 e4m3 codes of a lane's table chunk as 8 packed bf16 pairs (b[2s],
+// b[2s + 1] = the B fragments of mma step s), exactly. The hardware
+// e4m3x2 -> f16x2 conversion does the exponent and subnormal work (every
+// e4m3 value is a normal f16 or zero); f16 -> bf16 is then bit arithmetic:
+// the f16 bits shifted right by 3 (sign cleared) read as a bf16 of the same
+// mantissa and 2^-112 times the value, so one bf16x2 multiply by 2^112
+// (exact: a power of two, no overflow, no subnormal) and the sign put back
+// finish it. Two conversions for four codes where the f16 -> f32 -> bf16 path
+// took eight: the conversion pipe (16 a clock an SM) bounded that path at
+// m = 16 (68% of copy). A chunk holding a NaN code (0x7f / 0xff, whose f16
+// NaN the bit arithmetic would turn into a number) takes that exact
+// conversion path instead, so NaN still reaches the mma.
+__device__ __forceinline__ unsigned f16x2_to_bf16x2(unsigned x) {
+    const unsigned t = ((x >> 3) & 0x0fff0fffu) | (x & 0x80008000u);
+    unsigned r;
+    // 2^112 = bf16 0x7780; adding -0 keeps the product exact and its sign.
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(t), "r"(0x77807780u), "r"(0x80008000u));
+    return r;
 }
-__device__ __forceinline__ void b_frag(const uint4 t, int s, const bf16*, unsigned* b0, unsigned* b1) {
-    *b0 = s == 0 ? t.x : t.z;
-    *b1 = s == 0 ? t.y : t.w;
+__device__ __forceinline__ void e4m3x4_to_bf16x4_fast(unsigned w, unsigned* lo, unsigned* hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned d0, d1;
+    asm("{\n\t.reg .b16 a, b;\n\tmov.b32 {a, b}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, a;\n\tcvt.rn.f16x2.e4m3x2 %1, b;\n\t}" : "=r"(d0), "=r"(d1) : "r"(w));
+    *lo = f16x2_to_bf16x2(d0);
+    *hi = f16x2_to_bf16x2(d1);
+#else
+    e4m3x4_to_bf16x4(w, lo, hi);
+#endif
+}
+__device__ __forceinline__ void b_frags(const uint4 t, const u8*, unsigned (&b)[8]) {
+    const unsigned w[4] = {t.x, t.y, t.z, t.w};
+    const bool nan = e4m3x4_has_nan(t.x) | e4m3x4_has_nan(t.y) | e4m3x4_has_nan(t.z) | e4m3x4_has_nan(t.w);
+    if (nan) {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) e4m3x4_to_bf16x4(w[s], &b[2 * s], &b[2 * s + 1]);
+    } else {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) e4m3x4_to_bf16x4_fast(w[s], &b[2 * s], &b[2 * s + 1]);
+    }
+}
+__device__ __forceinline__ void b_frags(const uint4 t, const bf16*, unsigned (&b)[8]) {
+    b[0] = t.x;
+    b[1] = t.y;
+    b[2] = t.z;
+    b[3] = t.w;
 }
 
 template <class TT>
@@ -200,13 +236,11 @@ __device__ void head_mma(float* out, const bf16* h, const typename TT::T* table,
                     a1[4 * j] = x1.x, a1[4 * j + 1] = x1.y, a1[4 * j + 2] = x1.z, a1[4 * j + 3] = x1.w;
                 }
 #pragma unroll
-                for (int s = 0; s < KC / 4; ++s) {
+                for (int t = 0; t < 4; ++t) {
+                    unsigned b[8];
+                    b_frags(tw[t][u], table, b);
 #pragma unroll
-                    for (int t = 0; t < 4; ++t) {
-                        unsigned b0, b1;
-                        b_frag(tw[t][u], s, table, &b0, &b1);
-                        mma16816_bf16_f32(acc[t], a0[2 * s], a1[2 * s], a0[2 * s + 1], a1[2 * s + 1], b0, b1);
-                    }
+                    for (int s = 0; s < KC / 4; ++s) mma16816_bf16_f32(acc[t], a0[2 * s], a1[2 * s], a0[2 * s + 1], a1[2 * s + 1], b[2 * s], b[2 * s + 1]);
                 }
             }
         }

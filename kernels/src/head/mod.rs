@@ -49,13 +49,21 @@ declare_kernel! {
         A::i32("rows"), A::i32("n_labels"), A::i32("hdim"), A::i32("vocab"), A::f32("softcap"))
 }
 
-/// Vocab rows per CUDA lm_head block before head.cu merges blocks for m >= 2.
+/// Vocab rows per CUDA lm_head block at m = 1 (a warp per row).
 const CUDA_HEAD_ROWS_PER_BLOCK: u64 = 4;
+/// Vocab rows per CUDA lm_head block at m >= 2: 4 warps of 32 rows (head.cu's mma path).
+const CUDA_HEAD_MMA_ROWS_PER_BLOCK: u64 = 128;
 
-/// `ceil(vocab / 4)` blocks of 128 threads; head.cu derives each block's
-/// rows from the grid, so any grid is correct and this one is the measured one.
+/// Blocks of 128 threads; head.cu derives each block's rows from the grid,
+/// so any grid is correct. m = 1: `ceil(vocab / 4)`, the measured one (91%
+/// of copy). m >= 2: `ceil(vocab / 128)`, one block per 128 rows, the rows
+/// a block's 4 warps cover in one pass (the grid of 4-row blocks had 31 of
+/// every 32 blocks exit at once: 63,488 empty blocks at vocab 262144). H200
+/// numbers at m = 16, vocab 262144, hdim 5376: 2048 blocks at 108 registers,
+/// 4 an SM (3.9 waves); 16 warps an SM with 4 KiB of table each in flight.
 fn cuda_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, a.u32("vocab")? as u64, CUDA_HEAD_ROWS_PER_BLOCK)?, 1, 1], [128, 1, 1]))
+    let rows = if a.u32("m")? >= 2 { CUDA_HEAD_MMA_ROWS_PER_BLOCK } else { CUDA_HEAD_ROWS_PER_BLOCK };
+    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, a.u32("vocab")? as u64, rows)?, 1, 1], [128, 1, 1]))
 }
 
 /// Vocab rows per WGSL lm_head workgroup (`NR` in lm_head_common.wgsli).
