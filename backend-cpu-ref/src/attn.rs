@@ -231,7 +231,7 @@ fn attention_decode(c: &mut Ctx<'_>) -> Result<()> {
         let lo = g.first_key(n - 1);
         let Some(slots) = g.slots(&table[b * g.max_pages..(b + 1) * g.max_pages], lo..n) else { continue };
         let keys = n - lo;
-        let splits = decode_splits(keys, batch, g.nh);
+        let splits = decode_splits(keys, batch, g.nkv);
         let len = keys.div_ceil(splits);
         for kvh in 0..g.nkv {
             kp.gather(&slots, kvh, &mut kbuf);

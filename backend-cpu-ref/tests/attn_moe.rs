@@ -166,7 +166,7 @@ fn decode_by_contract(c: &Cache, q: &[f32], b: usize, n: usize, h: usize, batch:
     let row = |pool: &'_ [f32], j: usize| pool[(slot(j) * kv.nkv + kvh) * hd..][..hd].to_vec();
     let lo = if p.window > 0 { n.saturating_sub(p.window) } else { 0 };
     let keys = n - lo;
-    let chunks = (512usize.div_ceil(batch * p.nh)).min(keys.div_ceil(256)).max(1);
+    let chunks = (256usize.div_ceil(batch * kv.nkv)).min(keys.div_ceil(64)).max(1);
     let len = keys.div_ceil(chunks);
     let mut parts = Vec::new();
     for s in 0..chunks {
@@ -314,7 +314,7 @@ fn decode_in_one_chunk_is_the_prefill_row_at_any_max_ctx() {
     let mut g = Gen::new(13);
     for &window in &[0usize, 16, 7] {
         let ops = Ops::new(cpu_backend());
-        let (lens, nh, nkv, hd, page) = ([70usize, 33, 1], 4, 2, 128, 16);
+        let (lens, nh, nkv, hd, page) = ([64usize, 33, 1], 4, 2, 128, 16);
         let c = cache(&mut g, &lens, nkv, hd, page);
         let wide = widened(&c, lens.len(), 30);
         let mut held = Held::default();
@@ -324,9 +324,9 @@ fn decode_in_one_chunk_is_the_prefill_row_at_any_max_ctx() {
         let p = AttnParams { nh, window, scale: 0.0625 };
         let want = last_rows(&ops, &q, &lens, &kv, &p);
         let ctx = lens.map(|l| l as i32);
-        // At most 70 keys: one chunk, the prefill computation exactly (same scores, same order, same o / l),
-        // whether max_ctx is the longest context or a capacity of 560 that plans two chunks.
-        assert_eq!(decode(&ops, &q, &ctx, 70, &kv, &p), want, "window {window}: max_ctx 70");
+        // At most 64 keys: one chunk, the prefill computation exactly (same scores, same order, same o / l),
+        // whether max_ctx is the longest context or a capacity of 544 that plans several chunks.
+        assert_eq!(decode(&ops, &q, &ctx, 64, &kv, &p), want, "window {window}: max_ctx 64");
         assert_eq!(decode(&ops, &q, &ctx, wide.max_pages * page, &kv_wide, &p), want, "window {window}: max_ctx = capacity");
     }
 }
@@ -336,7 +336,7 @@ fn long_decode_follows_the_chunk_rule_agrees_with_prefill_and_ignores_max_ctx() 
     let mut g = Gen::new(17);
     for &window in &[0usize, 600, 100] {
         let ops = Ops::new(cpu_backend());
-        // batch 3 · nh 4: 43 chunks wanted, so one per 256 keys: 700 keys -> 3, 300 -> 2, 1 -> 1 (window 600: 3, 3, 1).
+        // batch 3 · nkv 2: 43 chunks wanted, so one per 64 keys: 700 keys -> 11, 300 -> 5, 1 -> 1 (window 600: 10, 5, 1).
         let (lens, nh, nkv, hd, page) = ([700usize, 300, 1], 4, 2, 64, 16);
         let c = cache(&mut g, &lens, nkv, hd, page);
         let wide = widened(&c, lens.len(), 100);
@@ -364,13 +364,14 @@ fn long_decode_follows_the_chunk_rule_agrees_with_prefill_and_ignores_max_ctx() 
 
 #[test]
 fn decode_sums_its_chunks_in_chunk_order() {
-    // One sequence of one head: 512 chunks wanted, one per 256 keys, so 700
-    // keys are 3 chunks of 234: [0, 234), [234, 468), [468, 700). q = 0 makes
-    // every score 0 and every weight 1, so the output is (Σ v) / 700 with the
-    // sum in the contract's order. v = 2^24 at key 0, −2^24 at key 699, 1
-    // elsewhere: one pass over the keys absorbs every 1 into 2^24 (f32 has 24
-    // bits) and ends at 0, as prefill does; by chunks it is (2^24 + 0) +
-    // 234 + (231 − 2^24) = 465, each step exact.
+    // One sequence of one KV head: 256 chunks wanted, one per 64 keys, so
+    // 700 keys are 11 chunks of 64: [0, 64), ..., [576, 640), [640, 700). q = 0
+    // makes every score 0 and every weight 1, so the output is (Σ v) / 700
+    // with the sum in the contract's order. v = 2^24 at key 0, −2^24 at key
+    // 699, 1 elsewhere: one pass over the keys absorbs every 1 into 2^24 (f32
+    // has 24 bits) and ends at 0, as prefill does; by chunks it is 2^24 (the
+    // first chunk's 63 ones absorbed) + 9 · 64 + (59 − 2^24) = 635, each step
+    // exact.
     let ops = Ops::new(cpu_backend());
     let (n, hd, page) = (700usize, 8, 16);
     let mut g = Gen::new(18);
@@ -387,10 +388,10 @@ fn decode_sums_its_chunks_in_chunk_order() {
     let kv = upload_cache(&ops.be, &mut held, &c, 1, hd, page, 1);
     let p = AttnParams { nh: 1, window: 0, scale: 1.0 };
     let q = vec![0f32; hd];
-    assert_eq!(decode(&ops, &q, &[n as i32], n, &kv, &p), vec![bf16_bits(465.0 / 700.0); hd]);
+    assert_eq!(decode(&ops, &q, &[n as i32], n, &kv, &p), vec![bf16_bits(635.0 / 700.0); hd]);
     assert_eq!(last_rows(&ops, &q, &[n], &kv, &p), vec![0; hd], "prefill: one pass");
-    // A window of 256 keys (444..700) is a single chunk: decode is prefill's one pass again.
-    let w = AttnParams { window: 256, ..p };
+    // A window of 64 keys (636..700) is a single chunk: decode is prefill's one pass again.
+    let w = AttnParams { window: 64, ..p };
     assert_eq!(decode(&ops, &q, &[n as i32], n, &kv, &w), last_rows(&ops, &q, &[n], &kv, &w));
 }
 

@@ -13,7 +13,10 @@
 //! serve repeated runs. The grid is always the one the kernel's plan (or,
 //! for kernels not yet moved to plans, its launcher) computes; every block
 //! size goes through `CudaBackend::launch_with_geometry`, checked like a
-//! launch, with the plan's shared memory and workspace.
+//! launch, with the plan's shared memory and workspace. Kernels whose plan
+//! has several passes (argmax) or a persistent grid that is not a block
+//! sweep (qkv_prep) run through their plan as a plain launch (block 0 in
+//! the table).
 use std::sync::Arc;
 use switchyard_core::{Arg, Arg::*, Backend, Result};
 use switchyard_cuda::CudaBackend;
@@ -84,6 +87,14 @@ impl Bench {
             100.0 * g2 / self.copy_gbs
         );
     }
+    /// Times `module::symbol` launched with its own plan (every pass, the
+    /// plan's geometry), argument sets rotating.
+    fn planned(&self, name: &str, module: &str, symbol: &str, sets: &[Vec<Arg>], bytes: f64) -> Result<()> {
+        let sig = switchyard_core::registry::lookup(module, symbol)?;
+        let t = self.time(sets.len(), &mut |s| self.be.launch(sig, &sets[s]))?;
+        self.report(name, 0, t, bytes);
+        Ok(())
+    }
     /// Times `module::symbol` at `grid` for each block size, argument sets rotating.
     #[allow(clippy::too_many_arguments)]
     fn sweep(&self, name: &str, module: &str, symbol: &str, grid: [u32; 3], blocks: &[u32], sets: &[Vec<Arg>], bytes: f64) -> Result<()> {
@@ -120,17 +131,10 @@ fn main() -> Result<()> {
     }
     println!("| kernel | block | one launch ms | b2b ms/launch | MB | GB/s one | % copy one | GB/s b2b | % copy b2b |\n|---|---|---|---|---|---|---|---|---|");
 
-    // Launch-rate probe: 65536 nearly empty blocks (argmax over rows of 1).
-    {
-        let rows = 65536usize;
-        let l = b.buf(&f32_bytes(rows, &mut rng, 1.0))?;
-        let (idx, val) = (b.zeros(rows * 4)?, b.zeros(rows * 4)?);
-        let sets = vec![vec![P(idx), P(val), P(l), I(rows as i32), I(1), I(-1), I(-1)]];
-        b.sweep("probe: 65536 empty-ish blocks", "head", "argmax_rows", [rows as u32, 1, 1], &[32, 128], &sets, 1.0)?;
-    }
-
     let (rows, dim, eps) = (4096usize, 5376usize, 1e-6f32);
-    let g_rows = [rows as u32, 1, 1];
+    // The plans' persistent grid (one resident wave) at the plan's block size.
+    let nb = switchyard_kernels::norm::norm_block(dim);
+    let g_rows = [switchyard_kernels::norm::persistent_rows(rows as u32, nb, &b.cb.device_facts()), 1, 1];
     let act = rows * dim * 2;
     let sets = 3;
     let xs: Vec<u64> = (0..sets).map(|_| b.buf(&bf16_bytes(rows * dim, &mut rng, 3.0))).collect::<Result<_>>()?;
@@ -139,8 +143,8 @@ fn main() -> Result<()> {
     let outs2: Vec<u64> = (0..sets).map(|_| b.zeros(act)).collect::<Result<_>>()?;
     let w = b.buf(&bf16_bytes(dim, &mut rng, 1.0))?;
     let scalar = b.buf(&0.7f32.to_le_bytes())?;
-    let nb = switchyard_kernels::norm::norm_block(dim);
-    let norm_blocks = [nb, 64, 128, 224];
+    // The norm and gather kernels take blocks of up to 128 threads (their launch bounds).
+    let norm_blocks = [nb, 64, 128];
 
     let (r, d) = (I(rows as i32), I(dim as i32));
     let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(xs[s]), P(w), r, d, F(eps)]).collect();
@@ -160,14 +164,14 @@ fn main() -> Result<()> {
         .map(|_| b.buf(&i32_bytes(&(0..rows).map(|_| (rng.next() as usize % vocab) as i32).collect::<Vec<_>>())))
         .collect::<Result<_>>()?;
     let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(e8), P(scales), P(idsets[s]), r, d, I(vocab as i32), F(73.3)]).collect();
-    b.sweep("embed_gather_fp8", "embed", "embed_gather_fp8", g_rows, &[nb, 64, 128, 224], &a, (rows * dim + act) as f64)?;
+    b.sweep("embed_gather_fp8", "embed", "embed_gather_fp8", g_rows, &[nb, 64, 128], &a, (rows * dim + act) as f64)?;
     let tbf = b.buf(&bf16_fast(vocab * dim, &mut rng))?;
     let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(tbf), P(idsets[s]), r, d, I(vocab as i32), F(73.3)]).collect();
-    b.sweep("embed_gather_bf16", "embed", "embed_gather_bf16", g_rows, &[nb, 128, 224], &a, 2.0 * act as f64)?;
+    b.sweep("embed_gather_bf16", "embed", "embed_gather_bf16", g_rows, &[nb, 128], &a, 2.0 * act as f64)?;
     let a: Vec<Vec<Arg>> = (0..sets).map(|s| vec![P(outs[s]), P(xs[(s + 1) % sets]), P(idsets[s]), r, d, I(4096)]).collect();
-    b.sweep("gather_rows_bf16", "embed", "gather_rows_bf16", g_rows, &[nb, 224], &a, 2.0 * act as f64)?;
+    b.sweep("gather_rows_bf16", "embed", "gather_rows_bf16", g_rows, &[nb, 128], &a, 2.0 * act as f64)?;
 
-    // qkv_prep at the bench's shape: 32 query heads, 16 KV heads, hd 256, and a tiny-hd probe of the per-block floor.
+    // qkv_prep at the bench's shape (32 query heads, 16 KV heads, hd 256) with its plan's geometry, and a tiny-hd probe of the fixed cost.
     for (nh, nkv, hd) in [(32usize, 16usize, 256usize), (32, 16, 8)] {
         let max_pos = rows;
         let cs = b.buf(&rope_table(max_pos, hd, 10000.0, hd / 2).iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())?;
@@ -208,9 +212,7 @@ fn main() -> Result<()> {
             I(num_slots as i32),
         ]];
         let bytes = 2.0 * (rows * (nh + 2 * nkv) * hd * 2) as f64 + (rows * hd * 4) as f64;
-        let qb = switchyard_kernels::rope_kv::qkv_block(hd);
-        let blocks: Vec<u32> = if hd == 256 { vec![qb, 64] } else { vec![qb] };
-        b.sweep(&format!("qkv_prep_bf16 hd={hd}"), "rope_kv", "qkv_prep_bf16", [rows as u32, (nh + nkv) as u32, 1], &blocks, &args, bytes)?;
+        b.planned(&format!("qkv_prep_bf16 hd={hd}"), "rope_kv", "qkv_prep_bf16", &args, bytes)?;
     }
 
     // lm_head over the fp8 and bf16 tables, m = 1 and 16 (bytes as switchyard bench counts them).
@@ -240,7 +242,7 @@ fn main() -> Result<()> {
     let logits: Vec<u64> = (0..asets).map(|_| b.buf(&f32_bytes(m * vocab, &mut rng, 20.0))).collect::<Result<_>>()?;
     let (idx, val) = (b.zeros(m * 4)?, b.zeros(m * 4)?);
     let a: Vec<Vec<Arg>> = (0..asets).map(|s| vec![P(idx), P(val), P(logits[s]), I(m as i32), I(vocab as i32), I(3), I(-1)]).collect();
-    b.sweep("argmax_rows m=16", "head", "argmax_rows", [m as u32, 1, 1], &[1024], &a, (m * vocab * 4 + 8 * m) as f64)?;
+    b.planned("argmax_rows m=16", "head", "argmax_rows", &a, (m * vocab * 4 + 8 * m) as f64)?;
 
     for a in std::mem::take(&mut b.bufs) {
         be.free(a)?;

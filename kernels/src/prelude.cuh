@@ -255,3 +255,46 @@ __device__ __forceinline__ void mma16816_bf16_f32(float* d, unsigned a0, unsigne
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+
+// ---------------------------------------------------------------- streaming row kernels
+
+// Loads issued ahead of their use (the next row's data fetched while this
+// row is reduced and stored) are `volatile` so the compiler keeps them where
+// they are written, in front of the barriers and stores they overlap with,
+// instead of sinking them to their first use.
+__device__ __forceinline__ uint4 ld_stream16_v(const void* p) {
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ uint2 ld_stream8_v(const void* p) {
+    uint2 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+    return r;
+}
+// Coherent (not .nc) 16-byte load that skips L1, for rows that may alias an
+// output of the same kernel (each element is read before it is written).
+__device__ __forceinline__ uint4 ld_na16_v(const void* p) {
+    uint4 r;
+    asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+
+// f32 -> bf16 -> f32, round to nearest even, one instruction on sm_80+.
+// Equals round_bf16 for every non-NaN input (a NaN becomes the canonical
+// NaN, as the GPU's own arithmetic already makes every NaN it produces).
+__device__ __forceinline__ float round_bf16_rn(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned short b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+    return bf16_to_f32(b);
+#else
+    return round_bf16(f);
+#endif
+}
+// L1-cached read-only load (ld_nc16) that the compiler keeps in place.
+__device__ __forceinline__ uint4 ld_nc16_v(const void* p) {
+    uint4 r;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}

@@ -1,7 +1,9 @@
 use super::{BenchCase, BufSpec, Fill};
 use switchyard_core::Region;
+use switchyard_kernels::attn::{visible_keys, AttnDecode, AttnParams, KvView};
 use switchyard_kernels::gemm::w4a16::Fp4Weight;
 use switchyard_kernels::rope_kv::{rope_table, QkvPrep};
+use switchyard_model::kv_cache::PAGE;
 
 /// Shape scale: production shapes for GPUs, a reduced set for the CPU
 /// reference (whose absolute times mean nothing).
@@ -231,8 +233,81 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         gemm: None,
         run: Box::new(move |o, a| o.moe_scatter(a[0], a[1], a[2], a[3], a[4], pairs, e)),
     });
+    attention_decode_cases(&mut v, scale);
     gemm_cases(&mut v, scale);
     v
+}
+
+/// Decode attention at Gemma-4-31B-like layer shapes, contexts 16k and 32k
+/// (divided by 64 for the CPU), batch 1 and 16:
+/// - sliding layers: 32 query heads over 16 KV heads of 256, window 1024,
+///   separate K and V pools. Only the last `window` keys are read, so the
+///   bytes (and the pool, which holds just the pages those keys use) are
+///   bounded by the window, not the context;
+/// - global layers: 32 query heads over 4 KV heads of 512, full context, V
+///   = K (`attention_k_eq_v`: one pool passed as both).
+///
+/// "MB moved" is the K/V bytes a step must read (each visible row of each KV
+/// head once, once in all when V = K) plus q and out. Pages are 16 tokens
+/// (the model's `PAGE`), handed out from the end of the pool as the model's
+/// cache does; the block table maps every visible page.
+fn attention_decode_cases(v: &mut Vec<BenchCase>, scale: Scale) {
+    let div = if scale == Scale::Production { 1 } else { 64 };
+    let layers = [("sliding", 32usize, 16usize, 256usize, 1024 / div, false), ("global", 32, 4, 512, 0, true)];
+    for (layer, nh, nkv, hd, window, k_eq_v) in layers {
+        for ctx in [16384 / div, 32768 / div] {
+            for batch in [1usize, 16] {
+                let lo = ctx - visible_keys(ctx, window);
+                let (first_page, max_pages) = (lo / PAGE, ctx.div_ceil(PAGE));
+                let used = max_pages - first_page;
+                let total = batch * used;
+                // Pages before the window are never read: -1, as unmapped.
+                let mut table = vec![-1i32; batch * max_pages];
+                for b in 0..batch {
+                    for (i, e) in table[b * max_pages + first_page..(b + 1) * max_pages].iter_mut().enumerate() {
+                        *e = (total - 1 - (b * used + i)) as i32;
+                    }
+                }
+                let num_slots = total * PAGE;
+                let pool = 2 * num_slots * nkv * hd;
+                let width = nh * hd;
+                let kv_bytes = batch * visible_keys(ctx, window) * nkv * hd * 2 * if k_eq_v { 1 } else { 2 };
+                v.push(BenchCase {
+                    kernel: "attention_decode",
+                    shape: format!(
+                        "{layer} b={batch} ctx={ctx} nh={nh} nkv={nkv} hd={hd} window={window}{}",
+                        if k_eq_v { " v=k" } else { "" }
+                    ),
+                    buffers: vec![
+                        buf(2 * batch * width, Fill::Output),
+                        buf(2 * batch * width, Fill::Bf16(1.0)),
+                        buf(pool, Fill::Bf16(1.0)),
+                        buf(if k_eq_v { 4 } else { pool }, Fill::Bf16(1.0)),
+                        buf(4 * table.len(), Fill::Bytes(table.iter().flat_map(|x| x.to_le_bytes()).collect())),
+                        buf(4 * batch, Fill::Bytes((0..batch).flat_map(|_| (ctx as i32).to_le_bytes()).collect())),
+                    ],
+                    bytes: (kv_bytes + 4 * batch * width) as f64,
+                    flops: (4 * batch * visible_keys(ctx, window) * width) as f64,
+                    gemm: None,
+                    run: Box::new(move |o, a| {
+                        let d = AttnDecode { out: a[0], q: a[1], ctx_len: a[5], batch, max_ctx: ctx };
+                        let kv = KvView {
+                            k_pool: a[2],
+                            v_pool: if k_eq_v { a[2] } else { a[3] },
+                            block_table: a[4],
+                            nkv,
+                            hd,
+                            page: PAGE,
+                            max_pages,
+                            num_seqs: batch,
+                            num_slots,
+                        };
+                        o.attention_decode(&d, &kv, &AttnParams { nh, window, scale: 1.0 })
+                    }),
+                });
+            }
+        }
+    }
 }
 
 /// Issue 5's shapes: prefill M in {512, 4096}, decode M in {1, 16}, and

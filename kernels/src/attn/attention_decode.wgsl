@@ -49,8 +49,8 @@ struct Params {
 
 // The split rule of kernels/src/attn/mod.rs (decode_splits, visible_keys),
 // whose constants a unit test there checks against these.
-const DECODE_TARGET_BLOCKS: u32 = 512u;
-const MIN_SPLIT_KEYS: u32 = 256u;
+const DECODE_TARGET_BLOCKS: u32 = 256u;
+const MIN_SPLIT_KEYS: u32 = 64u;
 
 fn visible_keys(ctx: u32) -> u32 {
     if (p.window > 0) {
@@ -60,7 +60,7 @@ fn visible_keys(ctx: u32) -> u32 {
 }
 
 fn decode_splits(keys: u32) -> u32 {
-    let bh = max(1u, u32(p.batch) * u32(p.nh));
+    let bh = max(1u, u32(p.batch) * u32(p.nkv));
     let want = DECODE_TARGET_BLOCKS / bh + select(0u, 1u, DECODE_TARGET_BLOCKS % bh != 0u);
     let need = keys / MIN_SPLIT_KEYS + select(0u, 1u, keys % MIN_SPLIT_KEYS != 0u);
     return max(1u, min(want, need));

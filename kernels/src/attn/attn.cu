@@ -271,246 +271,391 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
 
 // ================================================================ decode
 
-// Plan: attention_decode, grid (S, nh, batch), block 128, then
-// attention_decode_reduce, grid (batch, nh), block 128; both take the
-// declared arguments and the plan's workspace: f32 o [batch][nh][S][hd],
-// then (m, l) [batch][nh][S][2]. S = decode_splits(visible_keys(max_ctx))
-// bounds every sequence's chunk count, which comes from its own ctx_len
-// (kernels/src/attn/mod.rs defines the rule); chunks past it are idle, so
-// max_ctx can stay fixed across decode steps without changing a bit.
+// Plan (attn/mod.rs, `cuda_attention_decode`): attention_decode, grid
+// (S, nkv * QG, batch), block 128, DECODE_STAGES-deep pipeline in dynamic
+// shared memory; then, when S > 1, attention_decode_reduce, grid (batch, nh,
+// ceil(hd / 128)), block 128. Both take the declared arguments and the plan's
+// workspace: f32 o [batch][nh][S][hd], then (m, l) [batch][nh][S][2]. S =
+// decode_splits(visible_keys(max_ctx), batch, nkv) bounds every sequence's
+// chunk count, which comes from its own ctx_len (kernels/src/attn/mod.rs
+// defines the rule); chunks past it are idle, so max_ctx can stay fixed
+// across decode steps without changing a bit. With S = 1 the first pass
+// writes the output itself (out = bf16(o / l), what the reduce computes
+// from one chunk) and there is no second pass.
 //
-// Block (s, h, b) computes chunk s of head h for sequence b. Each of the 4
-// warps takes groups of 4 consecutive keys in turn; a key row is spread
-// over the warp as 16-byte vectors (lane i holds dims 8i.. of each 256-dim
-// chunk), so every K/V row is read with fully coalesced 16-byte loads, and
-// the 4 keys' K and V rows are all in flight before the first use. Online
-// softmax per warp in registers; the 4 warps' (m, l, o) merge through
-// shared memory at the end. Query heads that share a KV head run in
-// neighbouring blocks at the same time, so their repeated K/V reads are
-// served by L2 rather than HBM.
-#define DC_KEYS 4
+// Block (s, y, b) computes chunk s of sequence b for KV head kvh = y / QG and
+// up to 8 of the G = nh / nkv query heads that read it (query group y % QG,
+// QG = ceil(G / 8)): each K and V row is read from memory once per KV head
+// (once in all when v_pool aliases k_pool, Gemma's attention_k_eq_v), not
+// once per query head. Keys go in tiles of 16: the 128 threads copy a tile's
+// K (and V) rows into shared memory with cp.async (8 threads a key row,
+// 16-byte pieces; the block table is read once per key), DECODE_STAGES tiles
+// in flight. On the tensor cores (mma.m16n8k16, bf16 in, f32 out), with the
+// head dims padded to a multiple of 64 and split over the 4 warps:
+//   S^T[16 keys x 8 heads] = K · Q^T: warp w sums its quarter of the dims,
+//     the 4 partials meet in shared memory and every warp adds them in warp
+//     order (so all warps hold the same scores);
+//   online softmax per head (column), in f32 registers;
+//   O^T[dims x 8 heads] += V^T · P^T for the warp's quarter of the dims, V
+//     read transposed with ldmatrix.trans, P^T moved into the B-fragment
+//     layout with shuffles and split into bf16 hi + lo (a single bf16
+//     rounding of P, 2^-9, would put the NMSE near the 1e-6 the contract
+//     allows; hi + lo keeps P to ~2^-17).
+// Every block checks the pages of its own chunk; a bad page or slot makes
+// that chunk's partial NaN, which the reduce turns into a NaN row (the union
+// of the chunks is the whole visible range the reference checks).
+#define DECODE_STAGES 6
+#define DC_THREADS 128
+#define DC_TILE 16
 
-template <int NC>
-__device__ __forceinline__ void decode_split(float* __restrict__ o_out, float* __restrict__ ml_out, const bf16* __restrict__ qh,
-                                             const bf16* __restrict__ kbase, const bf16* __restrict__ vbase, const int* trow,
-                                             int start, int stop, int hd, int page, int row_stride, float scale, float* red) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float qf[NC][8], o[NC][8];
-    bool dv[NC];
-#pragma unroll
-    for (int c = 0; c < NC; ++c) {
-        const int d = c * 256 + lane * 8;
-        dv[c] = d < hd;
-        uint4 u = dv[c] ? *reinterpret_cast<const uint4*>(qh + d) : make_uint4(0u, 0u, 0u, 0u);
-        const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            qf[c][2 * i] = bf16_lo(w[i]);
-            qf[c][2 * i + 1] = bf16_hi(w[i]);
-        }
-#pragma unroll
-        for (int i = 0; i < 8; ++i) o[c][i] = 0.0f;
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool in) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most n of this thread's cp.async groups are pending (n < DECODE_STAGES).
+__device__ __forceinline__ void cp_async_wait(int n) {
+    switch (n) {
+        case 0: asm volatile("cp.async.wait_group 0;\n" ::); break;
+        case 1: asm volatile("cp.async.wait_group 1;\n" ::); break;
+        case 2: asm volatile("cp.async.wait_group 2;\n" ::); break;
+        case 3: asm volatile("cp.async.wait_group 3;\n" ::); break;
+        default: asm volatile("cp.async.wait_group 4;\n" ::); break;
     }
-    float m = -SY_INF, l = 0.0f;
-    for (int j0 = start + warp * DC_KEYS; j0 < stop; j0 += 4 * DC_KEYS) {
-        uint4 kv[DC_KEYS][NC], vv[DC_KEYS][NC];
-        bool live[DC_KEYS];
-#pragma unroll
-        for (int u = 0; u < DC_KEYS; ++u) {
-            const int j = j0 + u;
-            live[u] = j < stop;
-            // Slots were validated for the whole range before the loop.
-            const size_t slot = live[u] ? (size_t)trow[j / page] * page + j % page : 0;
-            const size_t at = slot * row_stride;
-#pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                const int d = c * 256 + lane * 8;
-                const bool ld = live[u] && dv[c];
-                kv[u][c] = ld ? ld_nc16(kbase + at + d) : make_uint4(0u, 0u, 0u, 0u);
-                vv[u][c] = ld ? ld_nc16(vbase + at + d) : make_uint4(0u, 0u, 0u, 0u);
-            }
-        }
-        float sc[DC_KEYS];
-#pragma unroll
-        for (int u = 0; u < DC_KEYS; ++u) {
-            float acc = 0.0f;
-#pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                const unsigned w[4] = {kv[u][c].x, kv[u][c].y, kv[u][c].z, kv[u][c].w};
-#pragma unroll
-                for (int i = 0; i < 4; ++i) acc += qf[c][2 * i] * bf16_lo(w[i]) + qf[c][2 * i + 1] * bf16_hi(w[i]);
-            }
-            sc[u] = acc;
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-#pragma unroll
-            for (int u = 0; u < DC_KEYS; ++u) sc[u] += __shfl_xor_sync(SY_FULL, sc[u], off);
-        }
-        float mx = m;
-#pragma unroll
-        for (int u = 0; u < DC_KEYS; ++u) {
-            sc[u] = live[u] ? scale * sc[u] : -SY_INF;
-            mx = fmaxf(mx, sc[u]);
-        }
-        const float alpha = __expf(m - mx); // m = -inf on the first group: 0 (mx is finite: key j0 is live)
-        l *= alpha;
-#pragma unroll
-        for (int c = 0; c < NC; ++c) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) o[c][i] *= alpha;
-        }
-#pragma unroll
-        for (int u = 0; u < DC_KEYS; ++u) {
-            const float p = live[u] ? __expf(sc[u] - mx) : 0.0f;
-            l += p;
-#pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                const unsigned w[4] = {vv[u][c].x, vv[u][c].y, vv[u][c].z, vv[u][c].w};
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    o[c][2 * i] += p * bf16_lo(w[i]);
-                    o[c][2 * i + 1] += p * bf16_hi(w[i]);
-                }
-            }
-        }
-        m = mx;
-    }
-    // Merge the 4 warps: red holds [4][2] (m, l) then [4][hd] o.
-    float* wml = red;
-    float* wo = red + 8;
-    if (lane == 0) {
-        wml[warp * 2] = m;
-        wml[warp * 2 + 1] = l;
-    }
-#pragma unroll
-    for (int c = 0; c < NC; ++c) {
-        if (dv[c]) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) wo[warp * hd + c * 256 + lane * 8 + i] = o[c][i];
-        }
-    }
-    __syncthreads();
-    float big = -SY_INF;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) big = fmaxf(big, wml[w * 2]);
-    float sc4[4], lt = 0.0f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-        // A warp that saw no key has m = -inf, l = 0, o = 0: weight 0.
-        sc4[w] = wml[w * 2] == -SY_INF ? 0.0f : __expf(wml[w * 2] - big);
-        lt += sc4[w] * wml[w * 2 + 1];
-    }
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 4; ++w) acc += sc4[w] * wo[w * hd + d];
-        o_out[d] = acc;
-    }
-    if (threadIdx.x == 0) {
-        ml_out[0] = big;
-        ml_out[1] = lt;
-    }
+}
+__device__ __forceinline__ unsigned dynamic_smem_bytes() {
+    unsigned r;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
 }
 
 // The split rule of kernels/src/attn/mod.rs (decode_splits, visible_keys),
 // whose constants a unit test there checks against these.
-#define DECODE_TARGET_BLOCKS 512
-#define MIN_SPLIT_KEYS 256
+#define DECODE_TARGET_BLOCKS 256
+#define MIN_SPLIT_KEYS 64
 
 __device__ __forceinline__ int visible_keys(int ctx, int window) { return window > 0 ? min(ctx, window) : ctx; }
 
-__device__ __forceinline__ int decode_splits(int keys, int batch, int nh) {
-    const long long bh = max(1LL, (long long)batch * nh);
+__device__ __forceinline__ int decode_splits(int keys, int batch, int nkv) {
+    const long long bh = max(1LL, (long long)batch * nkv);
     const long long want = (DECODE_TARGET_BLOCKS + bh - 1) / bh;
     const long long need = keys / MIN_SPLIT_KEYS + (keys % MIN_SPLIT_KEYS != 0);
     return (int)max(1LL, min(want, need));
 }
 
-extern "C" __global__ void __launch_bounds__(128) attention_decode(
+// What one decode block works on.
+struct DecodeJob {
+    const bf16* k_pool;
+    const bf16* v_pool; // == k_pool when V aliases K
+    const int* trow;
+    int start, stop, hd, nkv, kvh, page, num_slots;
+    int ld;     // shared row stride in bf16 (padded dims + 8)
+    bool alias; // V tiles are the K tiles
+    bool async; // pools 16-byte aligned: cp.async, else plain copies
+};
+
+// Copies tile t's K (and V) rows into stage smem (row stride job.ld); keys
+// past the chunk and dims past hd are zero.
+template <int KS>
+__device__ __forceinline__ void load_tile(const DecodeJob& job, int t, bf16* ks, bf16* vs) {
+    const int kk = threadIdx.x >> 3, sub = threadIdx.x & 7;
+    const int j = job.start + t * DC_TILE + kk;
+    const long long slot = j < job.stop ? key_slot(job.trow, j, job.page, job.num_slots) : -1;
+    const size_t row = slot >= 0 ? ((size_t)slot * job.nkv + job.kvh) * job.hd : 0;
+#pragma unroll
+    for (int c = 0; c < KS; ++c) {
+        const int col = (sub + 8 * c) * 8;
+        const bool in = slot >= 0 && col < job.hd;
+        const size_t at = in ? row + col : 0;
+        bf16* kd = ks + kk * job.ld + col;
+        bf16* vd = vs + kk * job.ld + col;
+        if (job.async) {
+            cp_async16(smem_addr(kd), job.k_pool + at, in);
+            if (!job.alias) cp_async16(smem_addr(vd), job.v_pool + at, in);
+        } else {
+            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+            *reinterpret_cast<uint4*>(kd) = in ? *reinterpret_cast<const uint4*>(job.k_pool + at) : z;
+            if (!job.alias) *reinterpret_cast<uint4*>(vd) = in ? *reinterpret_cast<const uint4*>(job.v_pool + at) : z;
+        }
+    }
+}
+
+// The chunk's attention for up to 8 heads: (m, l) of the lane's two head
+// columns in mo / lo, O^T fragments in `o` (dims padded to 64 * KS). Returns
+// true, computing nothing, when a page or slot of the chunk is invalid; that
+// check runs while the first tiles are on their way.
+template <int KS>
+__device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigned (&qb)[KS][2], float scale, float (&o)[KS][4], float* mo, float* lo,
+                                             unsigned char* dsm, float4 (*spart)[32]) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    const int mi = lane >> 3, rr = lane & 7;
+    const int dw = 16 * KS * warp; // this warp's first dim
+    const int stage_elems = DC_TILE * job.ld * (job.alias ? 1 : 2);
+    const int stages = min(DECODE_STAGES, (int)(dynamic_smem_bytes() / (2u * (unsigned)stage_elems)));
+    bf16* base = reinterpret_cast<bf16*>(dsm);
+    const int ntiles = (job.stop - job.start + DC_TILE - 1) / DC_TILE;
+#pragma unroll
+    for (int i = 0; i < KS; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m0 = -SY_INF, m1 = -SY_INF, l0 = 0.0f, l1 = 0.0f;
+
+    for (int t = 0; t < stages - 1; ++t) {
+        if (t < ntiles) {
+            bf16* ks = base + (t % stages) * stage_elems;
+            load_tile<KS>(job, t, ks, job.alias ? ks : ks + DC_TILE * job.ld);
+        }
+        cp_async_commit();
+    }
+    // This chunk's pages: a negative entry or a slot past the pool poisons it.
+    int bad = 0;
+    {
+        const int p_first = job.start / job.page, p_last = (job.stop - 1) / job.page;
+        for (int pi = p_first + threadIdx.x; pi <= p_last; pi += blockDim.x) {
+            const int pg = job.trow[pi];
+            const long long first = (long long)pi * job.page;
+            const long long last = min((long long)job.stop - 1, first + job.page - 1);
+            if (pg < 0 || (long long)pg * job.page + (last - first) >= job.num_slots) bad = 1;
+        }
+    }
+    if (__syncthreads_or(bad)) {
+        cp_async_wait(0); // no copy may land in shared memory after the block is gone
+        return true;
+    }
+    for (int t = 0; t < ntiles; ++t) {
+        cp_async_wait(stages - 2);
+        __syncthreads(); // tile t is visible; every warp is done with tile t - 1's stage
+        const int tn = t + stages - 1;
+        if (tn < ntiles) {
+            bf16* ks = base + (tn % stages) * stage_elems;
+            load_tile<KS>(job, tn, ks, job.alias ? ks : ks + DC_TILE * job.ld);
+        }
+        cp_async_commit();
+        const bf16* ks = base + (t % stages) * stage_elems;
+        const bf16* vs = job.alias ? ks : ks + DC_TILE * job.ld;
+
+        // S^T partial over this warp's dims.
+        float sp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int k = 0; k < KS; ++k) {
+            unsigned a0, a1, a2, a3;
+            ldsm_x4(a0, a1, a2, a3, smem_addr(ks + ((mi & 1) * 8 + rr) * job.ld + dw + 16 * k + (mi >> 1) * 8));
+            mma_bf16(sp, a0, a1, a2, a3, qb[k][0], qb[k][1]);
+        }
+        spart[warp][lane] = make_float4(sp[0], sp[1], sp[2], sp[3]);
+        __syncthreads();
+        float4 st = spart[0][lane];
+#pragma unroll
+        for (int w = 1; w < 4; ++w) {
+            const float4 p = spart[w][lane];
+            st.x += p.x;
+            st.y += p.y;
+            st.z += p.z;
+            st.w += p.w;
+        }
+
+        // Online softmax per head column: lane holds keys g, g + 8 of heads 2c, 2c + 1.
+        const int j0 = job.start + t * DC_TILE + g;
+        const bool ka = j0 < job.stop, kb = j0 + 8 < job.stop;
+        const float v0 = ka ? scale * st.x : -SY_INF, v1 = ka ? scale * st.y : -SY_INF;
+        const float v2 = kb ? scale * st.z : -SY_INF, v3 = kb ? scale * st.w : -SY_INF;
+        float x0 = fmaxf(v0, v2), x1 = fmaxf(v1, v3);
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+            x0 = fmaxf(x0, __shfl_xor_sync(SY_FULL, x0, off));
+            x1 = fmaxf(x1, __shfl_xor_sync(SY_FULL, x1, off));
+        }
+        // Key j0 of g = 0 is always in the chunk, so x0, x1 are finite and m = -inf gives alpha 0.
+        const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+        const float al0 = __expf(m0 - n0), al1 = __expf(m1 - n1);
+        m0 = n0;
+        m1 = n1;
+        const float p0 = ka ? __expf(v0 - n0) : 0.0f, p1 = ka ? __expf(v1 - n1) : 0.0f;
+        const float p2 = kb ? __expf(v2 - n0) : 0.0f, p3 = kb ? __expf(v3 - n1) : 0.0f;
+        l0 = l0 * al0 + (p0 + p2);
+        l1 = l1 * al1 + (p1 + p3);
+#pragma unroll
+        for (int i = 0; i < KS; ++i) {
+            o[i][0] *= al0;
+            o[i][1] *= al1;
+            o[i][2] *= al0;
+            o[i][3] *= al1;
+        }
+        // P^T as the B operand (k = keys, n = heads): lane (g, c) needs keys
+        // 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1) of head g, held by lanes
+        // (2c, g / 2) and (2c + 1, g / 2) as packed head pairs.
+        const unsigned ha = pack_bf16_rn(p0, p1), hb = pack_bf16_rn(p2, p3);
+        const unsigned la = pack_bf16_rn(p0 - bf16_lo(ha), p1 - bf16_hi(ha)), lb = pack_bf16_rn(p2 - bf16_lo(hb), p3 - bf16_hi(hb));
+        const int src0 = 8 * c + (g >> 1), src1 = src0 + 4;
+        const unsigned sel = (g & 1) ? 0x7632u : 0x5410u;
+        const unsigned bh0 = __byte_perm(__shfl_sync(SY_FULL, ha, src0), __shfl_sync(SY_FULL, ha, src1), sel);
+        const unsigned bh1 = __byte_perm(__shfl_sync(SY_FULL, hb, src0), __shfl_sync(SY_FULL, hb, src1), sel);
+        const unsigned bl0 = __byte_perm(__shfl_sync(SY_FULL, la, src0), __shfl_sync(SY_FULL, la, src1), sel);
+        const unsigned bl1 = __byte_perm(__shfl_sync(SY_FULL, lb, src0), __shfl_sync(SY_FULL, lb, src1), sel);
+#pragma unroll
+        for (int i = 0; i < KS; ++i) {
+            unsigned a0, a1, a2, a3;
+            ldsm_x4_t(a0, a1, a2, a3, smem_addr(vs + ((mi >> 1) * 8 + rr) * job.ld + dw + 16 * i + (mi & 1) * 8));
+            mma_bf16(o[i], a0, a1, a2, a3, bh0, bh1);
+            mma_bf16(o[i], a0, a1, a2, a3, bl0, bl1);
+        }
+    }
+    cp_async_wait(0);
+    // Row sums: each lane summed its own keys.
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        l0 += __shfl_xor_sync(SY_FULL, l0, off);
+        l1 += __shfl_xor_sync(SY_FULL, l1, off);
+    }
+    mo[0] = m0;
+    mo[1] = m1;
+    lo[0] = l0;
+    lo[1] = l1;
+    return false;
+}
+
+// Writes the block's result for head column q (< nq) of this lane: the
+// chunk's partial (o, m, l) or, with one chunk in all (single), the output.
+template <int KS>
+__device__ __forceinline__ void decode_store(bf16* out, float* workspace, const float (&o)[KS][4], int q, int e_half, float m, float l, int hd,
+                                             size_t head_row, size_t e, size_t ml_base, bool single) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+#pragma unroll
+    for (int i = 0; i < KS; ++i) {
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+            const int d = 16 * KS * warp + 16 * i + g + 8 * hi;
+            if (d < hd) {
+                const float v = o[i][2 * hi + e_half];
+                if (single) out[head_row * hd + d] = f32_to_bf16(v / l);
+                else workspace[e * hd + d] = v;
+            }
+        }
+    }
+    if (!single && warp == 0 && g == 0) {
+        workspace[ml_base + e * 2] = m;
+        workspace[ml_base + e * 2 + 1] = l;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
-    __shared__ float red[8 + 4 * 512];
-    const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int splits = decode_splits(visible_keys(max_ctx, window), batch, nh);
-    if (b >= batch || h >= nh || s >= splits || nkv <= 0 || nh % nkv != 0 || hd > 512) return; // block-uniform
-    const size_t e = ((size_t)b * nh + h) * splits + s;
-    float* o_out = workspace + e * hd;
-    float* ml_out = workspace + (size_t)batch * nh * splits * hd + e * 2;
+    extern __shared__ __align__(16) unsigned char dsm[];
+    __shared__ float4 spart[4][32];
+    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0) return; // the plan refuses these
+    const int G = nh / nkv, QG = (G + 7) / 8;
+    const int s = blockIdx.x, kvh = blockIdx.y / QG, b = blockIdx.z;
+    const int h0 = kvh * G + (blockIdx.y % QG) * 8, nq = min(8, kvh * G + G - h0);
+    const int splits = decode_splits(visible_keys(max_ctx, window), batch, nkv);
+    if (b >= batch || kvh >= nkv || s >= splits) return; // block-uniform
+    const bool single = splits == 1;
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    const size_t ml_base = (size_t)batch * nh * splits * hd;
+    // This lane's two head columns.
+    const int qa = 2 * c, qb2 = 2 * c + 1;
+
     const int n = ctx_len[b];
     const long long cap = (long long)max_pages * page;
     const bool ok = n >= 1 && n <= max_ctx && n <= cap;
     const int lo = (ok && window > 0) ? max(0, n - window) : 0;
-    // This sequence's own chunks; the rest of the planned S are idle.
-    const int my_splits = ok ? decode_splits(n - lo, batch, nh) : 1;
-    if (s >= my_splits) {
-        if (threadIdx.x == 0) {
-            ml_out[0] = -SY_INF;
-            ml_out[1] = 0.0f;
-        }
-        return;
+    const int my_splits = ok ? decode_splits(n - lo, batch, nkv) : 1;
+    long long start = 0, stop = 0;
+    if (ok && s < my_splits) {
+        const long long split_len = ((long long)(n - lo) + my_splits - 1) / my_splits;
+        start = lo + (long long)s * split_len;
+        stop = min((long long)n, start + split_len);
     }
     const int* trow = block_table + (size_t)b * max_pages;
-    // The reference poisons the whole sequence when any key it attends to
-    // has a bad page or slot, so every working block checks the full range
-    // [lo, n), not just its chunk.
-    int bad = 0;
-    if (ok) {
-        const int p_first = lo / page, p_last = (n - 1) / page;
-        for (int pi = p_first + threadIdx.x; pi <= p_last; pi += blockDim.x) {
-            const int pg = trow[pi];
-            if (pg < 0) {
-                bad = 1;
-                continue;
-            }
-            const long long first = (long long)pi * page;
-            const long long last = min((long long)n - 1, first + page - 1);
-            if ((long long)pg * page + (last - first) >= num_slots) bad = 1;
+    // Writes an invalid chunk (NaN o, m, l, or a NaN row with one chunk in
+    // all) or an idle / empty one (m = -inf, l = 0: the reduce skips it).
+    auto nothing = [&](bool bad) {
+        for (int i = threadIdx.x; i < nq * hd; i += blockDim.x) {
+            const int hq = i / hd, d = i % hd;
+            const size_t hr = (size_t)b * nh + h0 + hq;
+            if (single) out[hr * hd + d] = SY_NAN_BF16;
+            else if (bad) workspace[(hr * splits + s) * hd + d] = SY_NAN;
         }
-    }
-    bad = __syncthreads_or(bad);
-    if (!ok || bad) {
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) o_out[d] = SY_NAN;
-        if (threadIdx.x == 0) ml_out[0] = ml_out[1] = SY_NAN;
+        if (!single && threadIdx.x < nq) {
+            const size_t e = ((size_t)b * nh + h0 + threadIdx.x) * splits + s;
+            workspace[ml_base + e * 2] = bad ? SY_NAN : -SY_INF;
+            workspace[ml_base + e * 2 + 1] = bad ? SY_NAN : 0.0f;
+        }
+    };
+    if (!ok || start >= stop) {
+        nothing(!ok);
         return;
     }
-    const long long split_len = ((long long)(n - lo) + my_splits - 1) / my_splits;
-    const long long start = lo + (long long)s * split_len;
-    const long long stop = min((long long)n, start + split_len);
-    if (start >= stop) {
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) o_out[d] = 0.0f;
-        if (threadIdx.x == 0) {
-            ml_out[0] = -SY_INF;
-            ml_out[1] = 0.0f;
-        }
-        return;
+
+    const int hdp = (hd + 63) & ~63;
+    DecodeJob job;
+    job.k_pool = k_pool;
+    job.v_pool = v_pool;
+    job.trow = trow;
+    job.start = (int)start;
+    job.stop = (int)stop;
+    job.hd = hd;
+    job.nkv = nkv;
+    job.kvh = kvh;
+    job.page = page;
+    job.num_slots = num_slots;
+    job.ld = hdp + 8;
+    job.alias = k_pool == v_pool;
+    job.async = aligned16(k_pool) && aligned16(v_pool);
+
+    // Q^T fragments for this warp's dims: head g of the group, dims 2c.. and 2c + 8...
+    const bf16* qrow = q + ((size_t)b * nh + h0 + (g < nq ? g : 0)) * hd;
+    const int dw = (hdp / 4) * (threadIdx.x >> 5);
+    float mo[2], lsum[2];
+#define DECODE_CASE(KS_)                                                                    \
+    case KS_: {                                                                             \
+        unsigned qf[KS_][2];                                                                \
+        _Pragma("unroll") for (int k = 0; k < KS_; ++k) {                                   \
+            const int d = dw + 16 * k + 2 * c;                                              \
+            qf[k][0] = (g < nq && d < hd) ? ld32(qrow + d) : 0u;                            \
+            qf[k][1] = (g < nq && d + 8 < hd) ? ld32(qrow + d + 8) : 0u;                    \
+        }                                                                                   \
+        float o[KS_][4];                                                                    \
+        if (decode_chunk<KS_>(job, qf, scale, o, mo, lsum, dsm, spart)) {                  \
+            nothing(true);                                                                  \
+            break;                                                                          \
+        }                                                                                   \
+        for (int k2 = 0; k2 < 2; ++k2) {                                                    \
+            const int hq = k2 ? qb2 : qa;                                                   \
+            if (hq < nq) {                                                                  \
+                const size_t hr = (size_t)b * nh + h0 + hq;                                 \
+                decode_store<KS_>(out, workspace, o, hq, k2, mo[k2], lsum[k2], hd, hr,      \
+                                  hr * splits + s, ml_base, single);                        \
+            }                                                                               \
+        }                                                                                   \
+        break;                                                                              \
     }
-    const int kvh = h / (nh / nkv);
-    const bf16* qh = q + ((size_t)b * nh + h) * hd;
-    const int row_stride = nkv * hd;
-    if (hd <= 256)
-        decode_split<1>(o_out, ml_out, qh, k_pool + (size_t)kvh * hd, v_pool + (size_t)kvh * hd, trow, (int)start, (int)stop, hd, page,
-                        row_stride, scale, red);
-    else
-        decode_split<2>(o_out, ml_out, qh, k_pool + (size_t)kvh * hd, v_pool + (size_t)kvh * hd, trow, (int)start, (int)stop, hd, page,
-                        row_stride, scale, red);
+    switch (hdp / 64) {
+        DECODE_CASE(1)
+        DECODE_CASE(2)
+        DECODE_CASE(3)
+        DECODE_CASE(4)
+        DECODE_CASE(5)
+        DECODE_CASE(6)
+        DECODE_CASE(7)
+        DECODE_CASE(8)
+    }
+#undef DECODE_CASE
 }
 
-// Grid (batch, nh), block 128. Chunks combined in chunk order; empty and
-// idle chunks (m = -inf or l = 0) skipped; NaN m (an invalid sequence)
-// poisons the row; all chunks empty gives NaN.
+// Grid (batch, nh, ceil(hd / 128)), block 128: a thread per output dim.
+// Chunks combined in chunk order; empty and idle chunks (m = -inf or l = 0)
+// skipped; NaN m (an invalid sequence or page) poisons the row; all chunks
+// empty gives NaN.
 extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
-    const int b = blockIdx.x, h = blockIdx.y;
-    if (b >= batch || h >= nh) return;
-    const int splits = decode_splits(visible_keys(max_ctx, window), batch, nh);
+    const int b = blockIdx.x, h = blockIdx.y, d = blockIdx.z * blockDim.x + threadIdx.x;
+    if (b >= batch || h >= nh || nkv <= 0) return;
+    const int splits = decode_splits(visible_keys(max_ctx, window), batch, nkv);
     const size_t bh = (size_t)b * nh + h;
     const float* ml = workspace + (size_t)batch * nh * splits * hd + bh * splits * 2;
     const float* o = workspace + bh * splits * hd;
-    bf16* orow = out + bh * hd;
+    if (d >= hd) return;
     bool any = false, nan = false;
     float big = -SY_INF;
     for (int s = 0; s < splits; ++s) {
@@ -520,22 +665,16 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(
         if (m != m) nan = true; else big = fmaxf(big, m);
     }
     if (!any || nan) {
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) orow[d] = SY_NAN_BF16;
+        out[bh * hd + d] = SY_NAN_BF16;
         return;
     }
-    float den = 0.0f;
+    float den = 0.0f, num = 0.0f;
     for (int s = 0; s < splits; ++s) {
         const float m = ml[2 * s], l = ml[2 * s + 1];
         if (m == -SY_INF || l == 0.0f) continue;
-        den += expf(m - big) * l;
+        const float w = expf(m - big);
+        den += w * l;
+        num += w * o[(size_t)s * hd + d];
     }
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float num = 0.0f;
-        for (int s = 0; s < splits; ++s) {
-            const float m = ml[2 * s], l = ml[2 * s + 1];
-            if (m == -SY_INF || l == 0.0f) continue;
-            num += expf(m - big) * o[(size_t)s * hd + d];
-        }
-        orow[d] = f32_to_bf16(num / den);
-    }
+    out[bh * hd + d] = f32_to_bf16(num / den);
 }

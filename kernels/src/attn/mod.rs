@@ -21,12 +21,13 @@ use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
 /// NMSE bound for attention outputs (summation order differs by backend).
 pub const ATTN_NMSE: f64 = 1e-6;
-/// Blocks a decode launch aims for, so that long single sequences fill the
-/// GPU. `DECODE_TARGET_BLOCKS` in attn.cu and attention_decode.wgsl.
-pub const DECODE_TARGET_BLOCKS: usize = 512;
+/// (sequence, KV head, chunk) work items a decode launch aims for, so that
+/// long single sequences fill the GPU (about two blocks an SM on an H200).
+/// `DECODE_TARGET_BLOCKS` in attn.cu and attention_decode.wgsl.
+pub const DECODE_TARGET_BLOCKS: usize = 256;
 /// Fewest keys a decode split should cover. `MIN_SPLIT_KEYS` in attn.cu and
 /// attention_decode.wgsl.
-pub const MIN_SPLIT_KEYS: usize = 256;
+pub const MIN_SPLIT_KEYS: usize = 64;
 
 declare_kernel! {
     /// Causal (optionally sliding) attention for `rows` query rows of any mix
@@ -55,7 +56,7 @@ declare_kernel! {
     ///
     /// Split order, which defines the sums: the visible keys `[lo, n)`
     /// (`lo = max(0, n − window)` when sliding, else 0; `K = n − lo` keys) are
-    /// cut into `S = decode_splits(K, batch, nh)` ([`decode_splits`]) chunks of
+    /// cut into `S = decode_splits(K, batch, nkv)` ([`decode_splits`]) chunks of
     /// `L = ⌈K / S⌉` consecutive keys, chunk `s` = `[lo + s·L, min(n, lo + (s+1)·L))`
     /// (empty when it starts at or past `n`). Per chunk: `m_s` = max score,
     /// `l_s = Σ e^{s_j−m_s}`, `o_s = Σ e^{s_j−m_s} v_j` (f32; the reference sums
@@ -63,7 +64,7 @@ declare_kernel! {
     /// `M = max_s m_s`, `out = bf16(Σ_s e^{m_s−M} o_s / Σ_s e^{m_s−M} l_s)`.
     /// A NaN `m_s` makes the row NaN. With `S = 1` this is exactly the prefill
     /// row of the same query. The split depends on `ctx_len`, `window`, `batch`
-    /// and `nh` only, so growing `max_ctx` changes no bit of the output.
+    /// and `nkv` only, so growing `max_ctx` changes no bit of the output.
     /// Backends may run the chunks in parallel and combine them through
     /// workspace. hd % 8 == 0, hd ≤ 512, nh % nkv == 0.
     ATTENTION_DECODE = "attn"::"attention_decode"(
@@ -83,11 +84,13 @@ pub fn visible_keys(ctx: usize, window: usize) -> usize {
 }
 
 /// Chunks [`ATTENTION_DECODE`] cuts `keys` visible keys into, for `batch`
-/// sequences of `nh` heads: enough that `batch · nh · splits` reaches
+/// sequences of `nkv` KV heads: enough that `batch · nkv · splits` reaches
 /// [`DECODE_TARGET_BLOCKS`] (so a lone long sequence still fills the GPU), no
-/// more than one per [`MIN_SPLIT_KEYS`] keys, and at least one.
-pub fn decode_splits(keys: usize, batch: usize, nh: usize) -> usize {
-    let want = DECODE_TARGET_BLOCKS.div_ceil(batch.saturating_mul(nh).max(1));
+/// more than one per [`MIN_SPLIT_KEYS`] keys, and at least one. Counted per
+/// KV head because a GPU block reads each K/V row once for all the query
+/// heads of its group.
+pub fn decode_splits(keys: usize, batch: usize, nkv: usize) -> usize {
+    let want = DECODE_TARGET_BLOCKS.div_ceil(batch.saturating_mul(nkv).max(1));
     want.min(keys.div_ceil(MIN_SPLIT_KEYS)).max(1)
 }
 
@@ -198,9 +201,10 @@ fn wgsl_rows_per_group(hd: u32) -> u32 {
 /// allows (every sequence uses at most this many), and the workspace for
 /// per-chunk partials: f32 `o` `[batch, nh, S, hd]` then `(m, l)` `[batch, nh, S, 2]`.
 fn decode_layout(a: &PlanArgs) -> Result<(u32, u64)> {
-    let (batch, nh, hd) = (positive(a, "batch")?, positive(a, "nh")?, head_dim(a)?);
+    let (batch, hd) = (positive(a, "batch")?, head_dim(a)?);
+    let (nh, nkv) = heads(a)?;
     let keys = visible_keys(a.u32("max_ctx")? as usize, a.u32("window")? as usize);
-    let splits = decode_splits(keys, batch as usize, nh as usize) as u32;
+    let splits = decode_splits(keys, batch as usize, nkv as usize) as u32;
     let bytes = [batch as u64, nh as u64, splits as u64, hd as u64 + 2, 4].iter().try_fold(1u64, |acc, &x| acc.checked_mul(x));
     let bytes = bytes.ok_or_else(|| Error::invalid(a.kernel.symbol, "batch", "the decode workspace size overflows u64"))?;
     Ok((splits, bytes))
@@ -222,21 +226,59 @@ fn wgsl_attention_prefill(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan { passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![], extra: [rb, 0, 0, 0] }], workspace_bytes: 0 })
 }
 
-/// CUDA decode: phase 1 `attention_decode`, grid (S, nh, batch), one block
-/// per (chunk, head, sequence) writing its partial into workspace; phase 2
-/// `attention_decode_reduce`, grid (batch, nh), the combine.
-fn cuda_attention_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    let (splits, workspace_bytes) = decode_layout(a)?;
-    let (nh, _) = heads(a)?;
-    let batch = positive(a, "batch")?;
+/// Pipeline depth of the CUDA decode: tiles of [`CUDA_DECODE_TILE`] keys in
+/// shared memory at once (`DECODE_STAGES` in attn.cu).
+pub const CUDA_DECODE_STAGES: u32 = 6;
+/// Keys per tile of the CUDA decode (`DC_TILE` in attn.cu).
+pub const CUDA_DECODE_TILE: u32 = 16;
+/// Static shared memory of the CUDA decode block (the 4 warps' score partials).
+const CUDA_DECODE_STATIC_SHARED: u32 = 2048;
+/// Query heads a CUDA decode block serves (the mma's 8 columns).
+const CUDA_DECODE_HEADS: u32 = 8;
+
+/// CUDA decode: phase 1 `attention_decode`, grid (S, nkv · ⌈G / 8⌉, batch)
+/// with G = nh / nkv, one block per (chunk, KV head, group of up to 8 of its
+/// query heads), so K and V are read once per KV head (once in all when
+/// `v_pool` is `k_pool`); when S > 1, phase 2 `attention_decode_reduce`,
+/// grid (batch, nh, ⌈hd / 128⌉), the combine. With S = 1 phase 1 writes the
+/// output and there is no phase 2 (the 8-byte workspace is then untouched:
+/// the entry's trailing parameter exists either way).
+///
+/// Shared memory: [`CUDA_DECODE_STAGES`] tiles of 16 keys × (hd padded to
+/// 64, + 8) bf16, for K and V (K only when V aliases K), fewer stages where
+/// the device's per-block limit is lower. H200 numbers for the bench rows:
+/// hd 256 with V, or hd 512 with V = K, 16.5 KiB a stage, 99 KiB a block, 2
+/// blocks an SM with 5 tiles each in flight (~165 KiB an SM). Blocks: with
+/// [`DECODE_TARGET_BLOCKS`] = 256, batch 1 at 4 KV heads and 16k keys is 64
+/// chunks of 256 keys (256 blocks, 1.9 an SM); batch 16 at 16 KV heads with a
+/// 1024 window is 256 one-chunk blocks and no second pass.
+fn cuda_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    let (splits, two_pass_bytes) = decode_layout(a)?;
+    let (nh, nkv) = heads(a)?;
+    let (batch, hd) = (positive(a, "batch")?, head_dim(a)?);
+    let y = nkv as u64 * (nh / nkv).div_ceil(CUDA_DECODE_HEADS) as u64;
+    if y > 65535 || batch > 65535 {
+        return Err(Error::invalid(a.kernel.symbol, "nkv", format!("{y} KV-head groups or {batch} sequences exceed the grid's 65535")));
+    }
+    let padded = hd.next_multiple_of(64) + 8;
+    let matrices = if a.addr("k_pool")? == a.addr("v_pool")? { 1 } else { 2 };
+    let stage_bytes = CUDA_DECODE_TILE * padded * 2 * matrices;
+    let room = if f.max_shared_bytes == 0 { 48 * 1024 } else { f.max_shared_bytes };
+    let stages = (room.saturating_sub(CUDA_DECODE_STATIC_SHARED) / stage_bytes).min(CUDA_DECODE_STAGES);
+    if stages < 2 {
+        return Err(Error::invalid(
+            a.kernel.symbol,
+            "hd",
+            format!("two {stage_bytes}-byte tiles do not fit the device's {room} bytes of shared memory"),
+        ));
+    }
     let block = [CUDA_THREADS, 1, 1];
-    Ok(CudaPlan {
-        passes: vec![
-            CudaPass { entry: "attention_decode", grid: [splits, nh, batch], block, shared_bytes: 0 },
-            CudaPass { entry: "attention_decode_reduce", grid: [batch, nh, 1], block, shared_bytes: 0 },
-        ],
-        workspace_bytes,
-    })
+    let mut passes =
+        vec![CudaPass { entry: "attention_decode", grid: [splits, y as u32, batch], block, shared_bytes: stages * stage_bytes }];
+    if splits > 1 {
+        passes.push(CudaPass { entry: "attention_decode_reduce", grid: [batch, nh, hd.div_ceil(128)], block, shared_bytes: 0 });
+    }
+    Ok(CudaPlan { passes, workspace_bytes: if splits > 1 { two_pass_bytes } else { 8 } })
 }
 
 /// WGSL decode: phase 1 `attention_decode`, where a workgroup takes up to
@@ -392,30 +434,50 @@ struct AttnShape {
     page: usize,
     window: usize,
     scale: f32,
+    /// V is the K pool (Gemma's `attention_k_eq_v`): the decode launch passes one buffer as both.
+    k_eq_v: bool,
 }
 
 /// Short sequences: one decode chunk each; prefill and decode both run these.
 static ATTN_SHAPES: [AttnShape; 5] = [
-    AttnShape { lens: &[1], nh: 2, nkv: 1, hd: 64, page: 16, window: 0, scale: 1.0 },
-    AttnShape { lens: &[37, 5], nh: 4, nkv: 2, hd: 128, page: 16, window: 0, scale: 0.125 },
-    AttnShape { lens: &[40, 23, 9], nh: 4, nkv: 1, hd: 72, page: 8, window: 7, scale: 0.3 },
-    AttnShape { lens: &[70], nh: 2, nkv: 2, hd: 256, page: 16, window: 16, scale: 0.0625 },
-    AttnShape { lens: &[19, 33], nh: 2, nkv: 1, hd: 512, page: 4, window: 0, scale: 0.05 },
+    AttnShape { lens: &[1], nh: 2, nkv: 1, hd: 64, page: 16, window: 0, scale: 1.0, k_eq_v: false },
+    AttnShape { lens: &[37, 5], nh: 4, nkv: 2, hd: 128, page: 16, window: 0, scale: 0.125, k_eq_v: false },
+    AttnShape { lens: &[40, 23, 9], nh: 4, nkv: 1, hd: 72, page: 8, window: 7, scale: 0.3, k_eq_v: false },
+    AttnShape { lens: &[70], nh: 2, nkv: 2, hd: 256, page: 16, window: 16, scale: 0.0625, k_eq_v: false },
+    AttnShape { lens: &[19, 33], nh: 2, nkv: 1, hd: 512, page: 4, window: 0, scale: 0.05, k_eq_v: false },
 ];
 
-/// Long sequences, decode only: several chunks per sequence (2 to 6, see
-/// [`decode_splits`]), different chunk counts within one batch, a window
-/// that caps the chunks, and a GQA group wider than a WGSL workgroup's rows.
-static LONG_SHAPES: [AttnShape; 5] = [
-    AttnShape { lens: &[700, 300], nh: 4, nkv: 2, hd: 64, page: 16, window: 0, scale: 0.125 },
-    AttnShape { lens: &[1000, 37], nh: 2, nkv: 1, hd: 128, page: 16, window: 600, scale: 0.1 },
-    AttnShape { lens: &[1500], nh: 8, nkv: 2, hd: 256, page: 16, window: 0, scale: 0.0625 },
-    AttnShape { lens: &[520, 9, 260], nh: 2, nkv: 1, hd: 512, page: 4, window: 0, scale: 0.05 },
-    AttnShape { lens: &[300], nh: 16, nkv: 1, hd: 256, page: 16, window: 0, scale: 0.0625 },
+/// Long sequences, decode only: several chunks per sequence (see
+/// [`decode_splits`]: from 3 up to 33), different chunk counts within one
+/// batch, a window that caps the chunks, a GQA group wider than a WGSL
+/// workgroup's rows and than a CUDA block's 8 heads, V aliasing K at hd 512
+/// (the global layers' shape), hd 192 (a head width that is not a power of
+/// two), chunks longer than the CUDA pipeline's 6 tiles of 16 keys, and a
+/// batch wide enough (8 sequences x 32 KV heads) for one chunk per sequence,
+/// which CUDA runs in one pass.
+static LONG_SHAPES: [AttnShape; 9] = [
+    AttnShape { lens: &[700, 300], nh: 4, nkv: 2, hd: 64, page: 16, window: 0, scale: 0.125, k_eq_v: false },
+    AttnShape { lens: &[1000, 37], nh: 2, nkv: 1, hd: 128, page: 16, window: 600, scale: 0.1, k_eq_v: false },
+    AttnShape { lens: &[1500], nh: 8, nkv: 2, hd: 256, page: 16, window: 0, scale: 0.0625, k_eq_v: false },
+    AttnShape { lens: &[520, 9, 260], nh: 2, nkv: 1, hd: 512, page: 4, window: 0, scale: 0.05, k_eq_v: false },
+    AttnShape { lens: &[300], nh: 16, nkv: 1, hd: 256, page: 16, window: 0, scale: 0.0625, k_eq_v: false },
+    AttnShape { lens: &[2100, 700], nh: 8, nkv: 2, hd: 512, page: 16, window: 0, scale: 0.04, k_eq_v: true },
+    AttnShape { lens: &[900], nh: 6, nkv: 3, hd: 192, page: 8, window: 0, scale: 0.07, k_eq_v: false },
+    AttnShape { lens: &[1000], nh: 32, nkv: 32, hd: 128, page: 16, window: 0, scale: 0.09, k_eq_v: false },
+    AttnShape { lens: &[300, 257, 130, 1, 64, 97, 200, 33], nh: 64, nkv: 32, hd: 64, page: 16, window: 0, scale: 0.125, k_eq_v: false },
 ];
 
 fn label(s: &AttnShape) -> String {
-    format!("lens={:?} nh={} nkv={} hd={} page={} window={}", s.lens, s.nh, s.nkv, s.hd, s.page, s.window)
+    format!(
+        "lens={:?} nh={} nkv={} hd={} page={} window={}{}",
+        s.lens,
+        s.nh,
+        s.nkv,
+        s.hd,
+        s.page,
+        s.window,
+        if s.k_eq_v { " k_eq_v" } else { "" }
+    )
 }
 
 /// Buffers `[k_pool, v_pool, block_table]` at `a[at..]` as the view of a
@@ -423,7 +485,7 @@ fn label(s: &AttnShape) -> String {
 fn view_of(a: &[Region], at: usize, s: &AttnShape, (max_pages, num_slots): (usize, usize)) -> KvView {
     KvView {
         k_pool: a[at],
-        v_pool: a[at + 1],
+        v_pool: if s.k_eq_v { a[at] } else { a[at + 1] },
         block_table: a[at + 2],
         nkv: s.nkv,
         hd: s.hd,
@@ -484,7 +546,7 @@ fn decode_case(g: &mut Gen, s: &'static AttnShape, capacity: bool) -> Case {
     let (_, q) = g.bf16(batch * s.nh * s.hd, 0.01, 1.0);
     let ctx: Vec<i32> = s.lens.iter().map(|&l| l as i32).collect();
     let params = AttnParams { nh: s.nh, window: s.window, scale: s.scale };
-    let chunks: Vec<usize> = s.lens.iter().map(|&n| decode_splits(visible_keys(n, s.window), batch, s.nh)).collect();
+    let chunks: Vec<usize> = s.lens.iter().map(|&n| decode_splits(visible_keys(n, s.window), batch, s.nkv)).collect();
     let sizes = (c.max_pages, c.num_slots);
     let buffers = vec![
         Buffer::output("out", DType::BF16, batch * s.nh * s.hd, Tolerance::Nmse(ATTN_NMSE)),
@@ -525,14 +587,17 @@ mod tests {
     use switchyard_core::KernelSig;
 
     #[test]
-    fn the_split_rule_matches_the_launchers_of_before() {
-        // One sequence of 16 heads: 32 chunks wanted, one per 256 keys.
+    fn the_split_rule_counts_kv_heads() {
+        // One sequence of 16 KV heads: 16 chunks wanted, one per 64 keys.
         assert_eq!(decode_splits(1, 1, 16), 1);
-        assert_eq!(decode_splits(256, 1, 16), 1);
-        assert_eq!(decode_splits(257, 1, 16), 2);
-        assert_eq!(decode_splits(100_000, 1, 16), 32);
+        assert_eq!(decode_splits(64, 1, 16), 1);
+        assert_eq!(decode_splits(65, 1, 16), 2);
+        assert_eq!(decode_splits(100_000, 1, 16), 16);
+        // The global layers' 4 KV heads at batch 1: 64 chunks; batch 16: 4.
+        assert_eq!(decode_splits(16_384, 1, 4), 64);
+        assert_eq!(decode_splits(16_384, 16, 4), 4);
         // Many heads: one chunk however long.
-        assert_eq!(decode_splits(100_000, 64, 16), 1);
+        assert_eq!(decode_splits(100_000, 16, 16), 1);
         assert_eq!(decode_splits(0, 1, 1), 1);
         assert_eq!(visible_keys(1000, 600), 600);
         assert_eq!(visible_keys(1000, 0), 1000);
@@ -570,22 +635,29 @@ mod tests {
 
     #[test]
     fn decode_plans_size_the_workspace_from_max_ctx_and_run_two_passes() {
-        // 1 sequence, 16 heads of 256, max_ctx 8192: 32 chunks.
+        // 1 sequence, 16 heads of 256 over 8 KV heads, max_ctx 8192: 32 chunks.
         let a = args(&ATTENTION_DECODE, &[("batch", 1), ("max_ctx", 8192), ("nh", 16), ("nkv", 8), ("hd", 256), ("window", 0)]);
         let pa = PlanArgs::new(&ATTENTION_DECODE, &a);
         let c = cuda_attention_decode(&pa, &FACTS).unwrap();
         assert_eq!(c.workspace_bytes, 16 * 32 * 258 * 4);
-        assert_eq!(c.passes[0].grid, [32, 16, 1]);
-        assert_eq!(c.passes[1].grid, [1, 16, 1]);
+        // A block per (chunk, KV head): both query heads of a group share it.
+        assert_eq!(c.passes[0].grid, [32, 8, 1]);
+        // args() passes one address for every pointer, so V aliases K: one 16 x 264 tile a stage.
+        assert_eq!(c.passes[0].shared_bytes, CUDA_DECODE_STAGES * 16 * 264 * 2);
+        assert_eq!(c.passes[1].grid, [1, 16, 2]);
         assert_eq!((c.passes[0].entry, c.passes[1].entry), ("attention_decode", "attention_decode_reduce"));
         let w = wgsl_attention_decode(&pa, &FACTS).unwrap();
         assert_eq!(w.workspace_bytes, c.workspace_bytes);
         // Groups of 2 query heads per KV head, 8 rows per workgroup at hd 256: one workgroup per KV head.
         assert_eq!((w.passes[0].grid, w.passes[0].extra), ([32, 8, 1], [2, 1, 0, 0]));
         assert_eq!(w.passes[1].grid, [1, 16, 1]);
-        // A window caps the chunks: 600 keys -> 3.
+        // A window caps the chunks: 600 keys -> 10.
         let a = args(&ATTENTION_DECODE, &[("batch", 1), ("max_ctx", 8192), ("nh", 16), ("nkv", 8), ("hd", 256), ("window", 600)]);
-        assert_eq!(cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap().passes[0].grid, [3, 16, 1]);
+        assert_eq!(cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap().passes[0].grid, [10, 8, 1]);
+        // One chunk in all (64 sequences x 4 KV heads): one pass, groups of 16 heads take two blocks.
+        let a = args(&ATTENTION_DECODE, &[("batch", 64), ("max_ctx", 4096), ("nh", 64), ("nkv", 4), ("hd", 512), ("window", 0)]);
+        let c = cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap();
+        assert_eq!((c.passes.len(), c.passes[0].grid, c.workspace_bytes), (1, [1, 8, 64], 8));
         // Empty or impossible shapes are refused with the argument named.
         for (name, v) in [("batch", 0), ("nh", 0), ("hd", 12), ("hd", 520)] {
             let mut named = vec![("batch", 1), ("max_ctx", 64), ("nh", 2), ("nkv", 1), ("hd", 64)];

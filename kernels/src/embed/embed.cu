@@ -1,30 +1,107 @@
-// Embedding gathers: one block per output row (plan: grid [rows], block
-// `norm_block(h)`: 96 threads for h = 5376, so each thread owns 7 chunks of
-// 8 elements). Pure streaming: a thread issues all of its loads (up to
-// EMBED_MAXC chunks, in registers) before its first store, so the whole row
-// is in flight at once; longer rows loop. Any block size works.
+// Embedding gathers. Plan (embed/mod.rs): a persistent grid of min(rows,
+// SMs * B) blocks of T = norm_block(h) <= 128 threads (96 for h = 5376, so a
+// thread owns 7 chunks of 8 elements of a row), B = the blocks an SM holds at
+// the 128-register cap (5 for T = 96). Block b copies rows b, b + grid, ...
+//
+// Pure streaming. Pipelined path (16-byte output vectors, a row that fits
+// C <= 8 chunks per thread): while row r is converted and stored, the loads
+// of row r + grid are already in flight and the index of row r + 2 grid is
+// being fetched, so the chain ids[r] -> table row -> store never stalls a
+// block and every block always has a row of loads outstanding. Other shapes
+// (h not a multiple of 8, unaligned pointers, rows over 8 chunks a thread)
+// take a simple path: one row at a time with every load of a chunk group
+// issued before its stores. An index outside the table writes a NaN row.
 
 #define EMBED_MAXC 8
-// Blocks of up to 256 threads (plan), registers uncapped for 8 cached chunks.
-#define EMBED_BOUNDS __launch_bounds__(256)
+// Blocks of up to 128 threads at up to 128 registers: the plan counts on
+// floor(16 / warps) resident blocks per SM (norm/mod.rs, ROW_REG_CAP).
+#define EMBED_BOUNDS __launch_bounds__(128, 4)
 
-__device__ __forceinline__ int embed_slots(int n) { return min(EMBED_MAXC, (n + (int)blockDim.x - 1) / (int)blockDim.x); }
-
-// Calls F(C) with C in {1, 2, 3, 4, 6, 8}: the cached chunks per thread for n chunks.
-#define EMBED_DISPATCH(N, CALL)                \
-    do {                                       \
-        const int need_ = embed_slots(N);      \
-        if (need_ <= 1) CALL(1);               \
-        else if (need_ <= 2) CALL(2);          \
-        else if (need_ <= 3) CALL(3);          \
-        else if (need_ <= 4) CALL(4);          \
-        else if (need_ <= 6) CALL(6);          \
-        else CALL(EMBED_MAXC);                 \
-    } while (0)
+// Index load issued ahead of its use (kept in place, see ld_stream16_v).
+__device__ __forceinline__ int ld_index_v(const int* p) {
+    int r;
+    asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(r) : "l"(p));
+    return r;
+}
 
 __device__ __forceinline__ void nan_row(bf16* out, int h) {
     for (int k = threadIdx.x; k < h; k += blockDim.x) out[k] = SY_NAN_BF16;
 }
+
+// Chunk index of slot j for this thread.
+__device__ __forceinline__ int eslot(int j) { return threadIdx.x + j * blockDim.x; }
+
+// ---------------------------------------------------------------- the pipelined row loop
+
+// A gather kind K provides, for rows of n chunks:
+//   typedef In;                          what one chunk's load holds
+//   int source(int r)                    the table row of output row r, or -1
+//   float aux(int s)                     a per-source value (fp8 row scale), s >= 0
+//   void load(In&, int s, int k)         chunk k of source row s
+//   uint4 convert(const In&, float aux)  the 8 output bf16 of a chunk
+// Out-of-range sources store NaN chunks.
+template <int C, class K>
+__device__ __forceinline__ void load_row(const K& k, typename K::In (&c)[C], int s) {
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (eslot(j) < k.n) k.load(c[j], s, eslot(j));
+}
+
+template <int C, class K>
+__device__ __forceinline__ void store_row(const K& k, const typename K::In (&c)[C], uint4* out, int s, float aux) {
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (eslot(j) < k.n) out[eslot(j)] = s >= 0 ? k.convert(c[j], aux) : make_uint4(0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u);
+}
+
+template <int C, class K>
+__device__ __forceinline__ void gather_rows(const K& k, uint4* out, int rows) {
+    const int G = gridDim.x;
+    typename K::In a[C], b[C];
+    int r = blockIdx.x;
+    int s = k.source(r);
+    float x = s >= 0 ? k.aux(s) : 0.0f;
+    if (s >= 0) load_row<C>(k, a, s);
+    int r1 = r + G;
+    int s1 = r1 < rows ? k.source(r1) : -1;
+    for (;;) {
+        // Two rows per trip so the register buffers swap roles without copies.
+        float x1 = 0.0f;
+        if (s1 >= 0) {
+            x1 = k.aux(s1);
+            load_row<C>(k, b, s1);
+        }
+        const int r2 = r1 + G;
+        const int s2 = r2 < rows ? k.source(r2) : -1;
+        store_row<C>(k, a, out + (size_t)r * k.n, s, x);
+        if (r1 >= rows) return;
+        float x2 = 0.0f;
+        if (s2 >= 0) {
+            x2 = k.aux(s2);
+            load_row<C>(k, a, s2);
+        }
+        const int r3 = r2 + G;
+        const int s3 = r3 < rows ? k.source(r3) : -1;
+        store_row<C>(k, b, out + (size_t)r1 * k.n, s1, x1);
+        if (r2 >= rows) return;
+        r = r2, s = s2, x = x2, r1 = r3, s1 = s3;
+    }
+}
+
+// Calls CALL(C) with C = chunks per thread (1..8); sets piped = false when a row needs more.
+#define EMBED_PIPE_DISPATCH(N, CALL)                                      \
+    switch (((N) + (int)blockDim.x - 1) / (int)blockDim.x) {              \
+        case 0:                                                           \
+        case 1: CALL(1); break;                                           \
+        case 2: CALL(2); break;                                           \
+        case 3: CALL(3); break;                                           \
+        case 4: CALL(4); break;                                           \
+        case 5: CALL(5); break;                                           \
+        case 6: CALL(6); break;                                           \
+        case 7: CALL(7); break;                                           \
+        case 8: CALL(8); break;                                           \
+        default: piped = false;                                           \
+    }
 
 // ---------------------------------------------------------------- fp8 table
 
@@ -39,6 +116,22 @@ __device__ __forceinline__ uint4 fp8x8_to_bf16(uint2 c, float rs, float scale) {
     return make_uint4(pack_bf16_rn(bf16_lo(p0) * scale, bf16_hi(p0) * scale), pack_bf16_rn(bf16_lo(p1) * scale, bf16_hi(p1) * scale),
                       pack_bf16_rn(bf16_lo(p2) * scale, bf16_hi(p2) * scale), pack_bf16_rn(bf16_lo(p3) * scale, bf16_hi(p3) * scale));
 }
+
+struct Fp8Gather {
+    typedef uint2 In;
+    const uint2* table; // [vocab][n] 8-byte chunks
+    const float* row_scale;
+    const int* ids;
+    int n, vocab;
+    float scale;
+    __device__ int source(int r) const {
+        const int id = ld_index_v(ids + r);
+        return id >= 0 && id < vocab ? id : -1;
+    }
+    __device__ float aux(int s) const { return row_scale[s]; }
+    __device__ void load(uint2& c, int s, int k) const { c = ld_stream8_v(table + (size_t)s * n + k); }
+    __device__ uint4 convert(const uint2& c, float rs) const { return fp8x8_to_bf16(c, rs, scale); }
+};
 
 template <int C>
 __device__ __forceinline__ void fp8_row(uint4* __restrict__ dst, const uint2* __restrict__ src, float rs, float scale, int n) {
@@ -59,39 +152,52 @@ __device__ __forceinline__ void fp8_row(uint4* __restrict__ dst, const uint2* __
 
 extern "C" __global__ void EMBED_BOUNDS embed_gather_fp8(bf16* __restrict__ out, const u8* __restrict__ table, const float* __restrict__ row_scale,
                                                         const int* __restrict__ ids, int rows, int h, int vocab, float scale) {
-    const int r = blockIdx.x;
-    if (r >= rows) return;
-    const int id = ids[r];
-    out += (size_t)r * h;
-    if (id < 0 || id >= vocab) {
-        nan_row(out, h);
-        return;
+    if ((int)blockIdx.x >= rows) return;
+    bool piped = (h % 8) == 0 && aligned8(table) && aligned16(out);
+    if (piped) {
+        const Fp8Gather k{reinterpret_cast<const uint2*>(table), row_scale, ids, h / 8, vocab, scale};
+#define FP8_PIPE(C_) gather_rows<C_>(k, reinterpret_cast<uint4*>(out), rows)
+        EMBED_PIPE_DISPATCH(h / 8, FP8_PIPE);
+#undef FP8_PIPE
     }
-    const u8* row = table + (size_t)id * h;
-    const float rs = row_scale[id];
-    if ((h % 8) == 0 && aligned8(row) && aligned16(out)) {
-        const int n = h / 8;
-        const uint2* src = reinterpret_cast<const uint2*>(row);
-        uint4* dst = reinterpret_cast<uint4*>(out);
-#define FP8_CALL(C_) fp8_row<C_>(dst, src, rs, scale, n)
-        EMBED_DISPATCH(n, FP8_CALL);
-#undef FP8_CALL
-    } else {
-        for (int k = threadIdx.x; k < h; k += blockDim.x) out[k] = f32_to_bf16(round_bf16(e4m3_to_f32(row[k]) * rs) * scale);
+    if (piped) return;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int id = ids[r];
+        bf16* o = out + (size_t)r * h;
+        if (id < 0 || id >= vocab) {
+            nan_row(o, h);
+            continue;
+        }
+        const u8* row = table + (size_t)id * h;
+        const float rs = row_scale[id];
+        if ((h % 8) == 0 && aligned8(row) && aligned16(o)) {
+            fp8_row<EMBED_MAXC>(reinterpret_cast<uint4*>(o), reinterpret_cast<const uint2*>(row), rs, scale, h / 8);
+        } else {
+            for (int k = threadIdx.x; k < h; k += blockDim.x) o[k] = f32_to_bf16(round_bf16(e4m3_to_f32(row[k]) * rs) * scale);
+        }
     }
 }
 
 // ---------------------------------------------------------------- bf16 table
 
-// Streaming load of a vector (16-byte ones skip L1).
-template <int V> __device__ __forceinline__ void vload_s(BfVec<V>& v, const bf16* p) { vload<V>(v, p); }
-template <> __device__ __forceinline__ void vload_s<8>(BfVec<8>& v, const bf16* p) {
-    const uint4 u = ld_stream16(p);
-    v.w[0] = u.x;
-    v.w[1] = u.y;
-    v.w[2] = u.z;
-    v.w[3] = u.w;
-}
+__device__ __forceinline__ unsigned scale_pair(unsigned w, float scale) { return pack_bf16_rn(bf16_lo(w) * scale, bf16_hi(w) * scale); }
+
+struct Bf16Gather {
+    typedef uint4 In;
+    const uint4* table; // [vocab][n] 16-byte chunks
+    const int* ids;
+    int n, vocab;
+    float scale;
+    __device__ int source(int r) const {
+        const int id = ld_index_v(ids + r);
+        return id >= 0 && id < vocab ? id : -1;
+    }
+    __device__ float aux(int) const { return 0.0f; }
+    __device__ void load(uint4& c, int s, int k) const { c = ld_stream16_v(table + (size_t)s * n + k); }
+    __device__ uint4 convert(const uint4& c, float) const {
+        return make_uint4(scale_pair(c.x, scale), scale_pair(c.y, scale), scale_pair(c.z, scale), scale_pair(c.w, scale));
+    }
+};
 
 template <int V, int C>
 __device__ __forceinline__ void scale_rows(bf16* __restrict__ out, const bf16* __restrict__ row, int n, float scale) {
@@ -100,7 +206,7 @@ __device__ __forceinline__ void scale_rows(bf16* __restrict__ out, const bf16* _
 #pragma unroll
         for (int j = 0; j < C; ++j) {
             const int k = base + j * blockDim.x;
-            if (k < n) vload_s<V>(c[j], row + (size_t)k * V);
+            if (k < n) vload<V>(c[j], row + (size_t)k * V);
         }
 #pragma unroll
         for (int j = 0; j < C; ++j) {
@@ -111,7 +217,7 @@ __device__ __forceinline__ void scale_rows(bf16* __restrict__ out, const bf16* _
                     o.w[0] = f32_to_bf16(vget<V>(c[j], 0) * scale);
                 } else {
 #pragma unroll
-                    for (int i = 0; i < V / 2; ++i) o.w[i] = pack_bf16_rn(bf16_lo(c[j].w[i]) * scale, bf16_hi(c[j].w[i]) * scale);
+                    for (int i = 0; i < V / 2; ++i) o.w[i] = scale_pair(c[j].w[i], scale);
                 }
                 vstore<V>(out + (size_t)k * V, o);
             }
@@ -121,27 +227,48 @@ __device__ __forceinline__ void scale_rows(bf16* __restrict__ out, const bf16* _
 
 extern "C" __global__ void EMBED_BOUNDS embed_gather_bf16(bf16* __restrict__ out, const bf16* __restrict__ table, const int* __restrict__ ids, int rows,
                                                          int h, int vocab, float scale) {
-    const int r = blockIdx.x;
-    if (r >= rows) return;
-    const int id = ids[r];
-    out += (size_t)r * h;
-    if (id < 0 || id >= vocab) {
-        nan_row(out, h);
-        return;
+    if ((int)blockIdx.x >= rows) return;
+    bool piped = (h % 8) == 0 && aligned16(table) && aligned16(out);
+    if (piped) {
+        const Bf16Gather k{reinterpret_cast<const uint4*>(table), ids, h / 8, vocab, scale};
+#define BF_PIPE(C_) gather_rows<C_>(k, reinterpret_cast<uint4*>(out), rows)
+        EMBED_PIPE_DISPATCH(h / 8, BF_PIPE);
+#undef BF_PIPE
     }
-    const bf16* row = table + (size_t)id * h;
-    if ((h % 8) == 0 && aligned16(row) && aligned16(out)) {
-#define BF_CALL(C_) scale_rows<8, C_>(out, row, h / 8, scale)
-        EMBED_DISPATCH(h / 8, BF_CALL);
-#undef BF_CALL
-    } else if ((h % 2) == 0 && aligned4(row) && aligned4(out)) {
-        scale_rows<2, 4>(out, row, h / 2, scale);
-    } else {
-        scale_rows<1, 4>(out, row, h, scale);
+    if (piped) return;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int id = ids[r];
+        bf16* o = out + (size_t)r * h;
+        if (id < 0 || id >= vocab) {
+            nan_row(o, h);
+            continue;
+        }
+        const bf16* row = table + (size_t)id * h;
+        if ((h % 8) == 0 && aligned16(row) && aligned16(o)) {
+            scale_rows<8, 4>(o, row, h / 8, scale);
+        } else if ((h % 2) == 0 && aligned4(row) && aligned4(o)) {
+            scale_rows<2, 4>(o, row, h / 2, scale);
+        } else {
+            scale_rows<1, 4>(o, row, h, scale);
+        }
     }
 }
 
 // ---------------------------------------------------------------- bit copy
+
+struct CopyGather {
+    typedef uint4 In;
+    const uint4* src; // [n_src][n] 16-byte chunks
+    const int* idx;
+    int n, n_src;
+    __device__ int source(int r) const {
+        const int s = ld_index_v(idx + r);
+        return s >= 0 && s < n_src ? s : -1;
+    }
+    __device__ float aux(int) const { return 0.0f; }
+    __device__ void load(uint4& c, int s, int k) const { c = ld_stream16_v(src + (size_t)s * n + k); }
+    __device__ uint4 convert(const uint4& c, float) const { return c; }
+};
 
 template <typename T, int C>
 __device__ __forceinline__ void copy_row(T* __restrict__ dst, const T* __restrict__ src, int n) {
@@ -162,22 +289,29 @@ __device__ __forceinline__ void copy_row(T* __restrict__ dst, const T* __restric
 
 extern "C" __global__ void EMBED_BOUNDS gather_rows_bf16(bf16* __restrict__ out, const bf16* __restrict__ src, const int* __restrict__ idx, int rows, int h,
                                                         int n_src) {
-    const int r = blockIdx.x;
-    if (r >= rows) return;
-    const int s = idx[r];
-    out += (size_t)r * h;
-    if (s < 0 || s >= n_src) {
-        nan_row(out, h);
-        return;
+    if ((int)blockIdx.x >= rows) return;
+    bool piped = (h % 8) == 0 && aligned16(src) && aligned16(out);
+    if (piped) {
+        const CopyGather k{reinterpret_cast<const uint4*>(src), idx, h / 8, n_src};
+#define COPY_PIPE(C_) gather_rows<C_>(k, reinterpret_cast<uint4*>(out), rows)
+        EMBED_PIPE_DISPATCH(h / 8, COPY_PIPE);
+#undef COPY_PIPE
     }
-    const bf16* row = src + (size_t)s * h;
-    if ((h % 8) == 0 && aligned16(row) && aligned16(out)) {
-#define COPY_CALL(C_) copy_row<uint4, C_>(reinterpret_cast<uint4*>(out), reinterpret_cast<const uint4*>(row), h / 8)
-        EMBED_DISPATCH(h / 8, COPY_CALL);
-#undef COPY_CALL
-    } else if ((h % 2) == 0 && aligned4(row) && aligned4(out)) {
-        copy_row<unsigned, 4>(reinterpret_cast<unsigned*>(out), reinterpret_cast<const unsigned*>(row), h / 2);
-    } else {
-        copy_row<unsigned short, 4>(out, row, h);
+    if (piped) return;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int s = idx[r];
+        bf16* o = out + (size_t)r * h;
+        if (s < 0 || s >= n_src) {
+            nan_row(o, h);
+            continue;
+        }
+        const bf16* row = src + (size_t)s * h;
+        if ((h % 8) == 0 && aligned16(row) && aligned16(o)) {
+            copy_row<uint4, 4>(reinterpret_cast<uint4*>(o), reinterpret_cast<const uint4*>(row), h / 8);
+        } else if ((h % 2) == 0 && aligned4(row) && aligned4(o)) {
+            copy_row<unsigned, 4>(reinterpret_cast<unsigned*>(o), reinterpret_cast<const unsigned*>(row), h / 2);
+        } else {
+            copy_row<unsigned short, 4>(o, row, h);
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! Embedding gathers: rows of the token table into the residual stream.
-use crate::norm::norm_block;
+use crate::norm::{norm_block, persistent_rows};
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{positive, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
@@ -37,10 +37,18 @@ declare_kernel! {
         A::output("out"), A::input("src"), A::input("idx"), A::i32("rows"), A::i32("h"), A::i32("n_src"))
 }
 
-/// CUDA: one block per row, sized like a norm row ([`norm_block`]): the
-/// gathers stream a row of `h` bf16 the same way.
-fn cuda_row_blocks(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    Ok(CudaPlan::single(a.kernel, [positive(a, "rows")?, 1, 1], [norm_block(a.u32("h")? as usize), 1, 1]))
+/// CUDA: a persistent grid ([`persistent_rows`]) of [`norm_block`]`(h)`
+/// threads, sized like a norm row: the gathers stream a row of `h` bf16 the
+/// same way. Each block copies rows `b, b + grid, ...` with the next row's
+/// loads in flight while it stores the current one (embed.cu).
+///
+/// H200 numbers for the bench rows (rows 4096, h 5376): 96 threads x 7
+/// chunks of 8 elements, 5 blocks an SM at the 128-register cap, grid 660 =
+/// one wave, 6.2 rows a block; bytes in flight an SM: 5 blocks x 1-2 rows x
+/// 10.5 KiB (bf16; 5.25 KiB of fp8 codes) ~ 50-105 KiB.
+fn cuda_row_blocks(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    let threads = norm_block(a.u32("h")? as usize);
+    Ok(CudaPlan::single(a.kernel, [persistent_rows(positive(a, "rows")?, threads, f), 1, 1], [threads, 1, 1]))
 }
 
 /// WGSL: one workgroup of 256 per row (the shaders' fixed size).
@@ -144,8 +152,11 @@ fn ids_with_bad(g: &mut Gen, rows: usize, vocab: usize) -> Vec<u8> {
     bytes::i32_bytes(&ids)
 }
 
+// The last two shapes of each kernel have more rows than two waves of the
+// CUDA persistent grid on an H200 (660 blocks at h 5376, 2112 at h 64), so
+// blocks run the row loop's full two-row trip and then part of another.
 fn fp8_cases(g: &mut Gen) -> Vec<Case> {
-    [(1, 8, 16), (7, 40, 200), (33, 136, 97)]
+    [(1, 8, 16), (7, 40, 200), (33, 136, 97), (4500, 64, 300), (1400, 5376, 40)]
         .into_iter()
         .map(|(rows, h, vocab)| {
             let (codes, scales, _) = g.fp8_table(vocab, h);
@@ -166,7 +177,7 @@ fn fp8_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn bf16_cases(g: &mut Gen) -> Vec<Case> {
-    [(1, 2, 5), (9, 42, 61), (20, 130, 300)]
+    [(1, 2, 5), (9, 42, 61), (20, 130, 300), (4500, 64, 300), (1400, 5376, 40)]
         .into_iter()
         .map(|(rows, h, vocab)| {
             let (_, table) = g.bf16(vocab * h, 0.01, 2.0);
@@ -186,7 +197,7 @@ fn bf16_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn gather_cases(g: &mut Gen) -> Vec<Case> {
-    [(1, 2, 3), (11, 38, 17), (64, 256, 64)]
+    [(1, 2, 3), (11, 38, 17), (64, 256, 64), (4500, 64, 300), (1400, 5376, 40)]
         .into_iter()
         .map(|(rows, h, n_src)| {
             let (_, src) = g.bf16(n_src * h, 0.01, 4.0);

@@ -1,8 +1,9 @@
 // The output head: logits over the tied table, argmax, option letters.
 //
-// lm_head kernels (plan: grid ceil(vocab / 4), block 128). Block b owns
-// the `per = ceil(vocab / gridDim.x)` consecutive rows starting at b * per;
-// the kernels are correct for any grid and any multiple-of-32 block size.
+// lm_head kernels (plan: block 128, grid ceil(vocab / 4) at m = 1 and
+// ceil(vocab / 128) at m >= 2). Block b owns the `per = ceil(vocab /
+// gridDim.x)` consecutive rows starting at b * per; the kernels are correct
+// for any grid and any multiple-of-32 block size.
 //
 // m = 1: one warp per owned row, each lane issuing all of its 16-byte table
 // loads (up to HEAD_M1C, the whole 5376-byte row at 32 lanes) before any
@@ -14,9 +15,11 @@
 // values are exact in bf16), f32 accumulation; row_scale is applied after
 // the dot. A warp owns 32 table rows (4 n-tiles) and walks k, so each
 // hidden fragment it loads serves 32 rows: the hidden rows are re-read once
-// per 32 table rows, from L1. A block of 4 rows cannot amortise that, so
+// per 32 table rows, from L1. A block owning fewer rows than its warps
+// cover in one pass (a grid of 4-row blocks) cannot amortise that, so
 // consecutive blocks are merged: only every Q-th block works, on the rows of
-// Q blocks (Q = warps * 32 / per), and the others exit at once. Within a
+// Q blocks (Q = warps * 32 / per), and the others exit at once (the plan's
+// grid of 128-row blocks gives Q = 1). Within a
 // 16-k mma step the k order is permuted (lane c's 16 contiguous table
 // bytes feed logical k {2c, 2c+1, 2c+8, 2c+9} of 4 successive steps); A is
 // loaded with the same permutation, so the dot is unchanged up to f32
@@ -138,18 +141,51 @@ __device__ void head_m1(float* out, const bf16* h, const typename TT::T* table, 
 
 // ---------------------------------------------------------------- m >= 2 (tensor cores)
 
-// B fragments of mma step s from a lane's 16-byte table chunk: fp8 through
-// the hardware e4m3x2 conversion (NaN codes stay NaN through the mma).
-// An integer decode (bits placed at bf16 position, one bf16x2 multiply by
-// 2^120, separate NaN flags) measured slower on the H200 at m = 16: 0.78 ms
-// against 0.50 ms.
-__device__ __forceinline__ void b_frag(const uint4 t, int s, const u8*, unsigned* b0, unsigned* b1) {
-    const unsigned w = s == 0 ? t.x : (s == 1 ? t.y : (s == 2 ? t.z : t.w));
-    e4m3x4_to_bf16x4(w, b0, b1);
+// The 16 e4m3 codes of a lane's table chunk as 8 packed bf16 pairs (b[2s],
+// b[2s + 1] = the B fragments of mma step s), exactly. The hardware
+// e4m3x2 -> f16x2 conversion does the exponent and subnormal work (every
+// e4m3 value is a normal f16 or zero); f16 -> bf16 is then bit arithmetic:
+// the f16 bits shifted right by 3 (sign cleared) read as a bf16 of the same
+// mantissa and 2^-112 times the value, so one bf16x2 multiply by 2^112
+// (exact: a power of two, no overflow, no subnormal) and the sign put back
+// finish it. Two conversions for four codes where the f16 -> f32 -> bf16 path
+// took eight: the conversion pipe (16 a clock an SM) bounded that path at
+// m = 16 (68% of copy). A chunk holding a NaN code (0x7f / 0xff, whose f16
+// NaN the bit arithmetic would turn into a number) takes that exact
+// conversion path instead, so NaN still reaches the mma.
+__device__ __forceinline__ unsigned f16x2_to_bf16x2(unsigned x) {
+    const unsigned t = ((x >> 3) & 0x0fff0fffu) | (x & 0x80008000u);
+    unsigned r;
+    // 2^112 = bf16 0x7780; adding -0 keeps the product exact and its sign.
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(t), "r"(0x77807780u), "r"(0x80008000u));
+    return r;
 }
-__device__ __forceinline__ void b_frag(const uint4 t, int s, const bf16*, unsigned* b0, unsigned* b1) {
-    *b0 = s == 0 ? t.x : t.z;
-    *b1 = s == 0 ? t.y : t.w;
+__device__ __forceinline__ void e4m3x4_to_bf16x4_fast(unsigned w, unsigned* lo, unsigned* hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned d0, d1;
+    asm("{\n\t.reg .b16 a, b;\n\tmov.b32 {a, b}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, a;\n\tcvt.rn.f16x2.e4m3x2 %1, b;\n\t}" : "=r"(d0), "=r"(d1) : "r"(w));
+    *lo = f16x2_to_bf16x2(d0);
+    *hi = f16x2_to_bf16x2(d1);
+#else
+    e4m3x4_to_bf16x4(w, lo, hi);
+#endif
+}
+__device__ __forceinline__ void b_frags(const uint4 t, const u8*, unsigned (&b)[8]) {
+    const unsigned w[4] = {t.x, t.y, t.z, t.w};
+    const bool nan = e4m3x4_has_nan(t.x) | e4m3x4_has_nan(t.y) | e4m3x4_has_nan(t.z) | e4m3x4_has_nan(t.w);
+    if (nan) {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) e4m3x4_to_bf16x4(w[s], &b[2 * s], &b[2 * s + 1]);
+    } else {
+#pragma unroll
+        for (int s = 0; s < 4; ++s) e4m3x4_to_bf16x4_fast(w[s], &b[2 * s], &b[2 * s + 1]);
+    }
+}
+__device__ __forceinline__ void b_frags(const uint4 t, const bf16*, unsigned (&b)[8]) {
+    b[0] = t.x;
+    b[1] = t.y;
+    b[2] = t.z;
+    b[3] = t.w;
 }
 
 template <class TT>
@@ -200,13 +236,11 @@ __device__ void head_mma(float* out, const bf16* h, const typename TT::T* table,
                     a1[4 * j] = x1.x, a1[4 * j + 1] = x1.y, a1[4 * j + 2] = x1.z, a1[4 * j + 3] = x1.w;
                 }
 #pragma unroll
-                for (int s = 0; s < KC / 4; ++s) {
+                for (int t = 0; t < 4; ++t) {
+                    unsigned b[8];
+                    b_frags(tw[t][u], table, b);
 #pragma unroll
-                    for (int t = 0; t < 4; ++t) {
-                        unsigned b0, b1;
-                        b_frag(tw[t][u], s, table, &b0, &b1);
-                        mma16816_bf16_f32(acc[t], a0[2 * s], a1[2 * s], a0[2 * s + 1], a1[2 * s + 1], b0, b1);
-                    }
+                    for (int s = 0; s < KC / 4; ++s) mma16816_bf16_f32(acc[t], a0[2 * s], a1[2 * s], a0[2 * s + 1], a1[2 * s + 1], b[2 * s], b[2 * s + 1]);
                 }
             }
         }
@@ -235,8 +269,35 @@ extern "C" __global__ void HEAD_BOUNDS lm_head_logits_bf16(float* out, const bf1
 
 // ---------------------------------------------------------------- argmax
 
+// Plan (head/mod.rs, `cuda_argmax_rows`): two passes over plan workspace.
+// argmax_rows, grid [m, S], block ARGMAX_THREADS: block (i, s) reduces slice
+// s of row i to its best (value, index) pair, written to workspace pair
+// [i * S + s]. argmax_rows_final, grid [m], block S rounded up to whole
+// warps: reduces row i's S pairs. S = argmax_slices(m, vocab) (below; the
+// plan computes the same): about ARGMAX_TARGET_BLOCKS blocks in all (four an
+// SM on an H200), each slice at least ARGMAX_MIN_SLICE logits, so every load
+// of the launch is issued in the first wave, each thread holding
+// ARGMAX_UNROLL 16-byte loads in registers. The pairs compare by (value
+// desc, index asc) and NaN never enters a pair, a total order, so the result
+// does not depend on S or on the order of the reductions.
+//
+// Slices are cut in float4 units of the row's 16-byte-aligned body (a row
+// starts at row * vocab floats, so its scalar head before the first aligned
+// float4 goes to slice 0 and its scalar tail to slice S - 1).
+
 #define ARGMAX_NONE 0x7fffffff
 #define ARGMAX_UNROLL 8
+#define ARGMAX_THREADS 256
+// The slice rule of head/mod.rs (argmax_slices), whose constants a unit test there checks.
+#define ARGMAX_TARGET_BLOCKS 512
+#define ARGMAX_MIN_SLICE 2048
+#define ARGMAX_MAX_SLICES 1024
+
+__device__ __forceinline__ int argmax_slices(int m, int vocab) {
+    const int want = (ARGMAX_TARGET_BLOCKS + m - 1) / max(m, 1);
+    const int most = (vocab + ARGMAX_MIN_SLICE - 1) / ARGMAX_MIN_SLICE;
+    return max(1, min(min(want, most), ARGMAX_MAX_SLICES));
+}
 
 // (v, i) beats (bv, bi): larger value, or equal value and lower index. NaN
 // compares false both ways and never wins; "none" is (-inf, ARGMAX_NONE), so
@@ -251,55 +312,16 @@ __device__ __forceinline__ void argmax_consider(float v, int i, int ex0, int ex1
     if (i != ex0 && i != ex1) argmax_take(v, i, bv, bi);
 }
 
-// Plan: grid [m], block 1024: one block per row. With m = 16 only 16 SMs
-// stream: measured on the H200 at 0.0233 ms for 16 x 262144 f32 (720 GB/s,
-// 17% of copy, ~45 GB/s per SM). What would fix it is a grid change: grid
-// [m, S] (S ~ 16 slices per row) writing (value, index) partials to plan
-// workspace [m, S], then a second tiny pass reducing S pairs (the WGSL
-// plan's shape); kept single-pass until that is measured.
-extern "C" __global__ void __launch_bounds__(1024) argmax_rows(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1) {
-    if ((int)blockIdx.x >= m) return;
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    const int row = blockIdx.x;
-    const float* l = logits + (size_t)row * vocab;
-    float bv = -SY_INF;
-    int bi = ARGMAX_NONE;
-    // Scalar head up to 16-byte alignment, float4 body, scalar tail.
-    int head = (int)((16u - ((unsigned)(unsigned long long)l & 15u)) & 15u) / 4;
-    if (!aligned4(l)) head = vocab; // not even f32-aligned: all scalar
-    head = min(head, vocab);
-    for (int k = threadIdx.x; k < head; k += blockDim.x) argmax_consider(l[k], k, ex0, ex1, bv, bi);
-    const int nvec = (vocab - head) / 4;
-    const float4* body = reinterpret_cast<const float4*>(l + head);
-    for (int base = threadIdx.x; base < nvec; base += ARGMAX_UNROLL * blockDim.x) {
-        uint4 q[ARGMAX_UNROLL];
-#pragma unroll
-        for (int j = 0; j < ARGMAX_UNROLL; ++j) {
-            const int c = base + j * blockDim.x;
-            if (c < nvec) q[j] = ld_stream16(body + c);
-        }
-#pragma unroll
-        for (int j = 0; j < ARGMAX_UNROLL; ++j) {
-            const int c = base + j * blockDim.x;
-            if (c < nvec) {
-                const int k = head + c * 4;
-                argmax_consider(__uint_as_float(q[j].x), k, ex0, ex1, bv, bi);
-                argmax_consider(__uint_as_float(q[j].y), k + 1, ex0, ex1, bv, bi);
-                argmax_consider(__uint_as_float(q[j].z), k + 2, ex0, ex1, bv, bi);
-                argmax_consider(__uint_as_float(q[j].w), k + 3, ex0, ex1, bv, bi);
-            }
-        }
-    }
-    for (int k = head + nvec * 4 + threadIdx.x; k < vocab; k += blockDim.x) argmax_consider(l[k], k, ex0, ex1, bv, bi);
-
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+// The best pair over the block; valid in thread 0. sv / si hold 32 entries.
+__device__ __forceinline__ void argmax_block(float& bv, int& bi, float* sv, int* si) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
         const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
         const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
         argmax_take(ov, oi, bv, bi);
     }
+    if (nwarps == 1) return;
     if (lane == 0) {
         sv[warp] = bv;
         si[warp] = bi;
@@ -314,11 +336,72 @@ extern "C" __global__ void __launch_bounds__(1024) argmax_rows(int* idx, float* 
             const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
             argmax_take(ov, oi, bv, bi);
         }
-        if (lane == 0) {
-            const bool none = bi == ARGMAX_NONE;
-            idx[row] = none ? -1 : bi;
-            val[row] = none ? -SY_INF : bv;
+    }
+}
+
+// Pass 1. The trailing workspace holds the (value, index) pairs, [m][S].
+extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_rows(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1,
+                                                                       float2* workspace) {
+    const int row = blockIdx.x, s = blockIdx.y, S = argmax_slices(m, vocab);
+    if (row >= m || s >= S) return;
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const float* l = logits + (size_t)row * vocab;
+    float bv = -SY_INF;
+    int bi = ARGMAX_NONE;
+    // Scalar head up to 16-byte alignment, float4 body, scalar tail.
+    int head = (int)((16u - ((unsigned)(unsigned long long)l & 15u)) & 15u) / 4;
+    if (!aligned4(l)) head = vocab; // not even f32-aligned: all scalar, all in slice 0
+    head = min(head, vocab);
+    const int nvec = (vocab - head) / 4;
+    const int per = (nvec + S - 1) / S;
+    const int c0 = min(nvec, s * per), c1 = min(nvec, c0 + per);
+    if (s == 0)
+        for (int k = threadIdx.x; k < head; k += blockDim.x) argmax_consider(l[k], k, ex0, ex1, bv, bi);
+    const float4* body = reinterpret_cast<const float4*>(l + head);
+    for (int base = c0 + threadIdx.x; base < c1; base += ARGMAX_UNROLL * blockDim.x) {
+        uint4 q[ARGMAX_UNROLL];
+#pragma unroll
+        for (int j = 0; j < ARGMAX_UNROLL; ++j) {
+            const int c = base + j * blockDim.x;
+            if (c < c1) q[j] = ld_stream16(body + c);
         }
+#pragma unroll
+        for (int j = 0; j < ARGMAX_UNROLL; ++j) {
+            const int c = base + j * blockDim.x;
+            if (c < c1) {
+                const int k = head + c * 4;
+                argmax_consider(__uint_as_float(q[j].x), k, ex0, ex1, bv, bi);
+                argmax_consider(__uint_as_float(q[j].y), k + 1, ex0, ex1, bv, bi);
+                argmax_consider(__uint_as_float(q[j].z), k + 2, ex0, ex1, bv, bi);
+                argmax_consider(__uint_as_float(q[j].w), k + 3, ex0, ex1, bv, bi);
+            }
+        }
+    }
+    if (s == S - 1)
+        for (int k = head + nvec * 4 + threadIdx.x; k < vocab; k += blockDim.x) argmax_consider(l[k], k, ex0, ex1, bv, bi);
+    argmax_block(bv, bi, sv, si);
+    if (threadIdx.x == 0) workspace[(size_t)row * S + s] = make_float2(bv, __int_as_float(bi));
+}
+
+// Pass 2: grid [m], a thread per slice (block S rounded up to whole warps).
+extern "C" __global__ void __launch_bounds__(1024) argmax_rows_final(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1,
+                                                                    float2* workspace) {
+    const int row = blockIdx.x, S = argmax_slices(m, vocab);
+    if (row >= m) return;
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    float bv = -SY_INF;
+    int bi = ARGMAX_NONE;
+    for (int t = threadIdx.x; t < S; t += blockDim.x) {
+        const float2 p = workspace[(size_t)row * S + t];
+        argmax_take(p.x, __float_as_int(p.y), bv, bi);
+    }
+    argmax_block(bv, bi, sv, si);
+    if (threadIdx.x == 0) {
+        const bool none = bi == ARGMAX_NONE;
+        idx[row] = none ? -1 : bi;
+        val[row] = none ? -SY_INF : bv;
     }
 }
 

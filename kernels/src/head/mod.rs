@@ -3,7 +3,7 @@
 //! `c = 0` meaning none.
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{groups, positive, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::codec::{bytes, fp8};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
@@ -49,13 +49,21 @@ declare_kernel! {
         A::i32("rows"), A::i32("n_labels"), A::i32("hdim"), A::i32("vocab"), A::f32("softcap"))
 }
 
-/// Vocab rows per CUDA lm_head block before head.cu merges blocks for m >= 2.
+/// Vocab rows per CUDA lm_head block at m = 1 (a warp per row).
 const CUDA_HEAD_ROWS_PER_BLOCK: u64 = 4;
+/// Vocab rows per CUDA lm_head block at m >= 2: 4 warps of 32 rows (head.cu's mma path).
+const CUDA_HEAD_MMA_ROWS_PER_BLOCK: u64 = 128;
 
-/// `ceil(vocab / 4)` blocks of 128 threads; head.cu derives each block's
-/// rows from the grid, so any grid is correct and this one is the measured one.
+/// Blocks of 128 threads; head.cu derives each block's rows from the grid,
+/// so any grid is correct. m = 1: `ceil(vocab / 4)`, the measured one (91%
+/// of copy). m >= 2: `ceil(vocab / 128)`, one block per 128 rows, the rows
+/// a block's 4 warps cover in one pass (the grid of 4-row blocks had 31 of
+/// every 32 blocks exit at once: 63,488 empty blocks at vocab 262144). H200
+/// numbers at m = 16, vocab 262144, hdim 5376: 2048 blocks at 108 registers,
+/// 4 an SM (3.9 waves); 16 warps an SM with 4 KiB of table each in flight.
 fn cuda_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, a.u32("vocab")? as u64, CUDA_HEAD_ROWS_PER_BLOCK)?, 1, 1], [128, 1, 1]))
+    let rows = if a.u32("m")? >= 2 { CUDA_HEAD_MMA_ROWS_PER_BLOCK } else { CUDA_HEAD_ROWS_PER_BLOCK };
+    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, a.u32("vocab")? as u64, rows)?, 1, 1], [128, 1, 1]))
 }
 
 /// Vocab rows per WGSL lm_head workgroup (`NR` in lm_head_common.wgsli).
@@ -72,9 +80,45 @@ fn wgsl_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan { passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [0; 4] }], workspace_bytes: 0 })
 }
 
-/// One 1024-thread block per row, single pass.
+/// Blocks the CUDA argmax's first pass aims for, all rows together
+/// (`ARGMAX_TARGET_BLOCKS` in head.cu).
+pub const ARGMAX_TARGET_BLOCKS: usize = 512;
+/// Fewest logits a CUDA argmax slice covers (`ARGMAX_MIN_SLICE` in head.cu).
+pub const ARGMAX_MIN_SLICE: usize = 2048;
+/// Most slices a row is cut into (`ARGMAX_MAX_SLICES` in head.cu: one
+/// thread of the second pass's block each).
+pub const ARGMAX_MAX_SLICES: usize = 1024;
+/// Threads of a first-pass block (`ARGMAX_THREADS` in head.cu).
+const ARGMAX_THREADS: u32 = 256;
+
+/// Slices the CUDA argmax cuts each of `m` rows of `vocab` logits into:
+/// enough for [`ARGMAX_TARGET_BLOCKS`] blocks in all, none under
+/// [`ARGMAX_MIN_SLICE`] logits, at most [`ARGMAX_MAX_SLICES`]. Any split gives
+/// the same result (a comparison, not a sum); this one is a launch geometry.
+pub fn argmax_slices(m: usize, vocab: usize) -> usize {
+    ARGMAX_TARGET_BLOCKS.div_ceil(m.max(1)).min(vocab.div_ceil(ARGMAX_MIN_SLICE)).clamp(1, ARGMAX_MAX_SLICES)
+}
+
+/// Two passes: `argmax_rows`, grid [m, S] with S = [`argmax_slices`], each
+/// block reducing a slice of a row to an (value, index) pair in workspace
+/// `[m][S]` (8 bytes a pair), then `argmax_rows_final`, grid [m], a thread
+/// per pair.
+///
+/// H200 numbers for the bench row (m 16, vocab 262144): S = 32, 512 blocks
+/// of 256 threads (3.9 an SM, all resident: 61 registers), 8192 logits = 32
+/// KiB a block, all of it requested at once (8 16-byte loads a thread), so
+/// the 16 MiB are in flight from the first wave (~124 KiB an SM). The single
+/// pass before (one block a row) streamed from 16 SMs only: 17% of copy.
 fn cuda_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    Ok(CudaPlan::single(a.kernel, [a.u32("m")?, 1, 1], [1024, 1, 1]))
+    let m = positive(a, "m")?;
+    let slices = argmax_slices(m as usize, positive(a, "vocab")? as usize) as u32;
+    Ok(CudaPlan {
+        passes: vec![
+            CudaPass { entry: "argmax_rows", grid: [m, slices, 1], block: [ARGMAX_THREADS, 1, 1], shared_bytes: 0 },
+            CudaPass { entry: "argmax_rows_final", grid: [m, 1, 1], block: [slices.next_multiple_of(32), 1, 1], shared_bytes: 0 },
+        ],
+        workspace_bytes: m as u64 * slices as u64 * 8,
+    })
 }
 
 /// Logits per first-pass workgroup of the WGSL argmax (`WG · PER` in argmax_rows.wgsl).
@@ -306,7 +350,7 @@ fn lm_head_bf16_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn argmax_cases(g: &mut Gen) -> Vec<Case> {
-    [(1, 7, -1, -1), (16, 4099, 3, -1), (3, 262, 5, 9), (2, 2, 0, 1)]
+    [(1, 7, -1, -1), (16, 4099, 3, -1), (3, 262, 5, 9), (2, 2, 0, 1), (3, 50001, 7, 40000)]
         .into_iter()
         .map(|(m, vocab, ex0, ex1)| {
             let (mut l, _) = g.f32(m * vocab, -20.0, 20.0);
@@ -366,3 +410,43 @@ inventory::submit! { CaseSet { kernel: &LM_HEAD_LOGITS_FP8, cases: lm_head_fp8_c
 inventory::submit! { CaseSet { kernel: &LM_HEAD_LOGITS_BF16, cases: lm_head_bf16_cases } }
 inventory::submit! { CaseSet { kernel: &ARGMAX_ROWS, cases: argmax_cases } }
 inventory::submit! { CaseSet { kernel: &LETTER_LOGITS_FP8, cases: letter_cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources;
+
+    #[test]
+    fn the_cuda_argmax_uses_the_same_slice_constants() {
+        let cu = sources::cuda("head").expect("head.cu").text;
+        for (name, v) in [
+            ("ARGMAX_TARGET_BLOCKS", ARGMAX_TARGET_BLOCKS),
+            ("ARGMAX_MIN_SLICE", ARGMAX_MIN_SLICE),
+            ("ARGMAX_MAX_SLICES", ARGMAX_MAX_SLICES),
+        ] {
+            assert!(cu.contains(&format!("#define {name} {v}\n")), "head.cu must define {name} {v}");
+        }
+        assert!(cu.contains(&format!("#define ARGMAX_THREADS {ARGMAX_THREADS}\n")));
+    }
+
+    #[test]
+    fn argmax_slices_fill_the_gpu_and_keep_slices_long() {
+        assert_eq!(argmax_slices(16, 262_144), 32);
+        assert_eq!(argmax_slices(1, 262_144), 128);
+        assert_eq!(argmax_slices(1, 1), 1);
+        assert_eq!(argmax_slices(4096, 262_144), 1);
+        assert_eq!(argmax_slices(16, 4099), 3);
+        assert_eq!(argmax_slices(1, usize::MAX / 2), ARGMAX_TARGET_BLOCKS);
+        let facts = DeviceFacts {
+            multiprocessors: 132,
+            max_shared_bytes: 232_448,
+            subgroup_size: 32,
+            max_groups_per_dim: 65535,
+            max_binding_bytes: u64::MAX,
+        };
+        let args = [P(0x1000), P(0x2000), P(0x3000), I(16), I(262_144), I(0), I(1)];
+        let plan = cuda_argmax_rows(&PlanArgs::new(&ARGMAX_ROWS, &args), &facts).unwrap();
+        assert_eq!((plan.passes[0].grid, plan.passes[1].grid, plan.passes[1].block), ([16, 32, 1], [16, 1, 1], [32, 1, 1]));
+        assert_eq!(plan.workspace_bytes, 16 * 32 * 8);
+    }
+}

@@ -2,7 +2,7 @@
 //! offset; a null `w` means unscaled). All statistics in f32.
 use crate::ops::{bf16s, i32_arg, optional, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
+use crate::plan::{positive, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
 
@@ -35,18 +35,26 @@ declare_kernel! {
         A::input("layer_scalar"), A::i32("rows"), A::i32("dim"), A::f32("eps"))
 }
 
+/// Most threads per CUDA row block (norm.cu's `NORM_BOUNDS` and embed.cu's
+/// `EMBED_BOUNDS`: `__launch_bounds__(128, 4)`).
+pub const ROW_MAX_THREADS: usize = 128;
+/// Registers per thread those launch bounds allow (65536 / (128 · 4)): the
+/// plans count resident blocks with it, so a persistent grid is never more
+/// than one wave whatever the compiler allocates below the cap.
+pub const ROW_REG_CAP: u32 = 128;
+
 /// Threads per row block: the row's 16-byte chunks (4-byte pairs when
 /// `dim % 8 != 0`) split over `per` = 1..=8 chunks per thread (the CUDA
-/// kernels cache up to 8 per thread in registers), picking the split that
+/// kernels keep up to 8 per thread in registers), picking the split that
 /// leaves the fewest idle chunk slots once the block is rounded up to whole
 /// warps, ties going to more chunks per thread (fewer, fuller threads measured
-/// faster on the H200); at most 256 threads (the kernels' launch bound).
+/// faster on the H200); at most [`ROW_MAX_THREADS`].
 /// dim 5376 -> 96 threads x 7 chunks.
 pub fn norm_block(dim: usize) -> u32 {
     let chunks = if dim.is_multiple_of(8) { dim / 8 } else { dim.div_ceil(2) }.max(1);
     let mut best = (usize::MAX, 32usize);
     for per in (1..=8usize).rev() {
-        let threads = chunks.div_ceil(per).next_multiple_of(32).clamp(32, 256);
+        let threads = chunks.div_ceil(per).next_multiple_of(32).clamp(32, ROW_MAX_THREADS);
         // Chunks past threads * per are re-read in a tail loop: count them as waste too.
         let waste = (threads * per).saturating_sub(chunks) + chunks.saturating_sub(threads * per).saturating_mul(4);
         if waste < best.0 {
@@ -56,9 +64,108 @@ pub fn norm_block(dim: usize) -> u32 {
     best.1 as u32
 }
 
-/// CUDA: one block per row, sized by [`norm_block`].
-fn cuda_row_blocks(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    Ok(CudaPlan::single(a.kernel, [a.u32("rows")?, 1, 1], [norm_block(a.u32("dim")? as usize), 1, 1]))
+/// Blocks of `threads` one SM keeps resident at [`ROW_REG_CAP`] registers a
+/// thread (64K registers, 2048 threads and 32 blocks an SM on sm_80/sm_90):
+/// 96 threads -> 5.
+pub fn resident_row_blocks(threads: u32) -> u32 {
+    let t = threads.max(1).next_multiple_of(32);
+    (65536 / (ROW_REG_CAP * t)).min(2048 / t).clamp(1, 32)
+}
+
+/// A persistent grid over `rows` rows: one block per row up to one full wave
+/// ([`resident_row_blocks`] on every SM); the kernels loop over rows
+/// `b, b + grid, ...`. Without an SM count (0), one block per row.
+pub fn persistent_rows(rows: u32, threads: u32, f: &DeviceFacts) -> u32 {
+    match f.multiprocessors {
+        0 => rows,
+        sms => rows.min(sms.saturating_mul(resident_row_blocks(threads))),
+    }
+}
+
+/// Whether every named pointer argument that is not null is 16-byte aligned.
+pub fn aligned16(a: &PlanArgs, names: &[&str]) -> Result<bool> {
+    for n in names {
+        if a.addr(n)? % 16 != 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The pipelined entry points of each norm kernel, by cached chunks per thread (norm.cu).
+const RMSNORM_PIPES: [&str; 8] = [
+    "rmsnorm_bf16_c1",
+    "rmsnorm_bf16_c2",
+    "rmsnorm_bf16_c3",
+    "rmsnorm_bf16_c4",
+    "rmsnorm_bf16_c5",
+    "rmsnorm_bf16_c6",
+    "rmsnorm_bf16_c7",
+    "rmsnorm_bf16_c8",
+];
+const SANDWICH_PIPES: [&str; 8] = [
+    "post_norm_add_pre_norm_bf16_c1",
+    "post_norm_add_pre_norm_bf16_c2",
+    "post_norm_add_pre_norm_bf16_c3",
+    "post_norm_add_pre_norm_bf16_c4",
+    "post_norm_add_pre_norm_bf16_c5",
+    "post_norm_add_pre_norm_bf16_c6",
+    "post_norm_add_pre_norm_bf16_c7",
+    "post_norm_add_pre_norm_bf16_c8",
+];
+const LAYER_OUT_PIPES: [&str; 8] = [
+    "layer_out_bf16_c1",
+    "layer_out_bf16_c2",
+    "layer_out_bf16_c3",
+    "layer_out_bf16_c4",
+    "layer_out_bf16_c5",
+    "layer_out_bf16_c6",
+    "layer_out_bf16_c7",
+    "layer_out_bf16_c8",
+];
+
+/// CUDA plan of the three norm kernels: a persistent grid
+/// ([`persistent_rows`]) of [`norm_block`] threads. Where the row moves in
+/// 16-byte vectors (`dim % 8 == 0`, the `vectors` pointers 16-byte aligned)
+/// and `C = ⌈dim / 8 / threads⌉ <= 8`, the entry is the pipelined `<kernel>_c<C>`:
+/// each thread keeps its C chunks of a row in registers and the next row's x
+/// is loaded before this row's reduction. Otherwise the kernel's own entry
+/// (one row at a time, any alignment and width).
+///
+/// H200 numbers for the bench row (rows 4096, dim 5376): 96 threads x 7
+/// chunks; 5 blocks an SM at the 128-register cap (15 warps), grid 660 = one
+/// wave, 6.2 rows a block; bytes in flight an SM: 5 blocks x (the next x row,
+/// 10.5 KiB, plus this row's resid / mid while it is consumed) ~ 55-105 KiB,
+/// above the ~40 KiB an SM needs at the H200's bandwidth-latency product.
+fn cuda_norm_plan(a: &PlanArgs, f: &DeviceFacts, pipes: &[&'static str; 8], vectors: &[&str]) -> Result<CudaPlan> {
+    let rows = positive(a, "rows")?;
+    let dim = positive(a, "dim")? as usize;
+    let threads = norm_block(dim);
+    let per_thread = (dim / 8).div_ceil(threads as usize);
+    let entry = if dim.is_multiple_of(8) && (1..=8).contains(&per_thread) && aligned16(a, vectors)? {
+        pipes[per_thread - 1]
+    } else {
+        a.kernel.symbol
+    };
+    let grid = [persistent_rows(rows, threads, f), 1, 1];
+    Ok(CudaPlan { passes: vec![CudaPass { entry, grid, block: [threads, 1, 1], shared_bytes: 0 }], workspace_bytes: 0 })
+}
+
+fn cuda_rmsnorm(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_norm_plan(a, f, &RMSNORM_PIPES, &["out", "x", "w"])
+}
+
+fn cuda_sandwich(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    // normed is written only when w_pre is set (the kernel ignores it otherwise).
+    if a.is_null("w_pre")? {
+        cuda_norm_plan(a, f, &SANDWICH_PIPES, &["resid_out", "resid", "x", "w_post"])
+    } else {
+        cuda_norm_plan(a, f, &SANDWICH_PIPES, &["resid_out", "normed", "resid", "x", "w_post", "w_pre"])
+    }
+}
+
+fn cuda_layer_out(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_norm_plan(a, f, &LAYER_OUT_PIPES, &["out", "mid", "x", "w"])
 }
 
 /// WGSL: one workgroup of 256 per row (the shaders' fixed size).
@@ -66,9 +173,9 @@ fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan::single(a.kernel, [a.u32("rows")?, 1, 1]))
 }
 
-cuda_plan!(RMSNORM_BF16 => cuda_row_blocks);
-cuda_plan!(POST_NORM_ADD_PRE_NORM_BF16 => cuda_row_blocks);
-cuda_plan!(LAYER_OUT_BF16 => cuda_row_blocks);
+cuda_plan!(RMSNORM_BF16 => cuda_rmsnorm);
+cuda_plan!(POST_NORM_ADD_PRE_NORM_BF16 => cuda_sandwich);
+cuda_plan!(LAYER_OUT_BF16 => cuda_layer_out);
 wgsl_plan!(RMSNORM_BF16, "norm/rmsnorm_bf16.wgsl" => wgsl_row_groups);
 wgsl_plan!(POST_NORM_ADD_PRE_NORM_BF16, "norm/post_norm_add_pre_norm_bf16.wgsl" => wgsl_row_groups);
 wgsl_plan!(LAYER_OUT_BF16, "norm/layer_out_bf16.wgsl" => wgsl_row_groups);
@@ -174,8 +281,11 @@ impl Ops {
 /// differs by up to 2. Seen on lavapipe at seed 77 (`normed`, rows 17, dim 2048).
 const DERIVED: Tolerance = Tolerance::Bf16Ulp(2);
 
-/// Shapes every norm case runs: rows = 1, dims not a multiple of 8 or 32, and a wide row.
-const SHAPES: [(usize, usize); 4] = [(1, 64), (5, 42), (3, 1030), (17, 2048)];
+/// Shapes every norm case runs: rows = 1, dims not a multiple of 8 or 32, a
+/// wide row, and two with more rows than two waves of the CUDA persistent
+/// grid on an H200 (660 blocks at dim 5376, 2112 at dim 256), so blocks run
+/// the pipelined row loop's full two-row trip and part of another.
+const SHAPES: [(usize, usize); 6] = [(1, 64), (5, 42), (3, 1030), (17, 2048), (1400, 5376), (4500, 256)];
 
 fn rmsnorm_cases(g: &mut Gen) -> Vec<Case> {
     SHAPES

@@ -1,49 +1,64 @@
-// RMSNorm family: one block per row (launcher: grid [rows], block from
-// `norm_block(dim)`: 96 threads x 7 chunks of 8 for dim 5376).
+// RMSNorm family. Plan (norm/mod.rs, `cuda_norm_rows`): a persistent grid of
+// min(rows, SMs * B) blocks of T = row_block(dim) <= 128 threads (96 for dim
+// 5376: 7 chunks of 8 bf16 per thread), B = the blocks one SM holds at the
+// 128-register cap of NORM_BOUNDS (5 for T = 96). Block b takes rows b,
+// b + grid, b + 2 grid, ...: every block stays resident for the whole launch,
+// so there are no block launches after the first wave and no partial last
+// wave, and each block always has a row on its way from memory.
 //
-// Memory-bound. Every input row this block needs (x, and resid / mid for
-// the fused kernels) is loaded in one batch at the start: thread t owns
-// chunks t, t + blockDim, ... (C of them, C = ceil(chunks / blockDim) <=
-// NORM_MAXC) and keeps them in registers between the statistics pass and the
-// store pass, so each row is read from memory exactly once and a block has
-// all of its bytes in flight at once. Rows longer than NORM_MAXC chunks per
-// thread re-read the tail (L2 serves it). The block size is chosen by the
-// launcher so that C * blockDim matches the row with little waste; the kernels
-// are correct for any block size up to 256 (the launch bound: registers are
-// not capped, so 8 cached chunks of two rows do not spill). Measured on the
-// H200: more chunks per thread and fewer threads per block is faster
-// (672 x 1: 50%, 336 x 2: 60%, 224 x 3: 71%, 96 x 7: 72%, 128 x 6: 74% of
-// copy for rmsnorm, back-to-back launches). Vector width V is chosen per
-// launch from pointer alignment and dim: 8 (16-byte), 2 (4-byte) or 1.
+// Memory-bound. A thread owns chunks t, t + T, ... of a row (C of them, C =
+// ceil(chunks / T) <= NORM_MAXC) and keeps them in registers between the
+// sum of squares and the scaling, so each input row is read from DRAM once.
+// Pipelining (16-byte vectors, rows that fit C <= 8): the next row's x is
+// loaded before this row's block reduction, and its resid / mid as soon as
+// this row's copy is consumed (after the stores), so while a row is reduced
+// and written the next one is already in flight (two x rows and one resid /
+// mid row per thread: 3 * 28 data registers at C = 7). Rows that need more
+// than NORM_MAXC chunks per thread, or rows that are not 16-byte aligned,
+// take a simpler path (one row at a time, the tail past the cached chunks
+// re-read from L2); the grid is the same.
+//
+// Reduction order (fixed for a given dim, so launches are deterministic):
+// each thread sums its chunks in slot order, then block_sum (warp tree, then
+// the warps' partials in warp order).
 
 #define NORM_MAXC 8
+// Blocks of up to 128 threads at up to 128 registers: the plan counts on
+// floor(16 / warps) resident blocks per SM (norm/mod.rs, NORM_REG_CAP).
+#define NORM_BOUNDS __launch_bounds__(128, 4)
+// The pipelined entry points `<kernel>_c1` .. `<kernel>_c8`, one per cached
+// chunk count, each compiled on its own so its registers are its own
+// (norm/mod.rs picks one; they assume 16-byte vectors, which the plan checks).
+#define NORM_PIPE_ENTRIES(E) E(1) E(2) E(3) E(4) E(5) E(6) E(7) E(8)
 
 // x is read-only for the kernel; resid / mid may alias an output (each
 // element is read before the same thread writes it), so they use coherent
 // loads that skip L1 allocation.
-__device__ __forceinline__ uint4 ld_na16(const void* p) {
-    uint4 r;
-    asm("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-    return r;
-}
-
 template <int V> __device__ __forceinline__ void vload_x(BfVec<V>& v, const bf16* p) { vload<V>(v, p); }
 template <> __device__ __forceinline__ void vload_x<8>(BfVec<8>& v, const bf16* p) {
-    uint4 u = ld_stream16(p);
+    uint4 u = ld_stream16_v(p);
     v.w[0] = u.x; v.w[1] = u.y; v.w[2] = u.z; v.w[3] = u.w;
 }
 template <int V> __device__ __forceinline__ void vload_rw(BfVec<V>& v, const bf16* p) { vload<V>(v, p); }
 template <> __device__ __forceinline__ void vload_rw<8>(BfVec<8>& v, const bf16* p) {
-    uint4 u = ld_na16(p);
+    uint4 u = ld_na16_v(p);
     v.w[0] = u.x; v.w[1] = u.y; v.w[2] = u.z; v.w[3] = u.w;
 }
 
-// Weight factors for element k: w null means unscaled.
+// Weight factors for element k: w null means unscaled. The weight row is
+// the same for every row a block handles, so these loads hit L1; they are
+// volatile so the compiler re-loads them per row instead of hoisting every
+// chunk's weights out of the row loop into registers (which spills).
 template <int V>
 __device__ __forceinline__ void load_w(float* f, const bf16* w, int k) {
     if (w) {
         BfVec<V> wv;
-        vload<V>(wv, w + k);
+        if constexpr (V == 8) {
+            const uint4 u = ld_nc16_v(w + k);
+            wv.w[0] = u.x; wv.w[1] = u.y; wv.w[2] = u.z; wv.w[3] = u.w;
+        } else {
+            vload<V>(wv, w + k);
+        }
 #pragma unroll
         for (int i = 0; i < V; ++i) f[i] = vget<V>(wv, i);
     } else {
@@ -71,6 +86,16 @@ __device__ __forceinline__ float inv_rms(float ss, int dim, float eps, float* re
 // Chunk index of cache slot j for this thread.
 __device__ __forceinline__ int slot(int j) { return threadIdx.x + j * blockDim.x; }
 
+// V floats rounded to bf16 (RNE) into a vector; pairs with one instruction.
+template <int V> __device__ __forceinline__ void vpack_rn(BfVec<V>& v, const float* f) {
+    if (V == 1) {
+        v.w[0] = f32_to_bf16(f[0]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < V / 2; ++i) v.w[i] = pack_bf16_rn(f[2 * i], f[2 * i + 1]);
+    }
+}
+
 // out = bf16(x * inv * w) for one chunk.
 template <int V>
 __device__ __forceinline__ void norm_chunk(bf16* out, const BfVec<V>& xv, const bf16* w, int e, float inv) {
@@ -79,7 +104,7 @@ __device__ __forceinline__ void norm_chunk(bf16* out, const BfVec<V>& xv, const 
 #pragma unroll
     for (int i = 0; i < V; ++i) f[i] = vget<V>(xv, i) * inv * wf[i];
     BfVec<V> o;
-    vpack<V>(o, f);
+    vpack_rn<V>(o, f);
     vstore<V>(out + e, o);
 }
 
@@ -97,37 +122,59 @@ __device__ __forceinline__ int pick_width(int dim, const void* a, const void* b,
     return v8 ? 8 : (v2 ? 2 : 1);
 }
 
-// Cached chunks per thread for n chunks.
-__device__ __forceinline__ int cache_slots(int n) { return min(NORM_MAXC, (n + (int)blockDim.x - 1) / (int)blockDim.x); }
+// Cached chunks per thread a row of n chunks needs (uncapped).
+__device__ __forceinline__ int chunks_per_thread(int n) { return (n + (int)blockDim.x - 1) / (int)blockDim.x; }
 
-// Dispatches F<V, C> for V in {8, 2, 1} and (for V = 8) C in {1, 2, 3, 4, 6, 8}, the smallest that covers the row.
-#define NORM_DISPATCH(V, N, CALL)                  \
-    do {                                           \
-        if ((V) == 8) {                            \
-            const int need_ = cache_slots(N);      \
-            if (need_ <= 1) CALL(8, 1);            \
-            else if (need_ <= 2) CALL(8, 2);       \
-            else if (need_ <= 3) CALL(8, 3);       \
-            else if (need_ <= 4) CALL(8, 4);       \
-            else if (need_ <= 6) CALL(8, 6);       \
-            else CALL(8, NORM_MAXC);               \
-        } else if ((V) == 2) {                     \
-            CALL(2, 4);                            \
-        } else {                                   \
-            CALL(1, 4);                            \
-        }                                          \
+// Whether the pipelined path with C chunks a thread covers the row: 16-byte
+// vectors and ceil(dim / 8 / blockDim) == C, as the plan picks it. Any other
+// geometry (a block-size sweep through launch_with_geometry) takes the simple path.
+__device__ __forceinline__ bool pipe_fits(int dim, int c, int width) {
+    return width == 8 && (dim / 8 + (int)blockDim.x - 1) / (int)blockDim.x == c;
+}
+
+// Simple path: CALL(V, C) for V in {8, 2, 1}, C chunks cached, the rest re-read.
+#define NORM_SIMPLE_DISPATCH(V, CALL) \
+    do {                              \
+        if ((V) == 8) {               \
+            CALL(8, 4);               \
+        } else if ((V) == 2) {        \
+            CALL(2, 4);               \
+        } else {                      \
+            CALL(1, 4);               \
+        }                             \
     } while (0)
 
-// ---------------------------------------------------------------- rmsnorm
+// Loads the chunks of a row this thread caches (16-byte vectors).
+template <int C>
+__device__ __forceinline__ void ld_row_x(BfVec<8> (&c)[C], const bf16* p, int n) {
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (slot(j) < n) vload_x<8>(c[j], p + slot(j) * 8);
+}
+template <int C>
+__device__ __forceinline__ void ld_row_rw(BfVec<8> (&c)[C], const bf16* p, int n) {
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (slot(j) < n) vload_rw<8>(c[j], p + slot(j) * 8);
+}
 
-// Σ x² over a row: the chunks already held in registers, then the rest
-// streamed from `x`. One order for every norm kernel, so they agree bit for bit.
+// Σ x² over the chunks a thread caches, in slot order.
 template <int V, int C>
-__device__ __forceinline__ float row_sumsq(const BfVec<V> (&c)[C], const bf16* x, int n) {
+__device__ __forceinline__ float cached_sumsq(const BfVec<V> (&c)[C], int n) {
     float ss = 0.0f;
 #pragma unroll
     for (int j = 0; j < C; ++j)
         if (slot(j) < n) ss += sumsq<V>(c[j]);
+    return ss;
+}
+
+// ---------------------------------------------------------------- rmsnorm
+
+// Σ x² over a row: the chunks already held in registers, then the rest
+// streamed from `x` (simple path). One order for every norm kernel.
+template <int V, int C>
+__device__ __forceinline__ float row_sumsq(const BfVec<V> (&c)[C], const bf16* x, int n) {
+    float ss = cached_sumsq<V, C>(c, n);
     for (int k = slot(C); k < n; k += blockDim.x) {
         BfVec<V> t;
         vload_x<V>(t, x + (size_t)k * V);
@@ -155,17 +202,71 @@ __device__ __forceinline__ void rmsnorm_row(bf16* out, const bf16* x, const bf16
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) {
-    if ((int)blockIdx.x >= rows) return;
-    __shared__ float red[32];
-    const size_t off = (size_t)blockIdx.x * dim;
-    out += off;
-    x += off;
-    const int v = pick_width(dim, out, x, w, nullptr, nullptr);
-#define RMS_CALL(V_, C_) rmsnorm_row<V_, C_>(out, x, w, dim, eps, red)
-    NORM_DISPATCH(v, dim / v, RMS_CALL);
-#undef RMS_CALL
+// One row from registers: reduce, scale, store.
+template <int C>
+__device__ __forceinline__ void rms_finish(const BfVec<8> (&c)[C], bf16* out, const bf16* w, int n, int dim, float eps, float* red) {
+    const float inv = inv_rms(cached_sumsq<8, C>(c, n), dim, eps, red);
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (slot(j) < n) norm_chunk<8>(out, c[j], w, slot(j) * 8, inv);
 }
+
+template <int C>
+__device__ __forceinline__ void rmsnorm_rows(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps, float* red) {
+    const int n = dim / 8, G = gridDim.x;
+    BfVec<8> a[C], b[C];
+    int r = blockIdx.x;
+    ld_row_x<C>(a, x + (size_t)r * dim, n);
+    for (;;) {
+        // Two rows per trip so the register buffers swap roles without copies.
+        const int r1 = r + G;
+        if (r1 < rows) ld_row_x<C>(b, x + (size_t)r1 * dim, n);
+        rms_finish<C>(a, out + (size_t)r * dim, w, n, dim, eps, red);
+        if (r1 >= rows) return;
+        const int r2 = r1 + G;
+        if (r2 < rows) ld_row_x<C>(a, x + (size_t)r2 * dim, n);
+        rms_finish<C>(b, out + (size_t)r1 * dim, w, n, dim, eps, red);
+        if (r2 >= rows) return;
+        r = r2;
+    }
+}
+
+// One row at a time, any width and alignment.
+__device__ __forceinline__ void rmsnorm_simple(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps, float* red) {
+    const int v = pick_width(dim, out, x, w, nullptr, nullptr);
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t off = (size_t)r * dim;
+#define RMS_CALL(V_, C_) rmsnorm_row<V_, C_>(out + off, x + off, w, dim, eps, red)
+        NORM_SIMPLE_DISPATCH(v, RMS_CALL);
+#undef RMS_CALL
+    }
+}
+
+extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) {
+    __shared__ float red[32];
+    rmsnorm_simple(out, x, w, rows, dim, eps, red);
+}
+
+// Element-wise fallback for a pipelined entry launched with a geometry its
+// plan would not pick (a block-size sweep): one row at a time, scalar
+// loads, few registers so that it costs the entry none.
+__device__ __noinline__ void rmsnorm_scalar(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps, float* red) {
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t off = (size_t)r * dim;
+        float ss = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) ss = fmaf(bf16_to_f32(x[off + k]), bf16_to_f32(x[off + k]), ss);
+        const float inv = inv_rms(ss, dim, eps, red);
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) out[off + k] = f32_to_bf16(bf16_to_f32(x[off + k]) * inv * (w ? bf16_to_f32(w[k]) : 1.0f));
+    }
+}
+
+#define RMS_PIPE_ENTRY(C_)                                                                                                          \
+    extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16_c##C_(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) { \
+        __shared__ float red[32];                                                                                                   \
+        if (!pipe_fits(dim, C_, pick_width(dim, out, x, w, nullptr, nullptr))) rmsnorm_scalar(out, x, w, rows, dim, eps, red);     \
+        else if ((int)blockIdx.x < rows) rmsnorm_rows<C_>(out, x, w, rows, dim, eps, red);                                          \
+    }
+NORM_PIPE_ENTRIES(RMS_PIPE_ENTRY)
 
 // ---------------------------------------------------------------- sandwich
 
@@ -177,10 +278,10 @@ __device__ __forceinline__ void sandwich_chunk(bf16* resid_out, const BfVec<V>& 
     load_w<V>(wf, w_post, e);
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-        float t = round_bf16(vget<V>(xv, i) * inv * wf[i]);
+        float t = round_bf16_rn(vget<V>(xv, i) * inv * wf[i]);
         f[i] = vget<V>(res, i) + t;
     }
-    vpack<V>(rv, f);
+    vpack_rn<V>(rv, f);
     vstore<V>(resid_out + e, rv);
 }
 
@@ -228,24 +329,114 @@ __device__ __forceinline__ void sandwich_row(bf16* resid_out, bf16* normed, cons
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) post_norm_add_pre_norm_bf16(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
-                                                                               const bf16* w_post, const bf16* w_pre, int rows, int dim,
-                                                                               float eps) {
-    if ((int)blockIdx.x >= rows) return;
-    __shared__ float red[32];
-    const size_t off = (size_t)blockIdx.x * dim;
-    resid_out += off;
-    resid += off;
-    x += off;
-    if (normed) normed += off;
-    if (!w_pre) normed = nullptr;
+// One row from registers: x in `cx`, resid in `cr` (overwritten with the
+// rounded resid_out); the next row's x is already on its way into the other
+// x buffer, and its resid is loaded into `cr` once this row's is stored.
+template <int C>
+__device__ __forceinline__ void sandwich_finish(const BfVec<8> (&cx)[C], BfVec<8> (&cr)[C], bf16* resid_out, bf16* normed, const bf16* w_post,
+                                                const bf16* w_pre, int n, int dim, float eps, float* red) {
+    const float inv1 = inv_rms(cached_sumsq<8, C>(cx, n), dim, eps, red);
+    float ss2 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < C; ++j) {
+        if (slot(j) < n) {
+            sandwich_chunk<8>(resid_out, cr[j], cx[j], w_post, slot(j) * 8, inv1, cr[j]);
+            ss2 += sumsq<8>(cr[j]);
+        }
+    }
+    if (!w_pre) return; // uniform across the block
+    const float inv2 = inv_rms(ss2, dim, eps, red);
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (slot(j) < n) norm_chunk<8>(normed, cr[j], w_pre, slot(j) * 8, inv2);
+}
+
+template <int C>
+__device__ __forceinline__ void sandwich_rows(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x, const bf16* w_post,
+                                              const bf16* w_pre, int rows, int dim, float eps, float* red) {
+    const int n = dim / 8, G = gridDim.x;
+    BfVec<8> xa[C], xb[C], cr[C];
+    int r = blockIdx.x;
+    ld_row_x<C>(xa, x + (size_t)r * dim, n);
+    ld_row_rw<C>(cr, resid + (size_t)r * dim, n);
+    for (;;) {
+        const int r1 = r + G;
+        size_t o = (size_t)r * dim;
+        if (r1 < rows) ld_row_x<C>(xb, x + (size_t)r1 * dim, n);
+        sandwich_finish<C>(xa, cr, resid_out + o, normed ? normed + o : normed, w_post, w_pre, n, dim, eps, red);
+        if (r1 >= rows) return;
+        // resid_out may alias resid: row r1 is not row r, and only this block touches either.
+        ld_row_rw<C>(cr, resid + (size_t)r1 * dim, n);
+        const int r2 = r1 + G;
+        o = (size_t)r1 * dim;
+        if (r2 < rows) ld_row_x<C>(xa, x + (size_t)r2 * dim, n);
+        sandwich_finish<C>(xb, cr, resid_out + o, normed ? normed + o : normed, w_post, w_pre, n, dim, eps, red);
+        if (r2 >= rows) return;
+        ld_row_rw<C>(cr, resid + (size_t)r2 * dim, n);
+        r = r2;
+    }
+}
+
+__device__ __forceinline__ int sandwich_width(int dim, const bf16* resid_out, const bf16* normed, const bf16* resid, const bf16* x, const bf16* w_post,
+                                              const bf16* w_pre) {
     int v = pick_width(dim, resid_out, resid, x, w_post, w_pre);
     if (v == 8 && normed && !aligned16(normed)) v = 2;
     if (v == 2 && normed && !aligned4(normed)) v = 1;
-#define SANDWICH_CALL(V_, C_) sandwich_row<V_, C_>(resid_out, normed, resid, x, w_post, w_pre, dim, eps, red)
-    NORM_DISPATCH(v, dim / v, SANDWICH_CALL);
-#undef SANDWICH_CALL
+    return v;
 }
+
+__device__ __forceinline__ void sandwich_simple(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x, const bf16* w_post, const bf16* w_pre,
+                                             int rows, int dim, float eps, float* red) {
+    const int v = sandwich_width(dim, resid_out, normed, resid, x, w_post, w_pre);
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t off = (size_t)r * dim;
+        bf16* nr = normed ? normed + off : normed;
+#define SANDWICH_CALL(V_, C_) sandwich_row<V_, C_>(resid_out + off, nr, resid + off, x + off, w_post, w_pre, dim, eps, red)
+        NORM_SIMPLE_DISPATCH(v, SANDWICH_CALL);
+#undef SANDWICH_CALL
+    }
+}
+
+extern "C" __global__ void NORM_BOUNDS post_norm_add_pre_norm_bf16(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
+                                                                    const bf16* w_post, const bf16* w_pre, int rows, int dim, float eps) {
+    __shared__ float red[32];
+    sandwich_simple(resid_out, w_pre ? normed : nullptr, resid, x, w_post, w_pre, rows, dim, eps, red);
+}
+
+__device__ __noinline__ void sandwich_scalar(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x, const bf16* w_post, const bf16* w_pre,
+                                             int rows, int dim, float eps, float* red) {
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t off = (size_t)r * dim;
+        float ss = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) ss = fmaf(bf16_to_f32(x[off + k]), bf16_to_f32(x[off + k]), ss);
+        const float inv1 = inv_rms(ss, dim, eps, red);
+        float ss2 = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) {
+            const float t = round_bf16(bf16_to_f32(x[off + k]) * inv1 * (w_post ? bf16_to_f32(w_post[k]) : 1.0f));
+            const float v = round_bf16(bf16_to_f32(resid[off + k]) + t);
+            resid_out[off + k] = f32_to_bf16(v);
+            ss2 = fmaf(v, v, ss2);
+        }
+        if (!w_pre) continue; // uniform across the block
+        const float inv2 = inv_rms(ss2, dim, eps, red);
+        // Each thread reads back only the elements it wrote.
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) normed[off + k] = f32_to_bf16(bf16_to_f32(resid_out[off + k]) * inv2 * bf16_to_f32(w_pre[k]));
+    }
+}
+
+#define SANDWICH_PIPE_ENTRY(C_)                                                                                                      \
+    extern "C" __global__ void NORM_BOUNDS post_norm_add_pre_norm_bf16_c##C_(bf16* resid_out, bf16* normed, const bf16* resid,       \
+                                                                           const bf16* x, const bf16* w_post, const bf16* w_pre,     \
+                                                                           int rows, int dim, float eps) {                           \
+        __shared__ float red[32];                                                                                                    \
+        if (!w_pre) normed = nullptr;                                                                                                \
+        if (!pipe_fits(dim, C_, sandwich_width(dim, resid_out, normed, resid, x, w_post, w_pre))) {                                  \
+            sandwich_scalar(resid_out, normed, resid, x, w_post, w_pre, rows, dim, eps, red);                                        \
+            return;                                                                                                                  \
+        }                                                                                                                            \
+        if ((int)blockIdx.x < rows) sandwich_rows<C_>(resid_out, normed, resid, x, w_post, w_pre, rows, dim, eps, red);             \
+    }
+NORM_PIPE_ENTRIES(SANDWICH_PIPE_ENTRY)
 
 // ---------------------------------------------------------------- layer_out
 
@@ -256,18 +447,18 @@ __device__ __forceinline__ void layer_out_chunk(bf16* out, const BfVec<V>& mv, c
     load_w<V>(wf, w, e);
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-        float t = round_bf16(vget<V>(xv, i) * inv * wf[i]);
-        float s = round_bf16(vget<V>(mv, i) + t);
+        float t = round_bf16_rn(vget<V>(xv, i) * inv * wf[i]);
+        float s = round_bf16_rn(vget<V>(mv, i) + t);
         f[i] = s * scalar;
     }
     BfVec<V> o;
-    vpack<V>(o, f);
+    vpack_rn<V>(o, f);
     vstore<V>(out + e, o);
 }
 
 template <int V, int C>
-__device__ __forceinline__ void layer_out_row(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar, int dim,
-                                              float eps, float* red) {
+__device__ __forceinline__ void layer_out_row(bf16* out, const bf16* mid, const bf16* x, const bf16* w, float scalar, int dim, float eps,
+                                              float* red) {
     const int n = dim / V;
     BfVec<V> cx[C], cm[C];
 #pragma unroll
@@ -277,7 +468,6 @@ __device__ __forceinline__ void layer_out_row(bf16* out, const bf16* mid, const 
             vload_rw<V>(cm[j], mid + (size_t)slot(j) * V);
         }
     }
-    const float scalar = *layer_scalar;
     const float ss = row_sumsq<V, C>(cx, x, n);
     const float inv = inv_rms(ss, dim, eps, red);
 #pragma unroll
@@ -291,16 +481,78 @@ __device__ __forceinline__ void layer_out_row(bf16* out, const bf16* mid, const 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) layer_out_bf16(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar,
-                                                                  int rows, int dim, float eps) {
-    if ((int)blockIdx.x >= rows) return;
-    __shared__ float red[32];
-    const size_t off = (size_t)blockIdx.x * dim;
-    out += off;
-    mid += off;
-    x += off;
-    const int v = pick_width(dim, out, mid, x, w, nullptr);
-#define LAYER_OUT_CALL(V_, C_) layer_out_row<V_, C_>(out, mid, x, w, layer_scalar, dim, eps, red)
-    NORM_DISPATCH(v, dim / v, LAYER_OUT_CALL);
-#undef LAYER_OUT_CALL
+template <int C>
+__device__ __forceinline__ void layer_out_finish(const BfVec<8> (&cx)[C], const BfVec<8> (&cm)[C], bf16* out, const bf16* w, float scalar, int n,
+                                                 int dim, float eps, float* red) {
+    const float inv = inv_rms(cached_sumsq<8, C>(cx, n), dim, eps, red);
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (slot(j) < n) layer_out_chunk<8>(out, cm[j], cx[j], w, slot(j) * 8, inv, scalar);
 }
+
+template <int C>
+__device__ __forceinline__ void layer_out_rows(bf16* out, const bf16* mid, const bf16* x, const bf16* w, float scalar, int rows, int dim, float eps,
+                                               float* red) {
+    const int n = dim / 8, G = gridDim.x;
+    BfVec<8> xa[C], xb[C], cm[C];
+    int r = blockIdx.x;
+    ld_row_x<C>(xa, x + (size_t)r * dim, n);
+    ld_row_rw<C>(cm, mid + (size_t)r * dim, n);
+    for (;;) {
+        const int r1 = r + G;
+        if (r1 < rows) ld_row_x<C>(xb, x + (size_t)r1 * dim, n);
+        layer_out_finish<C>(xa, cm, out + (size_t)r * dim, w, scalar, n, dim, eps, red);
+        if (r1 >= rows) return;
+        ld_row_rw<C>(cm, mid + (size_t)r1 * dim, n);
+        const int r2 = r1 + G;
+        if (r2 < rows) ld_row_x<C>(xa, x + (size_t)r2 * dim, n);
+        layer_out_finish<C>(xb, cm, out + (size_t)r1 * dim, w, scalar, n, dim, eps, red);
+        if (r2 >= rows) return;
+        ld_row_rw<C>(cm, mid + (size_t)r2 * dim, n);
+        r = r2;
+    }
+}
+
+__device__ __forceinline__ void layer_out_simple(bf16* out, const bf16* mid, const bf16* x, const bf16* w, float scalar, int rows, int dim, float eps,
+                                              float* red) {
+    const int v = pick_width(dim, out, mid, x, w, nullptr);
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t off = (size_t)r * dim;
+#define LAYER_OUT_CALL(V_, C_) layer_out_row<V_, C_>(out + off, mid + off, x + off, w, scalar, dim, eps, red)
+        NORM_SIMPLE_DISPATCH(v, LAYER_OUT_CALL);
+#undef LAYER_OUT_CALL
+    }
+}
+
+extern "C" __global__ void NORM_BOUNDS layer_out_bf16(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar, int rows,
+                                                       int dim, float eps) {
+    __shared__ float red[32];
+    layer_out_simple(out, mid, x, w, *layer_scalar, rows, dim, eps, red);
+}
+
+__device__ __noinline__ void layer_out_scalar(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar, int rows, int dim,
+                                              float eps, float* red) {
+    const float scalar = *layer_scalar;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const size_t off = (size_t)r * dim;
+        float ss = 0.0f;
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) ss = fmaf(bf16_to_f32(x[off + k]), bf16_to_f32(x[off + k]), ss);
+        const float inv = inv_rms(ss, dim, eps, red);
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) {
+            const float t = round_bf16(bf16_to_f32(x[off + k]) * inv * (w ? bf16_to_f32(w[k]) : 1.0f));
+            out[off + k] = f32_to_bf16(round_bf16(bf16_to_f32(mid[off + k]) + t) * scalar);
+        }
+    }
+}
+
+#define LAYER_OUT_PIPE_ENTRY(C_)                                                                                                    \
+    extern "C" __global__ void NORM_BOUNDS layer_out_bf16_c##C_(bf16* out, const bf16* mid, const bf16* x, const bf16* w,          \
+                                                              const float* layer_scalar, int rows, int dim, float eps) {          \
+        __shared__ float red[32];                                                                                                   \
+        if (!pipe_fits(dim, C_, pick_width(dim, out, mid, x, w, nullptr))) {                                                       \
+            layer_out_scalar(out, mid, x, w, layer_scalar, rows, dim, eps, red);                                                    \
+            return;                                                                                                                 \
+        }                                                                                                                           \
+        if ((int)blockIdx.x < rows) layer_out_rows<C_>(out, mid, x, w, *layer_scalar, rows, dim, eps, red);                         \
+    }
+NORM_PIPE_ENTRIES(LAYER_OUT_PIPE_ENTRY)

@@ -87,13 +87,13 @@ pub struct QkvPrep {
     pub eps: f32,
 }
 
-/// Threads per (row, head) block: `hd / 8` in whole warps, 32..=256, so
-/// hd 256 runs one warp per head with one 4-element chunk of each half per
-/// thread (a warp-only reduction; measured fastest on the H200: 32 threads
-/// 45%, 64 36%, 128 25% of copy).
-pub fn qkv_block(hd: usize) -> u32 {
-    (hd / 8).next_multiple_of(32).clamp(32, 256) as u32
-}
+/// Threads of a CUDA qkv_prep block (`QKV_THREADS` in rope_kv.cu).
+pub const QKV_THREADS: u32 = 128;
+/// Blocks of [`QKV_THREADS`] an SM keeps resident (`QKV_MIN_BLOCKS`, the
+/// kernel's launch bound, so the compiler keeps the registers to it).
+pub const QKV_MIN_BLOCKS: u32 = 5;
+/// Head vectors a CUDA warp takes at once (rope_kv.cu's U at hd 256).
+const QKV_VECTORS_PER_WARP: u64 = 8;
 
 /// `(rows, nh + nkv)`: one block (workgroup) per row and head.
 fn row_head_grid(a: &PlanArgs) -> Result<[u32; 3]> {
@@ -102,9 +102,27 @@ fn row_head_grid(a: &PlanArgs) -> Result<[u32; 3]> {
     Ok([positive(a, "rows")?, heads, 1])
 }
 
-/// CUDA: [`row_head_grid`] with [`qkv_block`] threads.
-fn cuda_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    Ok(CudaPlan::single(a.kernel, row_head_grid(a)?, [qkv_block(a.u32("hd")? as usize), 1, 1]))
+/// CUDA: warps over head vectors (rope_kv.cu): `rows · (nh + 2·nkv)`
+/// vectors in groups of 8 (3 at hd 512) a warp, a persistent grid of
+/// [`QKV_THREADS`]-thread blocks, at most [`QKV_MIN_BLOCKS`] an SM (one wave).
+///
+/// H200 numbers for the bench row (rows 4096, nh 32, nkv 16, hd 256): 64
+/// vectors a row, 32,768 groups; grid 660 blocks = 2640 warps, 12.4 groups
+/// a warp; 20 warps an SM with 8 x 512 bytes each in flight = 80 KiB an SM.
+/// The old grid [rows, nh + nkv] (196,608 blocks of one warp) was bound by
+/// the block scheduler, not memory.
+fn cuda_qkv_prep(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    let [rows, _, _] = row_head_grid(a)?;
+    let vectors = a.u32("nh")? as u64 + 2 * a.u32("nkv")? as u64;
+    let groups = rows as u64 * vectors.div_ceil(QKV_VECTORS_PER_WARP);
+    let needed = groups.div_ceil((QKV_THREADS / 32) as u64);
+    let grid = match f.multiprocessors {
+        0 => needed,
+        sms => needed.min(sms as u64 * QKV_MIN_BLOCKS as u64),
+    };
+    let grid = u32::try_from(grid.max(1))
+        .map_err(|_| Error::invalid(a.kernel.symbol, "rows", format!("{groups} vector groups need more than 2^32 blocks")))?;
+    Ok(CudaPlan::single(a.kernel, [grid, 1, 1], [QKV_THREADS, 1, 1]))
 }
 
 /// WGSL: [`row_head_grid`], workgroups of 128 (the shader's fixed size).
@@ -208,6 +226,8 @@ fn cases(g: &mut Gen) -> Vec<Case> {
         Shape { rows: 3, nh: 3, nkv: 0, hd: 128, k_eq_v: false, pmap: false, norms: true },
         Shape { rows: 6, nh: 2, nkv: 2, hd: 256, k_eq_v: false, pmap: true, norms: false },
         Shape { rows: 4, nh: 8, nkv: 1, hd: 512, k_eq_v: true, pmap: false, norms: true },
+        // 6000 groups of vectors: over two per warp of an H200's persistent grid (2640 warps).
+        Shape { rows: 3000, nh: 8, nkv: 2, hd: 256, k_eq_v: false, pmap: true, norms: true },
     ];
     shapes
         .into_iter()
@@ -300,3 +320,46 @@ fn cases(g: &mut Gen) -> Vec<Case> {
 }
 
 inventory::submit! { CaseSet { kernel: &QKV_PREP_BF16, cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources;
+
+    #[test]
+    fn the_cuda_plan_matches_the_kernel_bounds() {
+        let cu = sources::cuda("rope_kv").expect("rope_kv.cu").text;
+        assert!(cu.contains(&format!("#define QKV_THREADS {QKV_THREADS}\n")));
+        assert!(cu.contains(&format!("#define QKV_MIN_BLOCKS {QKV_MIN_BLOCKS}\n")));
+        let facts = DeviceFacts {
+            multiprocessors: 132,
+            max_shared_bytes: 232_448,
+            subgroup_size: 32,
+            max_groups_per_dim: 65535,
+            max_binding_bytes: u64::MAX,
+        };
+        let args = |rows: i32, nh: i32, nkv: i32| -> Vec<switchyard_core::Arg> {
+            QKV_PREP_BF16
+                .args
+                .iter()
+                .map(|spec| match (spec.kind, spec.name) {
+                    (switchyard_core::ArgKind::Ptr, _) => P(0x1000),
+                    (switchyard_core::ArgKind::F32, _) => F(1e-6),
+                    (_, "rows") => I(rows),
+                    (_, "nh") => I(nh),
+                    (_, "nkv") => I(nkv),
+                    _ => I(256),
+                })
+                .collect()
+        };
+        // The bench row: 32,768 groups, capped at one wave of 5 blocks on 132 SMs.
+        let a = args(4096, 32, 16);
+        let p = cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).unwrap();
+        assert_eq!((p.passes[0].grid, p.passes[0].block), ([660, 1, 1], [128, 1, 1]));
+        // Small launches get a block per 4 groups.
+        let a = args(3, 3, 0);
+        assert_eq!(cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).unwrap().passes[0].grid, [1, 1, 1]);
+        let a = args(0, 3, 0);
+        assert!(cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).is_err());
+    }
+}

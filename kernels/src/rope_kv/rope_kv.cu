@@ -1,47 +1,41 @@
 // q/k/v RMSNorm + rotate-half RoPE + paged KV write.
 //
-// Plan: grid [rows, nh + nkv], block clamp(ceil32(hd/8), 32, 256): one
-// block per (row, head); a KV block does that head's K and V together.
-// Blocks are tiny (one head vector), so the kernel is latency-bound, not
-// bandwidth-bound: it keeps the chain of dependent memory round trips short.
-// Measured on the H200 (4096 rows, 32 + 16 heads, hd 256, 196608 blocks):
-// 0.146 ms = 44% of copy with 32-thread blocks; the same grid at hd 8 (almost
-// no data) takes 0.121 ms, and 65536 near-empty blocks take 0.042 ms: the
-// GPU dispatches ~1.6 blocks per ns, so this grid cannot go below ~0.12 ms
-// (53% of copy). Reaching 70% needs fewer blocks: grid [rows] with one
-// block per token looping over its heads.
-// The per-row indices (pos, pmap, slot) are loaded together; then every
-// input the thread needs (both halves of its chunk of each vector, the
-// weights, the (cos, sin) pairs) is loaded in one batch before the single
-// block reduction, and kept in registers for the store.
+// Plan (rope_kv/mod.rs, `cuda_qkv_prep`): a persistent grid of blocks of
+// QKV_THREADS (4 warps), at most one wave: QKV_MIN_BLOCKS blocks an SM,
+// which QKV_BOUNDS guarantees (the compiler keeps to 65536 / (5 * 128) =
+// 102 registers). The work is a list of head vectors: row r has E = nh +
+// 2 nkv of them, the nh query heads, then K and V of each KV head in turn
+// (k0, v0, k1, v1, ...). A warp takes U consecutive vectors of one row (a
+// group; groups = rows * ceil(E / U)) and walks the groups with a grid-wide
+// stride. One warp per vector, so each norm is a warp reduction (no shared
+// memory, no block barrier), and U vectors per warp keep U head loads in
+// flight: before the U reductions every one of the group's loads is issued
+// (U vectors, their (cos, sin) row), and the next group's row indices (pmap,
+// pos, slot) are fetched while this group is computed, so a warp waits for
+// one memory round trip per group.
 //
-// A thread owns matching chunks of the two halves (elements [cV, cV+V) and
-// [hd/2 + cV, ...)), so rotate-half pairs meet in registers. V is 2
-// (4-byte accesses: a warp still moves 128 contiguous bytes, and the small
-// per-thread state keeps registers low for residency) when hd % 4 == 0 and
-// the pointers allow it, 4 (8-byte) when the block is too small for one
-// 2-wide chunk per thread, else 1. Any block size works: chunks beyond the
-// first per thread are re-read in the store pass.
+// The 196,608 one-head blocks of the old grid [rows, nh + nkv] were bound
+// by the block scheduler (~1.6 blocks/ns measured on the H200: 0.12 ms of
+// the 0.146 ms); this grid launches 660 blocks on an H200.
+//
+// Fast path: hd = 64 V with V in {1, 2, 4, 8} (hd 64, 128, 256, 512) and
+// every vector pointer aligned to V bf16 (the (cos, sin) table to 16 bytes,
+// 8 at V = 1): lane l owns elements [lV, lV + V) of each half, so
+// rotate-half pairs meet in its registers. U = 8 vectors a group (3 at hd
+// 512, to stay under the register cap without spilling): at hd 256 a warp
+// has 8 x 512 bytes in flight, an SM 20 warps x 4 KiB = 80 KiB. Other shapes
+// take a simple path (one vector at a time, lanes striding over the half, a
+// second read for the stores).
+//
+// Invalid indices are clamped for the loads and decide only what is stored
+// (no branch on a loaded value in front of the loads): a bad source row or
+// position stores NaN; a KV slot outside the pool skips the KV stores.
 
-// Sums two values over the block at once; every thread gets both.
-__device__ __forceinline__ float2 block_sum2(float a, float b, float2* scratch) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-    a = warp_sum(a);
-    b = warp_sum(b);
-    __syncthreads();
-    if (lane == 0) scratch[warp] = make_float2(a, b);
-    __syncthreads();
-    float2 v = lane < nwarps ? scratch[lane] : make_float2(0.0f, 0.0f);
-    return make_float2(warp_sum(v.x), warp_sum(v.y));
-}
+#define QKV_THREADS 128
+#define QKV_MIN_BLOCKS 5
+#define QKV_BOUNDS __launch_bounds__(QKV_THREADS, QKV_MIN_BLOCKS)
 
-// One thread's chunk of one head vector: both halves.
-template <int V>
-struct Halves {
-    BfVec<V> lo, hi;
-};
-
-// 8-byte vectors (4 bf16), for one-warp blocks at hd 256.
+// 8-byte vectors (4 bf16).
 template <> __device__ __forceinline__ void vload<4>(BfVec<4>& v, const bf16* p) {
     const uint2 u = *reinterpret_cast<const uint2*>(p);
     v.w[0] = u.x;
@@ -49,65 +43,114 @@ template <> __device__ __forceinline__ void vload<4>(BfVec<4>& v, const bf16* p)
 }
 template <> __device__ __forceinline__ void vstore<4>(bf16* p, const BfVec<4>& v) { *reinterpret_cast<uint2*>(p) = make_uint2(v.w[0], v.w[1]); }
 
-template <int V>
-__device__ __forceinline__ void load_halves(Halves<V>& h, const bf16* src, int half, int c) {
-    vload<V>(h.lo, src + c * V);
-    vload<V>(h.hi, src + half + c * V);
+// Row indices of a group, loaded ahead of their use (kept in place).
+__device__ __forceinline__ int ld_i32_v(const int* p) {
+    int r;
+    asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(r) : "l"(p));
+    return r;
 }
 
-template <int V>
-__device__ __forceinline__ float halves_sumsq(const Halves<V>& h) {
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < V; ++i) {
-        float a = vget<V>(h.lo, i), b = vget<V>(h.hi, i);
-        s = fmaf(a, a, s);
-        s = fmaf(b, b, s);
-    }
-    return s;
-}
-
-// V (cos, sin) pairs of chunk c; 16-byte loads where V >= 2 (the caller
-// checked the table's 16-byte alignment and hd % 4 == 0).
-template <int V>
-struct Cs {
-    float c[V], s[V];
+struct RowMeta {
+    int r, s, p, sl;
 };
+
+__device__ __forceinline__ RowMeta load_meta(long long g, int gpr, const int* pmap, const int* pos, const int* slot) {
+    RowMeta m;
+    m.r = (int)(g / gpr);
+    m.s = pmap ? ld_i32_v(pmap + m.r) : m.r;
+    m.p = ld_i32_v(pos + m.r);
+    m.sl = slot ? ld_i32_v(slot + m.r) : 0;
+    return m;
+}
+
+// Everything about one launch that the vector loops read.
+struct Qkv {
+    bf16 *q_out, *k_pool, *v_pool;
+    const bf16 *q_raw, *k_raw, *v_raw, *q_norm, *k_norm;
+    const float* cos_sin;
+    int nh, nkv, hd, rows, src_rows, max_pos, num_slots;
+    float eps;
+};
+
+// Head vector e of a row: source, destination, weight, rotation, store.
+struct Vec {
+    const bf16* src;
+    bf16* dst;
+    const bf16* w;
+    bool rot, store;
+};
+
+__device__ __forceinline__ Vec head_vector(const Qkv& a, int e, int r, int s, int sl, bool slot_ok) {
+    Vec v;
+    if (e < a.nh) {
+        v.src = a.q_raw + ((size_t)s * a.nh + e) * a.hd;
+        v.dst = a.q_out + ((size_t)r * a.nh + e) * a.hd;
+        v.w = a.q_norm;
+        v.rot = true;
+        v.store = true;
+    } else {
+        const int j = (e - a.nh) >> 1;
+        const bool is_v = (e - a.nh) & 1;
+        v.src = (is_v ? a.v_raw : a.k_raw) + ((size_t)s * a.nkv + j) * a.hd;
+        v.dst = (is_v ? a.v_pool : a.k_pool) + ((size_t)(slot_ok ? sl : 0) * a.nkv + j) * a.hd;
+        v.w = is_v ? nullptr : a.k_norm;
+        v.rot = !is_v;
+        v.store = slot_ok;
+    }
+    return v;
+}
+
+// The source row of head vector e (the loads' half of head_vector).
+__device__ __forceinline__ const bf16* head_source(const Qkv& a, int e, int s) {
+    if (e < a.nh) return a.q_raw + ((size_t)s * a.nh + e) * a.hd;
+    const int j = (e - a.nh) >> 1;
+    return (((e - a.nh) & 1) ? a.v_raw : a.k_raw) + ((size_t)s * a.nkv + j) * a.hd;
+}
+
+// One lane's share of a head vector: V elements of each half.
 template <int V>
-__device__ __forceinline__ void load_cs(Cs<V>& p, const float* cs, int c) {
-    if (V >= 2) {
-        const float4* q = reinterpret_cast<const float4*>(cs) + c * (V / 2);
+struct Halves {
+    BfVec<V> lo, hi;
+};
+
+// V (cos, sin) pairs starting at pair c.
+template <int V>
+__device__ __forceinline__ void load_cs(float* c, float* s, const float* cs, int pair) {
+    if constexpr (V == 1) {
+        const float2 f = *reinterpret_cast<const float2*>(cs + 2 * pair);
+        c[0] = f.x;
+        s[0] = f.y;
+    } else {
+        const float4* q = reinterpret_cast<const float4*>(cs + 2 * pair);
 #pragma unroll
         for (int i = 0; i < V / 2; ++i) {
             const float4 f = q[i];
-            p.c[2 * i] = f.x;
-            p.s[2 * i] = f.y;
-            p.c[(2 * i + 1) % V] = f.z;
-            p.s[(2 * i + 1) % V] = f.w;
+            c[2 * i] = f.x;
+            s[2 * i] = f.y;
+            c[2 * i + 1] = f.z;
+            s[2 * i + 1] = f.w;
         }
-    } else {
-        const float2 f = reinterpret_cast<const float2*>(cs)[c];
-        p.c[0] = f.x;
-        p.s[0] = f.y;
     }
 }
 
-// Normalise (weight w may be null), round to bf16, optionally rotate, store;
-// `bad` stores bf16 NaN instead (the row's position or source is invalid).
+// Normalises (weight w may be absent: has_w), rounds to bf16, optionally
+// rotates, and stores lane's V elements of each half; `bad` stores NaN.
+// The rotation is unfused (a·cos − b·sin with each product rounded), as the
+// reference computes it.
 template <int V>
-__device__ __forceinline__ void emit(bf16* dst, const Halves<V>& x, const Halves<V>& w, bool has_w, const Cs<V>& cs, bool rot, float inv, int half,
-                                     int c, bool bad) {
+__device__ __forceinline__ void emit(bf16* dst, const Halves<V>& x, const Halves<V>& w, bool has_w, const float* c, const float* s, bool rot,
+                                     float inv, int half, int at, bool bad) {
     float ol[V], oh[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
         const float wl = has_w ? vget<V>(w.lo, i) : 1.0f;
         const float wh = has_w ? vget<V>(w.hi, i) : 1.0f;
         // The normalised values are rounded to bf16 before RoPE (contract).
-        const float a = round_bf16(vget<V>(x.lo, i) * inv * wl);
-        const float b = round_bf16(vget<V>(x.hi, i) * inv * wh);
+        const float a = round_bf16_rn(vget<V>(x.lo, i) * inv * wl);
+        const float b = round_bf16_rn(vget<V>(x.hi, i) * inv * wh);
         if (rot) {
-            ol[i] = a * cs.c[i] - b * cs.s[i];
-            oh[i] = b * cs.c[i] + a * cs.s[i];
+            ol[i] = __fsub_rn(__fmul_rn(a, c[i]), __fmul_rn(b, s[i]));
+            oh[i] = __fadd_rn(__fmul_rn(b, c[i]), __fmul_rn(a, s[i]));
         } else {
             ol[i] = a;
             oh[i] = b;
@@ -117,127 +160,158 @@ __device__ __forceinline__ void emit(bf16* dst, const Halves<V>& x, const Halves
     if (bad) {
         vnan<V>(sl);
         vnan<V>(sh);
+    } else if (V == 1) {
+        sl.w[0] = f32_to_bf16(ol[0]);
+        sh.w[0] = f32_to_bf16(oh[0]);
     } else {
-        vpack<V>(sl, ol);
-        vpack<V>(sh, oh);
-    }
-    vstore<V>(dst + c * V, sl);
-    vstore<V>(dst + half + c * V, sh);
-}
-
-// Sums two values over the block; one-warp blocks skip shared memory.
-__device__ __forceinline__ float2 sum2(float a, float b, float2* scratch) {
-    if (blockDim.x <= 32) return make_float2(warp_sum(a), warp_sum(b));
-    return block_sum2(a, b, scratch);
-}
-
-// Vector 0: `src0` -> `dst0`, weighted by `w0` (may be null) and rotated.
-// Vector 1 (when `dst1` is non-null): `src1` -> `dst1`, unweighted, not rotated.
-// Every load is issued before the reduction; `store` false skips the stores
-// (a padding row), `bad` stores NaN.
-template <int V, bool LOOP>
-__device__ __forceinline__ void prep(bf16* dst0, const bf16* src0, const bf16* w0, bf16* dst1, const bf16* src1, const float* cs, int hd, float eps,
-                     float2* scratch, bool store, bool bad) {
-    const int half = hd / 2, n = half / V, t = threadIdx.x;
-    const bool two = dst1 != nullptr;
-    Halves<V> x0, x1, w;
-    Cs<V> c0;
-    float s0 = 0.0f, s1 = 0.0f;
-    if (t < n) {
-        load_halves<V>(x0, src0, half, t);
-        if (two) load_halves<V>(x1, src1, half, t);
-        if (w0) load_halves<V>(w, w0, half, t);
-        load_cs<V>(c0, cs, t);
-        s0 = halves_sumsq<V>(x0);
-        if (two) s1 = halves_sumsq<V>(x1);
-    }
-    for (int c = t + blockDim.x; LOOP && c < n; c += blockDim.x) {
-        Halves<V> y;
-        load_halves<V>(y, src0, half, c);
-        s0 += halves_sumsq<V>(y);
-        if (two) {
-            load_halves<V>(y, src1, half, c);
-            s1 += halves_sumsq<V>(y);
+#pragma unroll
+        for (int i = 0; i < V / 2; ++i) {
+            sl.w[i] = pack_bf16_rn(ol[2 * i], ol[2 * i + 1]);
+            sh.w[i] = pack_bf16_rn(oh[2 * i], oh[2 * i + 1]);
         }
     }
-    const float2 tot = sum2(s0, s1, scratch);
-    if (!store) return;
-    const float inv0 = 1.0f / sqrtf(tot.x / (float)hd + eps);
-    const float inv1 = 1.0f / sqrtf(tot.y / (float)hd + eps);
-    if (t < n) {
-        emit<V>(dst0, x0, w, w0 != nullptr, c0, true, inv0, half, t, bad);
-        if (two) emit<V>(dst1, x1, w, false, c0, false, inv1, half, t, bad);
+    vstore<V>(dst + at, sl);
+    vstore<V>(dst + half + at, sh);
+}
+
+// Fast path: a warp's walk over its groups of U vectors.
+template <int V, int U>
+__device__ __forceinline__ void qkv_fast(const Qkv& a, const int* pos, const int* slot, const int* pmap) {
+    const int lane = threadIdx.x & 31, half = a.hd / 2, at = lane * V;
+    const int E = a.nkv > 0 ? a.nh + 2 * a.nkv : a.nh;
+    const int gpr = (E + U - 1) / U;
+    const long long groups = (long long)a.rows * gpr;
+    const long long W = (long long)gridDim.x * (blockDim.x >> 5);
+    long long g = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (g >= groups) return;
+    RowMeta m = load_meta(g, gpr, pmap, pos, slot);
+    for (;;) {
+        const long long g1 = g + W;
+        RowMeta m1 = m;
+        if (g1 < groups) m1 = load_meta(g1, gpr, pmap, pos, slot);
+
+        const int e0 = (int)(g - (long long)m.r * gpr) * U;
+        const bool bad_s = m.s < 0 || m.s >= a.src_rows, bad_p = m.p < 0 || m.p >= a.max_pos;
+        const bool bad = bad_s || bad_p;
+        const int s = bad_s ? 0 : m.s;
+        const bool slot_ok = m.sl >= 0 && m.sl < a.num_slots;
+        // Issue every load of the group: U vectors and the (cos, sin) row.
+        // Only the data is kept across the reductions; each vector's
+        // destination is recomputed for its stores.
+        Halves<V> x[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int e = e0 + u;
+            if (e < E) {
+                const bf16* src = head_source(a, e, s);
+                vload<V>(x[u].lo, src + at);
+                vload<V>(x[u].hi, src + half + at);
+            }
+        }
+        float cs_c[V], cs_s[V];
+        load_cs<V>(cs_c, cs_s, a.cos_sin + (size_t)(bad_p ? 0 : m.p) * a.hd, at);
+        float ss[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            float t = 0.0f;
+#pragma unroll
+            for (int i = 0; i < V; ++i) {
+                const float lo = vget<V>(x[u].lo, i), hi = vget<V>(x[u].hi, i);
+                t = fmaf(lo, lo, t);
+                t = fmaf(hi, hi, t);
+            }
+            ss[u] = t;
+        }
+        // The U warp reductions interleaved.
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int e = e0 + u;
+            if (e < E) {
+                const Vec v = head_vector(a, e, m.r, s, m.sl, slot_ok);
+                if (v.store) {
+                    const float inv = 1.0f / sqrtf(ss[u] / (float)a.hd + a.eps);
+                    // The weight rows are tiny and shared by every warp: L1 serves them.
+                    Halves<V> w;
+                    if (v.w) {
+                        vload<V>(w.lo, v.w + at);
+                        vload<V>(w.hi, v.w + half + at);
+                    }
+                    emit<V>(v.dst, x[u], w, v.w != nullptr, cs_c, cs_s, v.rot, inv, half, at, bad);
+                }
+            }
+        }
+        if (g1 >= groups) return;
+        g = g1;
+        m = m1;
     }
-    for (int c = t + blockDim.x; LOOP && c < n; c += blockDim.x) {
-        Halves<V> y, wy;
-        Cs<V> cy;
-        load_halves<V>(y, src0, half, c);
-        if (w0) load_halves<V>(wy, w0, half, c);
-        load_cs<V>(cy, cs, c);
-        emit<V>(dst0, y, wy, w0 != nullptr, cy, true, inv0, half, c, bad);
-        if (two) {
-            load_halves<V>(y, src1, half, c);
-            emit<V>(dst1, y, wy, false, cy, false, inv1, half, c, bad);
+}
+
+// Simple path: any even hd and alignment; a warp per vector, lanes striding
+// over the half, the data re-read for the stores.
+__device__ __forceinline__ void qkv_simple(const Qkv& a, const int* pos, const int* slot, const int* pmap) {
+    const int lane = threadIdx.x & 31, half = a.hd / 2;
+    const int E = a.nkv > 0 ? a.nh + 2 * a.nkv : a.nh;
+    const long long items = (long long)a.rows * E;
+    const long long W = (long long)gridDim.x * (blockDim.x >> 5);
+    for (long long t = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); t < items; t += W) {
+        const int r = (int)(t / E), e = (int)(t % E);
+        const int s0 = pmap ? pmap[r] : r, p = pos[r], sl = slot ? slot[r] : 0;
+        const bool bad_s = s0 < 0 || s0 >= a.src_rows, bad_p = p < 0 || p >= a.max_pos;
+        const bool bad = bad_s || bad_p;
+        const bool slot_ok = sl >= 0 && sl < a.num_slots;
+        const Vec v = head_vector(a, e, r, bad_s ? 0 : s0, sl, slot_ok);
+        if (!v.store) continue;
+        const float* cs = a.cos_sin + (size_t)(bad_p ? 0 : p) * a.hd;
+        float ss = 0.0f;
+        for (int i = lane; i < half; i += 32) {
+            const float lo = bf16_to_f32(v.src[i]), hi = bf16_to_f32(v.src[half + i]);
+            ss = fmaf(lo, lo, ss);
+            ss = fmaf(hi, hi, ss);
+        }
+        ss = warp_sum(ss);
+        const float inv = 1.0f / sqrtf(ss / (float)a.hd + a.eps);
+        for (int i = lane; i < half; i += 32) {
+            const float wl = v.w ? bf16_to_f32(v.w[i]) : 1.0f, wh = v.w ? bf16_to_f32(v.w[half + i]) : 1.0f;
+            const float x0 = round_bf16_rn(bf16_to_f32(v.src[i]) * inv * wl);
+            const float x1 = round_bf16_rn(bf16_to_f32(v.src[half + i]) * inv * wh);
+            float o0 = x0, o1 = x1;
+            if (v.rot) {
+                const float c = cs[2 * i], sn = cs[2 * i + 1];
+                o0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn));
+                o1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn));
+            }
+            v.dst[i] = bad ? SY_NAN_BF16 : f32_to_bf16(o0);
+            v.dst[half + i] = bad ? SY_NAN_BF16 : f32_to_bf16(o1);
         }
     }
 }
 
 __device__ __forceinline__ bool ok_align(const void* p, int bytes) { return !p || (((unsigned long long)p) & (unsigned long long)(bytes - 1)) == 0ull; }
 
-__device__ __forceinline__ void run(bf16* dst0, const bf16* src0, const bf16* w0, bf16* dst1, const bf16* src1, const float* cs, int hd, float eps, float2* scratch,
-                    bool store, bool bad) {
-    const int half = hd / 2;
-    // (cos, sin) pairs are read as float4 (V >= 2) or float2: else a shared copy.
-    const bool cs16 = ok_align(cs, 16), cs8 = ok_align(cs, 8);
-    const bool a8 = ok_align(dst0, 8) && ok_align(src0, 8) && ok_align(w0, 8) && ok_align(dst1, 8) && ok_align(src1, 8);
-    const bool a4 = ok_align(dst0, 4) && ok_align(src0, 4) && ok_align(w0, 4) && ok_align(dst1, 4) && ok_align(src1, 4);
-    // Widest vector first only where the block is too small for one 2-wide
-    // chunk per thread; the loop-free variants where one chunk per thread covers the head.
-    const int nb = blockDim.x;
-    if ((half % 4) == 0 && cs16 && a8 && half / 2 > nb && half / 4 <= nb) {
-        prep<4, false>(dst0, src0, w0, dst1, src1, cs, hd, eps, scratch, store, bad);
-    } else if ((half % 2) == 0 && cs16 && a4) {
-        if (half / 2 <= nb) prep<2, false>(dst0, src0, w0, dst1, src1, cs, hd, eps, scratch, store, bad);
-        else prep<2, true>(dst0, src0, w0, dst1, src1, cs, hd, eps, scratch, store, bad);
-    } else if (cs8) {
-        prep<1, true>(dst0, src0, w0, dst1, src1, cs, hd, eps, scratch, store, bad);
-    } else {
-        __shared__ float2 cs_copy[256]; // hd <= 512 (launcher)
-        for (int k = threadIdx.x; k < half; k += blockDim.x) cs_copy[k] = make_float2(cs[2 * k], cs[2 * k + 1]);
-        __syncthreads();
-        prep<1, true>(dst0, src0, w0, dst1, src1, reinterpret_cast<const float*>(cs_copy), hd, eps, scratch, store, bad);
+extern "C" __global__ void QKV_BOUNDS qkv_prep_bf16(bf16* q_out, bf16* k_pool, bf16* v_pool, const bf16* q_raw, const bf16* k_raw, const bf16* v_raw,
+                                                  const bf16* q_norm, const bf16* k_norm, const float* cos_sin, const int* pos, const int* slot, int nh,
+                                                  int nkv, int hd, float eps, const int* pmap, int rows, int src_rows, int max_pos, int num_slots) {
+    // nkv <= 0: queries only (E = nh), the KV pointers are never touched.
+    if (nkv <= 0) slot = nullptr;
+    const Qkv a{q_out, k_pool, v_pool, q_raw, k_raw, v_raw, q_norm, k_norm, cos_sin, nh, nkv, hd, rows, src_rows, max_pos, num_slots, eps};
+    // The widest lane vector the shape and every pointer allow: hd = 64 V.
+    int vw = (hd % 64 == 0) ? hd / 64 : 0;
+    if (vw != 1 && vw != 2 && vw != 4 && vw != 8) vw = 0;
+    const void* vecs[8] = {q_out, k_pool, v_pool, q_raw, k_raw, v_raw, q_norm, k_norm};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+        if (vw && !ok_align(vecs[i], 2 * vw)) vw = 0;
+    if (vw && !ok_align(cos_sin, vw == 1 ? 8 : 16)) vw = 0;
+    switch (vw) {
+        case 1: qkv_fast<1, 8>(a, pos, slot, pmap); break;
+        case 2: qkv_fast<2, 8>(a, pos, slot, pmap); break;
+        case 4: qkv_fast<4, 8>(a, pos, slot, pmap); break;
+        case 8: qkv_fast<8, 3>(a, pos, slot, pmap); break;
+        default: qkv_simple(a, pos, slot, pmap);
     }
-}
-
-// Small blocks (one or two warps at hd 256) are latency-bound: the chain per
-// block is (pos, slot, pmap) -> data and (cos, sin) loads -> one reduction ->
-// stores, with every data load issued before the reduction and no branch on
-// a loaded value in front of them (invalid indices are clamped for the loads
-// and decide only what is stored). At most 32 registers: 32 blocks per SM.
-extern "C" __global__ void __launch_bounds__(256, 8) qkv_prep_bf16(bf16* q_out, bf16* k_pool, bf16* v_pool, const bf16* q_raw, const bf16* k_raw,
-                                                                const bf16* v_raw, const bf16* q_norm, const bf16* k_norm, const float* cos_sin,
-                                                                const int* pos, const int* slot, int nh, int nkv, int hd, float eps, const int* pmap,
-                                                                int rows, int src_rows, int max_pos, int num_slots) {
-    __shared__ float2 scratch[32];
-    const int r = blockIdx.x, head = blockIdx.y;
-    if (r >= rows || head >= nh + nkv) return;
-    const bool is_q = head < nh;
-    // Independent loads, issued together.
-    const int s = pmap ? pmap[r] : r;
-    const int p = pos[r];
-    const int sl = is_q ? 0 : slot[r];
-    const bool bad_s = s < 0 || s >= src_rows, bad_p = p < 0 || p >= max_pos;
-    const bool bad = bad_s || bad_p;
-    const float* cs = cos_sin + (size_t)(bad_p ? 0 : p) * hd;
-    const size_t sc = bad_s ? 0 : (size_t)s;
-    if (is_q) {
-        bf16* dst = q_out + ((size_t)r * nh + head) * hd;
-        run(dst, q_raw + (sc * nh + head) * hd, q_norm, nullptr, nullptr, cs, hd, eps, scratch, true, bad);
-        return;
-    }
-    const bool store = sl >= 0 && sl < num_slots; // padding row: no KV write
-    const int j = head - nh;
-    const size_t d = ((size_t)(store ? sl : 0) * nkv + j) * hd;
-    const size_t o = (sc * nkv + j) * hd;
-    run(k_pool + d, k_raw + o, k_norm, v_pool + d, v_raw + o, cs, hd, eps, scratch, store, bad);
 }
