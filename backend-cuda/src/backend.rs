@@ -400,7 +400,8 @@ impl CudaBackend {
                     }
                 };
                 let f = raw::module_function(module, entry, what)?;
-                let dependent = self.dependent_launch && crate::compile::dependent_entries(sig.module).iter().any(|d| d == entry);
+                let dependent =
+                    self.dependent_launch && crate::compile::is_dependent(&crate::compile::dependent_entries(sig.module), entry);
                 e.insert(Function { f: Shared(f), allowed: DEFAULT_DYNAMIC_SHARED, dependent })
             }
         };

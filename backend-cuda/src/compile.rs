@@ -37,8 +37,9 @@ fn source_options(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The entry points of `module` that its source lists on a
-/// `// dependent-launch: entry ...` line: kernels that call
+/// The entry-point patterns of `module` that its source lists on a
+/// `// dependent-launch: entry ...` line (`prefix*` matches every entry
+/// starting with `prefix`, for macro-generated families): kernels that call
 /// `griddepcontrol.wait` before touching anything an earlier launch wrote,
 /// so they may launch as programmatic dependents and start (prefetching
 /// weights, say) while the launch before them finishes.
@@ -263,6 +264,14 @@ impl Fnv128 {
     fn finish(&self) -> u128 {
         self.0
     }
+}
+
+/// Whether `entry` matches a `// dependent-launch:` pattern.
+pub(crate) fn is_dependent(patterns: &[String], entry: &str) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => entry.starts_with(prefix),
+        None => p == entry,
+    })
 }
 
 #[cfg(test)]

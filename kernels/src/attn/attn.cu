@@ -1,3 +1,5 @@
+// The decode entries wait for the launch before them at their start (launched as programmatic dependents).
+// dependent-launch: attention_decode attention_decode_reduce
 // Paged attention: flash-style prefill on the tensor cores, split-K decode
 // (two passes through plan workspace) on the CUDA cores.
 //
@@ -539,6 +541,8 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
+    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_wait_prior();
     extern __shared__ __align__(16) unsigned char dsm[];
     __shared__ float4 spart[4][32];
     if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0) return; // the plan refuses these
@@ -649,6 +653,8 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
+    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_wait_prior();
     const int b = blockIdx.x, h = blockIdx.y, d = blockIdx.z * blockDim.x + threadIdx.x;
     if (b >= batch || h >= nh || nkv <= 0) return;
     const int splits = decode_splits(visible_keys(max_ctx, window), batch, nkv);

@@ -1,3 +1,5 @@
+// The embedding gathers wait for the launch before them at their start (launched as programmatic dependents).
+// dependent-launch: embed_gather_fp8 embed_gather_bf16
 // Embedding gathers. Plan (embed/mod.rs): a persistent grid of min(rows,
 // SMs * B) blocks of T = norm_block(h) <= 128 threads (96 for h = 5376, so a
 // thread owns 7 chunks of 8 elements of a row), B = the blocks an SM holds at
@@ -152,6 +154,8 @@ __device__ __forceinline__ void fp8_row(uint4* __restrict__ dst, const uint2* __
 
 extern "C" __global__ void EMBED_BOUNDS embed_gather_fp8(bf16* __restrict__ out, const u8* __restrict__ table, const float* __restrict__ row_scale,
                                                         const int* __restrict__ ids, int rows, int h, int vocab, float scale) {
+    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_wait_prior();
     if ((int)blockIdx.x >= rows) return;
     bool piped = (h % 8) == 0 && aligned8(table) && aligned16(out);
     if (piped) {
@@ -227,6 +231,8 @@ __device__ __forceinline__ void scale_rows(bf16* __restrict__ out, const bf16* _
 
 extern "C" __global__ void EMBED_BOUNDS embed_gather_bf16(bf16* __restrict__ out, const bf16* __restrict__ table, const int* __restrict__ ids, int rows,
                                                          int h, int vocab, float scale) {
+    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_wait_prior();
     if ((int)blockIdx.x >= rows) return;
     bool piped = (h % 8) == 0 && aligned16(table) && aligned16(out);
     if (piped) {

@@ -1,3 +1,6 @@
+// Every entry waits for the launch before it at its start, so each may
+// launch as a programmatic dependent (its launch overlaps the previous one).
+// dependent-launch: rmsnorm_bf16* post_norm_add_pre_norm_bf16* layer_out_bf16*
 // RMSNorm family. Plan (norm/mod.rs, `cuda_norm_rows`): a persistent grid of
 // min(rows, SMs * B) blocks of T = row_block(dim) <= 128 threads (96 for dim
 // 5376: 7 chunks of 8 bf16 per thread), B = the blocks one SM holds at the
@@ -243,6 +246,8 @@ __device__ __forceinline__ void rmsnorm_simple(bf16* out, const bf16* x, const b
 }
 
 extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) {
+    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_wait_prior();
     __shared__ float red[32];
     rmsnorm_simple(out, x, w, rows, dim, eps, red);
 }
@@ -262,6 +267,8 @@ __device__ __noinline__ void rmsnorm_scalar(bf16* out, const bf16* x, const bf16
 
 #define RMS_PIPE_ENTRY(C_)                                                                                                          \
     extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16_c##C_(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) { \
+        sy_allow_next();                                                                                        \
+        sy_wait_prior();                                                                                        \
         __shared__ float red[32];                                                                                                   \
         if (!pipe_fits(dim, C_, pick_width(dim, out, x, w, nullptr, nullptr))) rmsnorm_scalar(out, x, w, rows, dim, eps, red);     \
         else if ((int)blockIdx.x < rows) rmsnorm_rows<C_>(out, x, w, rows, dim, eps, red);                                          \
@@ -399,6 +406,8 @@ __device__ __forceinline__ void sandwich_simple(bf16* resid_out, bf16* normed, c
 
 extern "C" __global__ void NORM_BOUNDS post_norm_add_pre_norm_bf16(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
                                                                     const bf16* w_post, const bf16* w_pre, int rows, int dim, float eps) {
+    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_wait_prior();
     __shared__ float red[32];
     sandwich_simple(resid_out, w_pre ? normed : nullptr, resid, x, w_post, w_pre, rows, dim, eps, red);
 }
@@ -428,6 +437,8 @@ __device__ __noinline__ void sandwich_scalar(bf16* resid_out, bf16* normed, cons
     extern "C" __global__ void NORM_BOUNDS post_norm_add_pre_norm_bf16_c##C_(bf16* resid_out, bf16* normed, const bf16* resid,       \
                                                                            const bf16* x, const bf16* w_post, const bf16* w_pre,     \
                                                                            int rows, int dim, float eps) {                           \
+        sy_allow_next();                                                                                        \
+        sy_wait_prior();                                                                                        \
         __shared__ float red[32];                                                                                                    \
         if (!w_pre) normed = nullptr;                                                                                                \
         if (!pipe_fits(dim, C_, sandwich_width(dim, resid_out, normed, resid, x, w_post, w_pre))) {                                  \
@@ -526,6 +537,8 @@ __device__ __forceinline__ void layer_out_simple(bf16* out, const bf16* mid, con
 
 extern "C" __global__ void NORM_BOUNDS layer_out_bf16(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar, int rows,
                                                        int dim, float eps) {
+    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_wait_prior();
     __shared__ float red[32];
     layer_out_simple(out, mid, x, w, *layer_scalar, rows, dim, eps, red);
 }
@@ -548,6 +561,8 @@ __device__ __noinline__ void layer_out_scalar(bf16* out, const bf16* mid, const 
 #define LAYER_OUT_PIPE_ENTRY(C_)                                                                                                    \
     extern "C" __global__ void NORM_BOUNDS layer_out_bf16_c##C_(bf16* out, const bf16* mid, const bf16* x, const bf16* w,          \
                                                               const float* layer_scalar, int rows, int dim, float eps) {          \
+        sy_allow_next();                                                                                        \
+        sy_wait_prior();                                                                                        \
         __shared__ float red[32];                                                                                                   \
         if (!pipe_fits(dim, C_, pick_width(dim, out, mid, x, w, nullptr))) {                                                       \
             layer_out_scalar(out, mid, x, w, layer_scalar, rows, dim, eps, red);                                                    \
