@@ -5,8 +5,8 @@
 // weight rows [bx * GEMV_ROWS, +GEMV_ROWS) over its K chunk `by`: it first
 // stages the chunk of the m activation rows in shared memory (rows padded
 // by 8 elements so the 8 row groups of a warp hit different banks), then
-// each warp streams 16 weight rows (two mma n-tiles of 8), every lane
-// issuing 2 * GEMV_U 16-byte loads per step.
+// each warp streams 16 weight rows (two mma n-tiles of 8) with every lane
+// keeping 2 * GEMV_U 16-byte loads in flight.
 //
 // The dot products run on tensor cores, mma.m16n8k16 with A = the m
 // activation rows (rows >= m zero) and B = 8 weight rows: at m = 16 a
@@ -27,7 +27,7 @@
 #define GEMV_WARPS 8
 #define GEMV_ROWS (GEMV_WARPS * 16)
 // 16-byte loads per lane per weight row per step; a step covers GEMV_STEP k.
-#define GEMV_U 8
+#define GEMV_U 4
 #define GEMV_STEP (32 * GEMV_U)
 #define GEMV_MAX_M 16
 // Row blocks a K-split launch may have (the plan refuses more).
@@ -220,10 +220,13 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
         *reinterpret_cast<uint4*>(xs + r * lds + kk) = v;
     }
     __syncthreads();
-    // One step's loads in flight at a time, all 2 * GEMV_U of them: a
-    // register double buffer of half the width measured slower (fewer
-    // bytes in flight per warp at the occupancy the registers allow).
     for (int ks = k0; ks < k1; ks += GEMV_STEP) {
+        uint4 cur[2][GEMV_U];
+#pragma unroll
+        for (int t = 0; t < 2; ++t)
+#pragma unroll
+            for (int u = 0; u < GEMV_U; ++u) cur[t][u] = w[t][u];
+        if (ks + GEMV_STEP < k1) load_step(ks + GEMV_STEP);
 #pragma unroll
         for (int u = 0; u < GEMV_U; ++u) {
             const int kk = ks - k0 + u * 32 + q * 8;
@@ -232,11 +235,10 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
             const uint4 rb = hv1 ? *reinterpret_cast<const uint4*>(x1 + kk) : z;
 #pragma unroll
             for (int t = 0; t < 2; ++t) {
-                mma16816_bf16_f32(acc[t], ra.x, rb.x, ra.y, rb.y, w[t][u].x, w[t][u].y);
-                mma16816_bf16_f32(acc[t], ra.z, rb.z, ra.w, rb.w, w[t][u].z, w[t][u].w);
+                mma16816_bf16_f32(acc[t], ra.x, rb.x, ra.y, rb.y, cur[t][u].x, cur[t][u].y);
+                mma16816_bf16_f32(acc[t], ra.z, rb.z, ra.w, rb.w, cur[t][u].z, cur[t][u].w);
             }
         }
-        if (ks + GEMV_STEP < k1) load_step(ks + GEMV_STEP);
     }
 
     // acc[t][e]: activation row g (e < 2) or g + 8, weight row 2q + (e & 1) of n-tile t.

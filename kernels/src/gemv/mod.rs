@@ -64,7 +64,7 @@ const CUDA_MIN_CHUNK: u64 = 256;
 const CUDA_MAX_CHUNK: u64 = 1024;
 /// k per step of a warp's main loop (`GEMV_STEP` in gemv.cu): the staged
 /// activation rows are padded to a multiple of it.
-const CUDA_STEP: u64 = 256;
+const CUDA_STEP: u64 = 128;
 /// Blocks per multiprocessor the plan aims for: enough warps in flight to
 /// cover DRAM latency when every block streams at most a few KiB per warp.
 const CUDA_BLOCKS_PER_SM: u64 = 4;
