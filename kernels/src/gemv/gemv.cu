@@ -30,12 +30,11 @@
 #define GEMV_U 4
 #define GEMV_STEP (32 * GEMV_U)
 #define GEMV_MAX_M 16
-// Row blocks a K-split launch may have (the plan refuses more).
-#define GEMV_MAX_ROW_BLOCKS 65536
+// Floats before the partials in the workspace: [0] holds the chunk count.
+#define GEMV_WS_HEADER 4
 // 16-byte weight loads per lane in flight on the m = 1 path.
 #define GEMV_M1C 12
 
-__device__ unsigned gemv_semaphore[GEMV_MAX_ROW_BLOCKS];
 
 // Where output column j of row i goes in dense_gemv_bf16's segmented layout.
 __device__ __forceinline__ size_t gemv_out_index(int i, int j, int m, int n, int seg1, int seg2) {
@@ -46,43 +45,6 @@ __device__ __forceinline__ size_t gemv_out_index(int i, int j, int m, int n, int
 
 __device__ __forceinline__ unsigned short gelu_mul_out(float g, float u) {
     return f32_to_bf16(__fmul_rn(round_bf16(gelu_tanh_f32(round_bf16(g))), round_bf16(u)));
-}
-
-// The K-split epilogue, run by every block after writing its partials: the
-// last block of this row block to arrive adds all chunks' partials (from +0,
-// in chunk order) for the block's outputs and stores them. Partials written
-// by other SMs are read with ld.cg (L2), never a stale L1 line.
-template <bool GELU>
-__device__ void gemv_finish(bf16* __restrict__ c, int m, int n, int seg1, int seg2, float* __restrict__ ws, int rows) {
-    __shared__ bool last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned arrived = atomicAdd(&gemv_semaphore[blockIdx.x], 1u);
-        last = arrived == gridDim.y - 1;
-        if (last) gemv_semaphore[blockIdx.x] = 0u; // ready for the next launch
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const int chunks = gridDim.y;
-    const float* parts = ws;
-    // This row block's outputs: columns [j0, j1) of every activation row.
-    const int j0 = GELU ? blockIdx.x * (GEMV_ROWS / 2) : blockIdx.x * GEMV_ROWS;
-    const int j1 = min(n, j0 + (GELU ? GEMV_ROWS / 2 : GEMV_ROWS));
-    const int width = j1 - j0;
-    for (int e = threadIdx.x; e < m * width; e += blockDim.x) {
-        const int i = e / width, j = j0 + e % width;
-        float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll 8
-        for (int y = 0; y < chunks; ++y) {
-            const float* p = parts + ((size_t)y * m + i) * rows;
-            s0 = __fadd_rn(s0, __ldcg(p + j));
-            if (GELU) s1 = __fadd_rn(s1, __ldcg(p + n + j));
-        }
-        if (GELU) c[(size_t)i * n + j] = gelu_mul_out(s0, s1);
-        else c[gemv_out_index(i, j, m, n, seg1, seg2)] = f32_to_bf16(s0);
-    }
 }
 
 // m = 1 (the _m1 entries; plan: grid ceil(outputs / Z), block (32, Y, Z)):
@@ -260,7 +222,8 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
         }
         return;
     }
-    float* part = ws + (size_t)blockIdx.y * m * rows;
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *reinterpret_cast<int*>(ws) = chunks;
+    float* part = ws + GEMV_WS_HEADER + (size_t)blockIdx.y * m * rows;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
         const int i = g + (e >= 2 ? 8 : 0);
@@ -273,7 +236,6 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
             if ((GELU ? col < n : wrow < rows)) part[(size_t)i * rows + wrow] = acc[t][e];
         }
     }
-    gemv_finish<GELU>(c, m, n, seg1, seg2, ws, rows);
 }
 
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
@@ -298,4 +260,37 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_m1(co
                                                                               bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
                                                                               float* __restrict__ workspace) {
     gemv_m1<true>(a, b, c, (int)n, (int)k, 0, 0);
+}
+
+// Second pass of a K-split launch: one thread per output, the partials added
+// from +0 in chunk order.
+template <bool GELU>
+__device__ void gemv_reduce(bf16* __restrict__ c, int m, int n, int seg1, int seg2, const float* __restrict__ workspace) {
+    const int chunks = *reinterpret_cast<const int*>(workspace);
+    const float* parts = workspace + GEMV_WS_HEADER;
+    const int rows = GELU ? 2 * n : n;
+    const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= (size_t)m * n) return;
+    const int i = (int)(e / n), j = (int)(e % n);
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll 8
+    for (int y = 0; y < chunks; ++y) {
+        const float* p = parts + ((size_t)y * m + i) * rows;
+        s0 = __fadd_rn(s0, p[j]);
+        if (GELU) s1 = __fadd_rn(s1, p[n + j]);
+    }
+    if (GELU) c[e] = gelu_mul_out(s0, s1);
+    else c[gemv_out_index(i, j, m, n, seg1, seg2)] = f32_to_bf16(s0);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                         bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                         unsigned seg1, unsigned seg2, const float* __restrict__ workspace) {
+    gemv_reduce<false>(c, min((int)m, GEMV_MAX_M), (int)n, (int)seg1, (int)seg2, workspace);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                                  bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                                  const float* __restrict__ workspace) {
+    gemv_reduce<true>(c, min((int)m, GEMV_MAX_M), (int)n, 0, 0, workspace);
 }

@@ -54,9 +54,9 @@ declare_kernel! {
 const CUDA_THREADS: u32 = 256;
 /// Weight rows a CUDA block streams on the m ≥ 2 path (`GEMV_ROWS` in gemv.cu).
 const CUDA_ROWS_PER_BLOCK: u64 = 128;
-/// Row blocks a K-split launch may have (`GEMV_MAX_ROW_BLOCKS`: the
-/// module-scope semaphores that pick each row block's reducing block).
-const CUDA_MAX_ROW_BLOCKS: u64 = 65536;
+/// Bytes before the partial sums in the workspace of a K-split launch
+/// (`GEMV_WS_HEADER` floats: the first pass records its chunk count there).
+const CUDA_WORKSPACE_HEADER: u64 = 16;
 /// K chunk bounds: a chunk shorter than this leaves too few loads per warp
 /// to hide the latency; a longer one needs more than 48 KiB of staged
 /// activations at m = 16.
@@ -88,9 +88,16 @@ const CUDA_MIN_WORKSPACE: u64 = 16;
 /// once (chunks of at least 256 k); each block stages its chunk of the m
 /// activation rows in shared memory, so the activations are read from L2
 /// once per block, not once per warp. With more than one chunk the f32
-/// partials go to workspace `[chunks, m, rows]` and the last block of each
-/// row block to finish adds them in chunk order.
-fn cuda_gemv(a: &PlanArgs, facts: &DeviceFacts, outputs: u64, rows: u64, m1_entry: &'static str) -> Result<CudaPlan> {
+/// partials go to workspace (a 16-byte header, then `[chunks, m, rows]`)
+/// and a second pass adds them in chunk order and applies the epilogue.
+fn cuda_gemv(
+    a: &PlanArgs,
+    facts: &DeviceFacts,
+    outputs: u64,
+    rows: u64,
+    m1_entry: &'static str,
+    reduce_entry: &'static str,
+) -> Result<CudaPlan> {
     let (m, k) = (u64::from(a.u32("m")?), u64::from(a.u32("k")?));
     let block = [CUDA_THREADS, 1, 1];
     if m == 1 {
@@ -111,30 +118,25 @@ fn cuda_gemv(a: &PlanArgs, facts: &DeviceFacts, outputs: u64, rows: u64, m1_entr
     // Chunk boundaries on 32 k (one 16-byte load per lane per row group).
     let chunk = k.div_ceil(splits).div_ceil(32) * 32;
     let splits = k.div_ceil(chunk);
-    if splits > 1 && u64::from(blocks_n) > CUDA_MAX_ROW_BLOCKS {
-        return Err(Error::invalid(
-            a.kernel.symbol,
-            "n",
-            format!("{rows} weight rows in {blocks_n} blocks with K split {splits} ways exceed the {CUDA_MAX_ROW_BLOCKS} row blocks a split launch can reduce"),
-        ));
-    }
     let padded = chunk.div_ceil(CUDA_STEP) * CUDA_STEP;
     let shared_bytes = u32::try_from(m * (padded + 8) * 2).expect("bounded by 16 · 1160 · 2");
-    let workspace_bytes = if splits > 1 { splits * m * rows * 4 } else { CUDA_MIN_WORKSPACE };
-    Ok(CudaPlan {
-        passes: vec![CudaPass { entry: a.kernel.symbol, grid: [blocks_n, splits as u32, 1], block, shared_bytes }],
-        workspace_bytes,
-    })
+    let main = CudaPass { entry: a.kernel.symbol, grid: [blocks_n, splits as u32, 1], block, shared_bytes };
+    if splits == 1 {
+        return Ok(CudaPlan { passes: vec![main], workspace_bytes: CUDA_MIN_WORKSPACE });
+    }
+    let outputs = groups(a.kernel, m * outputs, u64::from(CUDA_THREADS))?;
+    let reduce = CudaPass { entry: reduce_entry, grid: [outputs, 1, 1], block, shared_bytes: 0 };
+    Ok(CudaPlan { passes: vec![main, reduce], workspace_bytes: CUDA_WORKSPACE_HEADER + splits * m * rows * 4 })
 }
 
 fn cuda_dense_gemv(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let n = u64::from(a.u32("n")?);
-    cuda_gemv(a, facts, n, n, "dense_gemv_bf16_m1")
+    cuda_gemv(a, facts, n, n, "dense_gemv_bf16_m1", "dense_gemv_bf16_reduce")
 }
 
 fn cuda_dense_gemv_gelu_mul(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let n = u64::from(a.u32("n")?);
-    cuda_gemv(a, facts, n, 2 * n, "dense_gemv_gelu_mul_bf16_m1")
+    cuda_gemv(a, facts, n, 2 * n, "dense_gemv_gelu_mul_bf16_m1", "dense_gemv_gelu_mul_bf16_reduce")
 }
 
 cuda_plan!(DENSE_GEMV_BF16 => cuda_dense_gemv);
@@ -356,7 +358,7 @@ mod tests {
         // Gemma's stacked q/k/v projection at hidden 2560, m = 16: 32 row blocks, K split 10 ways.
         let p = plan(16, 4096, 2560);
         assert_eq!(p.passes[0].grid, [32, 10, 1]);
-        assert_eq!(p.workspace_bytes, 10 * 16 * 4096 * 4);
+        assert_eq!((p.passes.len(), p.workspace_bytes), (2, 16 + 10 * 16 * 4096 * 4));
         // Chunks never exceed 1024 k, so the staged rows fit in 48 KiB at m = 16.
         let p = plan(16, 65536, 4096);
         assert_eq!(p.passes[0].grid[1], 4);
