@@ -448,6 +448,12 @@ fn bench_model_cmd(
     Ok(ExitCode::SUCCESS)
 }
 
+/// An f32 parameter as JSON, written as its shortest decimal (0.95, not
+/// the f64 widening 0.949999988079071).
+fn short(x: f32) -> serde_json::Value {
+    x.to_string().parse::<f64>().map_or(serde_json::Value::Null, serde_json::Value::from)
+}
+
 fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     let GenerateArgs {
         model: model_arg,
@@ -547,8 +553,9 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
             "stopped_at_eos": stop_reason == StopReason::Eos,
             "stop_reason": stop_reason.name(),
             "sampling": {
-                "greedy": params.is_greedy(), "temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p,
-                "min_p": params.min_p, "repetition_penalty": params.repetition_penalty, "seed": seed,
+                "greedy": params.is_greedy(), "temperature": short(params.temperature), "top_k": params.top_k,
+                "top_p": short(params.top_p), "min_p": short(params.min_p), "repetition_penalty": short(params.repetition_penalty),
+                "seed": seed,
                 "host_logit_bytes_per_step": logit_bytes,
             },
             "timings": {

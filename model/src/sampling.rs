@@ -261,16 +261,9 @@ pub fn apply_min_p(c: &mut Candidates, p: f32) {
 }
 
 fn retain_marked(c: &mut Candidates, keep: &[bool]) {
-    let mut w = 0;
-    for r in 0..c.ids.len() {
-        if keep[r] {
-            c.ids[w] = c.ids[r];
-            c.logits[w] = c.logits[r];
-            w += 1;
-        }
-    }
-    c.ids.truncate(w);
-    c.logits.truncate(w);
+    let (ids, logits) = c.ids.iter().zip(&c.logits).zip(keep).filter(|(_, &k)| k).map(|((&id, &l), _)| (id, l)).unzip();
+    c.ids = ids;
+    c.logits = logits;
 }
 
 /// The probability of each candidate after softmax, in the candidates'

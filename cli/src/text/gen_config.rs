@@ -89,10 +89,7 @@ pub struct SamplingFlags {
 pub fn resolve(flags: &SamplingFlags, file: &GenerationConfig) -> Result<SamplingParams> {
     let penalty = flags.repetition_penalty.or(file.repetition_penalty).unwrap_or(1.0);
     let flag_samples = flags.temperature.is_some() || flags.top_k.is_some() || flags.top_p.is_some() || flags.min_p.is_some();
-    let sample = match flags.temperature {
-        Some(t) if t == 0.0 => false,
-        _ => flag_samples || file.do_sample == Some(true),
-    };
+    let sample = flags.temperature != Some(0.0) && (flag_samples || file.do_sample == Some(true));
     let p = if sample {
         SamplingParams {
             temperature: flags.temperature.or(file.temperature).unwrap_or(1.0),
