@@ -1,20 +1,24 @@
-//! The `switchyard` command line: greedy generation with a Gemma 4 text
-//! checkpoint, the coverage matrix, parity against the CPU reference, and the
+//! The `switchyard` command line: generation with a Gemma 4 text
+//! checkpoint (token ids or text in, ids or streamed text out), the coverage matrix, parity against the CPU reference, and the
 //! benchmark harness.
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use switchyard_cli::generation::{self, PromptFlags, RunObserver, StopReason};
 use switchyard_cli::out::{self, print};
-use switchyard_cli::{backends, bench, bench_model, coverage, limits, request, synthetic};
+use switchyard_cli::text::gen_config::{self, GenerationConfig, SamplingFlags};
+use switchyard_cli::text::TextAssets;
+use switchyard_cli::{backends, bench, bench_model, coverage, hf_cache, limits, request, synthetic};
 use switchyard_core::BackendKind;
 use switchyard_kernels::{parity, Ops};
 use switchyard_model::checkpoint::Checkpoint;
 use switchyard_model::config::ModelConfig;
 use switchyard_model::default_model;
-use switchyard_model::generate::generate;
+use switchyard_model::generate::generate_with;
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
+use switchyard_model::sampling::{self, Sampler};
 use switchyard_model::text;
 use switchyard_model::weights::Weights;
 
@@ -23,7 +27,7 @@ use switchyard_model::weights::Weights;
     name = "switchyard",
     version,
     about = "LLM inference kernels on CUDA, wgpu and a CPU reference",
-    long_about = "LLM inference kernels on CUDA, wgpu and a CPU reference.\n\nWith no subcommand, runs `generate` (the main job: greedy \
+    long_about = "LLM inference kernels on CUDA, wgpu and a CPU reference.\n\nWith no subcommand, runs `generate` (the main job: \
                   generation with the built-in tiny model); the generate options may be given without the subcommand name.",
     // `switchyard --max-new-tokens 4` is `switchyard generate --max-new-tokens 4`;
     // the top-level generate options and a subcommand are exclusive.
@@ -41,12 +45,27 @@ struct Cli {
 #[derive(Args)]
 struct GenerateArgs {
     /// Checkpoint directory (config.json + model.safetensors or a sharded
-    /// index). Default: the built-in tiny model.
+    /// index, and for text: tokenizer.json, chat_template.jinja,
+    /// generation_config.json), or a Hugging Face repo id (org/name) found
+    /// in the local HF cache. Default: the built-in tiny model.
     #[arg(long)]
     model: Option<PathBuf>,
+    /// With a repo id: the branch, tag or commit in the HF cache (default main).
+    #[arg(long)]
+    revision: Option<String>,
     /// Backend: cpu, wgpu or cuda (default: SWITCHYARD_BACKEND or cpu).
     #[arg(long)]
     backend: Option<String>,
+    /// Prompt text, tokenized with the model's tokenizer.json (with --chat:
+    /// the user's message).
+    #[arg(long, conflicts_with = "prompt_ids")]
+    prompt: Option<String>,
+    /// Render --prompt as a user turn through the model's chat template.
+    #[arg(long, requires = "prompt")]
+    chat: bool,
+    /// A system message before the user turn (with --chat).
+    #[arg(long, requires = "chat")]
+    system: Option<String>,
     /// Prompt token ids, comma-separated (default: 2,17,99,5,250,31).
     #[arg(long)]
     prompt_ids: Option<String>,
@@ -54,13 +73,37 @@ struct GenerateArgs {
     /// context, max_position_embeddings).
     #[arg(long, default_value = "16", value_parser = request::parse_max_new_tokens)]
     max_new_tokens: usize,
-    /// Print one JSON object: backend, tokens, per-step logits, timings.
+    /// Stop when the output text contains this string (not printed; may be
+    /// given several times).
+    #[arg(long = "stop", value_name = "TEXT")]
+    stop: Vec<String>,
+    /// Sampling temperature; 0 is greedy. Any of --temperature, --top-k,
+    /// --top-p, --min-p turns sampling on (default: generation_config.json's
+    /// do_sample, else greedy).
+    #[arg(long)]
+    temperature: Option<f32>,
+    /// Keep the k most likely tokens (0 = off; HF's 50 when sampling and unset).
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Keep the most likely tokens up to this probability mass (1 = off).
+    #[arg(long)]
+    top_p: Option<f32>,
+    /// Drop tokens less likely than this times the most likely (0 = off).
+    #[arg(long)]
+    min_p: Option<f32>,
+    /// HF's repetition penalty on prompt and output tokens (1 = off).
+    #[arg(long)]
+    repetition_penalty: Option<f32>,
+    /// Seed of the sampler (default: a random one, reported with the run).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print one JSON object: backend, tokens, text, per-step logits, timings.
     #[arg(long)]
     json: bool,
     /// Weight storage: none, fp8-embed or nvfp4.
     #[arg(long, default_value = "none")]
     quant: String,
-    /// Do not stop at the config's EOS ids.
+    /// Do not stop at EOS ids (config.json's and generation_config.json's).
     #[arg(long)]
     ignore_eos: bool,
 }
@@ -101,8 +144,9 @@ enum Command {
         #[arg(long)]
         scale: Option<String>,
     },
-    /// Greedy generation with a Gemma 4 text checkpoint (default: the tiny
-    /// model built into the binary). The default command.
+    /// Generation with a Gemma 4 text checkpoint (default: the tiny model
+    /// built into the binary): token ids or text in (--prompt, --chat),
+    /// greedy or sampled, ids or streamed text out. The default command.
     Generate(GenerateArgs),
     /// Decode tokens/s at batch 1 and 16 of a Gemma-4-shaped model with
     /// random weights made on the device, against the bandwidth bound
@@ -447,8 +491,33 @@ fn bench_model_cmd(
     Ok(ExitCode::SUCCESS)
 }
 
+/// An f32 parameter as JSON, written as its shortest decimal (0.95, not
+/// the f64 widening 0.949999988079071).
+fn short(x: f32) -> serde_json::Value {
+    x.to_string().parse::<f64>().map_or(serde_json::Value::Null, serde_json::Value::from)
+}
+
 fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
-    let GenerateArgs { model: model_dir, backend, prompt_ids, max_new_tokens, json, quant, ignore_eos } = args;
+    let GenerateArgs {
+        model: model_arg,
+        revision,
+        backend,
+        prompt,
+        chat,
+        system,
+        prompt_ids,
+        max_new_tokens,
+        stop,
+        temperature,
+        top_k,
+        top_p,
+        min_p,
+        repetition_penalty,
+        seed,
+        json,
+        quant,
+        ignore_eos,
+    } = args;
     let quant: Quant = quant.parse()?;
     // Syntax first, before anything is opened; the checks that need the
     // model's config come once it is read.
@@ -458,6 +527,14 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     if max_new_tokens == 0 {
         bail!("--max-new-tokens must be at least 1");
     }
+    let flags = SamplingFlags { temperature, top_k, top_p, min_p, repetition_penalty };
+    // The values alone (the file's defaults are merged in once it is read).
+    gen_config::resolve(&flags, &GenerationConfig::default())?;
+    if revision.is_some() && model_arg.is_none() {
+        bail!("--revision needs --model (a repo id in the Hugging Face cache)");
+    }
+    let model_dir =
+        model_arg.as_deref().map(|m| hf_cache::model_dir(m, revision.as_deref(), &hf_cache::CacheEnv::from_env())).transpose()?;
     let name = backends::choose(backend.as_deref(), BackendKind::Cpu.name())?;
     let be = backends::open(&name)?;
     let t0 = std::time::Instant::now();
@@ -466,15 +543,46 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
         None => default_model::checkpoint()?,
     };
     let cfg = ModelConfig::from_json(&ck.config_json).with_context(|| format!("loading {}", ck.origin))?;
+    let assets = match &model_dir {
+        Some(dir) => TextAssets::from_dir(dir)?,
+        None => TextAssets::none(&ck.origin),
+    };
     // Up front, before the weights: a request past the context or the
     // vocabulary is refused without uploading anything.
-    let req = request::build(prompt_ids.as_deref(), max_new_tokens, json, ignore_eos, &cfg)?;
+    let prompt_flags = PromptFlags { text: prompt, chat, system, ids: prompt_ids };
+    let req = match generation::prompt_ids(&prompt_flags, &assets)? {
+        Some((ids, source)) => request::build_from(ids, source, max_new_tokens, json, ignore_eos, &cfg)?,
+        None => request::build(None, max_new_tokens, json, ignore_eos, &cfg)?,
+    };
+    let params = gen_config::resolve(&flags, &assets.generation)?;
+    let seed = seed.unwrap_or_else(rand::random);
+    let mut sampler = Sampler::new(params, seed)?;
+    // config.json's EOS ids stop the run inside generate (stop_at_eos);
+    // generation_config.json's are checked here.
+    let stop_ids = if ignore_eos { Vec::new() } else { assets.generation.eos_token_ids.clone() };
+    let mut observer = RunObserver::new(&assets, stop_ids, &stop, json, req.prompt.len())?;
     let weights = Weights::load(&ck, &cfg, &be, quant).with_context(|| format!("loading {}", ck.origin))?;
     let model = Model { cfg, weights, ops: Ops::new(be.clone()), quant };
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let g = generate(&model, &req)
-        .with_context(|| format!("generating (--max-new-tokens {max_new_tokens} after a {}-token prompt)", req.prompt.len()))?;
+    let g = generate_with(&model, &req, &mut sampler, &mut observer)
+        .with_context(|| format!("generating (--max-new-tokens {max_new_tokens} after a {}-token prompt)", req.prompt.len()));
+    // A closed stdout ends the run early; it is what to report.
+    if let Some(e) = observer.error.take() {
+        return Err(e);
+    }
+    let g = g?;
+    let text_out = observer.finish()?;
+    if let Some(e) = observer.error.take() {
+        return Err(e);
+    }
+    let stop_reason = match observer.stopped {
+        Some(r) => r,
+        None if g.stopped_at_eos => StopReason::Eos,
+        None => StopReason::Length,
+    };
     let t = &g.timings;
+    let vocab = model.cfg.vocab_size;
+    let logit_bytes = if params.needs_logits() { sampling::logits_bytes_per_step(vocab) } else { 0 };
     if json {
         let doc = serde_json::json!({
             "backend": name,
@@ -483,8 +591,16 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
             "quant": quant.to_string(),
             "prompt": req.prompt,
             "tokens": g.tokens,
+            "text": text_out,
             "logits": g.logits,
-            "stopped_at_eos": g.stopped_at_eos,
+            "stopped_at_eos": stop_reason == StopReason::Eos,
+            "stop_reason": stop_reason.name(),
+            "sampling": {
+                "greedy": params.is_greedy(), "temperature": short(params.temperature), "top_k": params.top_k,
+                "top_p": short(params.top_p), "min_p": short(params.min_p), "repetition_penalty": short(params.repetition_penalty),
+                "seed": seed,
+                "host_logit_bytes_per_step": logit_bytes,
+            },
             "timings": {
                 "load_ms": load_ms, "setup_ms": t.setup_ms, "prefill_ms": t.prefill_ms, "decode_ms": t.decode_ms,
                 "prompt_tokens": t.prompt_tokens, "decode_steps": t.decode_steps,
@@ -493,17 +609,38 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
         });
         print(&format!("{}\n", serde_json::to_string(&doc)?))?;
     } else {
-        let ids: Vec<String> = g.tokens.iter().map(u32::to_string).collect();
-        print(&format!("{}\n", ids.join(",")))?;
+        if !observer.is_text() {
+            let ids: Vec<String> = g.tokens.iter().map(u32::to_string).collect();
+            print(&format!("{}\n", ids.join(",")))?;
+        }
+        let how = if params.is_greedy() && !params.needs_logits() {
+            "greedy".to_string()
+        } else if params.is_greedy() {
+            format!("greedy, repetition penalty {}", params.repetition_penalty)
+        } else {
+            format!(
+                "sampled (temperature {}, top-k {}, top-p {}, min-p {}, repetition penalty {}, seed {seed}; {} KiB of logits to the host per step)",
+                params.temperature,
+                params.top_k,
+                params.top_p,
+                params.min_p,
+                params.repetition_penalty,
+                logit_bytes / 1024
+            )
+        };
         out::diag(&format!(
-            "{} on {} ({}), quant {}: {} prompt + {} new tokens{}; load {:.1} ms, prefill {:.1} ms, decode {:.1} tok/s",
+            "{} on {} ({}), quant {}: {} prompt + {} new tokens ({}), {how}; load {:.1} ms, prefill {:.1} ms, decode {:.1} tok/s",
             ck.origin,
             name,
             be.info().device,
             quant,
             t.prompt_tokens,
             g.tokens.len(),
-            if g.stopped_at_eos { " (stopped at EOS)" } else { "" },
+            match stop_reason {
+                StopReason::Eos => "stopped at EOS",
+                StopReason::StopString => "stopped at a --stop string",
+                StopReason::Length => "--max-new-tokens reached",
+            },
             load_ms,
             t.prefill_ms,
             t.decode_tokens_per_s()

@@ -44,6 +44,26 @@ pub fn print(text: &str) -> anyhow::Result<()> {
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(stdout_error)
 }
 
+/// Writes generated text to stdout and flushes it (so that it appears token
+/// by token). On a terminal, control characters other than line breaks and
+/// tabs are written as escapes: the model's output is untrusted text, and
+/// an escape sequence in it must not drive the terminal. Into a pipe or a
+/// file the text goes exactly as generated.
+pub fn print_text(piece: &str, terminal: bool) -> anyhow::Result<()> {
+    if !terminal || !piece.chars().any(|c| text::is_unsafe(c) && c != '\n' && c != '\t') {
+        return print(piece);
+    }
+    let mut s = String::with_capacity(piece.len() + 8);
+    for c in piece.chars() {
+        if text::is_unsafe(c) && c != '\n' && c != '\t' {
+            s.extend(c.escape_default());
+        } else {
+            s.push(c);
+        }
+    }
+    print(&s)
+}
+
 /// Writes a message line to stderr, control characters escaped.
 pub fn diag(msg: &str) {
     let mut line = text::escape(msg).into_owned();

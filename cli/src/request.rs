@@ -40,13 +40,28 @@ pub fn parse_max_new_tokens(text: &str) -> std::result::Result<usize, String> {
 /// (`--prompt-ids`, or the built-in default) in the vocabulary, and prompt
 /// plus `--max-new-tokens` within `max_position_embeddings`.
 pub fn build(prompt_ids: Option<&str>, max_new_tokens: usize, json: bool, ignore_eos: bool, cfg: &ModelConfig) -> Result<Request> {
-    let prompt = match prompt_ids {
-        Some(t) => parse_prompt_ids(t)?,
-        None => default_model::PROMPT.to_vec(),
+    let (prompt, source) = match prompt_ids {
+        Some(t) => (parse_prompt_ids(t)?, "--prompt-ids"),
+        None => (default_model::PROMPT.to_vec(), "the default prompt (no --prompt-ids)"),
     };
-    let source = if prompt_ids.is_some() { "--prompt-ids" } else { "the default prompt (no --prompt-ids)" };
+    build_from(prompt, source, max_new_tokens, json, ignore_eos, cfg)
+}
+
+/// As [`build`] for a prompt already in ids (`--prompt` text after the
+/// tokenizer); `source` names where it came from in messages.
+pub fn build_from(
+    prompt: Vec<u32>,
+    source: &str,
+    max_new_tokens: usize,
+    json: bool,
+    ignore_eos: bool,
+    cfg: &ModelConfig,
+) -> Result<Request> {
     if max_new_tokens == 0 {
         bail!("--max-new-tokens must be at least 1");
+    }
+    if prompt.is_empty() {
+        bail!("{source}: no tokens to start from");
     }
     if let Some(t) = prompt.iter().find(|&&t| t as usize >= cfg.vocab_size) {
         bail!("{source}: token id {t} is outside the model's vocabulary of {} (vocab_size in config.json)", cfg.vocab_size);
@@ -113,5 +128,7 @@ mod tests {
         assert!(e.contains("token id 384 is outside the model's vocabulary of 384"), "{e}");
         let e = build(None, 1, false, false, &cfg(200, 256)).unwrap_err().to_string();
         assert!(e.starts_with("the default prompt"), "{e}");
+        let e = build_from(vec![], "--prompt", 1, false, false, &c).unwrap_err().to_string();
+        assert_eq!(e, "--prompt: no tokens to start from");
     }
 }

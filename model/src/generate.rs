@@ -1,10 +1,72 @@
-//! Greedy generation: prefill the whole prompt in one pass, then decode one
-//! token at a time through the paged KV cache, stopping at an EOS id or after
+//! Generation: prefill the prompt (in passes of at most [`PREFILL_CHUNK`]
+//! rows), then decode one token at a time through the paged KV cache,
+//! stopping at an EOS id, when the caller says so, or after
 //! `max_new_tokens`.
+//!
+//! [`generate`] is greedy; [`generate_with`] takes a [`Picker`] that chooses
+//! each token (a [`crate::sampling::Sampler`], say) and an [`Observer`] that
+//! sees prefill progress and each token as it is chosen (to stream text, or
+//! to stop on a stop string).
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::graph::{Model, Session};
+use crate::graph::{Model, RowOut, Session};
 use std::time::Instant;
+
+/// Most prompt tokens in one prefill pass. A longer prompt is prefilled in
+/// passes of this many rows (each attends to the KV the earlier ones wrote),
+/// which bounds the activation buffers and lets a caller show progress; a
+/// prompt up to this long is one pass, as before.
+pub const PREFILL_CHUNK: usize = 512;
+
+/// Chooses each next token from a pass's output.
+pub trait Picker {
+    /// Whether [`Picker::pick`] reads the logits: they are then downloaded
+    /// every step (`vocab × 4` bytes) and the decode step is not replayed
+    /// from a recording.
+    fn needs_logits(&self) -> bool;
+    /// The next token, given the pass's output row and `history`: the prompt
+    /// followed by every token generated so far.
+    fn pick(&mut self, row: &RowOut, history: &[u32]) -> Result<u32>;
+}
+
+/// The device argmax, as it comes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Greedy;
+
+impl Picker for Greedy {
+    fn needs_logits(&self) -> bool {
+        false
+    }
+
+    fn pick(&mut self, row: &RowOut, _history: &[u32]) -> Result<u32> {
+        Ok(row.token)
+    }
+}
+
+/// What to do after a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on.
+    Continue,
+    /// End the run after this token.
+    Stop,
+}
+
+/// Sees a run as it goes.
+pub trait Observer {
+    /// `done` of `total` prompt tokens have been prefilled (called after each pass).
+    fn prefill(&mut self, _done: usize, _total: usize) {}
+    /// A token was chosen (before the EOS check: an EOS id is reported too).
+    fn token(&mut self, _id: u32) -> Flow {
+        Flow::Continue
+    }
+}
+
+/// Sees nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Quiet;
+
+impl Observer for Quiet {}
 
 /// What to generate.
 #[derive(Clone, Debug)]
@@ -64,6 +126,8 @@ pub struct Generation {
     pub logits: Vec<Vec<f32>>,
     /// Whether an EOS id ended the run.
     pub stopped_at_eos: bool,
+    /// Whether the [`Observer`] ended the run ([`Flow::Stop`]).
+    pub stopped_by_caller: bool,
     /// Timings.
     pub timings: Timings,
 }
@@ -106,30 +170,57 @@ pub fn check(cfg: &ModelConfig, req: &Request) -> Result<()> {
 
 /// Runs `req` greedily on `model`.
 pub fn generate(model: &Model, req: &Request) -> Result<Generation> {
+    generate_with(model, req, &mut Greedy, &mut Quiet)
+}
+
+/// Runs `req` on `model`, each token chosen by `picker`, the run reported
+/// to `observer`.
+pub fn generate_with(model: &Model, req: &Request, picker: &mut dyn Picker, observer: &mut dyn Observer) -> Result<Generation> {
     check(&model.cfg, req)?;
     let mut t = Timings { prompt_tokens: req.prompt.len(), ..Default::default() };
-    let mut out = Generation { tokens: Vec::new(), logits: Vec::new(), stopped_at_eos: false, timings: Timings::default() };
+    let mut out =
+        Generation { tokens: Vec::new(), logits: Vec::new(), stopped_at_eos: false, stopped_by_caller: false, timings: Timings::default() };
     if req.max_new_tokens == 0 {
         out.timings = t;
         return Ok(out);
     }
+    let want_logits = req.want_logits || picker.needs_logits();
     // Cannot overflow: `check` bounded it by the context.
     let capacity = req.prompt.len() + req.max_new_tokens;
     let t0 = Instant::now();
-    let mut session = Session::new(model, 1, capacity, req.prompt.len())?;
+    let mut session = Session::new(model, 1, capacity, req.prompt.len().min(PREFILL_CHUNK))?;
     t.setup_ms = ms(t0);
 
     let t0 = Instant::now();
-    let mut row = session.prefill(0, &req.prompt, 0, req.want_logits)?;
+    let n = req.prompt.len();
+    let mut start = 0;
+    let mut row = loop {
+        let end = n.min(start + PREFILL_CHUNK);
+        // Only the last pass's head output is used.
+        let r = session.prefill(0, &req.prompt[start..end], start, end == n && want_logits)?;
+        observer.prefill(end, n);
+        if end == n {
+            break r;
+        }
+        start = end;
+    };
     t.prefill_ms = ms(t0);
 
+    let mut history = Vec::with_capacity(capacity);
+    history.extend_from_slice(&req.prompt);
     let t0 = Instant::now();
     loop {
-        out.tokens.push(row.token);
-        if let Some(l) = row.logits.take() {
+        let token = picker.pick(&row, &history)?;
+        history.push(token);
+        out.tokens.push(token);
+        if let Some(l) = row.logits.take().filter(|_| req.want_logits) {
             out.logits.push(l);
         }
-        if req.stop_at_eos && model.cfg.eos_token_ids.contains(&row.token) {
+        if observer.token(token) == Flow::Stop {
+            out.stopped_by_caller = true;
+            break;
+        }
+        if req.stop_at_eos && model.cfg.eos_token_ids.contains(&token) {
             out.stopped_at_eos = true;
             break;
         }
@@ -138,7 +229,7 @@ pub fn generate(model: &Model, req: &Request) -> Result<Generation> {
         }
         // The token just chosen sits at the next position.
         let pos = req.prompt.len() + out.tokens.len() - 1;
-        row = session.decode(&[row.token], &[pos], req.want_logits)?.remove(0);
+        row = session.decode(&[token], &[pos], want_logits)?.remove(0);
         t.decode_steps += 1;
     }
     t.decode_ms = ms(t0);

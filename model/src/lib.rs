@@ -9,8 +9,8 @@
 //! [`checkpoint`] reads HF safetensors, [`config`] validates `config.json`,
 //! [`tensors`] lists the tensors a config calls for, [`weights`] uploads
 //! (optionally [`quant`]ised) weights, [`graph`] runs passes over the paged
-//! [`kv_cache`] with [`rope`] tables, and [`generate`] drives greedy
-//! generation; [`default_model`] is the tiny model built into the binary.
+//! [`kv_cache`] with [`rope`] tables, [`generate`] drives generation and
+//! [`sampling`] chooses tokens (greedy, or sampled as HF does); [`default_model`] is the tiny model built into the binary.
 pub mod checkpoint;
 pub mod config;
 pub mod default_model;
@@ -22,6 +22,7 @@ pub mod json;
 pub mod kv_cache;
 pub mod quant;
 pub mod rope;
+pub mod sampling;
 pub mod tensors;
 pub mod text;
 pub mod weights;

@@ -147,3 +147,92 @@ per_backend! {
         }
     }
 }
+
+per_backend! {
+    fn prefill_in_passes_matches_one_pass(be) {
+        // A prompt prefilled in passes of 7 rows (each attending to the KV
+        // the earlier passes wrote) gives the one-pass logits: what
+        // generate_with does with prompts past PREFILL_CHUNK.
+        for (name, spec) in specs() {
+            let d = write(&spec.build().unwrap(), name);
+            let ck = Checkpoint::open(d.path()).unwrap();
+            let model = Model::load(&ck, be.clone(), Quant::None).unwrap();
+            let mut rng = switchyard_model::sampling::Rng::new(17);
+            let ids: Vec<u32> = (0..40).map(|_| 1 + (rng.next_u64() % (spec.vocab as u64 - 1)) as u32).collect();
+            let mut one = Session::new(&model, 1, ids.len(), ids.len()).unwrap();
+            let whole = one.prefill(0, &ids, 0, true).unwrap();
+            let mut parts = Session::new(&model, 1, ids.len(), 7).unwrap();
+            let mut last = None;
+            for start in (0..ids.len()).step_by(7) {
+                let end = ids.len().min(start + 7);
+                last = Some(parts.prefill(0, &ids[start..end], start, end == ids.len()).unwrap());
+            }
+            let last = last.unwrap();
+            let (cos, rel) = similarity(last.logits.as_ref().unwrap(), whole.logits.as_ref().unwrap());
+            assert!(cos >= 0.9999 && rel <= 1e-2, "{name} on {}: passes vs one pass: cosine {cos:.6}, rel {rel:.5}", be.name());
+            assert_eq!(last.token, whole.token, "{name}: passes and one pass pick different tokens");
+        }
+    }
+}
+
+/// Records what generate_with reports.
+#[derive(Default)]
+struct Record {
+    prefill: Vec<(usize, usize)>,
+    tokens: Vec<u32>,
+    stop_after: Option<usize>,
+}
+
+impl switchyard_model::generate::Observer for Record {
+    fn prefill(&mut self, done: usize, total: usize) {
+        self.prefill.push((done, total));
+    }
+    fn token(&mut self, id: u32) -> switchyard_model::generate::Flow {
+        self.tokens.push(id);
+        match self.stop_after {
+            Some(n) if self.tokens.len() >= n => switchyard_model::generate::Flow::Stop,
+            _ => switchyard_model::generate::Flow::Continue,
+        }
+    }
+}
+
+#[test]
+fn generate_with_reports_passes_tokens_and_stops_when_told() {
+    use switchyard_cli::synthetic::Spec;
+    use switchyard_model::generate::{generate, generate_with, Greedy, Request, PREFILL_CHUNK};
+    use switchyard_model::sampling::{Sampler, SamplingParams};
+    let be: Arc<dyn Backend> = switchyard_cpu_ref::cpu_backend();
+    let s = Spec::tiny_dense().build().unwrap();
+    let d = write(&s, "passes");
+    // Room for a prompt longer than one prefill pass.
+    let cfg_path = d.path().join("config.json");
+    let mut cfg: switchyard_model::serde_json::Value =
+        switchyard_model::serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    cfg["max_position_embeddings"] = (PREFILL_CHUNK + 64).into();
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let ck = Checkpoint::open(d.path()).unwrap();
+    let model = Model::load(&ck, be, Quant::None).unwrap();
+    let n = PREFILL_CHUNK + 9;
+    let prompt: Vec<u32> = (0..n).map(|i| 2 + (i * 37 % 300) as u32).collect();
+    let req = Request { prompt: prompt.clone(), max_new_tokens: 5, want_logits: true, stop_at_eos: false };
+    let mut rec = Record { stop_after: Some(3), ..Default::default() };
+    let g = generate_with(&model, &req, &mut Greedy, &mut rec).unwrap();
+    assert_eq!(rec.prefill, [(PREFILL_CHUNK, n), (n, n)]);
+    assert_eq!(g.tokens.len(), 3, "the observer stopped the run after 3 tokens");
+    assert!(g.stopped_by_caller && !g.stopped_at_eos);
+    assert_eq!(rec.tokens, g.tokens);
+    // The two-pass prefill's first logits match one pass over the whole prompt.
+    let mut one = Session::new(&model, 1, n + 1, n).unwrap();
+    let whole = one.prefill(0, &prompt, 0, true).unwrap();
+    let (cos, rel) = similarity(&g.logits[0], whole.logits.as_ref().unwrap());
+    assert!(cos >= 0.9999 && rel <= 1e-2, "two passes vs one: cosine {cos:.6}, rel {rel:.5}");
+    // A seeded sampler repeats itself, and greedy through the Sampler is the device argmax.
+    let short = Request { prompt: PROMPT.to_vec(), max_new_tokens: 6, want_logits: false, stop_at_eos: false };
+    let params = SamplingParams { temperature: 20.0, top_k: 0, ..SamplingParams::greedy() };
+    let run = |seed| generate_with(&model, &short, &mut Sampler::new(params, seed).unwrap(), &mut Record::default()).unwrap().tokens;
+    assert_eq!(run(9), run(9));
+    let greedy = generate(&model, &short).unwrap().tokens;
+    let via_sampler =
+        generate_with(&model, &short, &mut Sampler::new(SamplingParams::greedy(), 0).unwrap(), &mut Record::default()).unwrap();
+    assert_eq!(via_sampler.tokens, greedy);
+}
