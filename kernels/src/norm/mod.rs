@@ -309,6 +309,21 @@ fn rmsnorm_cases(g: &mut Gen) -> Vec<Case> {
         .collect()
 }
 
+/// Largest weight of the norm whose rounded output is added to a residual
+/// (sandwich `w_post`, layer_out `w`). `resid + t` cancels when `t ≈ −resid`,
+/// and there the 1-ulp freedom of `t` (sum order) is many ulps of the small
+/// sum: over the millions of elements of the wide shapes some element always
+/// lands there (seen on lavapipe: 64-82 ulp at rows 1400, dim 5376). With
+/// |x / rms| <= 1.8 for these inputs, weights up to 0.1 keep |t| <= 0.18
+/// against |resid| >= 0.5, so no sum cancels; the small shapes keep 0.5.
+fn post_weight_max(rows: usize) -> f32 {
+    if rows >= 1000 {
+        0.1
+    } else {
+        0.5
+    }
+}
+
 fn sandwich_cases(g: &mut Gen) -> Vec<Case> {
     SHAPES
         .iter()
@@ -316,7 +331,7 @@ fn sandwich_cases(g: &mut Gen) -> Vec<Case> {
         .map(|(i, &(rows, dim))| {
             let (_, resid) = g.bf16(rows * dim, 0.5, 4.0);
             let (_, x) = g.bf16(rows * dim, 0.01, 3.0);
-            let (_, wpost) = g.bf16(dim, 0.05, 0.5);
+            let (_, wpost) = g.bf16(dim, 0.05, post_weight_max(rows));
             let (_, wpre) = g.bf16(dim, 0.1, 2.0);
             let second = i != 1;
             let mut buffers = vec![Buffer::output("resid_out", DType::BF16, rows * dim, DERIVED)];
@@ -350,7 +365,7 @@ fn layer_out_cases(g: &mut Gen) -> Vec<Case> {
         .map(|&(rows, dim)| {
             let (_, mid) = g.bf16(rows * dim, 0.5, 4.0);
             let (_, x) = g.bf16(rows * dim, 0.01, 3.0);
-            let (_, w) = g.bf16(dim, 0.05, 0.5);
+            let (_, w) = g.bf16(dim, 0.05, post_weight_max(rows));
             let (_, scalar) = g.f32(1, 0.2, 1.5);
             Case {
                 kernel: &LAYER_OUT_BF16,
