@@ -386,3 +386,74 @@ fn layer_out_cases(g: &mut Gen) -> Vec<Case> {
 inventory::submit! { CaseSet { kernel: &RMSNORM_BF16, cases: rmsnorm_cases } }
 inventory::submit! { CaseSet { kernel: &POST_NORM_ADD_PRE_NORM_BF16, cases: sandwich_cases } }
 inventory::submit! { CaseSet { kernel: &LAYER_OUT_BF16, cases: layer_out_cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources;
+    use switchyard_core::ArgKind;
+
+    const FACTS: DeviceFacts = DeviceFacts {
+        multiprocessors: 132,
+        max_shared_bytes: 232_448,
+        subgroup_size: 32,
+        max_groups_per_dim: 65535,
+        max_binding_bytes: u64::MAX,
+    };
+
+    /// Arguments for `kernel`: every pointer at `ptr` (16-byte aligned unless told), rows and dim as given.
+    fn args(kernel: &'static switchyard_core::KernelSig, rows: i32, dim: i32, ptr: u64) -> Vec<switchyard_core::Arg> {
+        kernel
+            .args
+            .iter()
+            .map(|spec| match (spec.kind, spec.name) {
+                (ArgKind::Ptr, _) => P(ptr),
+                (ArgKind::F32, _) => F(1e-6),
+                (_, "rows") => I(rows),
+                _ => I(dim),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_pipelined_entry_points_exist_for_every_chunk_count() {
+        let cu = sources::cuda("norm").expect("norm.cu").text;
+        assert!(cu.contains("#define NORM_PIPE_ENTRIES(E) E(1) E(2) E(3) E(4) E(5) E(6) E(7) E(8)\n"));
+        for pipes in [&RMSNORM_PIPES, &SANDWICH_PIPES, &LAYER_OUT_PIPES] {
+            for (c, name) in pipes.iter().enumerate() {
+                let stem = name.strip_suffix(&format!("_c{}", c + 1)).expect("<kernel>_c<C>");
+                assert!(cu.contains(&format!(" {stem}_c##C_(")), "norm.cu defines no {stem}_c##C_ entry");
+            }
+        }
+        assert!(cu.contains("#define NORM_BOUNDS __launch_bounds__(128, 4)\n"), "ROW_MAX_THREADS / ROW_REG_CAP follow these bounds");
+    }
+
+    #[test]
+    fn norm_plans_pick_a_pipelined_entry_and_a_one_wave_grid() {
+        assert_eq!((norm_block(5376), resident_row_blocks(96)), (96, 5));
+        assert_eq!((resident_row_blocks(32), resident_row_blocks(128)), (16, 4));
+        let a = args(&RMSNORM_BF16, 4096, 5376, 0x1000);
+        let p = cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &FACTS).unwrap();
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("rmsnorm_bf16_c7", [660, 1, 1], [96, 1, 1]));
+        // Few rows: a block per row.
+        let a = args(&LAYER_OUT_BF16, 17, 2048, 0x1000);
+        let p = cuda_layer_out(&PlanArgs::new(&LAYER_OUT_BF16, &a), &FACTS).unwrap();
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("layer_out_bf16_c8", [17, 1, 1], [32, 1, 1]));
+        // Pointers off 16 bytes, or a dim that is not a multiple of 8: the kernel's own entry.
+        let a = args(&POST_NORM_ADD_PRE_NORM_BF16, 4096, 5376, 0x1004);
+        assert_eq!(
+            cuda_sandwich(&PlanArgs::new(&POST_NORM_ADD_PRE_NORM_BF16, &a), &FACTS).unwrap().passes[0].entry,
+            "post_norm_add_pre_norm_bf16"
+        );
+        let a = args(&RMSNORM_BF16, 5, 1030, 0x1000);
+        assert_eq!(cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &FACTS).unwrap().passes[0].entry, "rmsnorm_bf16");
+        // Rows past 8 chunks a thread at 128 threads: the kernel's own entry too.
+        let a = args(&RMSNORM_BF16, 4, 16384, 0x1000);
+        let p = cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &FACTS).unwrap();
+        assert_eq!((p.passes[0].entry, p.passes[0].block), ("rmsnorm_bf16", [128, 1, 1]));
+        // An unknown SM count: one block per row.
+        let facts = DeviceFacts { multiprocessors: 0, ..FACTS };
+        let a = args(&RMSNORM_BF16, 4096, 5376, 0x1000);
+        assert_eq!(cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &facts).unwrap().passes[0].grid, [4096, 1, 1]);
+    }
+}
