@@ -648,7 +648,11 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
 // Grid (batch, nh, ceil(hd / 128)), block 128: a thread per output dim.
 // Chunks combined in chunk order; empty and idle chunks (m = -inf or l = 0)
 // skipped; NaN m (an invalid sequence or page) poisons the row; all chunks
-// empty gives NaN.
+// empty gives NaN. The partials are read DR_UNROLL chunks at a time, all
+// loads of a batch issued before its sums, so a thread does not wait one
+// memory round trip per chunk.
+#define DR_UNROLL 8
+
 extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
@@ -656,31 +660,48 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(
     sy_allow_next(); // launched as a dependent (see the dependent-launch line)
     sy_wait_prior();
     const int b = blockIdx.x, h = blockIdx.y, d = blockIdx.z * blockDim.x + threadIdx.x;
-    if (b >= batch || h >= nh || nkv <= 0) return;
+    if (b >= batch || h >= nh || nkv <= 0 || d >= hd) return;
     const int splits = decode_splits(visible_keys(max_ctx, window), batch, nkv);
     const size_t bh = (size_t)b * nh + h;
-    const float* ml = workspace + (size_t)batch * nh * splits * hd + bh * splits * 2;
-    const float* o = workspace + bh * splits * hd;
-    if (d >= hd) return;
+    const float2* ml = reinterpret_cast<const float2*>(workspace + (size_t)batch * nh * splits * hd) + bh * splits;
+    const float* o = workspace + bh * splits * hd + d;
     bool any = false, nan = false;
     float big = -SY_INF;
-    for (int s = 0; s < splits; ++s) {
-        const float m = ml[2 * s], l = ml[2 * s + 1];
-        if (m == -SY_INF || l == 0.0f) continue;
-        any = true;
-        if (m != m) nan = true; else big = fmaxf(big, m);
+    for (int s0 = 0; s0 < splits; s0 += DR_UNROLL) {
+        float2 p[DR_UNROLL];
+#pragma unroll
+        for (int u = 0; u < DR_UNROLL; ++u) p[u] = s0 + u < splits ? ml[s0 + u] : make_float2(-SY_INF, 0.0f);
+#pragma unroll
+        for (int u = 0; u < DR_UNROLL; ++u) {
+            const float m = p[u].x, l = p[u].y;
+            if (m == -SY_INF || l == 0.0f) continue;
+            any = true;
+            if (m != m) nan = true; else big = fmaxf(big, m);
+        }
     }
     if (!any || nan) {
         out[bh * hd + d] = SY_NAN_BF16;
         return;
     }
     float den = 0.0f, num = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-        const float m = ml[2 * s], l = ml[2 * s + 1];
-        if (m == -SY_INF || l == 0.0f) continue;
-        const float w = expf(m - big);
-        den += w * l;
-        num += w * o[(size_t)s * hd + d];
+    for (int s0 = 0; s0 < splits; s0 += DR_UNROLL) {
+        float2 p[DR_UNROLL];
+        float ov[DR_UNROLL];
+#pragma unroll
+        for (int u = 0; u < DR_UNROLL; ++u) {
+            const bool in = s0 + u < splits;
+            p[u] = in ? ml[s0 + u] : make_float2(-SY_INF, 0.0f);
+            // Idle and empty chunks did not write o: what is read there is never used.
+            ov[u] = in ? o[(size_t)(s0 + u) * hd] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < DR_UNROLL; ++u) {
+            const float m = p[u].x, l = p[u].y;
+            if (m == -SY_INF || l == 0.0f) continue;
+            const float w = expf(m - big);
+            den += w * l;
+            num += w * ov[u];
+        }
     }
     out[bh * hd + d] = f32_to_bf16(num / den);
 }

@@ -611,6 +611,10 @@ mod tests {
             assert!(cu.contains(&format!("#define {name} {v}\n")), "attn.cu must define {name} {v}");
             assert!(wgsl.contains(&format!("const {name}: u32 = {v}u;")), "attention_decode.wgsl must define {name} = {v}u");
         }
+        // The CUDA decode's pipeline, whose shared memory the plan sizes.
+        assert!(cu.contains(&format!("#define DECODE_STAGES {CUDA_DECODE_STAGES}\n")));
+        assert!(cu.contains(&format!("#define DC_TILE {CUDA_DECODE_TILE}\n")));
+        assert!(cu.contains(&format!("#define DC_THREADS {CUDA_THREADS}\n")));
     }
 
     fn args(kernel: &'static KernelSig, named: &[(&str, i32)]) -> Vec<switchyard_core::Arg> {

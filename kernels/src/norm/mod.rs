@@ -309,6 +309,21 @@ fn rmsnorm_cases(g: &mut Gen) -> Vec<Case> {
         .collect()
 }
 
+/// Largest weight of the norm whose rounded output is added to a residual
+/// (sandwich `w_post`, layer_out `w`). `resid + t` cancels when `t ≈ −resid`,
+/// and there the 1-ulp freedom of `t` (sum order) is many ulps of the small
+/// sum: over the millions of elements of the wide shapes some element always
+/// lands there (seen on lavapipe: 64-82 ulp at rows 1400, dim 5376). With
+/// |x / rms| <= 1.8 for these inputs, weights up to 0.1 keep |t| <= 0.18
+/// against |resid| >= 0.5, so no sum cancels; the small shapes keep 0.5.
+fn post_weight_max(rows: usize) -> f32 {
+    if rows >= 1000 {
+        0.1
+    } else {
+        0.5
+    }
+}
+
 fn sandwich_cases(g: &mut Gen) -> Vec<Case> {
     SHAPES
         .iter()
@@ -316,7 +331,7 @@ fn sandwich_cases(g: &mut Gen) -> Vec<Case> {
         .map(|(i, &(rows, dim))| {
             let (_, resid) = g.bf16(rows * dim, 0.5, 4.0);
             let (_, x) = g.bf16(rows * dim, 0.01, 3.0);
-            let (_, wpost) = g.bf16(dim, 0.05, 0.5);
+            let (_, wpost) = g.bf16(dim, 0.05, post_weight_max(rows));
             let (_, wpre) = g.bf16(dim, 0.1, 2.0);
             let second = i != 1;
             let mut buffers = vec![Buffer::output("resid_out", DType::BF16, rows * dim, DERIVED)];
@@ -350,7 +365,7 @@ fn layer_out_cases(g: &mut Gen) -> Vec<Case> {
         .map(|&(rows, dim)| {
             let (_, mid) = g.bf16(rows * dim, 0.5, 4.0);
             let (_, x) = g.bf16(rows * dim, 0.01, 3.0);
-            let (_, w) = g.bf16(dim, 0.05, 0.5);
+            let (_, w) = g.bf16(dim, 0.05, post_weight_max(rows));
             let (_, scalar) = g.f32(1, 0.2, 1.5);
             Case {
                 kernel: &LAYER_OUT_BF16,
@@ -371,3 +386,74 @@ fn layer_out_cases(g: &mut Gen) -> Vec<Case> {
 inventory::submit! { CaseSet { kernel: &RMSNORM_BF16, cases: rmsnorm_cases } }
 inventory::submit! { CaseSet { kernel: &POST_NORM_ADD_PRE_NORM_BF16, cases: sandwich_cases } }
 inventory::submit! { CaseSet { kernel: &LAYER_OUT_BF16, cases: layer_out_cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources;
+    use switchyard_core::ArgKind;
+
+    const FACTS: DeviceFacts = DeviceFacts {
+        multiprocessors: 132,
+        max_shared_bytes: 232_448,
+        subgroup_size: 32,
+        max_groups_per_dim: 65535,
+        max_binding_bytes: u64::MAX,
+    };
+
+    /// Arguments for `kernel`: every pointer at `ptr` (16-byte aligned unless told), rows and dim as given.
+    fn args(kernel: &'static switchyard_core::KernelSig, rows: i32, dim: i32, ptr: u64) -> Vec<switchyard_core::Arg> {
+        kernel
+            .args
+            .iter()
+            .map(|spec| match (spec.kind, spec.name) {
+                (ArgKind::Ptr, _) => P(ptr),
+                (ArgKind::F32, _) => F(1e-6),
+                (_, "rows") => I(rows),
+                _ => I(dim),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_pipelined_entry_points_exist_for_every_chunk_count() {
+        let cu = sources::cuda("norm").expect("norm.cu").text;
+        assert!(cu.contains("#define NORM_PIPE_ENTRIES(E) E(1) E(2) E(3) E(4) E(5) E(6) E(7) E(8)\n"));
+        for pipes in [&RMSNORM_PIPES, &SANDWICH_PIPES, &LAYER_OUT_PIPES] {
+            for (c, name) in pipes.iter().enumerate() {
+                let stem = name.strip_suffix(&format!("_c{}", c + 1)).expect("<kernel>_c<C>");
+                assert!(cu.contains(&format!(" {stem}_c##C_(")), "norm.cu defines no {stem}_c##C_ entry");
+            }
+        }
+        assert!(cu.contains("#define NORM_BOUNDS __launch_bounds__(128, 4)\n"), "ROW_MAX_THREADS / ROW_REG_CAP follow these bounds");
+    }
+
+    #[test]
+    fn norm_plans_pick_a_pipelined_entry_and_a_one_wave_grid() {
+        assert_eq!((norm_block(5376), resident_row_blocks(96)), (96, 5));
+        assert_eq!((resident_row_blocks(32), resident_row_blocks(128)), (16, 4));
+        let a = args(&RMSNORM_BF16, 4096, 5376, 0x1000);
+        let p = cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &FACTS).unwrap();
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("rmsnorm_bf16_c7", [660, 1, 1], [96, 1, 1]));
+        // Few rows: a block per row.
+        let a = args(&LAYER_OUT_BF16, 17, 2048, 0x1000);
+        let p = cuda_layer_out(&PlanArgs::new(&LAYER_OUT_BF16, &a), &FACTS).unwrap();
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("layer_out_bf16_c8", [17, 1, 1], [32, 1, 1]));
+        // Pointers off 16 bytes, or a dim that is not a multiple of 8: the kernel's own entry.
+        let a = args(&POST_NORM_ADD_PRE_NORM_BF16, 4096, 5376, 0x1004);
+        assert_eq!(
+            cuda_sandwich(&PlanArgs::new(&POST_NORM_ADD_PRE_NORM_BF16, &a), &FACTS).unwrap().passes[0].entry,
+            "post_norm_add_pre_norm_bf16"
+        );
+        let a = args(&RMSNORM_BF16, 5, 1030, 0x1000);
+        assert_eq!(cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &FACTS).unwrap().passes[0].entry, "rmsnorm_bf16");
+        // Rows past 8 chunks a thread at 128 threads: the kernel's own entry too.
+        let a = args(&RMSNORM_BF16, 4, 16384, 0x1000);
+        let p = cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &FACTS).unwrap();
+        assert_eq!((p.passes[0].entry, p.passes[0].block), ("rmsnorm_bf16", [128, 1, 1]));
+        // An unknown SM count: one block per row.
+        let facts = DeviceFacts { multiprocessors: 0, ..FACTS };
+        let a = args(&RMSNORM_BF16, 4096, 5376, 0x1000);
+        assert_eq!(cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &facts).unwrap().passes[0].grid, [4096, 1, 1]);
+    }
+}

@@ -1,8 +1,8 @@
 // Every entry waits for the launch before it at its start, so each may
 // launch as a programmatic dependent (its launch overlaps the previous one).
 // dependent-launch: rmsnorm_bf16* post_norm_add_pre_norm_bf16* layer_out_bf16*
-// RMSNorm family. Plan (norm/mod.rs, `cuda_norm_rows`): a persistent grid of
-// min(rows, SMs * B) blocks of T = row_block(dim) <= 128 threads (96 for dim
+// RMSNorm family. Plan (norm/mod.rs, `cuda_norm_plan`): a persistent grid of
+// min(rows, SMs * B) blocks of T = norm_block(dim) <= 128 threads (96 for dim
 // 5376: 7 chunks of 8 bf16 per thread), B = the blocks one SM holds at the
 // 128-register cap of NORM_BOUNDS (5 for T = 96). Block b takes rows b,
 // b + grid, b + 2 grid, ...: every block stays resident for the whole launch,
@@ -10,24 +10,24 @@
 // wave, and each block always has a row on its way from memory.
 //
 // Memory-bound. A thread owns chunks t, t + T, ... of a row (C of them, C =
-// ceil(chunks / T) <= NORM_MAXC) and keeps them in registers between the
-// sum of squares and the scaling, so each input row is read from DRAM once.
-// Pipelining (16-byte vectors, rows that fit C <= 8): the next row's x is
-// loaded before this row's block reduction, and its resid / mid as soon as
-// this row's copy is consumed (after the stores), so while a row is reduced
-// and written the next one is already in flight (two x rows and one resid /
-// mid row per thread: 3 * 28 data registers at C = 7). Rows that need more
-// than NORM_MAXC chunks per thread, or rows that are not 16-byte aligned,
-// take a simpler path (one row at a time, the tail past the cached chunks
-// re-read from L2); the grid is the same.
+// ceil(chunks / T)) and keeps them in registers between the sum of squares
+// and the scaling, so each input row is read from DRAM once. The pipelined
+// entry points (16-byte vectors, C <= 8, which the plan picks when the
+// pointers allow): the next row's x is loaded before this row's block
+// reduction, and its resid / mid as soon as this row's copy is consumed
+// (after the stores), so while a row is reduced and written the next one is
+// already in flight (two x rows and one resid / mid row per thread: 3 * 28
+// data registers at C = 7). The kernels' own entry points take any width,
+// alignment and row length: one row at a time, up to 4 chunks a thread
+// cached and the rest re-read from L2 for the stores.
 //
 // Reduction order (fixed for a given dim, so launches are deterministic):
 // each thread sums its chunks in slot order, then block_sum (warp tree, then
-// the warps' partials in warp order).
+// the warps' partials in warp order); the pipelined and simple paths visit
+// the same slots in the same order, so they agree bit for bit.
 
-#define NORM_MAXC 8
 // Blocks of up to 128 threads at up to 128 registers: the plan counts on
-// floor(16 / warps) resident blocks per SM (norm/mod.rs, NORM_REG_CAP).
+// floor(16 / warps) resident blocks per SM (norm/mod.rs, ROW_REG_CAP).
 #define NORM_BOUNDS __launch_bounds__(128, 4)
 // The pipelined entry points `<kernel>_c1` .. `<kernel>_c8`, one per cached
 // chunk count, each compiled on its own so its registers are its own
@@ -125,8 +125,6 @@ __device__ __forceinline__ int pick_width(int dim, const void* a, const void* b,
     return v8 ? 8 : (v2 ? 2 : 1);
 }
 
-// Cached chunks per thread a row of n chunks needs (uncapped).
-__device__ __forceinline__ int chunks_per_thread(int n) { return (n + (int)blockDim.x - 1) / (int)blockDim.x; }
 
 // Whether the pipelined path with C chunks a thread covers the row: 16-byte
 // vectors and ceil(dim / 8 / blockDim) == C, as the plan picks it. Any other
@@ -370,14 +368,14 @@ __device__ __forceinline__ void sandwich_rows(bf16* resid_out, bf16* normed, con
         const int r1 = r + G;
         size_t o = (size_t)r * dim;
         if (r1 < rows) ld_row_x<C>(xb, x + (size_t)r1 * dim, n);
-        sandwich_finish<C>(xa, cr, resid_out + o, normed ? normed + o : normed, w_post, w_pre, n, dim, eps, red);
+        sandwich_finish<C>(xa, cr, resid_out + o, normed + o, w_post, w_pre, n, dim, eps, red);
         if (r1 >= rows) return;
         // resid_out may alias resid: row r1 is not row r, and only this block touches either.
         ld_row_rw<C>(cr, resid + (size_t)r1 * dim, n);
         const int r2 = r1 + G;
         o = (size_t)r1 * dim;
         if (r2 < rows) ld_row_x<C>(xa, x + (size_t)r2 * dim, n);
-        sandwich_finish<C>(xb, cr, resid_out + o, normed ? normed + o : normed, w_post, w_pre, n, dim, eps, red);
+        sandwich_finish<C>(xb, cr, resid_out + o, normed + o, w_post, w_pre, n, dim, eps, red);
         if (r2 >= rows) return;
         ld_row_rw<C>(cr, resid + (size_t)r2 * dim, n);
         r = r2;
@@ -440,7 +438,8 @@ __device__ __noinline__ void sandwich_scalar(bf16* resid_out, bf16* normed, cons
         sy_allow_next();                                                                                        \
         sy_wait_prior();                                                                                        \
         __shared__ float red[32];                                                                                                    \
-        if (!w_pre) normed = nullptr;                                                                                                \
+        /* No second output: normed is then only addressed, never written (a null one cannot be offset). */                        \
+        if (!w_pre) normed = resid_out;                                                                                              \
         if (!pipe_fits(dim, C_, sandwich_width(dim, resid_out, normed, resid, x, w_post, w_pre))) {                                  \
             sandwich_scalar(resid_out, normed, resid, x, w_post, w_pre, rows, dim, eps, red);                                        \
             return;                                                                                                                  \

@@ -250,6 +250,14 @@ fn cases(g: &mut Gen) -> Vec<Case> {
                 slots.swap(i, j);
             }
             slots.truncate(rows);
+            if rows >= 1000 {
+                // The wide case exercises the CUDA grid's loop over vector groups, not RoPE
+                // (the small cases do): position 0 rotates by nothing. Rotation outputs
+                // cancel (a·cos − b·sin ≈ 0), where the norm's 1-ulp freedom (sum order)
+                // is many ulps of the result; over millions of elements some always do
+                // (seen on lavapipe: 14 ulp at rows 3000).
+                pos.fill(0);
+            }
             if rows > 2 {
                 slots[rows - 1] = -1;
                 pos[1] = max_pos as i32 + 2; // out of the table: the NaN-row contract
