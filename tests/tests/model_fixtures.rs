@@ -303,7 +303,7 @@ per_backend! {
             for (b, p) in prompts.iter().enumerate() {
                 let row = s.prefill(b, p, 0, true).unwrap_or_else(|e| panic!("{name}: prefill {b}: {e}"));
                 next.push(row.token);
-                batched.push(Generation { tokens: vec![row.token], logits: vec![row.logits.unwrap_or_default()], stopped_at_eos: false, timings: Default::default() });
+                batched.push(Generation { tokens: vec![row.token], logits: vec![row.logits.unwrap_or_default()], stopped_at_eos: false, stopped_by_caller: false, timings: Default::default() });
             }
             for step in 1..steps {
                 let positions: Vec<usize> = prompts.iter().map(|p| p.len() + step - 1).collect();
