@@ -28,6 +28,9 @@
 #                                  call, for a before/after table
 #   QUICK=1                        skip the sanitizers and HF's decode bench
 #   DEADLINE=570                   seconds after which no step starts
+#   SANITIZERS="memcheck racecheck initcheck"  the compute-sanitizer tools of the checks part
+#   SHAPES="default 26b-a4b"       the bench-model shapes of the decode part
+#   HF_MODES="eager compile"       HF's decode modes (compile is the peer)
 # The device hands back at most 8 files from $OUT: when there are more, all
 # but summary.txt and decode_tables.md are packed into $OUT/raw.tar.gz.
 set -u
@@ -67,13 +70,14 @@ jstep() {
 }
 
 has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+has_mode() { case " $HF_MODES " in *" $1 "*) return 0 ;; esac; return 1; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$SUM"
 # The Vulkan loader and NVIDIA's ICD for wgpu (harmless for CUDA).
 source .device-vk/env.sh
 
 checks() { # correctness (not timed); the three sanitizers run meanwhile, side by side
-    local SANS=() TOOLS="memcheck racecheck initcheck" tool be fx
+    local SANS=() TOOLS=${SANITIZERS-memcheck racecheck initcheck} tool be fx
     [ -n "$QUICK" ] && TOOLS=""
     for tool in $TOOLS; do
         (
@@ -115,7 +119,8 @@ kernels() { # one thing at a time on the GPU
     fi
 }
 
-SHAPES="default 26b-a4b"
+SHAPES=${SHAPES:-default 26b-a4b}
+HF_MODES=${HF_MODES:-eager compile}
 DEC=$OUT/decode
 decode() { # both shapes, in order of priority; wgpu decodes ~4 tok/s, so fewer steps
     mkdir -p "$DEC"
@@ -124,7 +129,7 @@ decode() { # both shapes, in order of priority; wgpu decodes ~4 tok/s, so fewer 
         jstep "bench-model cuda $shape" 90 "$DEC/bm_cuda_$shape.json" "$S" bench-model --backend cuda --shape $shape --steps 32 --json
     done
     [ -n "$BEFORE" ] && step "bench-model cuda default (before)" 60 "$DEC/bench_model_before.md" "$BEFORE" bench-model --backend cuda --steps 32
-    if [ -z "$QUICK" ]; then
+    if [ -z "$QUICK" ] && has_mode eager; then
         for shape in $SHAPES; do
             step "hf decode eager $shape" 150 "$DEC/decode.log" python3 scripts/hf_decode_bench.py --shape $shape \
                 --modes eager --steps 32 --repeats 2 --out "$DEC/hf_decode.jsonl"
@@ -133,7 +138,7 @@ decode() { # both shapes, in order of priority; wgpu decodes ~4 tok/s, so fewer 
     for shape in $SHAPES; do
         jstep "bench-model wgpu $shape" 150 "$DEC/bm_wgpu_$shape.json" "$S" bench-model --backend wgpu --shape $shape --steps 8 --json
     done
-    if [ -z "$QUICK" ]; then
+    if [ -z "$QUICK" ] && has_mode compile; then
         for shape in $SHAPES; do
             step "hf decode compile $shape" 200 "$DEC/decode.log" python3 scripts/hf_decode_bench.py --shape $shape \
                 --modes compile --steps 32 --repeats 2 --out "$DEC/hf_decode.jsonl"
