@@ -6,7 +6,7 @@ use crate::gemm::w4a16::random_weight;
 use crate::gemm::REORDERED_NMSE;
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
+use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
@@ -139,10 +139,30 @@ fn wgsl_moe_grouped(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan::single(a.kernel, [rows, cols, 1]))
 }
 
+/// Most slots the bf16 grouped GEMM runs as segment GEMVs on CUDA: decode
+/// (16 tokens · top-8 = 128 slots) and a little past it.
+const CUDA_SEGMENT_GEMV_MAX_SLOTS: u32 = 256;
+/// Weight rows per block of the segment GEMV (`MOE_SEG_COLS` in moe_expert.cu).
+const CUDA_SEGMENT_GEMV_COLS: u64 = 32;
+
+/// At decode sizes, `moe_grouped_gemm_bf16_seg`: a block per (32 weight
+/// rows, slot), where only the block of a segment's first slot computes it,
+/// so each selected expert streams once over N / 32 blocks. Past that, the
+/// tensor-core tiles.
+fn cuda_moe_grouped_bf16(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
+    let n = a.u32("n")?;
+    if n > CUDA_SEGMENT_GEMV_MAX_SLOTS {
+        return cuda_moe_grouped(a, facts);
+    }
+    let cols = groups(a.kernel, u64::from(a.u32("big_n")?), CUDA_SEGMENT_GEMV_COLS)?;
+    let pass = CudaPass { entry: "moe_grouped_gemm_bf16_seg", grid: [cols, n, 1], block: [256, 1, 1], shared_bytes: 0 };
+    Ok(CudaPlan { passes: vec![pass], workspace_bytes: 0 })
+}
+
 cuda_plan!(ROUTER_NORM_BF16 => cuda_row_blocks);
 cuda_plan!(MOE_ROUTER_TOPK => cuda_moe_router_topk);
 cuda_plan!(MOE_GATHER_BF16 => cuda_moe_gather);
-cuda_plan!(MOE_GROUPED_GEMM_BF16 => cuda_moe_grouped);
+cuda_plan!(MOE_GROUPED_GEMM_BF16 => cuda_moe_grouped_bf16);
 cuda_plan!(MOE_GROUPED_W4A16 => cuda_moe_grouped);
 cuda_plan!(GELU_MUL_BF16 => cuda_row_blocks);
 cuda_plan!(MOE_COMBINE_BF16 => cuda_row_blocks);
@@ -518,7 +538,12 @@ fn gather_cases(g: &mut Gen) -> Vec<Case> {
         .collect()
 }
 
-const GROUPED_SHAPES: [(usize, usize, usize, usize, usize); 3] = [(1, 1, 4, 64, 64), (13, 4, 8, 96, 48), (40, 8, 16, 128, 208)];
+/// (rows, k, e, N, K). Slot counts 3, 54, 98 and 322: the first three take
+/// CUDA's segment GEMV (the 98-slot case with segments longer than its 4-row
+/// groups, N not a multiple of its 32 columns and K shorter than a warp's
+/// loads), the last the tensor-core tiles.
+const GROUPED_SHAPES: [(usize, usize, usize, usize, usize); 4] =
+    [(1, 1, 4, 64, 64), (13, 4, 8, 96, 48), (24, 4, 6, 80, 96), (40, 8, 16, 128, 208)];
 
 fn grouped_case(g: &mut Gen, (rows, k, e, big_n, big_k): (usize, usize, usize, usize, usize), fp4: bool) -> Case {
     let (_, _, offsets) = routing(g, rows, k, e);

@@ -226,6 +226,86 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_gemm_bf16(bf16* __
     }
 }
 
+// Decode sizes (few slots; plan: grid (ceil(N / MOE_SEG_COLS), n), block 256):
+// the tile kernel above gives a 16-row tile to a handful of blocks, each
+// streaming several experts' weights one after the other. Here the block of
+// slot s owns the segment that starts at s (blocks of other slots in the
+// segment exit), so every selected expert's weight rows stream once, spread
+// over N / MOE_SEG_COLS blocks. Each warp takes MOE_SEG_RW weight rows with
+// all of a lane's 16-byte loads of one step issued before any math, and the
+// segment's activation rows in groups of MOE_SEG_R (the weights are read
+// again, from L2, only for segments longer than that). f32 sums, the lanes'
+// partials added by a warp reduction: the K order is free by contract.
+#define MOE_SEG_RW 4
+#define MOE_SEG_R 4
+#define MOE_SEG_U 2
+#define MOE_SEG_COLS (8 * MOE_SEG_RW)
+extern "C" __global__ void __launch_bounds__(256) moe_grouped_gemm_bf16_seg(bf16* __restrict__ out, const bf16* __restrict__ a,
+                                                                             const bf16* __restrict__ w, const int* __restrict__ offsets,
+                                                                             int n, int e, int big_n, int big_k) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int s = blockIdx.y, j0 = blockIdx.x * MOE_SEG_COLS + warp * MOE_SEG_RW;
+    if (s >= n || j0 >= big_n) return; // warp-uniform; no block barriers below
+    const int cov_lo = max(offsets[0], 0), cov_hi = min(offsets[e], n);
+    if (s < cov_lo || s >= cov_hi) { // outside every segment: zero
+        if (lane < MOE_SEG_RW && j0 + lane < big_n) out[(size_t)s * big_n + j0 + lane] = 0;
+        return;
+    }
+    const int x = first_expert(offsets, e, s);
+    const int s_lo = max(offsets[x], cov_lo), s_hi = min(offsets[x + 1], cov_hi);
+    if (s != s_lo) return; // the block of the segment's first slot computes it
+    const bf16* wx = w + (size_t)x * big_n * big_k;
+    const int chunks = big_k / 8;
+    for (int r0 = s_lo; r0 < s_hi; r0 += MOE_SEG_R) {
+        const int nr = min(MOE_SEG_R, s_hi - r0);
+        float acc[MOE_SEG_RW][MOE_SEG_R];
+#pragma unroll
+        for (int q = 0; q < MOE_SEG_RW; ++q)
+#pragma unroll
+            for (int r = 0; r < MOE_SEG_R; ++r) acc[q][r] = 0.0f;
+        for (int c0 = 0; c0 < chunks; c0 += 32 * MOE_SEG_U) {
+            uint4 wv[MOE_SEG_RW][MOE_SEG_U];
+#pragma unroll
+            for (int u = 0; u < MOE_SEG_U; ++u) {
+                const int ch = c0 + lane + 32 * u;
+#pragma unroll
+                for (int q = 0; q < MOE_SEG_RW; ++q)
+                    wv[q][u] = (ch < chunks && j0 + q < big_n) ? ld_stream16(wx + (size_t)(j0 + q) * big_k + (size_t)ch * 8)
+                                                               : make_uint4(0u, 0u, 0u, 0u);
+            }
+#pragma unroll
+            for (int u = 0; u < MOE_SEG_U; ++u) {
+                const int ch = c0 + lane + 32 * u;
+                if (ch >= chunks) break;
+#pragma unroll
+                for (int r = 0; r < MOE_SEG_R; ++r) {
+                    if (r >= nr) break;
+                    const uint4 xv = ld_nc16(a + (size_t)(r0 + r) * big_k + (size_t)ch * 8);
+                    const unsigned xw[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                    for (int q = 0; q < MOE_SEG_RW; ++q) {
+                        const unsigned ww[4] = {wv[q][u].x, wv[q][u].y, wv[q][u].z, wv[q][u].w};
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            acc[q][r] = fmaf(bf16_lo(xw[i]), bf16_lo(ww[i]), acc[q][r]);
+                            acc[q][r] = fmaf(bf16_hi(xw[i]), bf16_hi(ww[i]), acc[q][r]);
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < MOE_SEG_R; ++r) {
+            if (r >= nr) break;
+#pragma unroll
+            for (int q = 0; q < MOE_SEG_RW; ++q) {
+                const float v = warp_sum(acc[q][r]);
+                if (lane == q && j0 + q < big_n) out[(size_t)(r0 + r) * big_n + j0 + q] = f32_to_bf16(v);
+            }
+        }
+    }
+}
+
 // e2m1 code (sign in bit 3) as f32: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6.
 __device__ __forceinline__ float e2m1_f32(unsigned c) {
     const unsigned m = c & 7u;
