@@ -6,7 +6,7 @@ use crate::gemm::w4a16::random_weight;
 use crate::gemm::REORDERED_NMSE;
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
+use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
@@ -139,11 +139,12 @@ fn wgsl_moe_grouped(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan::single(a.kernel, [rows, cols, 1]))
 }
 
-/// Most slots the bf16 grouped GEMM runs as segment GEMVs on CUDA: decode
+/// Most slots the bf16 grouped GEMM runs as segment GEMVs: decode
 /// (16 tokens · top-8 = 128 slots) and a little past it.
-const CUDA_SEGMENT_GEMV_MAX_SLOTS: u32 = 256;
-/// Weight rows per block of the segment GEMV (`MOE_SEG_COLS` in moe_expert.cu).
-const CUDA_SEGMENT_GEMV_COLS: u64 = 32;
+const SEGMENT_GEMV_MAX_SLOTS: u32 = 256;
+/// Weight rows per block of the segment GEMV (`MOE_SEG_COLS` in moe_expert.cu,
+/// `SEG_COLS` in moe_grouped_gemm_bf16.wgsl).
+const SEGMENT_GEMV_COLS: u64 = 32;
 
 /// At decode sizes, `moe_grouped_gemm_bf16_seg`: a block per (32 weight
 /// rows, slot), where only the block of a segment's first slot computes it,
@@ -151,12 +152,24 @@ const CUDA_SEGMENT_GEMV_COLS: u64 = 32;
 /// tensor-core tiles.
 fn cuda_moe_grouped_bf16(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let n = a.u32("n")?;
-    if n > CUDA_SEGMENT_GEMV_MAX_SLOTS {
+    if n > SEGMENT_GEMV_MAX_SLOTS {
         return cuda_moe_grouped(a, facts);
     }
-    let cols = groups(a.kernel, u64::from(a.u32("big_n")?), CUDA_SEGMENT_GEMV_COLS)?;
+    let cols = groups(a.kernel, u64::from(a.u32("big_n")?), SEGMENT_GEMV_COLS)?;
     let pass = CudaPass { entry: "moe_grouped_gemm_bf16_seg", grid: [cols, n, 1], block: [256, 1, 1], shared_bytes: 0 };
     Ok(CudaPlan { passes: vec![pass], workspace_bytes: 0 })
+}
+
+/// At decode sizes, `moe_grouped_gemm_bf16_seg` (as on CUDA: a workgroup per
+/// (32 weight rows, slot), the segment's first slot computing it).
+fn wgsl_moe_grouped_bf16(a: &PlanArgs, facts: &DeviceFacts) -> Result<WgslPlan> {
+    let n = a.u32("n")?;
+    if n > SEGMENT_GEMV_MAX_SLOTS {
+        return wgsl_moe_grouped(a, facts);
+    }
+    let cols = groups(a.kernel, u64::from(a.u32("big_n")?), SEGMENT_GEMV_COLS)?;
+    let pass = WgslPass { entry: "moe_grouped_gemm_bf16_seg", grid: [cols, n, 1], consts: vec![], extra: [0; 4] };
+    Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 })
 }
 
 cuda_plan!(ROUTER_NORM_BF16 => cuda_row_blocks);
@@ -169,7 +182,7 @@ cuda_plan!(MOE_COMBINE_BF16 => cuda_row_blocks);
 wgsl_plan!(ROUTER_NORM_BF16, "moe/router_norm_bf16.wgsl" => wgsl_row_groups);
 wgsl_plan!(MOE_ROUTER_TOPK, "moe/moe_router_topk.wgsl" => wgsl_row_groups);
 wgsl_plan!(MOE_GATHER_BF16, "moe/moe_gather_bf16.wgsl" => wgsl_moe_gather);
-wgsl_plan!(MOE_GROUPED_GEMM_BF16, "moe/moe_grouped_gemm_bf16.wgsl" => wgsl_moe_grouped);
+wgsl_plan!(MOE_GROUPED_GEMM_BF16, "moe/moe_grouped_gemm_bf16.wgsl" => wgsl_moe_grouped_bf16);
 wgsl_plan!(MOE_GROUPED_W4A16, "moe/moe_grouped_w4a16.wgsl" => wgsl_moe_grouped);
 wgsl_plan!(GELU_MUL_BF16, "moe/gelu_mul_bf16.wgsl" => wgsl_row_groups);
 wgsl_plan!(MOE_COMBINE_BF16, "moe/moe_combine_bf16.wgsl" => wgsl_row_groups);

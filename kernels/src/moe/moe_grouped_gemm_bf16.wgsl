@@ -40,3 +40,96 @@ fn moe_grouped_gemm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
                          @builtin(local_invocation_index) lid: u32) {
     grouped_gemm(wid, nwg, lid);
 }
+
+// Decode sizes (plan: grid (ceil(N / SEG_COLS), n)): the workgroup of slot s
+// owns the segment that starts at s (the others of that segment return), so
+// each selected expert's weights stream once, over N / SEG_COLS workgroups
+// instead of the few 16-row tiles above. SEG_LANES invocations share a
+// weight row, reading interleaved 16-byte chunks; the segment's activation
+// rows go SEG_R at a time (longer segments read the weights again). The
+// lanes' f32 partials meet in workgroup memory and are added in lane order.
+const SEG_COLS: u32 = 32u;
+const SEG_LANES: u32 = 8u;
+const SEG_R: u32 = 4u;
+
+var<workgroup> seg_info: array<i32, 4>; // state (0 compute, 1 zero row, 2 not mine), s_lo, s_hi, expert
+var<workgroup> seg_sums: array<f32, 1024>; // [SEG_R][256]
+
+@compute @workgroup_size(256)
+fn moe_grouped_gemm_bf16_seg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                             @builtin(local_invocation_index) lid: u32) {
+    let cb = group_x(wid, nwg, p.fold);
+    let s = group_y(wid, p.fold);
+    if (cb >= p.gx || s >= p.gy) {
+        return;
+    }
+    if (lid == 0u) {
+        let si = i32(s);
+        let cov_lo = max(offset(0u), 0);
+        let cov_hi = min(offset(u32(p.e)), p.n);
+        let x = expert_of(si);
+        var info = array<i32, 4>(1, 0, 0, 0);
+        if (si >= cov_lo && si < cov_hi && x >= 0) {
+            let s_lo = max(offset(u32(x)), cov_lo);
+            let s_hi = min(offset(u32(x) + 1u), cov_hi);
+            info = array<i32, 4>(select(2, 0, si == s_lo), s_lo, s_hi, x);
+        }
+        seg_info = info;
+    }
+    let info = workgroupUniformLoad(&seg_info);
+    let big_n = u32(p.big_n);
+    let half = big_n / 2u; // words per output row
+    let lr = lid / SEG_LANES;
+    let t = lid % SEG_LANES;
+    let j = cb * SEG_COLS + lr;
+    if (info[0] == 2) {
+        return;
+    }
+    if (info[0] == 1) {
+        if (t == 0u && lr % 2u == 0u && j < big_n) {
+            d_out[p.out + s * half + j / 2u] = 0u;
+        }
+        return;
+    }
+    let kw = u32(p.big_k) / 2u; // words per row of a and w
+    let chunks = kw / 4u; // K % 8 == 0
+    let wrow = p.w + (u32(info[3]) * big_n + min(j, big_n - 1u)) * kw;
+    for (var r0 = info[1]; r0 < info[2]; r0 += i32(SEG_R)) {
+        let nr = u32(min(i32(SEG_R), info[2] - r0));
+        var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
+        for (var ch = t; ch < chunks; ch += SEG_LANES) {
+            let wo = wrow + ch * 4u;
+            let w = vec4<u32>(d_w[wo], d_w[wo + 1u], d_w[wo + 2u], d_w[wo + 3u]);
+            for (var r = 0u; r < nr; r++) {
+                let ao = p.a + (u32(r0) + r) * kw + ch * 4u;
+                let a = vec4<u32>(d_a[ao], d_a[ao + 1u], d_a[ao + 2u], d_a[ao + 3u]);
+                var v = acc[r];
+                for (var i = 0u; i < 4u; i++) {
+                    v = fma(bf16_lo(a[i]), bf16_lo(w[i]), v);
+                    v = fma(bf16_hi(a[i]), bf16_hi(w[i]), v);
+                }
+                acc[r] = v;
+            }
+        }
+        for (var r = 0u; r < SEG_R; r++) {
+            seg_sums[r * 256u + lid] = acc[r];
+        }
+        workgroupBarrier();
+        // Invocation r · 16 + q: row r0 + r, columns 2q and 2q + 1 of the block.
+        if (lid < 16u * SEG_R) {
+            let q = lid % 16u;
+            let r = lid / 16u;
+            let jj = cb * SEG_COLS + 2u * q;
+            if (r < nr && jj < big_n) {
+                var v0 = 0.0;
+                var v1 = 0.0;
+                for (var u = 0u; u < SEG_LANES; u++) {
+                    v0 += seg_sums[r * 256u + 2u * q * SEG_LANES + u];
+                    v1 += seg_sums[r * 256u + (2u * q + 1u) * SEG_LANES + u];
+                }
+                d_out[p.out + (u32(r0) + r) * half + jj / 2u] = pack_bf16(v0, v1);
+            }
+        }
+        workgroupBarrier();
+    }
+}
