@@ -246,6 +246,22 @@ impl Loader<'_> {
     }
 }
 
+/// A config asks for per-layer inputs (perhaps through HF's default width
+/// of 256 when `hidden_size_per_layer_input` is absent) that the checkpoint
+/// lacks. HF would start the table from random values, with a warning; a
+/// run on random per-layer inputs is not useful, so this is an error that
+/// names the tensor and the key to change.
+fn missing_per_layer_table(origin: &str, table: &TensorSpec) -> Error {
+    Error::checkpoint(
+        origin,
+        format!(
+            "tensor `{}` {:?} is missing, but config.json's hidden_size_per_layer_input (HF's default 256 when the key is \
+             absent) asks for per-layer inputs; set it to 0 for a checkpoint without them",
+            table.name, table.shape
+        ),
+    )
+}
+
 /// Where weight values come from: a checkpoint ([`Weights::load`]) or
 /// random device data (bench-model). [`Weights::assemble`] walks the
 /// tensor list and asks the source for each tensor in the form the graph
@@ -347,16 +363,7 @@ impl WeightSource for Loader<'_> {
 
     fn host_rows(&mut self, t: &TensorSpec) -> Result<HostRows> {
         self.ck.rows(&t.name, &t.shape).map_err(|e| match e {
-            // HF would start from random values for a missing table (with a
-            // warning); a run on random per-layer inputs is not useful, so
-            // this is an error that names the config key.
-            Error::MissingTensor { name, expected } => Error::checkpoint(
-                &self.ck.origin,
-                format!(
-                    "tensor `{name}` {expected:?} is missing, but config.json's hidden_size_per_layer_input (HF's default 256 when \
-                     the key is absent) asks for per-layer inputs; set it to 0 for a checkpoint without them"
-                ),
-            ),
+            Error::MissingTensor { .. } => missing_per_layer_table(&self.ck.origin, t),
             other => other,
         })
     }
@@ -384,6 +391,14 @@ impl Weights {
     pub fn load(ck: &Checkpoint, cfg: &ModelConfig, be: &Arc<dyn Backend>, quant: Quant) -> Result<Self> {
         let total = ck.data_bytes();
         let tensors = ModelTensors::of(cfg);
+        // Named before the size check below, which an absent table (262144
+        // rows under HF's default width) would otherwise trip with a
+        // message that does not say why.
+        if let Some(p) = &tensors.per_layer_input {
+            if !ck.contains(&p.table.name) {
+                return Err(missing_per_layer_table(&ck.origin, &p.table));
+            }
+        }
         let need = tensors.elements().map(|e| e.saturating_mul(2));
         // Loose on purpose (4x plus 1 MiB): a checkpoint that merely lacks a
         // tensor or two still gets the specific MissingTensor / WrongShape
