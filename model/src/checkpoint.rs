@@ -90,7 +90,7 @@ enum RowDtype {
 /// gathered row is converted to bf16 on the host, round to nearest even,
 /// exactly as a whole-tensor load converts it. The per-layer input table
 /// of Gemma 4 E2B / E4B lives here rather than on the device
-/// (ARCHITECTURE.md, "Per-layer inputs").
+/// (ARCHITECTURE.md, "Per-layer inputs and KV sharing").
 #[derive(Clone)]
 pub struct HostRows {
     bytes: Arc<Bytes>,

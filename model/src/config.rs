@@ -823,6 +823,32 @@ mod tests {
     }
 
     #[test]
+    fn e2b_features_follow_hf() {
+        // HF's default: an absent hidden_size_per_layer_input is 256.
+        let mut v = base();
+        v.as_object_mut().unwrap().remove("hidden_size_per_layer_input");
+        assert_eq!(parse(&v).unwrap().per_layer_input, Some(PerLayerInput { hidden: 256, vocab: 262_144 }));
+        // The last 2 of [s, f, s, f] share: layer 2 reads layer 0, layer 3 reads layer 1.
+        let mut v = base();
+        v["num_hidden_layers"] = json!(4);
+        v["layer_types"] = json!(["sliding_attention", "full_attention", "sliding_attention", "full_attention"]);
+        v["num_kv_shared_layers"] = json!(2);
+        v["use_double_wide_mlp"] = json!(true);
+        let c = parse(&v).unwrap();
+        let sources: Vec<_> = c.layers.iter().map(|l| l.kv_source).collect();
+        assert_eq!(sources, [None, None, Some(0), Some(1)]);
+        let widths: Vec<_> = c.layers.iter().map(|l| l.intermediate).collect();
+        assert_eq!(widths, [64, 64, 128, 128]);
+        assert_eq!(c.max_intermediate(), 128);
+        // [s, s, f] with the last layer shared: no earlier full layer owns KV.
+        let mut v = base();
+        v["num_kv_shared_layers"] = json!(1);
+        refused(&v, "num_kv_shared_layers", "no earlier layer of that type");
+        v["num_kv_shared_layers"] = json!(4);
+        refused(&v, "num_kv_shared_layers", "exceeds num_hidden_layers = 3");
+    }
+
+    #[test]
     fn context_and_long_values() {
         let mut v = base();
         v["max_position_embeddings"] = json!(0);
