@@ -115,7 +115,8 @@ pub struct ModelConfig {
     pub vocab_size: usize,
     /// Residual width.
     pub hidden_size: usize,
-    /// Dense MLP intermediate size.
+    /// Dense MLP intermediate size (`intermediate_size`); a double-wide
+    /// layer's is in [`LayerSpec::intermediate`].
     pub intermediate_size: usize,
     /// Query heads (all layers).
     pub num_heads: usize,
