@@ -91,7 +91,7 @@ checks() { # correctness (not timed); the three sanitizers run meanwhile, side b
     step "parity wgpu" 150 "$OUT/parity.txt" "$S" parity --backend wgpu
     grep -E "^wgpu: " "$OUT/parity.txt" | tail -1 >> "$SUM"
     for be in cuda wgpu; do
-        for fx in tiny-dense tiny-moe; do
+        for fx in tiny-dense tiny-moe tiny-e2b tiny-e4b tiny-26b-a4b tiny-31b; do
             "$S" generate --model tests/fixtures/$fx --backend $be --prompt-ids 2,17,99,5,250,31 \
                 --max-new-tokens 10 --ignore-eos --json > /tmp/$fx.$be.json 2>>"$OUT/model.txt"
             python3 scripts/compare_fixture.py tests/fixtures/$fx/expected.json /tmp/$fx.$be.json "$fx on $be vs HF" | tail -1 | tee -a "$SUM" >> "$OUT/model.txt"

@@ -2,9 +2,12 @@
 """Builds tiny random Gemma 4 text checkpoints and records HF transformers'
 f32 eager greedy generation as the oracle for Switchyard's model parity tests.
 
-Run on a machine with torch and transformers 5.x (the device machine):
-    python3 scripts/make_fixtures.py OUT_DIR
-Writes OUT_DIR/<name>/{config.json, model.safetensors, expected.json}.
+Run on a machine with torch and transformers 5.x (f32 eager on the CPU is
+the oracle, so any machine with them will do):
+    python3 scripts/make_fixtures.py OUT_DIR [NAME ...]
+Writes OUT_DIR/<name>/{config.json, model.safetensors, expected.json} for
+every fixture, or only the NAMEs given (each keeps its own seed, so adding a
+fixture never changes the others).
 
 Weights are random, stored in bf16 (the f32 model runs the same bf16 values
 upcast, so the oracle and the engine share weights exactly), and scaled so the
@@ -47,6 +50,72 @@ FIXTURES = {
         rope_parameters={
             "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
             "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1000000.0},
+        },
+    ),
+    # The flag sets of the released checkpoints, shrunk (release configs in
+    # tests/data/release-configs). Sliding window 4 is shorter than the run.
+    #
+    # E2B: per-layer inputs, KV sharing on the last layers (here 3 of 6: two
+    # sliding layers read layer 1's KV, the last full layer reads layer 2's),
+    # double-wide MLP on those shared layers, no k_eq_v, softcap 30.
+    "tiny-e2b": dict(
+        vocab_size=384, hidden_size=64, intermediate_size=96, num_hidden_layers=6,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+        global_head_dim=64, attention_k_eq_v=False,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                     "sliding_attention", "sliding_attention", "full_attention"],
+        sliding_window=4, final_logit_softcapping=30.0, enable_moe_block=False,
+        hidden_size_per_layer_input=16, vocab_size_per_layer_input=384,
+        num_kv_shared_layers=3, use_double_wide_mlp=True,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
+        },
+    ),
+    # E4B: as E2B without the double-wide MLP; two KV heads; the shared band
+    # (last 3 of 7) starts inside a sliding run.
+    "tiny-e4b": dict(
+        vocab_size=384, hidden_size=64, intermediate_size=128, num_hidden_layers=7,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        global_head_dim=32, attention_k_eq_v=False,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                     "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+        sliding_window=4, final_logit_softcapping=30.0, enable_moe_block=False,
+        hidden_size_per_layer_input=16, vocab_size_per_layer_input=384,
+        num_kv_shared_layers=3, use_double_wide_mlp=False,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
+        },
+    ),
+    # 26B-A4B: MoE beside the dense MLP, k_eq_v on full layers with fewer
+    # global KV heads and a double global head_dim, softcap 30, no per-layer
+    # inputs, no KV sharing, five sliding layers then a full one.
+    "tiny-26b-a4b": dict(
+        vocab_size=512, hidden_size=64, intermediate_size=64, num_hidden_layers=6,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True,
+        layer_types=["sliding_attention"] * 5 + ["full_attention"],
+        sliding_window=4, final_logit_softcapping=30.0,
+        enable_moe_block=True, num_experts=8, top_k_experts=2, moe_intermediate_size=32,
+        use_bidirectional_attention="vision",
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
+        },
+    ),
+    # 31B: dense, k_eq_v on full layers with fewer global KV heads, softcap
+    # 30, no per-layer inputs, no KV sharing.
+    "tiny-31b": dict(
+        vocab_size=384, hidden_size=96, intermediate_size=192, num_hidden_layers=6,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        global_head_dim=32, num_global_key_value_heads=1, attention_k_eq_v=True,
+        layer_types=["sliding_attention"] * 5 + ["full_attention"],
+        sliding_window=4, final_logit_softcapping=30.0, enable_moe_block=False,
+        use_bidirectional_attention="vision",
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
         },
     ),
 }
@@ -130,8 +199,13 @@ def build(name, spec, out_dir, seed):
 
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures"
+    only = set(sys.argv[2:])
+    unknown = only - set(FIXTURES)
+    if unknown:
+        sys.exit(f"unknown fixture(s) {sorted(unknown)}; known: {sorted(FIXTURES)}")
     for i, (name, spec) in enumerate(FIXTURES.items()):
-        build(name, spec, out_dir, seed=1234 + i)
+        if not only or name in only:
+            build(name, spec, out_dir, seed=1234 + i)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ use std::time::Instant;
 use switchyard_core::codec::{bf16_bits, bytes};
 use switchyard_core::{Backend, DeviceBuffer};
 use switchyard_kernels::Ops;
+use switchyard_model::checkpoint::HostRows;
 use switchyard_model::config::ModelConfig;
 use switchyard_model::graph::{Model, Session};
 use switchyard_model::quant::Quant;
@@ -111,8 +112,8 @@ impl WeightSource for Filler {
     }
 
     /// Stacked, as the checkpoint loader stores bf16 attention projections.
-    fn attention(&mut self, q: &TensorSpec, k: &TensorSpec, v: Option<&TensorSpec>) -> switchyard_model::error::Result<AttnProj> {
-        let n = [q.shape[0], k.shape[0], v.map_or(0, |v| v.shape[0])];
+    fn attention(&mut self, q: &TensorSpec, k: Option<&TensorSpec>, v: Option<&TensorSpec>) -> switchyard_model::error::Result<AttnProj> {
+        let n = [q.shape[0], k.map_or(0, |k| k.shape[0]), v.map_or(0, |v| v.shape[0])];
         let cols = q.shape[1];
         Ok(AttnProj::Stacked { w: self.random(2 * n.iter().sum::<usize>() * cols)?, n, k: cols })
     }
@@ -123,6 +124,14 @@ impl WeightSource for Filler {
 
     fn embedding(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Embedding> {
         Ok(Embedding::Bf16(self.random(2 * element_count(t))?))
+    }
+
+    /// A host table of one repeated non-zero row pattern: bench-model times
+    /// the device work, and the per-pass gather reads only a few rows.
+    fn host_rows(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<HostRows> {
+        let (rows, width) = (t.shape[0], t.shape[1]);
+        let row: Vec<u16> = (0..width).map(|j| bf16_bits(0.25 + (j % 7) as f32 / 16.0)).collect();
+        HostRows::from_bf16(&t.name, row.repeat(rows), rows, width)
     }
 
     fn device_bytes(&self) -> usize {

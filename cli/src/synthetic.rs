@@ -172,35 +172,48 @@ impl Spec {
     /// Random weights for every tensor the graph reads (the list in
     /// [`switchyard_model::tensors`]), HF names with the `model.` prefix.
     pub fn tensors(&self) -> Result<Vec<Tensor>> {
-        let cfg = self.config();
-        let cfg = ModelConfig::from_value(cfg.as_object().expect("a json! object literal"))?;
-        let mut g = Gen(SmallRng::seed_from_u64(self.seed));
-        let tensors = ModelTensors::of(&cfg);
-        Ok(tensors
-            .all()
-            .into_iter()
-            .map(|t| {
-                let name = format!("model.{}", t.name);
-                match t.kind {
-                    TensorKind::Embedding => Tensor::bf16(&name, t.shape.clone(), g.normal(t.shape.iter().product(), 0.5)),
-                    TensorKind::Linear => g.matrix(&name, t.shape[0], t.shape[1]),
-                    TensorKind::Vector | TensorKind::F32 => g.vector(&name, t.shape[0]),
-                    // Stacked experts, each scaled by its fan-in.
-                    TensorKind::Experts => {
-                        let (e, n, k) = (t.shape[0], t.shape[1], t.shape[2]);
-                        Tensor::bf16(&name, t.shape.clone(), g.normal(e * n * k, (1.0 / k as f32).sqrt()))
-                    }
-                    // HF stores layer_scalar as an f32-typed buffer (bf16 in a bf16 save).
-                    TensorKind::LayerScalar => Tensor::bf16(&name, vec![1], vec![0.7 + 0.6 * g.0.random::<f32>()]),
-                }
-            })
-            .collect())
+        random_tensors(&self.config(), self.seed)
     }
 
     /// The complete checkpoint.
     pub fn build(&self) -> Result<Synthetic> {
         Ok(Synthetic { config: self.config(), tensors: self.tensors()? })
     }
+}
+
+/// Seeded random weights for every tensor `config` (an HF `config.json`
+/// value) calls for, scaled as the module header says, HF names with the
+/// `model.` prefix.
+pub fn random_tensors(config: &Value, seed: u64) -> Result<Vec<Tensor>> {
+    let obj = config.as_object().ok_or_else(|| Error::config("<file>", "the top level must be a JSON object"))?;
+    let cfg = ModelConfig::from_value(obj)?;
+    let mut g = Gen(SmallRng::seed_from_u64(seed));
+    let tensors = ModelTensors::of(&cfg);
+    Ok(tensors
+        .all()
+        .into_iter()
+        .map(|t| {
+            let name = format!("model.{}", t.name);
+            match t.kind {
+                TensorKind::Embedding => Tensor::bf16(&name, t.shape.clone(), g.normal(t.shape.iter().product(), 0.5)),
+                // HF's per-layer table is an embedding too, scaled by
+                // sqrt(P) on the way in: N(0, 1/P) keeps its rows O(1).
+                TensorKind::HostRows => {
+                    let scale = (1.0 / (t.shape[1] as f32 / cfg.num_layers().max(1) as f32)).sqrt();
+                    Tensor::bf16(&name, t.shape.clone(), g.normal(t.shape.iter().product(), scale))
+                }
+                TensorKind::Linear => g.matrix(&name, t.shape[0], t.shape[1]),
+                TensorKind::Vector | TensorKind::F32 => g.vector(&name, t.shape[0]),
+                // Stacked experts, each scaled by its fan-in.
+                TensorKind::Experts => {
+                    let (e, n, k) = (t.shape[0], t.shape[1], t.shape[2]);
+                    Tensor::bf16(&name, t.shape.clone(), g.normal(e * n * k, (1.0 / k as f32).sqrt()))
+                }
+                // HF stores layer_scalar as an f32-typed buffer (bf16 in a bf16 save).
+                TensorKind::LayerScalar => Tensor::bf16(&name, vec![1], vec![0.7 + 0.6 * g.0.random::<f32>()]),
+            }
+        })
+        .collect())
 }
 
 /// One tensor to serialise: raw little-endian bytes in `dtype`.

@@ -14,6 +14,7 @@ use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::{Dtype, SafeTensors};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Prefixes a text-decoder tensor may carry, tried in this order.
 pub const PREFIXES: [&str; 3] = ["model.language_model.", "model.", ""];
@@ -39,7 +40,8 @@ impl Bytes {
 /// One safetensors file with its parsed header.
 struct Shard {
     name: String,
-    bytes: Bytes,
+    /// Shared so that a [`HostRows`] table can outlive the checkpoint.
+    bytes: Arc<Bytes>,
     /// Offset of the data section (8 + header length).
     data_start: usize,
     meta: Metadata,
@@ -59,7 +61,7 @@ impl Shard {
         // offsets tile the data section exactly (so truncation is caught here).
         let (n, meta) =
             SafeTensors::read_metadata(bytes.get()).map_err(|e| Error::checkpoint(&name, format!("unreadable safetensors: {e}")))?;
-        Ok(Shard { name, bytes, data_start: 8 + n, meta })
+        Ok(Shard { name, bytes: Arc::new(bytes), data_start: 8 + n, meta })
     }
 
     fn data(&self, info: &TensorInfo) -> &[u8] {
@@ -73,6 +75,80 @@ impl Shard {
 fn header_bytes(b: &[u8]) -> Option<&[u8]> {
     let n = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
     b.get(8..8usize.checked_add(usize::try_from(n).ok()?)?)
+}
+
+/// Stored float formats a [`HostRows`] table converts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowDtype {
+    Bf16,
+    F16,
+    F32,
+}
+
+/// A `[rows, width]` token table left where it is stored (memory-mapped
+/// from the checkpoint, or owned) and read a few rows at a time: each
+/// gathered row is converted to bf16 on the host, round to nearest even,
+/// exactly as a whole-tensor load converts it. The per-layer input table
+/// of Gemma 4 E2B / E4B lives here rather than on the device
+/// (ARCHITECTURE.md, "Per-layer inputs and KV sharing").
+#[derive(Clone)]
+pub struct HostRows {
+    bytes: Arc<Bytes>,
+    /// Byte offset of row 0 in `bytes`.
+    start: usize,
+    dtype: RowDtype,
+    /// Rows of the table.
+    pub rows: usize,
+    /// Elements per row.
+    pub width: usize,
+    /// The tensor's name, for messages.
+    pub name: String,
+}
+
+impl std::fmt::Debug for HostRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HostRows({} [{}, {}] {:?})", self.name, self.rows, self.width, self.dtype)
+    }
+}
+
+impl HostRows {
+    /// A table held in memory as bf16 bits, `rows · width` of them.
+    pub fn from_bf16(name: &str, bits: Vec<u16>, rows: usize, width: usize) -> Result<Self> {
+        if rows.checked_mul(width) != Some(bits.len()) {
+            return Err(Error::checkpoint(name, format!("{} values do not make a [{rows}, {width}] table", bits.len())));
+        }
+        let bytes = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+        Ok(HostRows { bytes: Arc::new(Bytes::Owned(bytes)), start: 0, dtype: RowDtype::Bf16, rows, width, name: name.to_string() })
+    }
+
+    /// Appends the bf16 bytes (little-endian) of row `ids[i]` for each `i`
+    /// to `out`. An id outside the table is an error naming it.
+    pub fn gather_bf16(&self, ids: &[u32], out: &mut Vec<u8>) -> Result<()> {
+        let elem = match self.dtype {
+            RowDtype::Bf16 | RowDtype::F16 => 2,
+            RowDtype::F32 => 4,
+        };
+        let row_bytes = self.width * elem;
+        let data = &self.bytes.get()[self.start..self.start + self.rows * row_bytes];
+        out.reserve(ids.len() * self.width * 2);
+        for &id in ids {
+            let id = id as usize;
+            if id >= self.rows {
+                return Err(Error::Request(format!("token id {id} is outside {} ({} rows)", self.name, self.rows)));
+            }
+            let row = &data[id * row_bytes..(id + 1) * row_bytes];
+            match self.dtype {
+                RowDtype::Bf16 => out.extend_from_slice(row),
+                RowDtype::F16 => out.extend(
+                    row.chunks_exact(2).flat_map(|c| bf16::from_f32(f16::from_le_bytes([c[0], c[1]]).to_f32()).to_bits().to_le_bytes()),
+                ),
+                RowDtype::F32 => out.extend(
+                    row.chunks_exact(4).flat_map(|c| bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_bits().to_le_bytes()),
+                ),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A tensor converted to bf16, row-major.
@@ -256,6 +332,33 @@ impl Checkpoint {
             _ => data.extend(raw.chunks_exact(4).map(|c| bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_bits())),
         }
         Ok(HostTensor { name: full, shape: info.shape.clone(), data })
+    }
+
+    /// Tensor `name` (a 2-D `[rows, width]` table) as a [`HostRows`] view of
+    /// the stored bytes: shape and dtype are checked here, nothing is
+    /// copied, and the mapping stays alive as long as the view does.
+    pub fn rows(&self, name: &str, expected: &[usize]) -> Result<HostRows> {
+        let (full, shard) =
+            self.resolve(name).ok_or_else(|| Error::MissingTensor { name: name.to_string(), expected: expected.to_vec() })?;
+        let s = &self.shards[shard];
+        let info = s.meta.info(&full).ok_or_else(|| Error::checkpoint(&s.name, format!("index lists `{full}` but its header does not")))?;
+        if info.shape != expected || expected.len() != 2 {
+            return Err(Error::WrongShape { name: full, expected: expected.to_vec(), found: info.shape.clone() });
+        }
+        let dtype = match info.dtype {
+            Dtype::BF16 => RowDtype::Bf16,
+            Dtype::F16 => RowDtype::F16,
+            Dtype::F32 => RowDtype::F32,
+            other => return Err(Error::WrongDtype { name: full, dtype: format!("{other:?}") }),
+        };
+        Ok(HostRows {
+            bytes: s.bytes.clone(),
+            start: s.data_start + info.data_offsets.0,
+            dtype,
+            rows: expected[0],
+            width: expected[1],
+            name: full,
+        })
     }
 
     /// Reads tensor `name` as f32 values, keeping F32 data exact (for small

@@ -5,7 +5,10 @@
 //! per-layer head_dim / num_key_value_heads come from `per_layer_config`
 //! (keys are layer indices, serialised as zero-padded strings) or, when that
 //! is absent, from `global_head_dim` / `num_global_key_value_heads` on
-//! `full_attention` layers; the last layer is forced to full attention. Every
+//! `full_attention` layers; the last layer is forced to full attention.
+//! E2B / E4B features follow `modeling_gemma4.py`: per-layer input
+//! embeddings (`hidden_size_per_layer_input`, HF's default 256 when absent),
+//! KV sharing (`num_kv_shared_layers`) and `use_double_wide_mlp`. Every
 //! feature the graph does not implement is refused with an error naming the
 //! field, rather than silently computing something else.
 use crate::error::{Error, Result};
@@ -72,6 +75,26 @@ pub struct LayerSpec {
     pub window: usize,
     /// RoPE of this layer's type.
     pub rope: Rope,
+    /// KV sharing (`num_kv_shared_layers`): the layer whose K and V this one
+    /// attends over. `None` for a layer that projects and caches its own KV;
+    /// for one of the last N layers, the last earlier layer of the same
+    /// attention type that owns KV (HF's `store_full_length_kv` layer).
+    pub kv_source: Option<usize>,
+    /// This layer's dense MLP intermediate size: `intermediate_size`, or
+    /// twice it on a KV-shared layer when `use_double_wide_mlp`.
+    pub intermediate: usize,
+}
+
+/// Per-layer input embeddings (`hidden_size_per_layer_input > 0`, Gemma 4
+/// E2B / E4B): a second token table whose row for a token holds one
+/// `hidden`-wide vector per decoder layer, mixed with a projection of the
+/// main embedding and fed to each layer through a gate after its MLP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PerLayerInput {
+    /// `hidden_size_per_layer_input`: each layer's slice of a table row.
+    pub hidden: usize,
+    /// `vocab_size_per_layer_input`: rows of `embed_tokens_per_layer`.
+    pub vocab: usize,
 }
 
 /// The MoE branch's sizes.
@@ -92,7 +115,8 @@ pub struct ModelConfig {
     pub vocab_size: usize,
     /// Residual width.
     pub hidden_size: usize,
-    /// Dense MLP intermediate size.
+    /// Dense MLP intermediate size (`intermediate_size`); a double-wide
+    /// layer's is in [`LayerSpec::intermediate`].
     pub intermediate_size: usize,
     /// Query heads (all layers).
     pub num_heads: usize,
@@ -108,6 +132,8 @@ pub struct ModelConfig {
     pub eos_token_ids: Vec<u32>,
     /// `max_position_embeddings`.
     pub max_position_embeddings: usize,
+    /// Per-layer input embeddings, when `hidden_size_per_layer_input > 0`.
+    pub per_layer_input: Option<PerLayerInput>,
 }
 
 /// Largest head_dim the attention and qkv_prep kernels take.
@@ -163,6 +189,17 @@ impl ModelConfig {
     /// Layers in the model.
     pub fn num_layers(&self) -> usize {
         self.layers.len()
+    }
+
+    /// Whether layer `i` projects and caches its own K and V (is not KV-shared).
+    pub fn owns_kv(&self, i: usize) -> bool {
+        self.layers[i].kv_source.is_none()
+    }
+
+    /// The largest dense MLP intermediate size of any layer (double-wide
+    /// layers included): what activation buffers must hold.
+    pub fn max_intermediate(&self) -> usize {
+        self.layers.iter().map(|l| l.intermediate).max().unwrap_or(self.intermediate_size)
     }
 }
 
@@ -303,6 +340,11 @@ impl Parser<'_> {
         let kinds = self.layer_types(num_layers)?;
         let ropes = [self.rope(LayerKind::Sliding, max_position_embeddings)?, self.rope(LayerKind::Full, max_position_embeddings)?];
         let overrides = self.per_layer(&kinds, k_eq_v)?;
+        let kv_sources = self.kv_sources(&kinds)?;
+        let double_wide = self.bool_or("use_double_wide_mlp", false)?;
+        let wide = intermediate_size.checked_mul(2).ok_or_else(|| {
+            self.err("intermediate_size", format!("= {intermediate_size}: twice it (gate and up) overflows a tensor dimension"))
+        })?;
 
         let mut layers = Vec::with_capacity(num_layers);
         for (i, &kind) in kinds.iter().enumerate() {
@@ -347,7 +389,26 @@ impl Parser<'_> {
                 k_eq_v: k_eq_v && !sliding,
                 window: if sliding { sliding_window } else { 0 },
                 rope: ropes[if sliding { 0 } else { 1 }],
+                kv_source: kv_sources[i],
+                // HF's Gemma4TextMLP: double width on KV-shared layers only.
+                intermediate: if double_wide && kv_sources[i].is_some() { wide } else { intermediate_size },
             });
+        }
+        // A shared layer reads its source's pool with its own queries: the
+        // shapes must agree (they can differ only through per_layer_config).
+        for (i, l) in layers.iter().enumerate() {
+            if let Some(src) = l.kv_source {
+                let s = &layers[src];
+                if (s.head_dim, s.num_kv_heads) != (l.head_dim, l.num_kv_heads) {
+                    return Err(self.err(
+                        "num_kv_shared_layers",
+                        format!(
+                            "layer {i} shares the KV of layer {src}, but their (head_dim, num_key_value_heads) differ: ({}, {}) vs ({}, {})",
+                            l.head_dim, l.num_kv_heads, s.head_dim, s.num_kv_heads
+                        ),
+                    ));
+                }
+            }
         }
         if hidden_size % 8 != 0 {
             return Err(self.err("hidden_size", format!("{hidden_size} must be a multiple of 8 (norm, embedding and lm_head kernels)")));
@@ -366,26 +427,70 @@ impl Parser<'_> {
             eps,
             eos_token_ids: self.eos()?,
             max_position_embeddings,
+            per_layer_input: self.per_layer_input(hidden_size, num_layers)?,
         })
+    }
+
+    /// `hidden_size_per_layer_input` (HF's default 256 when absent, so an
+    /// absent key turns per-layer inputs on, as HF would) and
+    /// `vocab_size_per_layer_input` (default 262144).
+    fn per_layer_input(&self, hidden_size: usize, num_layers: usize) -> Result<Option<PerLayerInput>> {
+        let hidden = self.count_or("hidden_size_per_layer_input", 256)?;
+        if hidden == 0 {
+            return Ok(None);
+        }
+        if hidden % 2 != 0 {
+            return Err(self.err("hidden_size_per_layer_input", format!("{hidden} must be even (norm and gelu_mul kernels work on pairs)")));
+        }
+        let vocab = self.count_or("vocab_size_per_layer_input", 262_144)?;
+        if vocab == 0 {
+            return Err(self.err("vocab_size_per_layer_input", "must be > 0 when hidden_size_per_layer_input > 0"));
+        }
+        if vocab > i32::MAX as usize {
+            return Err(self.err("vocab_size_per_layer_input", format!("{vocab} exceeds the i32 row indices the kernels take")));
+        }
+        // The table row and the model projection are num_layers · hidden wide.
+        let width = num_layers.checked_mul(hidden).filter(|w| w.checked_mul(hidden_size.max(vocab)).is_some());
+        if width.is_none() {
+            return Err(self.err(
+                "hidden_size_per_layer_input",
+                format!("= {hidden}: times num_hidden_layers = {num_layers} it overflows a tensor dimension"),
+            ));
+        }
+        Ok(Some(PerLayerInput { hidden, vocab }))
+    }
+
+    /// Each layer's KV source, as `Gemma4TextAttention.__init__` decides:
+    /// the last `num_kv_shared_layers` layers reuse the KV of the last
+    /// earlier layer of the same type outside that band.
+    fn kv_sources(&self, kinds: &[LayerKind]) -> Result<Vec<Option<usize>>> {
+        let n = kinds.len();
+        let shared = self.count_or("num_kv_shared_layers", 0)?;
+        if shared > n {
+            return Err(self.err("num_kv_shared_layers", format!("{shared} exceeds num_hidden_layers = {n}")));
+        }
+        let first_shared = n - shared;
+        (0..n)
+            .map(|i| {
+                if i < first_shared {
+                    return Ok(None);
+                }
+                match (0..first_shared).rev().find(|&j| kinds[j] == kinds[i]) {
+                    Some(j) => Ok(Some(j)),
+                    None => Err(self.err(
+                        "num_kv_shared_layers",
+                        format!(
+                            "= {shared}: layer {i} ({}) shares KV, but no earlier layer of that type (among layers 0..{first_shared}) computes its own",
+                            kinds[i].hf_name()
+                        ),
+                    )),
+                }
+            })
+            .collect()
     }
 
     /// Features of Gemma 4 this graph does not implement: refused by name.
     fn refuse_unsupported(&self) -> Result<()> {
-        // HF's default is 256 (per-layer inputs on) when the key is absent.
-        let ple = self.count_or("hidden_size_per_layer_input", 256)?;
-        if ple > 0 {
-            return Err(self.err(
-                "hidden_size_per_layer_input",
-                format!("= {ple}: per-layer input embeddings are not supported (HF defaults to 256 when absent; set 0)"),
-            ));
-        }
-        let shared = self.count_or("num_kv_shared_layers", 0)?;
-        if shared > 0 {
-            return Err(self.err("num_kv_shared_layers", format!("= {shared}: KV sharing across layers is not supported (set 0)")));
-        }
-        // Double-wide MLPs only exist on KV-shared layers, refused above; the
-        // flag is still type-checked.
-        self.bool_or("use_double_wide_mlp", false)?;
         if let Some(act) = self.str_opt("hidden_activation")? {
             if act != "gelu_pytorch_tanh" {
                 return Err(self.err("hidden_activation", format!("`{}` is not supported (only gelu_pytorch_tanh)", clip(act))));
@@ -716,6 +821,32 @@ mod tests {
         v["rms_norm_eps"] = json!(1e300);
         refused(&v, "rms_norm_eps", "overflows");
         parse(&base()).expect("the base config is valid");
+    }
+
+    #[test]
+    fn e2b_features_follow_hf() {
+        // HF's default: an absent hidden_size_per_layer_input is 256.
+        let mut v = base();
+        v.as_object_mut().unwrap().remove("hidden_size_per_layer_input");
+        assert_eq!(parse(&v).unwrap().per_layer_input, Some(PerLayerInput { hidden: 256, vocab: 262_144 }));
+        // The last 2 of [s, f, s, f] share: layer 2 reads layer 0, layer 3 reads layer 1.
+        let mut v = base();
+        v["num_hidden_layers"] = json!(4);
+        v["layer_types"] = json!(["sliding_attention", "full_attention", "sliding_attention", "full_attention"]);
+        v["num_kv_shared_layers"] = json!(2);
+        v["use_double_wide_mlp"] = json!(true);
+        let c = parse(&v).unwrap();
+        let sources: Vec<_> = c.layers.iter().map(|l| l.kv_source).collect();
+        assert_eq!(sources, [None, None, Some(0), Some(1)]);
+        let widths: Vec<_> = c.layers.iter().map(|l| l.intermediate).collect();
+        assert_eq!(widths, [64, 64, 128, 128]);
+        assert_eq!(c.max_intermediate(), 128);
+        // [s, s, f] with the last layer shared: no earlier full layer owns KV.
+        let mut v = base();
+        v["num_kv_shared_layers"] = json!(1);
+        refused(&v, "num_kv_shared_layers", "no earlier layer of that type");
+        v["num_kv_shared_layers"] = json!(4);
+        refused(&v, "num_kv_shared_layers", "exceeds num_hidden_layers = 3");
     }
 
     #[test]

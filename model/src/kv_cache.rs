@@ -36,8 +36,11 @@ pub struct LayerKv {
 
 /// Pools, block table and page bookkeeping.
 pub struct KvCache {
-    /// Per-layer pools.
+    /// One pool pair per layer that owns KV (KV-shared layers have none).
     pub layers: Vec<LayerKv>,
+    /// Decoder layer → index into `layers`: its own pool, or its KV
+    /// source's for a KV-shared layer.
+    pool_of: Vec<usize>,
     block_table: DeviceBuffer,
     host_table: Vec<i32>,
     /// Physical pages not yet given to a sequence.
@@ -79,10 +82,24 @@ impl KvCache {
         let max_pages = max_tokens.div_ceil(PAGE);
         let num_pages = num_seqs.checked_mul(max_pages).ok_or_else(too_big)?;
         let slots = num_pages.checked_mul(PAGE).filter(|&s| s <= i32::MAX as usize).ok_or_else(too_big)?;
+        // Only layers that own KV get pools; a KV-shared layer reads its
+        // source's (HF: the shared layers have no cache entry of their own).
+        let mut pool_of = Vec::with_capacity(cfg.layers.len());
+        let mut owners = 0usize;
+        for l in &cfg.layers {
+            match l.kv_source {
+                None => {
+                    pool_of.push(owners);
+                    owners += 1;
+                }
+                Some(src) => pool_of.push(pool_of[src]),
+            }
+        }
         let layers = cfg
             .layers
             .iter()
             .enumerate()
+            .filter(|(_, l)| l.kv_source.is_none())
             .map(|(i, l)| {
                 let bytes = slots.checked_mul(l.num_kv_heads).and_then(|n| n.checked_mul(l.head_dim)).and_then(|n| n.checked_mul(2));
                 let bytes = bytes.ok_or_else(|| {
@@ -113,7 +130,7 @@ impl KvCache {
             *p = i as i32;
         }
         let held = filled(num_seqs, 0usize, "per-sequence page counts")?;
-        Ok(KvCache { layers, block_table, host_table, free, held, num_seqs, max_pages, num_pages })
+        Ok(KvCache { layers, pool_of, block_table, host_table, free, held, num_seqs, max_pages, num_pages })
     }
 
     /// Makes positions `0..len` of sequence `seq` addressable, taking pages
@@ -167,9 +184,10 @@ impl KvCache {
         self.num_pages * PAGE
     }
 
-    /// What the attention kernels read for `layer`.
+    /// What the attention kernels read for decoder layer `layer` (its KV
+    /// source's pools on a KV-shared layer).
     pub fn view(&self, layer: usize) -> KvView {
-        let l = &self.layers[layer];
+        let l = &self.layers[self.pool_of[layer]];
         KvView {
             k_pool: l.k.region(),
             v_pool: l.v.region(),

@@ -1,7 +1,7 @@
 //! The model's weights on the device: every tensor the graph reads, checked
 //! against the shape the config implies, converted to the storage the chosen
 //! quantization wants, and uploaded once.
-use crate::checkpoint::{reserve, Checkpoint, HostTensor};
+use crate::checkpoint::{reserve, Checkpoint, HostRows, HostTensor};
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::quant::Quant;
@@ -75,8 +75,8 @@ pub enum AttnProj {
     Separate {
         /// `self_attn.q_proj`.
         q: Linear,
-        /// `self_attn.k_proj`.
-        k: Linear,
+        /// `self_attn.k_proj`; `None` on a KV-shared layer.
+        k: Option<Linear>,
         /// `self_attn.v_proj`; `None` when V = K.
         v: Option<Linear>,
     },
@@ -150,8 +150,8 @@ pub struct LayerWeights {
     pub o: Linear,
     /// `self_attn.q_norm` `[head_dim]`.
     pub q_norm: DeviceBuffer,
-    /// `self_attn.k_norm` `[head_dim]`.
-    pub k_norm: DeviceBuffer,
+    /// `self_attn.k_norm` `[head_dim]`; `None` on a KV-shared layer.
+    pub k_norm: Option<DeviceBuffer>,
     /// `mlp.gate_proj` and `mlp.up_proj` stacked: `[2·I, hidden]`, gate rows first
     /// (the layout `gelu_mul` reads), so one GEMM computes both.
     pub gate_up: Linear,
@@ -161,6 +161,30 @@ pub struct LayerWeights {
     pub layer_scalar: DeviceBuffer,
     /// The MoE branch.
     pub moe: Option<MoeWeights>,
+    /// The per-layer-input branch (E2B / E4B).
+    pub per_layer: Option<PerLayerWeights>,
+}
+
+/// A layer's per-layer-input branch: `gate` `[P, hidden]`, `projection`
+/// `[hidden, P]`, and `post_norm` (`post_per_layer_input_norm`).
+pub struct PerLayerWeights {
+    /// `per_layer_input_gate`.
+    pub gate: Linear,
+    /// `per_layer_projection`.
+    pub projection: Linear,
+    /// `post_per_layer_input_norm` `[hidden]`.
+    pub post_norm: DeviceBuffer,
+}
+
+/// The model-level per-layer-input weights.
+pub struct PerLayerInputWeights {
+    /// `embed_tokens_per_layer` `[vocab_per_layer, layers · P]`, on the host:
+    /// each pass gathers its tokens' rows and uploads only those.
+    pub table: HostRows,
+    /// `per_layer_model_projection` `[layers · P, hidden]`.
+    pub model_projection: Linear,
+    /// `per_layer_projection_norm` `[P]`.
+    pub projection_norm: DeviceBuffer,
 }
 
 /// Every weight of the model, on one backend.
@@ -171,6 +195,8 @@ pub struct Weights {
     pub final_norm: DeviceBuffer,
     /// Decoder layers.
     pub layers: Vec<LayerWeights>,
+    /// The per-layer-input table and projection (E2B / E4B).
+    pub per_layer_input: Option<PerLayerInputWeights>,
     /// Bytes uploaded.
     pub device_bytes: usize,
 }
@@ -220,6 +246,22 @@ impl Loader<'_> {
     }
 }
 
+/// A config asks for per-layer inputs (perhaps through HF's default width
+/// of 256 when `hidden_size_per_layer_input` is absent) that the checkpoint
+/// lacks. HF would start the table from random values, with a warning; a
+/// run on random per-layer inputs is not useful, so this is an error that
+/// names the tensor and the key to change.
+fn missing_per_layer_table(origin: &str, table: &TensorSpec) -> Error {
+    Error::checkpoint(
+        origin,
+        format!(
+            "tensor `{}` {:?} is missing, but config.json's hidden_size_per_layer_input (HF's default 256 when the key is \
+             absent) asks for per-layer inputs; set it to 0 for a checkpoint without them",
+            table.name, table.shape
+        ),
+    )
+}
+
 /// Where weight values come from: a checkpoint ([`Weights::load`]) or
 /// random device data (bench-model). [`Weights::assemble`] walks the
 /// tensor list and asks the source for each tensor in the form the graph
@@ -234,11 +276,14 @@ pub trait WeightSource {
     /// The dense MLP's gate and up projections stacked into one `[2·I, k]`
     /// linear, gate rows first (the layout `gelu_mul` reads).
     fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> Result<Linear>;
-    /// The attention projections (`v` absent when V = K). By default one
-    /// linear each; a source that can stack bf16 weights should.
-    fn attention(&mut self, q: &TensorSpec, k: &TensorSpec, v: Option<&TensorSpec>) -> Result<AttnProj> {
-        Ok(AttnProj::Separate { q: self.linear(q)?, k: self.linear(k)?, v: v.map(|v| self.linear(v)).transpose()? })
+    /// The attention projections (`k` and `v` absent on a KV-shared layer,
+    /// `v` absent when V = K). By default one linear each; a source that
+    /// can stack bf16 weights should.
+    fn attention(&mut self, q: &TensorSpec, k: Option<&TensorSpec>, v: Option<&TensorSpec>) -> Result<AttnProj> {
+        Ok(AttnProj::Separate { q: self.linear(q)?, k: k.map(|k| self.linear(k)).transpose()?, v: v.map(|v| self.linear(v)).transpose()? })
     }
+    /// A token table kept on the host and read a few rows per pass.
+    fn host_rows(&mut self, t: &TensorSpec) -> Result<HostRows>;
     /// Stacked expert weights `[e, n, k]`.
     fn experts(&mut self, t: &TensorSpec) -> Result<Experts>;
     /// The tied token table.
@@ -270,15 +315,19 @@ impl WeightSource for Loader<'_> {
         self.linear_from(&g.name, &stacked, gate.shape[0] + up.shape[0], gate.shape[1])
     }
 
-    fn attention(&mut self, q: &TensorSpec, k: &TensorSpec, v: Option<&TensorSpec>) -> Result<AttnProj> {
+    fn attention(&mut self, q: &TensorSpec, k: Option<&TensorSpec>, v: Option<&TensorSpec>) -> Result<AttnProj> {
         if self.quant == Quant::Nvfp4 {
-            return Ok(AttnProj::Separate { q: self.linear(q)?, k: self.linear(k)?, v: v.map(|v| self.linear(v)).transpose()? });
+            return Ok(AttnProj::Separate {
+                q: self.linear(q)?,
+                k: k.map(|k| self.linear(k)).transpose()?,
+                v: v.map(|v| self.linear(v)).transpose()?,
+            });
         }
-        let parts: Vec<HostTensor> = [Some(q), Some(k), v].into_iter().flatten().map(|t| self.host(t)).collect::<Result<_>>()?;
+        let parts: Vec<HostTensor> = [Some(q), k, v].into_iter().flatten().map(|t| self.host(t)).collect::<Result<_>>()?;
         let total = parts.iter().fold(0usize, |acc, p| acc.saturating_add(p.data.len()));
         let mut stacked = reserve(total.saturating_mul(2), &parts[0].name)?;
         stacked.extend(parts.iter().flat_map(|p| p.data.iter().flat_map(|b| b.to_le_bytes())));
-        let n = [q.shape[0], k.shape[0], v.map_or(0, |v| v.shape[0])];
+        let n = [q.shape[0], k.map_or(0, |k| k.shape[0]), v.map_or(0, |v| v.shape[0])];
         Ok(AttnProj::Stacked { w: self.upload(&stacked)?, n, k: q.shape[1] })
     }
 
@@ -312,6 +361,13 @@ impl WeightSource for Loader<'_> {
         Ok(Embedding::Bf16(self.upload(&host.bytes()?)?))
     }
 
+    fn host_rows(&mut self, t: &TensorSpec) -> Result<HostRows> {
+        self.ck.rows(&t.name, &t.shape).map_err(|e| match e {
+            Error::MissingTensor { .. } => missing_per_layer_table(&self.ck.origin, t),
+            other => other,
+        })
+    }
+
     fn device_bytes(&self) -> usize {
         self.uploaded
     }
@@ -335,6 +391,14 @@ impl Weights {
     pub fn load(ck: &Checkpoint, cfg: &ModelConfig, be: &Arc<dyn Backend>, quant: Quant) -> Result<Self> {
         let total = ck.data_bytes();
         let tensors = ModelTensors::of(cfg);
+        // Named before the size check below, which an absent table (262144
+        // rows under HF's default width) would otherwise trip with a
+        // message that does not say why.
+        if let Some(p) = &tensors.per_layer_input {
+            if !ck.contains(&p.table.name) {
+                return Err(missing_per_layer_table(&ck.origin, &p.table));
+            }
+        }
         let need = tensors.elements().map(|e| e.saturating_mul(2));
         // Loose on purpose (4x plus 1 MiB): a checkpoint that merely lacks a
         // tensor or two still gets the specific MissingTensor / WrongShape
@@ -372,6 +436,17 @@ impl Weights {
     pub fn assemble(tensors: &ModelTensors, src: &mut dyn WeightSource) -> Result<Self> {
         let embed = src.embedding(&tensors.embed)?;
         let final_norm = src.bf16(&tensors.final_norm)?;
+        // Before the layers: a checkpoint without per-layer inputs under a
+        // config that (perhaps by HF's default) asks for them fails on the
+        // table, whose error says what to change.
+        let per_layer_input = match &tensors.per_layer_input {
+            Some(p) => Some(PerLayerInputWeights {
+                table: src.host_rows(&p.table)?,
+                model_projection: src.linear(&p.model_projection)?,
+                projection_norm: src.bf16(&p.projection_norm)?,
+            }),
+            None => None,
+        };
         let mut layers = Vec::with_capacity(tensors.layers.len());
         for t in &tensors.layers {
             layers.push(LayerWeights {
@@ -379,10 +454,10 @@ impl Weights {
                 post_attn_norm: src.bf16(&t.post_attn_norm)?,
                 pre_ff_norm: src.bf16(&t.pre_ff_norm)?,
                 post_ff_norm: src.bf16(&t.post_ff_norm)?,
-                qkv: src.attention(&t.q, &t.k, t.v.as_ref())?,
+                qkv: src.attention(&t.q, t.k.as_ref(), t.v.as_ref())?,
                 o: src.linear(&t.o)?,
                 q_norm: src.bf16(&t.q_norm)?,
-                k_norm: src.bf16(&t.k_norm)?,
+                k_norm: t.k_norm.as_ref().map(|n| src.bf16(n)).transpose()?,
                 gate_up: src.gate_up(&t.gate, &t.up)?,
                 down: src.linear(&t.down)?,
                 layer_scalar: src.f32(&t.layer_scalar)?,
@@ -400,8 +475,16 @@ impl Weights {
                     }),
                     None => None,
                 },
+                per_layer: match &t.per_layer {
+                    Some(p) => Some(PerLayerWeights {
+                        gate: src.linear(&p.gate)?,
+                        projection: src.linear(&p.projection)?,
+                        post_norm: src.bf16(&p.post_norm)?,
+                    }),
+                    None => None,
+                },
             });
         }
-        Ok(Weights { embed, final_norm, layers, device_bytes: src.device_bytes() })
+        Ok(Weights { embed, final_norm, layers, per_layer_input, device_bytes: src.device_bytes() })
     }
 }

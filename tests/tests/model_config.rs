@@ -2,7 +2,7 @@
 //! head_dim / KV heads, RoPE per layer type, k_eq_v on full layers only) and
 //! a clear error naming the field for everything the graph refuses.
 use switchyard_cli::synthetic::Spec;
-use switchyard_model::config::{LayerKind, ModelConfig};
+use switchyard_model::config::{LayerKind, ModelConfig, PerLayerInput};
 use switchyard_model::serde_json::{json, Value};
 use switchyard_model::Error;
 
@@ -97,16 +97,24 @@ fn text_config_wrapper_eos_list_and_forced_last_full_layer() {
 }
 
 #[test]
-fn refuses_per_layer_inputs() {
+fn per_layer_inputs_follow_hf_defaults() {
     let base = Spec::tiny_dense().config();
-    expect_field(&with(base.clone(), "hidden_size_per_layer_input", json!(256)), "hidden_size_per_layer_input", "not supported");
-    // Absent means HF's default of 256: refused too, not silently ignored.
-    expect_field(&without(base, "hidden_size_per_layer_input"), "hidden_size_per_layer_input", "not supported");
+    // Absent means HF's defaults (width 256, a 262144-row table), as HF would.
+    let v = without(without(base.clone(), "hidden_size_per_layer_input"), "vocab_size_per_layer_input");
+    assert_eq!(parse(&v).unwrap().per_layer_input, Some(PerLayerInput { hidden: 256, vocab: 262_144 }));
+    // A width over an empty table is refused by name.
+    expect_field(&with(base, "hidden_size_per_layer_input", json!(16)), "vocab_size_per_layer_input", "must be > 0");
 }
 
 #[test]
-fn refuses_kv_sharing() {
-    expect_field(&with(Spec::tiny_dense().config(), "num_kv_shared_layers", json!(2)), "num_kv_shared_layers", "not supported");
+fn kv_sharing_needs_an_earlier_layer_of_each_type() {
+    // [sliding, sliding, full] with the last two shared: layer 1 reads
+    // layer 0's KV, but no earlier full layer computes KV for layer 2.
+    expect_field(&with(Spec::tiny_dense().config(), "num_kv_shared_layers", json!(2)), "num_kv_shared_layers", "no earlier layer");
+    // [s, s, full, full] with the last one shared: it reads layer 2's KV.
+    let c = parse(&with(Spec::tiny_moe().config(), "num_kv_shared_layers", json!(1))).unwrap();
+    let sources: Vec<_> = c.layers.iter().map(|l| l.kv_source).collect();
+    assert_eq!(sources, [None, None, None, Some(2)]);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Whole-model parity against HF transformers: the committed fixtures
-//! (`tests/fixtures/{tiny-dense,tiny-moe}`, made by `scripts/make_fixtures.py`
+//! (`tests/fixtures/{tiny-dense,tiny-moe,tiny-e2b,tiny-e4b,tiny-26b-a4b,tiny-31b}`: the
+//! last four carry the flag sets of the released E2B, E4B, 26B-A4B and 31B; made by `scripts/make_fixtures.py`
 //! with transformers 5.17, f32 eager, greedy) run through `generate` on every
 //! backend, and each step's logits are compared with HF's.
 //!
@@ -37,7 +38,7 @@ use switchyard_model::serde_json::{self, Value};
 use switchyard_tests::per_backend;
 
 /// The fixtures, by directory name under `tests/fixtures`.
-const FIXTURES: [&str; 2] = ["tiny-dense", "tiny-moe"];
+const FIXTURES: [&str; 6] = ["tiny-dense", "tiny-moe", "tiny-e2b", "tiny-e4b", "tiny-26b-a4b", "tiny-31b"];
 
 /// ARCHITECTURE.md, "Parity tolerances", whole-model logits vs HF transformers:
 /// measured and reported per step.

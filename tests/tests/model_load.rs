@@ -135,6 +135,7 @@ fn corrupt_header_is_an_error() {
 #[test]
 fn unsupported_config_is_refused_before_weights() {
     let mut s = Spec::tiny_dense().build().unwrap();
+    // KV sharing whose shared full layer has no earlier full layer to read.
     s.config["num_kv_shared_layers"] = json!(1);
     assert!(matches!(load_err(&s, "kvshare"), Error::Config { ref field, .. } if field == "num_kv_shared_layers"));
     let d = write(&Spec::tiny_dense().build().unwrap(), "badjson");

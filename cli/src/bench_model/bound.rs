@@ -94,7 +94,8 @@ pub fn kv_bytes(cfg: &ModelConfig, pos: usize) -> usize {
 pub fn step_bytes(cfg: &ModelConfig, batch: usize, positions: Range<usize>) -> StepBytes {
     let tensors = ModelTensors::of(cfg);
     let bytes = |t: &switchyard_model::tensors::TensorSpec| t.shape.iter().product::<usize>() * t.kind.device_bytes_per_element();
-    let weights = tensors.all().into_iter().filter(|t| t.kind != TensorKind::Experts).map(bytes).sum();
+    // The per-layer input table stays on the host; a step uploads only its rows.
+    let weights = tensors.all().into_iter().filter(|t| !matches!(t.kind, TensorKind::Experts | TensorKind::HostRows)).map(bytes).sum();
     // Every MoE layer has the same experts; one expert is 1/E of each stacked tensor.
     let moe_layers = tensors.layers.iter().filter(|l| l.moe.is_some()).count();
     let expert =

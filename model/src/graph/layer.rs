@@ -1,5 +1,7 @@
-//! One decoder layer: attention block, dense MLP, the optional MoE branch,
-//! and the layer output (norm, residual, `layer_scalar`).
+//! One decoder layer: attention block (over its own KV, or over its KV
+//! source's on a KV-shared layer), dense MLP, the optional MoE branch, the
+//! optional per-layer-input branch, and the layer output (norm, residual,
+//! `layer_scalar`).
 use super::{linear, Pass, Session};
 use crate::error::{Error, Result};
 use switchyard_kernels::attn::{AttnDecode, AttnParams};
@@ -17,32 +19,52 @@ impl Session<'_> {
 
         // Attention: input norm, projections (V = K's projection when k_eq_v).
         ops.rmsnorm_bf16(s.xn.region(), xr, Some(w.input_norm.region()), rows, h, eps)?;
-        let [q_raw, k_raw, v_raw] = linear::attention(ops, &w.qkv, s.xn.region(), s.qkv_raw.region(), rows)?;
-        // q/k norms with weights, v norm without, RoPE on q and k, K and V into the pool.
+        // A KV-shared layer projects only q and attends over its source's
+        // pool, which the source wrote earlier in this pass.
         let kv = self.cache.view(i);
         let cos_sin = self.rope.get(spec.kind, hd).ok_or_else(|| Error::Request(format!("no RoPE table for layer {i}")))?;
-        ops.qkv_prep_bf16(&QkvPrep {
+        let common = QkvPrep {
             q_out: s.q.region(),
-            k_pool: Some(kv.k_pool),
-            v_pool: Some(kv.v_pool),
-            q_raw,
-            k_raw: Some(k_raw),
-            v_raw: Some(v_raw),
+            k_pool: None,
+            v_pool: None,
+            q_raw: s.qkv_raw.region(),
+            k_raw: None,
+            v_raw: None,
             q_norm: Some(w.q_norm.region()),
-            k_norm: Some(w.k_norm.region()),
+            k_norm: None,
             cos_sin,
             pos: s.pos.region(),
-            slot: Some(s.slot.region()),
+            slot: None,
             pmap: None,
             rows,
             src_rows: rows,
             nh,
-            nkv,
+            nkv: 0,
             hd,
             max_pos: self.rope.max_pos,
             num_slots: kv.num_slots,
             eps,
-        })?;
+        };
+        if spec.kv_source.is_some() {
+            let q_raw = linear::query(ops, &w.qkv, s.xn.region(), s.qkv_raw.region(), rows)?;
+            // q norm and RoPE only (nkv = 0: no KV written).
+            ops.qkv_prep_bf16(&QkvPrep { q_raw, ..common })?;
+        } else {
+            let [q_raw, k_raw, v_raw] = linear::attention(ops, &w.qkv, s.xn.region(), s.qkv_raw.region(), rows)?;
+            let k_norm = w.k_norm.as_ref().ok_or_else(|| Error::Request(format!("layer {i} owns KV but has no k_norm")))?;
+            // q/k norms with weights, v norm without, RoPE on q and k, K and V into the pool.
+            ops.qkv_prep_bf16(&QkvPrep {
+                k_pool: Some(kv.k_pool),
+                v_pool: Some(kv.v_pool),
+                q_raw,
+                k_raw: Some(k_raw),
+                v_raw: Some(v_raw),
+                k_norm: Some(k_norm.region()),
+                slot: Some(s.slot.region()),
+                nkv,
+                ..common
+            })?;
+        }
         // Gemma 4 scales scores by 1.0 (the q/k norms do the job of 1/sqrt(d)).
         let params = AttnParams { nh, window: spec.window, scale: 1.0 };
         match pass {
@@ -72,15 +94,37 @@ impl Session<'_> {
         )?;
 
         // Dense MLP: gate and up in one GEMM, gelu_tanh(gate) · up, down.
-        linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, cfg.intermediate_size)?;
+        linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
         linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?;
 
         let ffn = match &w.moe {
             Some(mw) => self.moe(mw, xr, rows)?,
             None => s.mlp.region(),
         };
-        // x_next = (x + post_feedforward_norm(ffn)) · layer_scalar.
-        ops.layer_out_bf16(x_next, xr, ffn, Some(w.post_ff_norm.region()), w.layer_scalar.region(), rows, h, eps)?;
+        match (&w.per_layer, &s.per_layer, cfg.per_layer_input) {
+            (Some(pw), Some(ps), Some(pl)) => {
+                let (l, p, cap) = (cfg.num_layers(), pl.hidden, s.rows);
+                // x = x + post_feedforward_norm(ffn), in place (the layer_scalar
+                // comes after the per-layer branch, as in HF).
+                ops.post_norm_add_pre_norm_bf16(xr, None, xr, ffn, Some(w.post_ff_norm.region()), None, rows, h, eps)?;
+                // gate = per_layer_input_gate(x) into the gate rows of `src`.
+                let gate = ps.src.region().slice(cap * l * p * 2, rows * p * 2)?;
+                linear::apply(ops, &pw.gate, xr, gate, rows)?;
+                // Pair each row's gate with its per-layer input (an exact
+                // copy), then gelu_tanh(gate) · input in gelu_mul's layout.
+                let idx = ps.idx.region().slice(i * 2 * rows * 4, 2 * rows * 4)?;
+                ops.gather_rows_bf16(ps.pair.region(), ps.src.region(), idx, 2 * rows, cap * l + cap, p)?;
+                ops.gelu_mul_bf16(ps.act.region(), ps.pair.region(), rows, p)?;
+                linear::apply(ops, &pw.projection, ps.act.region(), s.o.region(), rows)?;
+                // x_next = (x + post_per_layer_input_norm(projection)) · layer_scalar.
+                ops.layer_out_bf16(x_next, xr, s.o.region(), Some(pw.post_norm.region()), w.layer_scalar.region(), rows, h, eps)?;
+            }
+            (None, _, None) => {
+                // x_next = (x + post_feedforward_norm(ffn)) · layer_scalar.
+                ops.layer_out_bf16(x_next, xr, ffn, Some(w.post_ff_norm.region()), w.layer_scalar.region(), rows, h, eps)?;
+            }
+            _ => return Err(Error::Request(format!("layer {i}: per-layer-input weights and config disagree"))),
+        }
         self.cur = 1 - self.cur;
         Ok(())
     }

@@ -51,7 +51,7 @@ pub fn apply(ops: &Ops, w: &Linear, a: Region, c: Region, m: usize) -> Result<()
 pub fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<[Region; 3]> {
     let widths = match p {
         AttnProj::Stacked { n, .. } => *n,
-        AttnProj::Separate { q, k, v } => [q.n(), k.n(), v.as_ref().map_or(0, Linear::n)],
+        AttnProj::Separate { q, k, v } => [q.n(), k.as_ref().map_or(0, Linear::n), v.as_ref().map_or(0, Linear::n)],
     };
     let q_raw = out.slice(0, m * widths[0] * 2)?;
     let k_raw = out.slice(m * widths[0] * 2, m * widths[1] * 2)?;
@@ -73,13 +73,37 @@ pub fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> R
         }
         AttnProj::Separate { q, k, v } => {
             apply(ops, q, a, q_raw, m)?;
-            apply(ops, k, a, k_raw, m)?;
+            if let Some(k) = k {
+                apply(ops, k, a, k_raw, m)?;
+            }
             if let Some(v) = v {
                 apply(ops, v, a, v_raw, m)?;
             }
         }
     }
     Ok([q_raw, k_raw, v_raw])
+}
+
+/// The query projection alone into `out` (`[m, nq]`), for a KV-shared
+/// layer, whose weights hold only q (stacked: `n = [nq, 0, 0]`).
+pub fn query(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<Region> {
+    match p {
+        AttnProj::Stacked { w, n, k } => {
+            let q_raw = out.slice(0, m * n[0] * 2)?;
+            bf16(ops, w.region().slice(0, n[0] * k * 2)?, a, q_raw, m, n[0], *k)?;
+            Ok(q_raw)
+        }
+        AttnProj::Separate { q, .. } => {
+            let q_raw = out.slice(0, m * q.n() * 2)?;
+            apply(ops, q, a, q_raw, m)?;
+            Ok(q_raw)
+        }
+    }
+}
+
+/// `c[m, n] = a[m, k] · Wᵀ` for a plain bf16 weight region `w` `[n, k]`.
+pub fn bf16_region(ops: &Ops, w: Region, a: Region, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
+    bf16(ops, w, a, c, m, n, k)
 }
 
 /// The dense MLP's gated activation `act[m, inter] = gelu_tanh(gate) · up`

@@ -199,6 +199,23 @@ impl<'m> Session<'m> {
         }
         let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
         self.s.ids.write(&bytes::i32_bytes(&ids))?;
+        if let (Some(pw), Some(ps)) = (&self.model.weights.per_layer_input, &self.s.per_layer) {
+            // The per-layer table stays on the host: only this pass's rows
+            // travel (rows · layers · P bf16), and the gather indices that
+            // pair each layer's gate rows with its inputs.
+            let mut rows_bytes = Vec::new();
+            pw.table.gather_bf16(tokens, &mut rows_bytes)?;
+            ps.tok.write(&rows_bytes)?;
+            let (l, cap, n) = (self.model.cfg.num_layers(), self.s.rows, tokens.len());
+            let mut idx = Vec::with_capacity(l * 2 * n);
+            for i in 0..l {
+                for r in 0..n {
+                    idx.push((cap * l + r) as i32);
+                    idx.push((r * l + i) as i32);
+                }
+            }
+            ps.idx.write(&bytes::i32_bytes(&idx))?;
+        }
         self.s.pos.write(&bytes::i32_bytes(pos))?;
         Ok(self.s.slot.write(&bytes::i32_bytes(slots))?)
     }
@@ -217,10 +234,37 @@ impl<'m> Session<'m> {
             Embedding::Bf16(t) => ops.embed_gather_bf16(x, t.region(), ids, rows, v, h, scale)?,
             Embedding::Fp8 { codes, row_scale } => ops.embed_gather_fp8(x, codes.region(), row_scale.region(), ids, rows, v, h, scale)?,
         }
+        self.per_layer_inputs(rows)?;
         for i in 0..cfg.num_layers() {
             self.layer(i, rows, pass)?;
         }
         Ok(())
+    }
+
+    /// The per-layer inputs of every layer (E2B / E4B), as HF's
+    /// `project_per_layer_inputs` computes them from the scaled embedding
+    /// `e` (in `x[0]`) and the gathered table rows `t` (uploaded by
+    /// `write_step`):
+    /// `(rmsnorm(W·e · hidden^-0.5; w) + t · sqrt(P)) · 2^-0.5`, per layer
+    /// slice of `P` values. The `hidden^-0.5` scale is folded into the
+    /// norm's eps (`rmsnorm(s·y; eps) = rmsnorm(y; eps / s²)`, exactly) and
+    /// `2^-0.5` into the norm's output scale, so existing kernels compute it:
+    /// the projection GEMM, `router_norm_bf16` (RMSNorm · weight · scalar)
+    /// and `scaled_add_bf16`. Launches only.
+    fn per_layer_inputs(&mut self, rows: usize) -> Result<()> {
+        let (ops, cfg) = (&self.model.ops, &self.model.cfg);
+        let (Some(pw), Some(ps), Some(pl)) = (&self.model.weights.per_layer_input, &self.s.per_layer, cfg.per_layer_input) else {
+            return Ok(());
+        };
+        let (h, l, p) = (cfg.hidden_size, cfg.num_layers(), pl.hidden);
+        let n = rows * l * p;
+        let inputs = ps.src.region().slice(0, n * 2)?;
+        linear::apply(ops, &pw.model_projection, self.s.x[0].region(), ps.proj.region(), rows)?;
+        let eps = (cfg.eps as f64 * h as f64) as f32;
+        let half_root = std::f64::consts::FRAC_1_SQRT_2 as f32;
+        ops.router_norm_bf16(inputs, ps.proj.region(), pw.projection_norm.region(), rows * l, p, eps, half_root)?;
+        let table_scale = ((p as f64).sqrt() * std::f64::consts::FRAC_1_SQRT_2) as f32;
+        Ok(ops.scaled_add_bf16(inputs, ps.tok.region(), n, table_scale)?)
     }
 
     /// Final norm, LM head (softcapped) and argmax for rows

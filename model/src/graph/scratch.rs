@@ -27,6 +27,26 @@ pub struct MoeScratch {
     pub comb: DeviceBuffer,
 }
 
+/// The per-layer-input buffers (E2B / E4B), for up to `R` rows per pass
+/// with `L` layers of `P` values each.
+pub struct PerLayerScratch {
+    /// Gathered table rows, uploaded per pass: `[R, L·P]` bf16, unscaled.
+    pub tok: DeviceBuffer,
+    /// The model projection of the embedding: `[R, L·P]`.
+    pub proj: DeviceBuffer,
+    /// `[R·L + R, P]`: rows `r·L + i` hold the per-layer inputs (row `r`,
+    /// layer `i`), then rows `R·L + r` the current layer's gate output, so
+    /// that one `gather_rows_bf16` can pair each gate row with its input.
+    pub src: DeviceBuffer,
+    /// Per layer, the `2·rows` gather indices `[R·L + r, r·L + i]` (i32),
+    /// uploaded per pass.
+    pub idx: DeviceBuffer,
+    /// `[rows, 2·P]`: gate then per-layer input, per row (`gelu_mul`'s layout).
+    pub pair: DeviceBuffer,
+    /// `gelu_tanh(gate) · input`, `[R, P]`.
+    pub act: DeviceBuffer,
+}
+
 /// Every activation buffer, for up to `rows` rows per pass.
 pub struct Scratch {
     /// Rows every buffer has room for.
@@ -50,6 +70,7 @@ pub struct Scratch {
     pub act: DeviceBuffer,
     pub mlp: DeviceBuffer,
     pub moe: Option<MoeScratch>,
+    pub per_layer: Option<PerLayerScratch>,
     /// Final-norm rows for the head, `[MAX_HEAD_ROWS, hidden]`.
     pub fnorm: DeviceBuffer,
     /// f32 logits `[MAX_HEAD_ROWS, vocab]`.
@@ -69,7 +90,7 @@ impl Scratch {
         let (h, nh) = (cfg.hidden_size, cfg.num_heads);
         let hd = cfg.layers.iter().map(|l| l.head_dim).max().unwrap_or(0);
         let qkv = cfg.layers.iter().map(|l| (nh + 2 * l.num_kv_heads) * l.head_dim).max().unwrap_or(0);
-        let inter = cfg.intermediate_size;
+        let inter = cfg.max_intermediate();
         let bf = |n: usize| buf(be, n * 2);
         let word = |n: usize| buf(be, n * 4);
         let moe = match cfg.moe {
@@ -97,8 +118,23 @@ impl Scratch {
                 })
             }
         };
+        let per_layer = match cfg.per_layer_input {
+            None => None,
+            Some(pl) => {
+                let (l, p) = (cfg.num_layers(), pl.hidden);
+                Some(PerLayerScratch {
+                    tok: bf(rows * l * p)?,
+                    proj: bf(rows * l * p)?,
+                    src: bf((rows * l + rows) * p)?,
+                    idx: word(l * 2 * rows)?,
+                    pair: bf(rows * 2 * p)?,
+                    act: bf(rows * p)?,
+                })
+            }
+        };
         Ok(Scratch {
             rows,
+            per_layer,
             ids: word(rows)?,
             pos: word(rows)?,
             slot: word(rows)?,
