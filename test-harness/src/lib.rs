@@ -100,6 +100,10 @@ pub fn flag_set(name: &str) -> bool {
 
 type Probe = fn(&str) -> Result<(), String>;
 
+/// A test that runs at least this long is named on stderr (`slow test: …`),
+/// so a CI log shows where its time goes.
+pub const SLOW_SECS: f64 = 30.0;
+
 /// Each backend's probe result, worked out once per binary.
 fn availability(probe: Probe, name: &'static str) -> Result<(), String> {
     static SEEN: OnceLock<Mutex<BTreeMap<&'static str, Result<(), String>>>> = OnceLock::new();
@@ -134,7 +138,12 @@ pub fn run(probe: Probe) -> ! {
                         return Ok(Completion::ignored_with(format!("needs {name}: {why}")));
                     }
                 }
+                let start = std::time::Instant::now();
                 (t.run)();
+                let secs = start.elapsed().as_secs_f64();
+                if secs >= SLOW_SECS {
+                    eprintln!("slow test: {} took {secs:.0} s", t.name);
+                }
                 Ok(Completion::Completed)
             })
         })
