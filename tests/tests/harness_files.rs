@@ -36,7 +36,11 @@ fn harness_false_targets_have_no_test_attribute() {
         for name in harness_false_targets(&manifest) {
             let file = root.join(m).join("tests").join(format!("{name}.rs"));
             let src = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-            assert!(!src.contains("#[test]"), "{}: `#[test]` in a harness = false target never runs; register it with tests!/per_backend!", file.display());
+            assert!(
+                !src.contains("#[test]"),
+                "{}: `#[test]` in a harness = false target never runs; register it with tests!/per_backend!",
+                file.display()
+            );
             assert!(src.contains("main!"), "{}: a harness = false target must end in the harness's main!", file.display());
             checked.push(format!("{m}/{name}"));
         }
