@@ -1,4 +1,4 @@
-//! GEMM-family tests on a CUDA device (each skips, saying so, without one):
+//! GEMM-family tests on a CUDA device (each ignored, with the reason, without one):
 //! parity of all 13 kernels against the CPU reference, the bit-identical
 //! contracts with `==` at awkward and larger shapes, the pipelined kernel
 //! against cuBLAS, the decode kernel against the tensor-core base, and the
@@ -13,14 +13,11 @@ use switchyard_kernels::gemm::{self as g, REORDERED_NMSE};
 use switchyard_kernels::parity::{self, Gen};
 use switchyard_kernels::Ops;
 
-fn cuda() -> Option<Arc<CudaBackend>> {
-    match CudaBackend::open(0) {
-        Ok(b) => Some(Arc::new(b)),
-        Err(e) => {
-            println!("SKIPPED (no CUDA device): {e}");
-            None
-        }
-    }
+mod common;
+
+/// Device 0, which the harness has found (a test that needs it runs only then).
+fn cuda() -> Arc<CudaBackend> {
+    Arc::new(CudaBackend::open(0).unwrap_or_else(|e| panic!("opening CUDA device 0: {e}")))
 }
 
 fn dyn_be(cb: &Arc<CudaBackend>) -> Arc<dyn Backend> {
@@ -61,9 +58,8 @@ const MINE: [&switchyard_core::KernelSig; 13] = [
     &w4a16::W4A16_GEMM_DECODE,
 ];
 
-#[test]
 fn gemm_family_parity_with_the_cpu_reference() {
-    let Some(cb) = cuda() else { return };
+    let cb = cuda();
     let be = dyn_be(&cb);
     let reference = Ops::new(switchyard_cpu_ref::cpu_backend());
     let cand = Ops::new(be.clone());
@@ -84,9 +80,8 @@ fn gemm_family_parity_with_the_cpu_reference() {
 /// 32 or 64, and a few full tiles.
 const EXACT_SHAPES: [(usize, usize, usize); 5] = [(1, 64, 64), (17, 40, 72), (33, 130, 200), (130, 256, 1048), (300, 520, 2056)];
 
-#[test]
 fn scaled_acc_equals_tc_then_scaled_add_bit_for_bit() {
-    let Some(cb) = cuda() else { return };
+    let cb = cuda();
     let be = dyn_be(&cb);
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(11);
@@ -103,9 +98,8 @@ fn scaled_acc_equals_tc_then_scaled_add_bit_for_bit() {
     }
 }
 
-#[test]
 fn router_equals_the_scalar_gemm_bit_for_bit() {
-    let Some(cb) = cuda() else { return };
+    let cb = cuda();
     let be = dyn_be(&cb);
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(12);
@@ -120,9 +114,8 @@ fn router_equals_the_scalar_gemm_bit_for_bit() {
     }
 }
 
-#[test]
 fn lossless_w4a16_equals_the_base_kernel_bit_for_bit() {
-    let Some(cb) = cuda() else { return };
+    let cb = cuda();
     let be = dyn_be(&cb);
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(13);
@@ -144,17 +137,10 @@ fn lossless_w4a16_equals_the_base_kernel_bit_for_bit() {
     }
 }
 
-#[test]
 fn pipelined_matches_cublas_at_full_tiles() {
-    let Some(cb) = cuda() else { return };
+    let cb = cuda();
     let be = dyn_be(&cb);
-    let blas = match Cublas::new(&cb) {
-        Ok(b) => b,
-        Err(e) => {
-            println!("SKIPPED (no cuBLAS): {e}");
-            return;
-        }
-    };
+    let blas = Cublas::new(&cb).expect("cuBLAS (the harness found it)");
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(14);
     for &(m, n, k) in &[(512usize, 1024usize, 1024usize), (300, 776, 1544), (1, 256, 4096)] {
@@ -173,9 +159,8 @@ fn pipelined_matches_cublas_at_full_tiles() {
     }
 }
 
-#[test]
 fn decode_matches_the_base_kernel_at_model_widths() {
-    let Some(cb) = cuda() else { return };
+    let cb = cuda();
     let be = dyn_be(&cb);
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(15);
@@ -194,9 +179,8 @@ fn decode_matches_the_base_kernel_at_model_widths() {
     }
 }
 
-#[test]
 fn ldb_variant_at_a_real_vocabulary_width() {
-    let Some(cb) = cuda() else { return };
+    let cb = cuda();
     let be = dyn_be(&cb);
     let ops = Ops::new(be.clone());
     let reference = Ops::new(switchyard_cpu_ref::cpu_backend());
@@ -219,3 +203,7 @@ fn ldb_variant_at_a_real_vocabulary_width() {
     // Sanity of the comparison itself: no NaN (the poison) survived.
     assert!(got.chunks_exact(2).all(|c| !bf16_value(u16::from_le_bytes([c[0], c[1]])).is_nan()));
 }
+
+switchyard_test_harness::tests!(needs "cuda": gemm_family_parity_with_the_cpu_reference, scaled_acc_equals_tc_then_scaled_add_bit_for_bit, router_equals_the_scalar_gemm_bit_for_bit, lossless_w4a16_equals_the_base_kernel_bit_for_bit, decode_matches_the_base_kernel_at_model_widths, ldb_variant_at_a_real_vocabulary_width);
+switchyard_test_harness::tests!(needs "cublas": pipelined_matches_cublas_at_full_tiles);
+switchyard_test_harness::main!(common::probe);

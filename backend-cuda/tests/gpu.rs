@@ -1,6 +1,6 @@
-//! Tests that need a CUDA device (the H200 run). Each skips with a printed
-//! reason where `cuda_backend()` is unavailable, so CI without a GPU passes
-//! them visibly as skipped.
+//! Tests that need a CUDA device (the H200 run). Where `cuda_backend()` is
+//! unavailable each shows as ignored with the reason (switchyard-test-harness),
+//! or fails under SWITCHYARD_REQUIRE_CUDA=1.
 use switchyard_core::{Arg, DeviceBuffer, Error};
 use switchyard_kernels::norm::RMSNORM_BF16;
 use switchyard_kernels::{parity, Ops};
@@ -8,9 +8,8 @@ use switchyard_kernels::{parity, Ops};
 mod common;
 use common::cuda;
 
-#[test]
 fn memory_round_trips_and_is_bounds_checked() {
-    let Some(be) = cuda() else { return };
+    let be = cuda();
     println!("{:?}", be.info());
     let data: Vec<u8> = (0..4099u32).map(|i| (i * 7 + 3) as u8).collect();
     let a = be.alloc(data.len()).unwrap();
@@ -37,9 +36,8 @@ fn memory_round_trips_and_is_bounds_checked() {
     assert_eq!(be.live_bytes(), 0);
 }
 
-#[test]
 fn launches_check_pointers_and_report_kernel_names() {
-    let Some(be) = cuda() else { return };
+    let be = cuda();
     let ops = Ops::new(be.clone());
     let out = DeviceBuffer::new(&be, 64 * 2).unwrap();
     let x = DeviceBuffer::from_bytes(&be, &[0x3fu8; 128]).unwrap();
@@ -56,9 +54,8 @@ fn launches_check_pointers_and_report_kernel_names() {
     assert_eq!(be.live_bytes(), 0);
 }
 
-#[test]
 fn events_time_device_work() {
-    let Some(be) = cuda() else { return };
+    let be = cuda();
     let n = 256 << 20;
     let (a, b) = (be.alloc(n).unwrap(), be.alloc(n).unwrap());
     be.memset0(a, n).unwrap();
@@ -69,9 +66,8 @@ fn events_time_device_work() {
     be.free(b).unwrap();
 }
 
-#[test]
 fn parity_with_the_cpu_reference() {
-    let Some(be) = cuda() else { return };
+    let be = cuda();
     let reference = Ops::new(switchyard_cpu_ref::cpu_backend());
     let rows = parity::run_all(&reference, &Ops::new(be.clone()), 0x5eed, None);
     println!("{}", parity::table(&rows));
@@ -82,11 +78,8 @@ fn parity_with_the_cpu_reference() {
     assert_eq!(be.live_bytes(), 0, "parity leaked device memory");
 }
 
-#[test]
 fn disk_cache_is_used_and_a_corrupt_entry_is_rebuilt() {
-    if cuda().is_none() {
-        return;
-    }
+    cuda();
     let dir = std::env::temp_dir().join(format!("switchyard-cuda-cache-test-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // Only this test sets the variable; the other tests in this binary have
@@ -109,3 +102,6 @@ fn disk_cache_is_used_and_a_corrupt_entry_is_rebuilt() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+switchyard_test_harness::tests!(needs "cuda": memory_round_trips_and_is_bounds_checked, launches_check_pointers_and_report_kernel_names, events_time_device_work, parity_with_the_cpu_reference, disk_cache_is_used_and_a_corrupt_entry_is_rebuilt);
+switchyard_test_harness::main!(common::probe);

@@ -5,20 +5,15 @@
 use switchyard_core::{registry, ArgKind, BackendKind, Role};
 use switchyard_kernels::sources;
 
-fn nvrtc() -> Option<(i32, i32)> {
-    match switchyard_cuda::nvrtc_version() {
-        Ok(v) => Some(v),
-        Err(e) => {
-            println!("SKIPPED: NVRTC compile check: {e}");
-            eprintln!("SKIPPED: NVRTC compile check: {e}");
-            None
-        }
-    }
+mod common;
+
+/// NVRTC's version, which the harness has found loadable.
+fn nvrtc() -> (i32, i32) {
+    switchyard_cuda::nvrtc_version().unwrap_or_else(|e| panic!("NVRTC: {e}"))
 }
 
-#[test]
 fn every_cuda_module_compiles_for_sm90() {
-    let Some((major, minor)) = nvrtc() else { return };
+    let (major, minor) = nvrtc();
     println!("NVRTC {major}.{minor}");
     assert!(!sources::CUDA.is_empty(), "no CUDA sources listed in cuda_sources.in");
     let mut failures = Vec::new();
@@ -58,7 +53,6 @@ fn param_name(p: &str) -> &str {
     p.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("")
 }
 
-#[test]
 fn every_registered_cuda_kernel_matches_its_declared_signature() {
     // Needs no NVRTC: compares each entry point's C parameter list with the
     // declaration (count, names, kinds, const-ness of input pointers), which
@@ -124,11 +118,8 @@ fn every_registered_cuda_kernel_matches_its_declared_signature() {
     assert!(checked >= 14, "only {checked} CUDA kernels registered");
 }
 
-#[test]
 fn a_compile_error_names_the_file_and_carries_the_log() {
-    if nvrtc().is_none() {
-        return;
-    }
+    nvrtc();
     let err = switchyard_cuda::compile::compile_source(
         "broken",
         sources::Source { path: "src/broken/broken.cu", text: "extern \"C\" __global__ void k() { undefined_thing(); }" },
@@ -139,3 +130,7 @@ fn a_compile_error_names_the_file_and_carries_the_log() {
     assert!(msg.contains("src/broken/broken.cu"), "{msg}");
     assert!(msg.contains("undefined_thing"), "log missing from: {msg}");
 }
+
+switchyard_test_harness::tests!(needs "nvrtc": every_cuda_module_compiles_for_sm90, a_compile_error_names_the_file_and_carries_the_log);
+switchyard_test_harness::tests!(every_registered_cuda_kernel_matches_its_declared_signature);
+switchyard_test_harness::main!(common::probe);

@@ -1,6 +1,6 @@
 //! Recordings (CUDA graphs captured from the stream) and the CUDA-only
-//! tuning launch, on a device. Each test skips with a printed reason where
-//! `cuda_backend()` is unavailable (fails instead under SWITCHYARD_REQUIRE_CUDA=1).
+//! tuning launch, on a device. Each test shows as ignored with the reason
+//! where `cuda_backend()` is unavailable (fails instead under SWITCHYARD_REQUIRE_CUDA=1).
 use std::sync::Arc;
 use switchyard_core::{Arg::*, Backend, DeviceBuffer, Error, Result};
 use switchyard_cuda::CudaBackend;
@@ -112,9 +112,8 @@ fn has_poison(bytes: &[u8]) -> bool {
     bytes.chunks(2).any(|c| c == [0xff, 0xff])
 }
 
-#[test]
 fn a_recorded_norm_sequence_replays_bit_identically_to_direct_launches() {
-    let Some(be) = cuda() else { return };
+    let be = cuda();
     let ops = Ops::new(be.clone());
     // dim 1030 is not a multiple of 8 (the kernels' 4-byte path), 2048 is (16-byte path).
     for (rows, dim) in [(17usize, 2048usize), (5, 1030)] {
@@ -155,9 +154,8 @@ fn a_recorded_norm_sequence_replays_bit_identically_to_direct_launches() {
     assert_eq!(be.live_bytes(), 0, "buffers leaked");
 }
 
-#[test]
 fn replay_is_refused_once_a_buffer_it_uses_is_freed() {
-    let Some(be) = cuda() else { return };
+    let be = cuda();
     let ops = Ops::new(be.clone());
     let (rows, dim) = (4usize, 256usize);
     let bytes = rows * dim * 2;
@@ -192,9 +190,8 @@ fn replay_is_refused_once_a_buffer_it_uses_is_freed() {
     assert_eq!(be.live_bytes(), 0);
 }
 
-#[test]
 fn host_operations_inside_record_are_refused_and_leave_the_backend_usable() {
-    let Some(be) = cuda() else { return };
+    let be = cuda();
     let buf = DeviceBuffer::new(&be, 256).unwrap();
     let refused = |op: &str, r: Result<switchyard_core::Recording>| {
         let e = r.expect_err(op);
@@ -241,9 +238,8 @@ fn host_operations_inside_record_are_refused_and_leave_the_backend_usable() {
     assert_eq!(be.live_bytes(), 0);
 }
 
-#[test]
 fn launch_with_geometry_matches_the_plan_and_refuses_a_freed_pointer() {
-    let Some(be) = cuda() else { return };
+    let be = cuda();
     let cb = be.extension().and_then(|x| x.downcast_ref::<CudaBackend>()).expect("the cuda backend's extension is the CudaBackend");
     match cb.cublas() {
         Ok(_) => {}
@@ -279,3 +275,6 @@ fn launch_with_geometry_matches_the_plan_and_refuses_a_freed_pointer() {
     drop((w, planned, tuned));
     assert_eq!(be.live_bytes(), 0);
 }
+
+switchyard_test_harness::tests!(needs "cuda": a_recorded_norm_sequence_replays_bit_identically_to_direct_launches, replay_is_refused_once_a_buffer_it_uses_is_freed, host_operations_inside_record_are_refused_and_leave_the_backend_usable, launch_with_geometry_matches_the_plan_and_refuses_a_freed_pointer);
+switchyard_test_harness::main!(common::probe);

@@ -72,9 +72,8 @@ fn cache(g: &mut Gen, seqs: usize, max_pages: usize, nkv: usize, hd: usize, page
     Cache { k, v, table, num_slots, max_pages }
 }
 
-#[test]
 fn prefill_edges_match_the_reference() {
-    let Some(be) = wgpu("prefill_edges_match_the_reference") else { return };
+    let be = wgpu("prefill_edges_match_the_reference");
     let cpu = switchyard_cpu_ref::cpu_backend();
     let mut g = Gen::new(71);
     // (nh, nkv, hd, page, window): a wide GQA group at hd 512, a narrow head, a window.
@@ -111,9 +110,8 @@ fn prefill_edges_match_the_reference() {
     }
 }
 
-#[test]
 fn decode_edges_match_the_reference() {
-    let Some(be) = wgpu("decode_edges_match_the_reference") else { return };
+    let be = wgpu("decode_edges_match_the_reference");
     let cpu = switchyard_cpu_ref::cpu_backend();
     let mut g = Gen::new(72);
     // 6 pages: one chunk per sequence. 80 pages: several chunks for the long
@@ -146,9 +144,8 @@ fn decode_edges_match_the_reference() {
     }
 }
 
-#[test]
 fn gather_and_combine_poison_rules_match_the_reference() {
-    let Some(be) = wgpu("gather_and_combine_poison_rules_match_the_reference") else { return };
+    let be = wgpu("gather_and_combine_poison_rules_match_the_reference");
     let cpu = switchyard_cpu_ref::cpu_backend();
     let mut g = Gen::new(73);
     let (rows, k, h) = (6usize, 2usize, 70usize);
@@ -175,3 +172,6 @@ fn gather_and_combine_poison_rules_match_the_reference() {
     assert!(bf16s(&got[2 * h * 2..4 * h * 2]).iter().all(|v| v.is_nan()));
     assert!(bf16s(&got[..2 * h * 2]).iter().all(|v| !v.is_nan()));
 }
+
+switchyard_test_harness::tests!(needs "wgpu": prefill_edges_match_the_reference, decode_edges_match_the_reference, gather_and_combine_poison_rules_match_the_reference);
+switchyard_test_harness::main!(common::probe);

@@ -13,9 +13,8 @@ use switchyard_wgpu::{wgpu_backend_with, WgpuOptions};
 mod common;
 use common::{backend, down as download};
 
-#[test]
 fn memory_operations_are_byte_exact_at_any_alignment() {
-    let Some(be) = backend("memory_operations_are_byte_exact_at_any_alignment", WgpuOptions::default()) else { return };
+    let be = backend("memory_operations_are_byte_exact_at_any_alignment", WgpuOptions::default());
     let n = 1037;
     let init: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
     let a = DeviceBuffer::from_bytes(&be, &init).unwrap();
@@ -58,9 +57,8 @@ fn memory_operations_are_byte_exact_at_any_alignment() {
     assert_eq!(download(&be, a.addr(), 16), [[9u8; 8], [0u8; 8]].concat());
 }
 
-#[test]
 fn bad_addresses_and_sizes_are_typed_errors() {
-    let Some(be) = backend("bad_addresses_and_sizes_are_typed_errors", WgpuOptions::default()) else { return };
+    let be = backend("bad_addresses_and_sizes_are_typed_errors", WgpuOptions::default());
     let ops = Ops::new(be.clone());
     let x = DeviceBuffer::zeroed(&be, 4 * 64 + 2).unwrap();
     let out = DeviceBuffer::zeroed(&be, 4 * 64).unwrap();
@@ -102,9 +100,8 @@ fn max_ulp(a: &[u8], b: &[u8]) -> u32 {
     a.iter().zip(&b).map(|(&x, &y)| switchyard_core::compare::bf16_ulp_distance(x, y)).max().unwrap_or(0)
 }
 
-#[test]
 fn offsets_aliasing_and_null_weights() {
-    let Some(be) = backend("offsets_aliasing_and_null_weights", WgpuOptions::default()) else { return };
+    let be = backend("offsets_aliasing_and_null_weights", WgpuOptions::default());
     let mut g = Gen::new(11);
     let (rows, dim) = (6, 1030);
     let n = rows * dim * 2;
@@ -133,11 +130,10 @@ fn offsets_aliasing_and_null_weights() {
     assert_eq!(w[..pad], c[..pad], "bytes before the tensors changed");
 }
 
-#[test]
 fn folded_grids_match_cpu_ref() {
     // A fold limit of 16 folds every grid wider than 16 workgroups: x into y for 1-D grids, into z for 2-D ones.
     let opts = WgpuOptions { fold_limit: Some(16), ..WgpuOptions::default() };
-    let Some(be) = backend("folded_grids_match_cpu_ref", opts) else { return };
+    let be = backend("folded_grids_match_cpu_ref", opts);
     let cpu = switchyard_cpu_ref::cpu_backend();
     let rows = parity::run_all(&Ops::new(cpu), &Ops::new(be.clone()), 77, None);
     // Folding bugs show up as unwritten (poisoned) elements, guard writes or
@@ -218,10 +214,9 @@ fn folded_grids_match_cpu_ref() {
     }
 }
 
-#[test]
 fn rows_longer_than_the_register_cache_match_cpu_ref() {
     // Norm kernels keep up to 8192 elements per row in registers; 8194 takes the re-reading path.
-    let Some(be) = backend("rows_longer_than_the_register_cache_match_cpu_ref", WgpuOptions::default()) else { return };
+    let be = backend("rows_longer_than_the_register_cache_match_cpu_ref", WgpuOptions::default());
     let mut g = Gen::new(3);
     let (rows, dim) = (2usize, 8194usize);
     let n = rows * dim * 2;
@@ -244,3 +239,6 @@ fn rows_longer_than_the_register_cache_match_cpu_ref() {
     let (c, gp) = both(&be, &inputs, &[0], &|o, b| o.layer_out_bf16(b[0], b[2], b[3], Some(b[4]), b[6], rows, dim, 1e-6));
     assert!(max_ulp(&gp[0], &c[0]) <= 1, "layer_out differs on long rows");
 }
+
+switchyard_test_harness::tests!(needs "wgpu": memory_operations_are_byte_exact_at_any_alignment, bad_addresses_and_sizes_are_typed_errors, offsets_aliasing_and_null_weights, folded_grids_match_cpu_ref, rows_longer_than_the_register_cache_match_cpu_ref);
+switchyard_test_harness::main!(common::probe);

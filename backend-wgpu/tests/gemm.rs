@@ -64,9 +64,8 @@ fn dense(
 const SHAPES: [(usize, usize, usize); 7] =
     [(1, 64, 64), (16, 96, 200), (17, 40, 72), (5, 322, 520), (130, 262, 136), (257, 130, 200), (3, 2, 2)];
 
-#[test]
 fn dense_variants_equal_the_reference_and_each_other_bit_for_bit() {
-    let Some(be) = backend("dense_variants_equal_the_reference_and_each_other_bit_for_bit", WgpuOptions::default()) else { return };
+    let be = backend("dense_variants_equal_the_reference_and_each_other_bit_for_bit", WgpuOptions::default());
     let (w, c) = (Ops::new(be.clone()), Ops::new(switchyard_cpu_ref::cpu_backend()));
     let mut g = Gen::new(21);
     for (m, n, k) in SHAPES {
@@ -94,9 +93,8 @@ fn dense_variants_equal_the_reference_and_each_other_bit_for_bit() {
     assert_eq!(be.live_bytes(), 0);
 }
 
-#[test]
 fn strict_k_order_survives_cancellation() {
-    let Some(be) = backend("strict_k_order_survives_cancellation", WgpuOptions::default()) else { return };
+    let be = backend("strict_k_order_survives_cancellation", WgpuOptions::default());
     let o = Ops::new(be);
     // 0 + 1 + 2^24 = 2^24 (tie to even), − 2^24 = 0: any other association gives 1.
     // Ones across K = 40 put the cancellation in the first stage and more after it.
@@ -113,9 +111,8 @@ fn strict_k_order_survives_cancellation() {
     }
 }
 
-#[test]
 fn scaled_acc_equals_tc_then_scaled_add_bit_for_bit() {
-    let Some(be) = backend("scaled_acc_equals_tc_then_scaled_add_bit_for_bit", WgpuOptions::default()) else { return };
+    let be = backend("scaled_acc_equals_tc_then_scaled_add_bit_for_bit", WgpuOptions::default());
     let o = Ops::new(be.clone());
     let mut g = Gen::new(5);
     for (m, n, k) in SHAPES.into_iter().filter(|s| s.2 % 8 == 0) {
@@ -162,9 +159,8 @@ fn nmse(x: &[u16], r: &[u16]) -> f64 {
     e / s.max(f64::MIN_POSITIVE)
 }
 
-#[test]
 fn w4a16_variants_equal_the_reference_and_lossless_equals_base() {
-    let Some(be) = backend("w4a16_variants_equal_the_reference_and_lossless_equals_base", WgpuOptions::default()) else { return };
+    let be = backend("w4a16_variants_equal_the_reference_and_lossless_equals_base", WgpuOptions::default());
     let (w, c) = (Ops::new(be.clone()), Ops::new(switchyard_cpu_ref::cpu_backend()));
     let mut g = Gen::new(9);
     // Packed (ldb = n): several tiles in both directions, M = 1 and ragged M.
@@ -195,11 +191,10 @@ fn w4a16_variants_equal_the_reference_and_lossless_equals_base() {
     assert_eq!(be.live_bytes(), 0);
 }
 
-#[test]
 fn folded_grids_cover_every_tile() {
     // Three workgroups per dimension at most: the 2-D GEMM grids fold x into z,
     // the 1-D decode and split-K reduce grids fold x into y.
-    let Some(be) = backend("folded_grids_cover_every_tile", WgpuOptions { fold_limit: Some(3), ..Default::default() }) else { return };
+    let be = backend("folded_grids_cover_every_tile", WgpuOptions { fold_limit: Some(3), ..Default::default() });
     let (w, c) = (Ops::new(be), Ops::new(switchyard_cpu_ref::cpu_backend()));
     let mut g = Gen::new(13);
     let (m, n, k) = (200, 1030, 24);
@@ -222,3 +217,6 @@ fn folded_grids_cover_every_tile() {
     let split = |o: &Ops| dense(o, &a, &b, m, n, k, |o, pa, pb, pc| o.dense_gemm_splitk_bf16(pa, pb, pc, m, n, k, splits));
     assert!(split(&w) == split(&c), "folded dense_gemm_splitk_bf16");
 }
+
+switchyard_test_harness::tests!(needs "wgpu": dense_variants_equal_the_reference_and_each_other_bit_for_bit, strict_k_order_survives_cancellation, scaled_acc_equals_tc_then_scaled_add_bit_for_bit, w4a16_variants_equal_the_reference_and_lossless_equals_base, folded_grids_cover_every_tile);
+switchyard_test_harness::main!(common::probe);

@@ -57,9 +57,8 @@ fn operands(g: &mut Gen, m: usize, rows: usize, k: usize) -> (Vec<u8>, Vec<u8>) 
     (g.bf16(m * k, 0.01, 1.0).1, g.bf16(rows * k, 0.01, 0.5).1)
 }
 
-#[test]
 fn odd_widths_and_segments_store_each_bf16_once_without_touching_neighbours() {
-    let Some(be) = wgpu("odd_widths_and_segments_store_each_bf16_once_without_touching_neighbours") else { return };
+    let be = wgpu("odd_widths_and_segments_store_each_bf16_once_without_touching_neighbours");
     let mut g = Gen::new(0x9e3c);
     // (m, n, k, seg1, seg2): one pass (k < 512) and split K; odd segment
     // widths, an empty middle segment, odd m · n, ragged row blocks.
@@ -83,3 +82,6 @@ fn odd_widths_and_segments_store_each_bf16_once_without_touching_neighbours() {
     }
     assert_eq!(be.live_bytes(), 0, "the test leaked device memory");
 }
+
+switchyard_test_harness::tests!(needs "wgpu": odd_widths_and_segments_store_each_bf16_once_without_touching_neighbours);
+switchyard_test_harness::main!(common::probe);

@@ -1,13 +1,12 @@
 //! Every wgpu kernel against the CPU reference under the parity tolerances (ARCHITECTURE.md).
-//! No adapter: skipped with a visible reason, unless SWITCHYARD_REQUIRE_WGPU=1.
+//! No adapter: ignored with the reason (switchyard-test-harness), failed under SWITCHYARD_REQUIRE_WGPU=1.
 use switchyard_kernels::{parity, Ops};
 
 mod common;
-use common::wgpu as backend_or_skip;
+use common::wgpu;
 
-#[test]
 fn every_kernel_matches_cpu_ref() {
-    let Some(wgpu) = backend_or_skip("every_kernel_matches_cpu_ref") else { return };
+    let wgpu = wgpu("every_kernel_matches_cpu_ref");
     let info = wgpu.info();
     eprintln!("wgpu adapter: {} ({})", info.device, info.driver);
     let cpu = switchyard_cpu_ref::cpu_backend();
@@ -23,3 +22,6 @@ fn every_kernel_matches_cpu_ref() {
     }
     assert_eq!(wgpu.live_bytes(), 0, "parity leaked device memory");
 }
+
+switchyard_test_harness::tests!(needs "wgpu": every_kernel_matches_cpu_ref);
+switchyard_test_harness::main!(common::probe);

@@ -1,9 +1,9 @@
 //! Recordings: a recorded sequence replays bit-identically to the same
 //! launches made directly, reads device memory as it is at replay, is
 //! refused once a buffer it uses is freed, and refuses host transfers and
-//! synchronisation while it is open. Each check runs on wgpu (skipped,
-//! visibly, without an adapter unless SWITCHYARD_REQUIRE_WGPU=1) and on the
-//! CPU reference, whose semantics the wgpu backend mirrors.
+//! synchronisation while it is open. Each check runs on wgpu (ignored, with the
+//! reason, without an adapter; failed under SWITCHYARD_REQUIRE_WGPU=1) and on
+//! the CPU reference, whose semantics the wgpu backend mirrors.
 use std::sync::Arc;
 use switchyard_core::{Backend, BackendKind, DeviceBuffer, Error, Result};
 use switchyard_kernels::parity::Gen;
@@ -182,26 +182,26 @@ fn other_instances_refuse_a_recording(be: &Arc<dyn Backend>, other: &Arc<dyn Bac
     assert!(matches!(&e, Error::InvalidArgument { kernel, .. } if kernel == "replay"), "{}: {e}", other.name());
 }
 
-#[test]
 fn recorded_norms_and_copies_replay_bit_identically() {
     replays_like_direct_launches(&switchyard_cpu_ref::cpu_backend());
-    let Some(be) = wgpu("recorded_norms_and_copies_replay_bit_identically") else { return };
+    let be = wgpu("recorded_norms_and_copies_replay_bit_identically");
     replays_like_direct_launches(&be);
     assert_eq!(be.live_bytes(), 0);
 }
 
-#[test]
 fn replay_refuses_recordings_whose_buffers_were_freed() {
     freed_buffers_refuse_replay(&switchyard_cpu_ref::cpu_backend());
-    let Some(be) = wgpu("replay_refuses_recordings_whose_buffers_were_freed") else { return };
+    let be = wgpu("replay_refuses_recordings_whose_buffers_were_freed");
     freed_buffers_refuse_replay(&be);
 }
 
-#[test]
 fn uploads_downloads_and_synchronize_are_refused_inside_record() {
     host_work_is_refused_while_recording(&switchyard_cpu_ref::cpu_backend());
-    let Some(be) = wgpu("uploads_downloads_and_synchronize_are_refused_inside_record") else { return };
+    let be = wgpu("uploads_downloads_and_synchronize_are_refused_inside_record");
     host_work_is_refused_while_recording(&be);
     other_instances_refuse_a_recording(&be, &switchyard_cpu_ref::cpu_backend());
     other_instances_refuse_a_recording(&switchyard_cpu_ref::cpu_backend(), &be);
 }
+
+switchyard_test_harness::tests!(needs "wgpu": recorded_norms_and_copies_replay_bit_identically, replay_refuses_recordings_whose_buffers_were_freed, uploads_downloads_and_synchronize_are_refused_inside_record);
+switchyard_test_harness::main!(common::probe);

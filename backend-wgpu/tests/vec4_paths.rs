@@ -41,7 +41,7 @@ type Check = dyn Fn(&str, &[u8], &[u8]);
 
 /// cpu-ref and wgpu outputs for every lead.
 fn both(test: &str, outs: &[usize], ins: &[&[u8]], f: &dyn Fn(&Ops, &[Region]) -> Result<()>, check: &Check) {
-    let Some(gpu) = wgpu(test) else { return };
+    let gpu = wgpu(test);
     let cpu = switchyard_cpu_ref::cpu_backend();
     for lead in [0usize, 4, 8, 16] {
         let want = run(&cpu, lead, outs, ins, f);
@@ -74,7 +74,6 @@ fn exact(what: &str, got: &[u8], want: &[u8]) {
 /// Widths: production (5376), one past the register burst (10240), odd-word (42).
 const DIMS: [(usize, usize); 3] = [(3, 5376), (2, 10240), (3, 42)];
 
-#[test]
 fn norms_on_every_path() {
     let mut g = Gen::new(11);
     for (rows, dim) in DIMS {
@@ -106,7 +105,6 @@ fn norms_on_every_path() {
     }
 }
 
-#[test]
 fn gathers_on_every_path() {
     let mut g = Gen::new(12);
     let vocab = 37;
@@ -133,7 +131,6 @@ fn gathers_on_every_path() {
     }
 }
 
-#[test]
 fn copy_on_every_path() {
     let mut g = Gen::new(13);
     for n in [1usize, 4095, 4096, 4097, 3 * 4096 + 5] {
@@ -152,7 +149,6 @@ fn f32_within(scale: f32) -> impl Fn(&str, &[u8], &[u8]) {
     }
 }
 
-#[test]
 fn lm_head_on_every_path() {
     let mut g = Gen::new(14);
     // 5376: the production width (16-byte fp8 path); 5384: hdim % 16 == 8 (fp8 word path, bf16 vector path).
@@ -181,7 +177,6 @@ fn lm_head_on_every_path() {
     }
 }
 
-#[test]
 fn argmax_on_every_path() {
     let mut g = Gen::new(15);
     for (m, vocab) in [(3usize, 12288usize), (2, 4100), (16, 1024)] {
@@ -197,3 +192,6 @@ fn argmax_on_every_path() {
         both(&t, &[4 * m, 4 * m], &[&d], &|o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, 7, -1), &exact);
     }
 }
+
+switchyard_test_harness::tests!(needs "wgpu": norms_on_every_path, gathers_on_every_path, copy_on_every_path, lm_head_on_every_path, argmax_on_every_path);
+switchyard_test_harness::main!(common::probe);

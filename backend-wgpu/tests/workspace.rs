@@ -65,9 +65,8 @@ fn expected(x: &[i32]) -> Vec<i32> {
     x.iter().rev().map(|&v| v.wrapping_mul(3).wrapping_add(7)).collect()
 }
 
-#[test]
 fn plan_workspace_is_bound_after_the_pointers_and_outlives_arena_growth() {
-    let Some(be) = wgpu("plan_workspace_is_bound_after_the_pointers_and_outlives_arena_growth") else { return };
+    let be = wgpu("plan_workspace_is_bound_after_the_pointers_and_outlives_arena_growth");
     let launch = |out: &DeviceBuffer, x: &DeviceBuffer, n: usize| {
         be.launch(&WORKSPACE_REVERSE, &[Arg::P(out.addr()), Arg::P(x.addr()), Arg::I(n as i32)])
     };
@@ -97,3 +96,6 @@ fn plan_workspace_is_bound_after_the_pointers_and_outlives_arena_growth() {
     be.replay(&rec).unwrap();
     assert_eq!(bytes::i32_from_bytes(&out.to_vec().unwrap()), expected(&xs), "replay after the arena grew");
 }
+
+switchyard_test_harness::tests!(needs "wgpu": plan_workspace_is_bound_after_the_pointers_and_outlives_arena_growth);
+switchyard_test_harness::main!(common::probe);

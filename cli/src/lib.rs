@@ -2,7 +2,7 @@
 //!
 //! The tools around the model library, and the `switchyard` binary:
 //! [`backends`] links the drivers that Cargo features select and picks one by
-//! name, [`coverage`] prints the kernel × backend matrix, [`bench`] is the
+//! name, [`coverage`] prints the kernel × backend matrix, [`mod@bench`] is the
 //! kernel benchmark harness, [`bench_model`] the decode benchmark of a
 //! Gemma-4-shaped model with random device weights, and [`synthetic`] writes
 //! random checkpoints for tests and fuzzing. [`request`] turns `generate`'s

@@ -1,7 +1,7 @@
 //! Where the binary's output goes, and what happens when it cannot go there.
 //!
 //! `println!` panics when stdout is a closed pipe (`switchyard kernels | head
-//! -1`) or a full disk, so every subcommand writes through [`print`]
+//! -1`) or a full disk, so every subcommand writes through [`print()`]
 //! instead: a reader that went away becomes [`StdoutClosed`], which `main`
 //! turns into a quiet exit with status [`EXIT_STDOUT_CLOSED`]; any other
 //! write failure is an error naming stdout. Messages go through [`diag`],

@@ -69,7 +69,7 @@ pub enum Tolerance {
     Exact,
     /// bf16 outputs within this many units in the last place.
     Bf16Ulp(u32),
-    /// |actual − expected| ≤ rel · bound[i] per element; for dot products
+    /// |actual − expected| ≤ rel · `bound[i]` per element; for dot products
     /// `bound[i]` is Σ|aⱼbⱼ| of that element.
     ScaledAbs {
         /// Relative factor (1e-5 for f32 dot products).

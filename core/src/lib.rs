@@ -14,7 +14,7 @@
 //! - [`registry`]: which kernels exist and which backend implements which.
 //! - [`DeviceBuffer`]: an RAII allocation handing out device addresses.
 //! - [`vaddr`]: the virtual address scheme used by backends without real device
-//!   pointers, and [`vaddr::AllocTable`] for bounds checks on any backend.
+//!   pointers, and [`vaddr::VirtualAllocs`] and [`vaddr::RangeTable`] (live allocations, for bounds checks).
 //! - [`codec`]: bf16, fp8 e4m3fn and NVFP4 (e2m1 + e4m3 block scales) codecs.
 //! - [`compare`]: tolerance presets and comparisons whose failure messages
 //!   name the index, the actual and expected values and the tolerance.

@@ -2,8 +2,8 @@
 //! (the launch's arguments) and the device's facts.
 //!
 //! A family module registers, beside each declaration, the plans of the
-//! backends that implement it: [`cuda_plan!`] for a `.cu` entry point and
-//! [`wgsl_plan!`] for a `.wgsl` file. Registering a plan is what makes a
+//! backends that implement it: `cuda_plan!` for a `.cu` entry point and
+//! `wgsl_plan!` for a `.wgsl` file. Registering a plan is what makes a
 //! backend implement a kernel (it also submits the
 //! [`switchyard_core::registry::Implemented`] entry), so coverage is never
 //! restated. A plan may pick any geometry, several passes, and workspace

@@ -4,7 +4,7 @@
 //! Nothing here calls the CPU reference backend or the kernels crate's parity
 //! code: every value is recomputed in f64, and every rounding point the
 //! contract names is modelled with a direct f64 → bf16 round-to-nearest-even
-//! ([`bf16_of_f64`], a single rounding, so no f64 → f32 → bf16 double
+//! ([`bf16_of_f64`](crate::reference::bf16_of_f64), a single rounding, so no f64 → f32 → bf16 double
 //! rounding sneaks in). The codecs are also re-derived here from their
 //! definitions (e4m3fn, bf16) so that a codec bug cannot cancel out.
 //!
@@ -12,7 +12,7 @@
 //!
 //! ## Expected values are intervals
 //!
-//! bf16 expectations are [`Iv`] = `(lo, hi)`: the final (unrounded) value for
+//! bf16 expectations are [`Iv`](crate::reference::Iv) = `(lo, hi)`: the final (unrounded) value for
 //! every contract-conforming rounding of the intermediates. Where a contract
 //! rounds an intermediate to bf16 (`t = bf16(rmsnorm(..))`, then uses `t`),
 //! the backend computes that intermediate in f32 (in any summation order), so
@@ -20,8 +20,8 @@
 //! may legitimately round either way, and a 1-ulp flip of an intermediate can
 //! become 2+ ulps of the final result after cancellation (seen on cpu-ref:
 //! qkv_prep, hd = 512, an `n` element 7e-7 relative from a midpoint, then
-//! `n[i]·cos − n[i+hd/2]·sin` cancelling). So [`rb2`] returns both roundings
-//! when the value is within [`TIE_BAND`] (relative) of a midpoint, and the
+//! `n[i]·cos − n[i+hd/2]·sin` cancelling). So [`rb2`](crate::reference::rb2) returns both roundings
+//! when the value is within [`TIE_BAND`](crate::reference::TIE_BAND) (relative) of a midpoint, and the
 //! interval is carried to the output. This is not a loosened tolerance: the
 //! output must still be within 1 ulp of the interval's ends, and outside the
 //! band (all but ~1.5% of an ulp around each midpoint) the interval is a point.

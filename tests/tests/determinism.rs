@@ -157,3 +157,5 @@ per_backend! {
         }
     }
 }
+
+switchyard_tests::main!();

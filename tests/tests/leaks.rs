@@ -96,3 +96,5 @@ per_backend! {
         assert_eq!(be.live_bytes(), start);
     }
 }
+
+switchyard_tests::main!();

@@ -257,10 +257,7 @@ per_backend! {
 }
 
 per_backend! {
-    fn matches_the_cpu_reference(be) {
-        if be.name() == "cpu" {
-            return;
-        }
+    gpu fn matches_the_cpu_reference(be) {
         let cpu: Arc<dyn Backend> = switchyard_cpu_ref::cpu_backend();
         for name in FIXTURES {
             let exp = expected(name);
@@ -339,7 +336,6 @@ per_backend! {
     }
 }
 
-#[test]
 fn default_model_is_the_dense_fixture() {
     // The binary's built-in model is tiny-dense, so `switchyard generate`
     // with no arguments reproduces HF's greedy tokens for the fixture prompt.
@@ -355,3 +351,6 @@ fn default_model_is_the_dense_fixture() {
     let g = generate(&model, &req).expect("generating with the built-in model");
     assert_eq!(g.tokens, exp.tokens, "the built-in model's greedy tokens differ from HF's");
 }
+
+switchyard_tests::harness::tests!(default_model_is_the_dense_fixture);
+switchyard_tests::main!();

@@ -16,7 +16,6 @@ per_backend! {
     }
 }
 
-#[test]
 fn every_declared_kernel_has_parity_cases_and_a_cpu_implementation() {
     for k in switchyard_core::registry::kernels() {
         assert!(
@@ -29,3 +28,6 @@ fn every_declared_kernel_has_parity_cases_and_a_cpu_implementation() {
     }
     assert!(switchyard_core::registry::orphan_implementations().is_empty(), "{:?}", switchyard_core::registry::orphan_implementations());
 }
+
+switchyard_tests::harness::tests!(every_declared_kernel_has_parity_cases_and_a_cpu_implementation);
+switchyard_tests::main!();

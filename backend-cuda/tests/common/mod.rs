@@ -4,22 +4,31 @@
 use std::sync::Arc;
 use switchyard_core::{Backend, DeviceBuffer};
 
-/// `SWITCHYARD_REQUIRE_CUDA=1` (set by scripts/h200_checks.sh) turns a
-/// missing device from a skip into a failure.
-pub const REQUIRE_CUDA: &str = "SWITCHYARD_REQUIRE_CUDA";
-
-/// The CUDA backend, or `None` after printing why the calling test skips.
-pub fn cuda() -> Option<Arc<dyn Backend>> {
-    match switchyard_cuda::cuda_backend() {
-        Ok(b) => Some(b),
-        Err(e) => {
-            if std::env::var(REQUIRE_CUDA).is_ok_and(|v| v == "1") {
-                panic!("{REQUIRE_CUDA}=1 but {e}");
-            }
-            println!("SKIPPED (no CUDA device): {e}");
-            None
+/// The harness's probe (`switchyard-test-harness`) for what a test needs:
+/// `cuda` (a device), `cublas` (a device and cuBLAS), `nvrtc` (libnvrtc
+/// loadable, no device needed) or `no-cuda-device` (the unavailable path).
+/// A test whose need is not met here shows as ignored with the reason;
+/// `SWITCHYARD_REQUIRE_CUDA=1` (set by scripts/h200_checks.sh) makes a
+/// missing device a failure, `SWITCHYARD_REQUIRE_NVRTC=1` a missing NVRTC.
+pub fn probe(need: &str) -> Result<(), String> {
+    match need {
+        "cuda" => switchyard_cuda::cuda_backend().map(drop).map_err(|e| e.to_string()),
+        "cublas" => {
+            let cb = switchyard_cuda::CudaBackend::open(0).map_err(|e| e.to_string())?;
+            switchyard_cuda::Cublas::new(&cb).map(drop).map_err(|e| format!("cuBLAS: {e}"))
         }
+        "nvrtc" => switchyard_cuda::nvrtc_version().map(drop).map_err(|e| e.to_string()),
+        "no-cuda-device" => match switchyard_cuda::cuda_backend() {
+            Ok(be) => Err(format!("a CUDA device is present ({}), so the unavailable path cannot be exercised", be.info().device)),
+            Err(_) => Ok(()),
+        },
+        other => panic!("unknown need `{other}`"),
     }
+}
+
+/// The CUDA backend, for a test the harness lets run only where it opened.
+pub fn cuda() -> Arc<dyn Backend> {
+    switchyard_cuda::cuda_backend().unwrap_or_else(|e| panic!("opening the CUDA backend: {e}"))
 }
 
 /// `n` finite, non-zero-mean bf16 values from a 64-bit LCG seeded with `seed`,

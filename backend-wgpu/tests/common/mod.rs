@@ -2,28 +2,25 @@
 //! crate and uses a subset of them).
 #![allow(dead_code)]
 use std::sync::Arc;
-use switchyard_core::{Backend, Error};
+use switchyard_core::Backend;
 use switchyard_wgpu::{wgpu_backend_with, WgpuOptions};
 
-/// The backend with `opts`, or `None` (after printing why) when this machine
-/// has no adapter and the environment does not require one
-/// (SWITCHYARD_REQUIRE_WGPU=1 makes a missing adapter a failure).
-pub fn backend(test: &str, opts: WgpuOptions) -> Option<Arc<dyn Backend>> {
-    match wgpu_backend_with(opts) {
-        Ok(be) => Some(be),
-        Err(e @ Error::Unavailable { .. }) => {
-            if std::env::var("SWITCHYARD_REQUIRE_WGPU").is_ok_and(|v| v == "1") {
-                panic!("SWITCHYARD_REQUIRE_WGPU=1 but {e}");
-            }
-            eprintln!("SKIPPED {test}: {e} (set SWITCHYARD_REQUIRE_WGPU=1 to make this a failure)");
-            None
-        }
-        Err(e) => panic!("wgpu backend failed to start: {e}"),
-    }
+/// The harness's probe (`switchyard-test-harness`): whether this machine has
+/// a wgpu adapter. Without one, every test of the file shows as ignored with
+/// the reason, or fails where SWITCHYARD_REQUIRE_WGPU=1.
+pub fn probe(name: &str) -> Result<(), String> {
+    assert_eq!(name, "wgpu", "the wgpu tests need only wgpu");
+    wgpu_backend_with(WgpuOptions::default()).map(drop).map_err(|e| e.to_string())
+}
+
+/// The backend with `opts` for test `test`, which the harness lets run only
+/// where an adapter was found: any error is a failure.
+pub fn backend(test: &str, opts: WgpuOptions) -> Arc<dyn Backend> {
+    wgpu_backend_with(opts).unwrap_or_else(|e| panic!("{test}: the wgpu backend failed to start: {e}"))
 }
 
 /// [`backend`] with the default options.
-pub fn wgpu(test: &str) -> Option<Arc<dyn Backend>> {
+pub fn wgpu(test: &str) -> Arc<dyn Backend> {
     backend(test, WgpuOptions::default())
 }
 

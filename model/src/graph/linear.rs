@@ -29,7 +29,7 @@ fn bf16(ops: &Ops, w: Region, a: Region, c: Region, m: usize, n: usize, k: usize
 
 /// `c[m, n] = a[m, k] · Wᵀ` for the layer's weight.
 ///
-/// bf16: see [`bf16`]. NVFP4: the decode-only W4A16 kernel for M ≤ 16 where
+/// bf16: see `bf16` below (private). NVFP4: the decode-only W4A16 kernel for M ≤ 16 where
 /// implemented, else the base W4A16 kernel.
 pub fn apply(ops: &Ops, w: &Linear, a: Region, c: Region, m: usize) -> Result<()> {
     match w {
