@@ -39,7 +39,6 @@ fn sharing(cfg: &ModelConfig) -> (usize, Vec<(usize, usize)>) {
     (owners, shared)
 }
 
-#[test]
 fn released_configs_parse_with_the_structure_hf_builds() {
     // E2B: 35 layers (4 sliding + 1 full), the last 20 share KV: sliding
     // layers read layer 13's, full layers layer 14's; double-wide MLPs there.
@@ -213,7 +212,6 @@ per_backend! {
     }
 }
 
-#[test]
 fn the_kv_cache_holds_only_layers_that_own_kv() {
     let (d, config) = checkpoint("gemma-4-E2B-it");
     let be: Arc<dyn Backend> = switchyard_cpu_ref::cpu_backend();
@@ -228,7 +226,6 @@ fn the_kv_cache_holds_only_layers_that_own_kv() {
     assert!(!names.iter().any(|n| n.starts_with("model.layers.34.self_attn.v_proj")));
 }
 
-#[test]
 fn an_absent_per_layer_width_is_hfs_default_of_256() {
     // HF's Gemma4TextConfig defaults hidden_size_per_layer_input to 256.
     let mut config = shrink(&release("gemma-4-31B-it"));
@@ -251,7 +248,6 @@ fn an_absent_per_layer_width_is_hfs_default_of_256() {
     assert!(err.contains("embed_tokens_per_layer") && err.contains("hidden_size_per_layer_input"), "{err}");
 }
 
-#[test]
 fn inconsistent_sharing_flags_are_refused_by_name() {
     let mut v = shrink(&release("gemma-4-E2B-it"));
     v["num_kv_shared_layers"] = json!(36);
@@ -266,3 +262,11 @@ fn inconsistent_sharing_flags_are_refused_by_name() {
     let e = ModelConfig::from_json(&v.to_string()).unwrap_err().to_string();
     assert!(e.contains("hidden_size_per_layer_input") && e.contains("even"), "{e}");
 }
+
+switchyard_tests::harness::tests!(
+    released_configs_parse_with_the_structure_hf_builds,
+    the_kv_cache_holds_only_layers_that_own_kv,
+    an_absent_per_layer_width_is_hfs_default_of_256,
+    inconsistent_sharing_flags_are_refused_by_name
+);
+switchyard_tests::main!();
