@@ -90,7 +90,7 @@ fn expected(name: &str) -> Expected {
 }
 
 fn expected_at(path: &std::path::Path) -> Expected {
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let logits: Vec<Vec<f32>> = v["logits"]
         .as_array()
