@@ -217,10 +217,10 @@ mod tests {
 
     #[test]
     fn text_flags_without_the_files_say_what_is_missing() {
-        let none = TextAssets::none("<built-in tiny-dense>");
+        let none = TextAssets::none("<weights only>");
         let f = PromptFlags { text: Some("x".into()), ..Default::default() };
         let e = prompt_ids(&f, &none).unwrap_err().to_string();
-        assert!(e.contains("--prompt needs the model's tokenizer") && e.contains("<built-in tiny-dense>"), "{e}");
+        assert!(e.contains("--prompt needs the model's tokenizer") && e.contains("<weights only>"), "{e}");
         let mut a = assets();
         a.chat_template = None;
         let f = PromptFlags { text: Some("x".into()), chat: true, ..Default::default() };

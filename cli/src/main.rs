@@ -3,6 +3,7 @@
 //! benchmark harness.
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use switchyard_cli::generation::{self, PromptFlags, RunObserver, StopReason};
@@ -28,7 +29,9 @@ use switchyard_model::weights::Weights;
     version,
     about = "LLM inference kernels on CUDA, wgpu and a CPU reference",
     long_about = "LLM inference kernels on CUDA, wgpu and a CPU reference.\n\nWith no subcommand, runs `generate` (the main job: \
-                  generation with the built-in tiny model); the generate options may be given without the subcommand name.",
+                  generation with the built-in tiny model, trained on the Python standard library's docstrings: \
+                  `switchyard` alone prints its continuation of a text prompt); the generate options may be given without \
+                  the subcommand name.",
     // `switchyard --max-new-tokens 4` is `switchyard generate --max-new-tokens 4`;
     // the top-level generate options and a subcommand are exclusive.
     args_conflicts_with_subcommands = true
@@ -47,7 +50,9 @@ struct GenerateArgs {
     /// Checkpoint directory (config.json + model.safetensors or a sharded
     /// index, and for text: tokenizer.json, chat_template.jinja,
     /// generation_config.json), or a Hugging Face repo id (org/name) found
-    /// in the local HF cache. Default: the built-in tiny model.
+    /// in the local HF cache. Default: the built-in tiny model (a Gemma 4
+    /// trained on the Python standard library's docstrings, with its own
+    /// tokenizer).
     #[arg(long)]
     model: Option<PathBuf>,
     /// With a repo id: the branch, tag or commit in the HF cache (default main).
@@ -66,13 +71,16 @@ struct GenerateArgs {
     /// A system message before the user turn (with --chat).
     #[arg(long, requires = "chat")]
     system: Option<String>,
-    /// Prompt token ids, comma-separated (default: 2,17,99,5,250,31).
+    /// Prompt token ids, comma-separated (with no prompt flag: the built-in
+    /// model starts from the text "Return the", a checkpoint directory from
+    /// the ids 2,17,99,5,250,31).
     #[arg(long)]
     prompt_ids: Option<String>,
     /// Most tokens to generate (prompt + new tokens must fit the model's
-    /// context, max_position_embeddings).
-    #[arg(long, default_value = "16", value_parser = request::parse_max_new_tokens)]
-    max_new_tokens: usize,
+    /// context, max_position_embeddings). Default: 16, and 32 with the
+    /// built-in model (what its recorded HF reference run generated).
+    #[arg(long, value_parser = request::parse_max_new_tokens)]
+    max_new_tokens: Option<usize>,
     /// Stop when the output text contains this string (not printed; may be
     /// given several times).
     #[arg(long = "stop", value_name = "TEXT")]
@@ -524,9 +532,11 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     if let Some(t) = &prompt_ids {
         request::parse_prompt_ids(t)?;
     }
-    if max_new_tokens == 0 {
+    if max_new_tokens == Some(0) {
         bail!("--max-new-tokens must be at least 1");
     }
+    let built_in = model_arg.is_none();
+    let max_new_tokens = max_new_tokens.unwrap_or(if built_in { default_model::NEW_TOKENS } else { request::DEFAULT_NEW_TOKENS });
     let flags = SamplingFlags { temperature, top_k, top_p, min_p, repetition_penalty };
     // The values alone (the file's defaults are merged in once it is read).
     gen_config::resolve(&flags, &GenerationConfig::default())?;
@@ -545,7 +555,20 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     let cfg = ModelConfig::from_json(&ck.config_json).with_context(|| format!("loading {}", ck.origin))?;
     let assets = match &model_dir {
         Some(dir) => TextAssets::from_dir(dir)?,
-        None => TextAssets::none(&ck.origin),
+        None => TextAssets::built_in()?,
+    };
+    // With no prompt flag the built-in model continues its text prompt (a
+    // checkpoint directory gets request::DEFAULT_PROMPT_IDS).
+    let prompt = match (&prompt, &prompt_ids) {
+        (None, None) if built_in => Some(default_model::PROMPT_TEXT.to_string()),
+        _ => prompt,
+    };
+    // What the run says about its input before the output streams.
+    let prompt_note = match (&prompt, &prompt_ids) {
+        (Some(t), _) if chat => format!("prompt (a user turn through the chat template): {t:?}"),
+        (Some(t), _) => format!("prompt: {t:?}"),
+        (None, Some(ids)) => format!("prompt ids: {ids}"),
+        (None, None) => format!("prompt ids (the default): {}", request::DEFAULT_PROMPT_IDS.map(|i| i.to_string()).join(",")),
     };
     // Up front, before the weights: a request past the context or the
     // vocabulary is refused without uploading anything.
@@ -561,6 +584,22 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     // generation_config.json's are checked here.
     let stop_ids = if ignore_eos { Vec::new() } else { assets.generation.eos_token_ids.clone() };
     let mut observer = RunObserver::new(&assets, stop_ids, &stop, json, req.prompt.len())?;
+    // Which model and which prompt: on a terminal before the text streams,
+    // so it reads as a heading; otherwise after a finished run, with the
+    // timings, so that a run whose stdout is gone writes nothing to stderr.
+    let what = if built_in { format!("{}, ", default_model::DESCRIPTION) } else { String::new() };
+    let heading = format!(
+        "model: {} ({what}{} layers, width {}, vocabulary {})\n{prompt_note} ({} tokens)",
+        ck.origin,
+        cfg.num_layers(),
+        cfg.hidden_size,
+        cfg.vocab_size,
+        req.prompt.len()
+    );
+    let heading_first = !json && std::io::stderr().is_terminal();
+    if heading_first {
+        out::diag_lines(&format!("{heading}\n"));
+    }
     let weights = Weights::load(&ck, &cfg, &be, quant).with_context(|| format!("loading {}", ck.origin))?;
     let model = Model { cfg, weights, ops: Ops::new(be.clone()), quant };
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -612,6 +651,9 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
         if !observer.is_text() {
             let ids: Vec<String> = g.tokens.iter().map(u32::to_string).collect();
             print(&format!("{}\n", ids.join(",")))?;
+        }
+        if !heading_first {
+            out::diag_lines(&format!("{heading}\n"));
         }
         let how = if params.is_greedy() && !params.needs_logits() {
             "greedy".to_string()

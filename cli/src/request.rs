@@ -7,9 +7,18 @@
 //! arbitrary flag text.
 use anyhow::{bail, Result};
 use switchyard_model::config::ModelConfig;
-use switchyard_model::default_model;
 use switchyard_model::generate::{positions_needed, Request};
 use switchyard_model::text::clip;
+
+/// The prompt of a run on a checkpoint directory with no prompt flag: BOS
+/// and a few ids, inside any vocabulary of 251 tokens or more (the
+/// `tiny-dense` fixture's prompt). The built-in model starts from its text
+/// prompt instead (`default_model::PROMPT_TEXT`).
+pub const DEFAULT_PROMPT_IDS: [u32; 6] = [2, 17, 99, 5, 250, 31];
+
+/// `--max-new-tokens` when not given, except on the built-in model
+/// (`default_model::NEW_TOKENS`).
+pub const DEFAULT_NEW_TOKENS: usize = 16;
 
 /// Parses `--prompt-ids` text (`2,17,99`) into token ids.
 pub fn parse_prompt_ids(text: &str) -> Result<Vec<u32>> {
@@ -37,12 +46,12 @@ pub fn parse_max_new_tokens(text: &str) -> std::result::Result<usize, String> {
 }
 
 /// The request the flags describe, checked against `cfg`: the prompt
-/// (`--prompt-ids`, or the built-in default) in the vocabulary, and prompt
+/// (`--prompt-ids`, or [`DEFAULT_PROMPT_IDS`]) in the vocabulary, and prompt
 /// plus `--max-new-tokens` within `max_position_embeddings`.
 pub fn build(prompt_ids: Option<&str>, max_new_tokens: usize, json: bool, ignore_eos: bool, cfg: &ModelConfig) -> Result<Request> {
     let (prompt, source) = match prompt_ids {
         Some(t) => (parse_prompt_ids(t)?, "--prompt-ids"),
-        None => (default_model::PROMPT.to_vec(), "the default prompt (no --prompt-ids)"),
+        None => (DEFAULT_PROMPT_IDS.to_vec(), "the default prompt (no --prompt-ids)"),
     };
     build_from(prompt, source, max_new_tokens, json, ignore_eos, cfg)
 }

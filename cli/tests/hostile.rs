@@ -158,10 +158,18 @@ fn ok<S: AsRef<OsStr>>(args: &[S]) -> Run {
 // ---------------------------------------------------------------------------
 // 1. Integer flags and config sizes at their type's extremes.
 
+/// The built-in model's context (max_position_embeddings), which the
+/// generate refusals below name.
+fn built_in_context() -> usize {
+    let v: Value = serde_json::from_str(switchyard_model::default_model::CONFIG).expect("the built-in config.json");
+    v["max_position_embeddings"].as_u64().expect("max_position_embeddings") as usize
+}
+
 #[test]
 fn integer_flags_at_their_extremes() {
+    let ctx = built_in_context();
     for n in ["576460752303423488", "18446744073709551615"] {
-        refused(&["generate", "--max-new-tokens", n], "past the model's context of 256 (max_position_embeddings");
+        refused(&["generate", "--max-new-tokens", n], &format!("past the model's context of {ctx} (max_position_embeddings"));
     }
     refused(&["generate", "--max-new-tokens", "18446744073709551616"], "more tokens than this machine can count");
     refused(&["bench", "--iters", "18446744073709551615"], "--iters 18446744073709551615: at most 100000");
@@ -206,13 +214,15 @@ fn config_sizes_at_their_extremes() {
 #[test]
 fn requests_past_the_context_are_refused_up_front() {
     let ids = |n: usize| vec!["1"; n].join(",");
-    refused(&["generate", "--prompt-ids", &ids(257)], "257 tokens exceed the model's context of 256 positions");
-    // 60,000 ids on the 256-position model ran for minutes; now refused
+    let ctx = built_in_context();
+    refused(&["generate", "--prompt-ids", &ids(ctx + 1)], &format!("{} tokens exceed the model's context of {ctx} positions", ctx + 1));
+    // 60,000 ids on a 256-position model ran for minutes; now refused
     // before the weights load.
     let t0 = Instant::now();
-    refused(&["generate", "--prompt-ids", &ids(60_000)], "60000 tokens exceed the model's context of 256");
+    refused(&["generate", "--prompt-ids", &ids(60_000)], &format!("60000 tokens exceed the model's context of {ctx}"));
     assert!(t0.elapsed() < Duration::from_secs(20), "took {:?}", t0.elapsed());
-    refused(&["generate", "--prompt-ids", &ids(200), "--max-new-tokens", "100"], "at most 56 new tokens fit");
+    let prompt = ctx - 56;
+    refused(&["generate", "--prompt-ids", &ids(prompt), "--max-new-tokens", "100"], "at most 56 new tokens fit");
 }
 
 // ---------------------------------------------------------------------------

@@ -222,14 +222,18 @@ fn text_flags_are_refused_cleanly_when_they_cannot_work() {
         assert!(err.contains(needle), "{args:?}: stderr does not say `{needle}`: {err}");
         assert!(out.stdout.is_empty(), "{args:?} printed a result");
     };
-    refused(&["--prompt", "hi"], "--prompt needs the model's tokenizer");
     refused(&["--chat"], "--prompt");
     refused(&["--prompt", "a", "--prompt-ids", "1"], "cannot be used with");
     refused(&["--top-p", "2"], "top_p = 2");
     refused(&["--temperature", "nan"], "temperature = NaN");
-    refused(&["--stop", "x"], "--stop needs the model's tokenizer");
     let m = model_dir("refuse");
     let dir = m.0.to_str().unwrap();
+    // Weights without a tokenizer.json: ids only (the built-in model has one).
+    let bare = model_dir("bare");
+    std::fs::remove_file(bare.0.join("tokenizer.json")).unwrap();
+    let bare_dir = bare.0.to_str().unwrap();
+    refused(&["--model", bare_dir, "--prompt", "hi"], "--prompt needs the model's tokenizer");
+    refused(&["--model", bare_dir, "--stop", "x"], "--stop needs the model's tokenizer");
     std::fs::remove_file(m.0.join("chat_template.jinja")).unwrap();
     refused(&["--model", dir, "--chat", "--prompt", "hi"], "--chat needs the model's chat template");
     std::fs::write(m.0.join("chat_template.jinja"), "{{ raise_exception('no chats today') }}").unwrap();

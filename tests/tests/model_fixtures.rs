@@ -87,8 +87,11 @@ fn floats(v: &Value, what: &str) -> Vec<f64> {
 }
 
 fn expected(name: &str) -> Expected {
-    let path = dir(name).join("expected.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    expected_at(&dir(name).join("expected.json"))
+}
+
+fn expected_at(path: &std::path::Path) -> Expected {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let logits: Vec<Vec<f32>> = v["logits"]
         .as_array()
@@ -336,21 +339,70 @@ per_backend! {
     }
 }
 
-fn default_model_is_the_dense_fixture() {
-    // The binary's built-in model is tiny-dense, so `switchyard generate`
-    // with no arguments reproduces HF's greedy tokens for the fixture prompt.
-    let exp = expected("tiny-dense");
-    let config = std::fs::read_to_string(dir("tiny-dense").join("config.json")).expect("reading the fixture config");
-    assert_eq!(switchyard_model::default_model::CONFIG, config, "the embedded config.json is not tiny-dense's");
-    let st = std::fs::read(dir("tiny-dense").join("model.safetensors")).expect("reading the fixture weights");
-    assert!(switchyard_model::default_model::SAFETENSORS == st.as_slice(), "the embedded model.safetensors is not tiny-dense's");
-    assert_eq!(switchyard_model::default_model::PROMPT.as_slice(), exp.prompt.as_slice(), "the default prompt is the fixture's");
+fn default_model_matches_hf_transformers() {
+    // The binary's built-in model (model/default, trained by
+    // scripts/train_default_model.py) against HF's f32 eager greedy run of
+    // its default prompt, recorded in model/default/expected.json at
+    // training time: on the cpu backend, every step under the whole-model
+    // rule (ARCHITECTURE.md: cosine and max abs against HF f32, or, where
+    // HF's own bf16 run is further than that, no more than twice HF-bf16's
+    // distance), and the greedy tokens identical at every step (the default run
+    // prints their text, so a near-tie resolved the other way would show;
+    // the smallest top-2 margin is printed). The embedded bytes are checked
+    // to be the committed files, so the test and the binary see one model.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../model/default");
+    let config = std::fs::read_to_string(root.join("config.json")).expect("reading model/default/config.json");
+    assert_eq!(switchyard_model::default_model::CONFIG, config, "the embedded config.json is not model/default's");
+    let st = std::fs::read(root.join("model.safetensors")).expect("reading model/default/model.safetensors");
+    assert!(switchyard_model::default_model::SAFETENSORS == st.as_slice(), "the embedded weights are not model/default's");
+    let exp = expected_at(&root.join("expected.json"));
     let ck = switchyard_model::default_model::checkpoint().expect("opening the built-in model");
     let model = Model::load(&ck, switchyard_cpu_ref::cpu_backend(), Quant::None).expect("loading the built-in model");
-    let req = Request { prompt: exp.prompt.clone(), max_new_tokens: exp.tokens.len(), want_logits: false, stop_at_eos: false };
+    let req = Request { prompt: exp.prompt.clone(), max_new_tokens: exp.tokens.len(), want_logits: true, stop_at_eos: false };
     let g = generate(&model, &req).expect("generating with the built-in model");
-    assert_eq!(g.tokens, exp.tokens, "the built-in model's greedy tokens differ from HF's");
+    let what = "built-in model on cpu vs HF";
+    // The rule's second arm needs HF's own bf16 distance, per step
+    // (teacher-forced on the f32 tokens), which the training script records.
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(root.join("expected.json")).expect("expected.json")).expect("JSON");
+    let bf_cos = floats(&v["hf_bf16_cosine"], "hf_bf16_cosine");
+    let bf_max = floats(&v["hf_bf16_max_abs"], "hf_bf16_max_abs");
+    assert!(bf_cos.len() == exp.tokens.len() && bf_max.len() == exp.tokens.len(), "expected.json: one HF-bf16 distance per step");
+    let (mut min_cos, mut max_rel, mut second_arm) = (1f64, 0f64, 0);
+    for (s, (ours, theirs)) in g.logits.iter().zip(&exp.logits).enumerate() {
+        let d = diff(ours, theirs);
+        let bound = DESIGN_MAX_REL * d.ref_max;
+        let first = d.cosine >= DESIGN_MIN_COSINE && d.max_abs <= bound;
+        // Where bf16 arithmetic alone (HF's) is further than the first arm
+        // allows, ours may be up to twice as far as HF's bf16 run.
+        let hf_bf16_outside = bf_cos[s] < DESIGN_MIN_COSINE || bf_max[s] > bound;
+        let second = hf_bf16_outside && 1.0 - d.cosine <= 2.0 * (1.0 - bf_cos[s]) && d.max_abs <= 2.0 * bf_max[s];
+        assert!(
+            first || second,
+            "{what}: step {s}: cosine {:.6}, max abs {:.4} at index {} (ours {}, HF {}); the rule: cosine >= {DESIGN_MIN_COSINE} and max abs \
+             <= {bound:.4}, or (HF bf16 being at cosine {:.6}, max abs {:.4}) no more than twice HF bf16's distance",
+            d.cosine,
+            d.max_abs,
+            d.at,
+            d.actual,
+            d.expected,
+            bf_cos[s],
+            bf_max[s]
+        );
+        second_arm += usize::from(!first);
+        min_cos = min_cos.min(d.cosine);
+        max_rel = max_rel.max(d.rel());
+    }
+    let min_margin = exp.margins.iter().cloned().fold(f64::INFINITY, f64::min);
+    println!(
+        "{what}: {} steps; min cosine {min_cos:.6}, max rel err {max_rel:.4}; steps passing on the HF-bf16 arm: {second_arm}; \
+         HF bf16 vs f32: min cosine {:.6}, max abs {:.4}; smallest HF top-2 margin {min_margin:.4}; tokens {}",
+        exp.tokens.len(),
+        bf_cos.iter().cloned().fold(f64::INFINITY, f64::min),
+        bf_max.iter().cloned().fold(0.0, f64::max),
+        if g.tokens == exp.tokens { "identical" } else { "DIFFER" }
+    );
+    assert_eq!(g.tokens, exp.tokens, "{what}: greedy tokens differ from HF's");
 }
 
-switchyard_tests::harness::tests!(default_model_is_the_dense_fixture);
+switchyard_tests::harness::tests!(default_model_matches_hf_transformers);
 switchyard_tests::main!();

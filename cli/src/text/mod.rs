@@ -17,6 +17,7 @@ use anyhow::{Context, Result};
 use chat::{ChatTemplate, SpecialTokens};
 use gen_config::GenerationConfig;
 use std::path::Path;
+use switchyard_model::default_model;
 use switchyard_model::files::{self, Limits};
 use switchyard_model::text;
 use tokenizer::Tokenizer;
@@ -84,6 +85,20 @@ impl TextAssets {
             special: SpecialTokens::default(),
             generation: GenerationConfig::default(),
         }
+    }
+
+    /// The built-in model's text files ([`default_model`]), from the binary.
+    pub fn built_in() -> Result<Self> {
+        Self::from_files(
+            default_model::NAME,
+            TextFiles {
+                tokenizer_json: Some(default_model::TOKENIZER_JSON.to_vec()),
+                tokenizer_config: Some(default_model::TOKENIZER_CONFIG.to_vec()),
+                special_tokens_map: None,
+                chat_template: Some(default_model::CHAT_TEMPLATE.to_vec()),
+                generation_config: Some(default_model::GENERATION_CONFIG.to_vec()),
+            },
+        )
     }
 
     /// The text files of checkpoint directory `dir`.
@@ -160,6 +175,26 @@ mod tests {
         assert_eq!(a.chat_template.as_ref().unwrap().origin, "D/chat_template.jinja");
         assert_eq!(a.special.bos.as_deref(), Some("<bos>"));
         assert_eq!(a.generation.eos_token_ids, [1, 5]);
+    }
+
+    #[test]
+    fn the_built_in_model_has_every_text_file() {
+        // Greedy (no do_sample), stopping at <eos> and <turn|>, with the
+        // chat template and the special tokens it reads.
+        let a = TextAssets::built_in().unwrap();
+        let tok = a.require_tokenizer("--prompt").unwrap();
+        assert_eq!(a.generation.eos_token_ids, [1, 5]);
+        assert_eq!(a.special.bos.as_deref(), Some("<bos>"));
+        assert_eq!(a.chat_template.as_ref().unwrap().origin, format!("{}/chat_template.jinja", default_model::NAME));
+        for (t, id) in [("<pad>", 0), ("<eos>", 1), ("<bos>", 2), ("<unk>", 3), ("<|turn>", 4), ("<turn|>", 5), ("<0x00>", 6)] {
+            assert_eq!(tok.token_id(t), Some(id), "{t}");
+        }
+        // The prompt gets <bos>; text round-trips, bytes outside the vocabulary included.
+        let ids = tok.encode(default_model::PROMPT_TEXT, true).unwrap();
+        assert_eq!(ids[0], 2);
+        assert_eq!(tok.decode(&ids, true).unwrap(), default_model::PROMPT_TEXT);
+        let s = "Return the naïve 🙂 value.\n";
+        assert_eq!(tok.decode(&tok.encode(s, false).unwrap(), false).unwrap(), s);
     }
 
     #[test]
