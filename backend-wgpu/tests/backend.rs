@@ -152,12 +152,20 @@ fn folded_grids_match_cpu_ref() {
             ("post_norm_add_pre_norm_bf16", "normed") | ("layer_out_bf16", "out") | ("qkv_prep_bf16", "q_out" | "k_pool")
         )
     };
+    // Under a limit of 16 a 1-D grid folds up to 256 workgroups and y, z
+    // never fold, so the wide cases (thousands of rows) and the 2-D grids
+    // with more than 16 rows of y are refused by name: those shapes are
+    // the main parity test's (real limit, 65535), not this one's.
+    let unfoldable = |r: &parity::Row| matches!(&r.status, parity::Status::Error(e) if e.contains("cannot be folded"));
     let bad: Vec<_> = rows
         .iter()
-        .filter(|r| !(r.status.passed() || (matches!(r.status, parity::Status::Mismatch(_)) && derived(r) && r.max_err <= 2.0)))
+        .filter(|r| {
+            !(r.status.passed() || unfoldable(r) || (matches!(r.status, parity::Status::Mismatch(_)) && derived(r) && r.max_err <= 2.0))
+        })
         .collect();
     assert!(bad.is_empty(), "{}", parity::table(&rows));
-    assert!(rows.len() >= 80, "only {} parity rows ran", rows.len());
+    let folded = rows.iter().filter(|r| !unfoldable(r)).count();
+    assert!(folded >= 80, "only {folded} parity rows ran under the fold limit");
 
     // qkv_prep over 40 rows: a 2-D grid (rows, heads) folded into z.
     let mut g = Gen::new(5);

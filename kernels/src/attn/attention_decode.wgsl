@@ -92,7 +92,8 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
                     @builtin(local_invocation_index) lid: u32) {
     let sp = group_x(wid, nwg, p.fold);
     let y = group_y(wid, p.fold);
-    let b = wid.z;
+    // Folding x into z (fold 2) happens only for a batch of one: z is the fold then.
+    let b = select(wid.z, 0u, p.fold == 2u);
     if (sp >= p.gx || y >= p.gy || b >= p.gz) {
         return;
     }
