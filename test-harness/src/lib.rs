@@ -29,7 +29,7 @@
 //! registers its tests with [`tests!`] (plain functions, no `#[test]`) and ends
 //! with [`main!`], naming the function that opens (probes) a backend:
 //!
-//! ```ignore
+//! ```text
 //! fn gemm_matches() { /* … */ }
 //! fn naga_accepts_every_shader() { /* … */ }
 //! switchyard_test_harness::tests!(needs "wgpu": gemm_matches);
