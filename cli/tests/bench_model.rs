@@ -3,28 +3,12 @@
 //! decode steps at two batch sizes), its reports, `scripts/decode_tables.py`
 //! over its JSON, and the `--shape` / `--print-hf-config` flags of the binary.
 use serde_json::Value;
+mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::Tmp;
 use switchyard_cli::backends;
 use switchyard_cli::bench_model::{self, bound, MoeShape, Settings, Shape};
-
-/// A scratch directory, removed when dropped.
-struct Tmp(PathBuf);
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let d = std::env::temp_dir().join(format!("switchyard-bench-model-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Tmp(d)
-    }
-}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -85,7 +69,7 @@ fn tiny_moe_shape_runs_on_cpu_and_its_json_makes_a_decode_table() {
     assert_eq!(doc["rows"][1]["bytes_per_step"]["experts_per_layer"].as_f64(), Some(b3.experts_per_layer));
 
     // decode_tables.py reads this JSON (as cuda and wgpu) and HF lines.
-    let tmp = Tmp::new("tables");
+    let tmp = Tmp::new("bench-model", "tables");
     let json = tmp.0.join("bm.json");
     std::fs::write(&json, serde_json::to_string(&doc).unwrap()).unwrap();
     let hf = tmp.0.join("hf.jsonl");

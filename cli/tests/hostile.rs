@@ -8,11 +8,13 @@
 //! nothing on stdout, and all of it before a deadline (a FIFO or a quadratic
 //! loop shows up here as a hang, which the deadline turns into a failure).
 //! The controls at the end check that acceptable input still works.
+mod support;
 use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+use support::Tmp;
 use switchyard_model::serde_json::{self, json, Value};
 
 fn binary() -> &'static str {
@@ -23,26 +25,10 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-dense")
 }
 
-/// A scratch directory, removed when dropped.
-struct Tmp(PathBuf);
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let d = std::env::temp_dir().join(format!("switchyard-hostile-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Tmp(d)
-    }
-
     /// A copy of the tiny-dense fixture.
     fn fixture(tag: &str) -> Tmp {
-        let t = Tmp::new(tag);
+        let t = Tmp::new("hostile", tag);
         for f in ["config.json", "model.safetensors"] {
             std::fs::copy(fixture().join(f), t.0.join(f)).unwrap();
         }
@@ -335,7 +321,7 @@ fn small_runs(out_dir: &str) -> Vec<Vec<String>> {
 #[cfg(unix)]
 #[test]
 fn every_subcommand_exits_quietly_on_a_closed_stdout() {
-    let d = Tmp::new("epipe");
+    let d = Tmp::new("hostile", "epipe");
     for args in small_runs(d.s()) {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
@@ -353,7 +339,7 @@ fn every_subcommand_exits_quietly_on_a_closed_stdout() {
 #[cfg(target_os = "linux")]
 #[test]
 fn every_subcommand_reports_a_full_stdout() {
-    let d = Tmp::new("enospc");
+    let d = Tmp::new("hostile", "enospc");
     for args in small_runs(d.s()) {
         let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
         let mut c = command(&args);
@@ -508,7 +494,7 @@ fn ambiguous_input_is_refused_naming_what() {
 #[test]
 fn synthetic_out_refuses_links_and_writes_atomically() {
     use std::os::unix::fs::symlink;
-    let d = Tmp::new("synthetic");
+    let d = Tmp::new("hostile", "synthetic");
     let victim = d.path("victim");
     std::fs::create_dir(&victim).unwrap();
     let link = d.path("out-link");
