@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU check and benchmark of the project, in three parts:
+# Every GPU check and benchmark of the project, in parts:
 #   checks:  parity on cuda and wgpu, compute-sanitizer (memcheck, racecheck,
 #            initcheck) over `parity` and `generate` on cuda, the HF fixtures
 #            on cuda and wgpu;
@@ -7,7 +7,14 @@
 #   decode:  for each bench-model shape (default, 26b-a4b): bench-model on
 #            cuda and wgpu at batch 1 and 16, HF transformers' decode bench
 #            (scripts/hf_decode_bench.py) eager and torch.compile, then the
-#            BENCHMARKS.md table per shape (scripts/decode_tables.py).
+#            BENCHMARKS.md table per shape (scripts/decode_tables.py);
+#   profile: Nsight Compute over the timed decode steps of bench-model
+#            (each shape at batch 1, the default shape at batch 16 too),
+#            summarised per kernel by scripts/ncu_summary.py;
+#   train:   trains the built-in model (scripts/train_default_model.py
+#            --device cuda) in the background while the parts after it run
+#            (so put it before `checks`, whose figures are not timed), and
+#            packs it into $OUT/default-model.tar.gz. Not in the default PARTS.
 #
 # Here:  cargo build --release -p switchyard-cli && mkdir -p dist &&
 #        cp target/release/switchyard dist/ && strip dist/switchyard &&
@@ -29,7 +36,8 @@
 #   QUICK=1                        skip the sanitizers and HF's decode bench
 #   DEADLINE=570                   seconds after which no step starts
 #   SANITIZERS="memcheck racecheck initcheck"  the compute-sanitizer tools of the checks part
-#   SHAPES="default 26b-a4b"       the bench-model shapes of the decode part
+#   SHAPES="default 26b-a4b"       the bench-model shapes of the decode and profile parts
+#   TRAIN_MINUTES=4                the training time box of the train part
 #   HF_MODES="eager compile"       HF's decode modes (compile is the peer)
 # The device hands back at most 8 files from $OUT: when there are more, all
 # but summary.txt and decode_tables.md are packed into $OUT/raw.tar.gz.
@@ -154,9 +162,40 @@ decode() { # both shapes, in order of priority; wgpu decodes ~4 tok/s, so fewer 
     cat "$OUT/decode_tables.md" >> "$SUM"
 }
 
+profile() { # serialised per-kernel times: not a throughput figure, a map of where a step goes
+    local shape b copy
+    for shape in $SHAPES; do
+        for b in 1 16; do
+            [ "$b" = 16 ] && [ "$shape" != default ] && continue
+            copy=$("$S" bench-model --backend cuda --shape $shape --batch $b --steps 4 --json 2>/dev/null |
+                python3 -c 'import json,sys; print(round(json.load(sys.stdin)["copy_gb_per_s"]))' 2>/dev/null)
+            step "ncu $shape b$b" 150 "$OUT/ncu_$shape.b$b.csv" ncu --clock-control none --profile-from-start off \
+                --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
+                "$S" bench-model --backend cuda --shape $shape --batch $b --steps 2 --profile-timed-steps
+            { echo "### ncu: $shape, batch $b (copy ${copy:-?} GB/s)"; echo
+              python3 scripts/ncu_summary.py "$OUT/ncu_$shape.b$b.csv" --steps 2 ${copy:+--copy-gbs $copy} 2>&1; echo; } >> "$OUT/profile.md"
+        done
+    done
+    cat "$OUT/profile.md" >> "$SUM"
+}
+
+TRAIN_PID=
+train() { # in the background; waited for at the end
+    (
+        step "train default model" $((TRAIN_MINUTES * 60 + 150)) "$OUT/train.log" python3 scripts/train_default_model.py \
+            --out /tmp/default-model --device cuda --minutes "$TRAIN_MINUTES" --log-every 20
+        tar -czf "$OUT/default-model.tar.gz" -C /tmp default-model && echo "default model packed" >> "$SUM"
+    ) &
+    TRAIN_PID=$!
+}
+TRAIN_MINUTES=${TRAIN_MINUTES:-4}
+
+has profile && profile
+has train && train
 has checks && checks
 has kernels && kernels
 has decode && decode
+[ -n "$TRAIN_PID" ] && wait "$TRAIN_PID" && tail -5 "$OUT/train.log" >> "$SUM"
 
 # At most 8 files come back from the device.
 if [ "$(find "$OUT" -type f | wc -l)" -gt 8 ]; then

@@ -683,6 +683,11 @@ impl Backend for CudaBackend {
         Ok(end.elapsed_since(&start)? as f64)
     }
 
+    fn profiler_range(&self, on: bool) -> Result<()> {
+        let _st = self.enter()?;
+        raw::profiler(on)
+    }
+
     fn live_bytes(&self) -> usize {
         self.state.lock().map(|s| s.ranges.live_bytes() as usize).unwrap_or(0)
     }

@@ -54,6 +54,8 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuGraphDestroy",
     "cuGraphExecDestroy",
     "cuGraphLaunch",
+    "cuProfilerStart",
+    "cuProfilerStop",
 ];
 
 /// NVRTC entry points this crate calls.
@@ -222,6 +224,18 @@ pub(crate) fn primary_ctx_release(d: CUdevice) -> Result<()> {
 pub(crate) fn set_current(c: CUcontext) -> Result<()> {
     // SAFETY: `c` is a retained primary context, alive while the backend is.
     unsafe { check(&"cuCtxSetCurrent", cu::cuCtxSetCurrent(c)) }
+}
+
+/// Starts (`on`) or stops a profiler's collection (a no-op without one).
+pub(crate) fn profiler(on: bool) -> Result<()> {
+    // SAFETY: no arguments; a context is current.
+    unsafe {
+        if on {
+            check(&"cuProfilerStart", cu::cuProfilerStart())
+        } else {
+            check(&"cuProfilerStop", cu::cuProfilerStop())
+        }
+    }
 }
 
 pub(crate) fn stream_create() -> Result<CUstream> {

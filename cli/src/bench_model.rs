@@ -164,6 +164,9 @@ pub struct Settings {
     pub warmup: usize,
     /// Timed decode steps.
     pub steps: usize,
+    /// Open the backend's profiler range ([`switchyard_core::Backend::profiler_range`])
+    /// around the timed steps.
+    pub profile_timed_steps: bool,
 }
 
 impl Settings {
@@ -231,9 +234,16 @@ pub fn run_batch(model: &Model, batch: usize, s: &Settings, seed: u64) -> Result
         let positions = vec![pos; batch];
         // Each step ends in a download of the chosen tokens, so the wall
         // clock covers the device work.
+        let profiled = s.profile_timed_steps && step >= s.warmup;
+        if profiled {
+            model.backend().profiler_range(true)?;
+        }
         let t = Instant::now();
         let out = session.decode(&next, &positions, false).with_context(|| format!("decode step {step}"))?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
+        if profiled {
+            model.backend().profiler_range(false)?;
+        }
         if step >= s.warmup {
             times.push(ms);
         }

@@ -190,6 +190,10 @@ enum Command {
         /// Print JSON (with the HF config.json of the shape) instead of markdown.
         #[arg(long)]
         json: bool,
+        /// Open the profiler's collection around the timed decode steps only
+        /// (for `ncu --profile-from-start off`; CUDA).
+        #[arg(long)]
+        profile_timed_steps: bool,
         /// Print the shape's HF config.json (what scripts/hf_decode_bench.py
         /// builds its model from) and exit, opening no backend.
         #[arg(long)]
@@ -250,13 +254,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Parity { backend, seed, filter } => parity_cmd(backend, seed, filter),
         Command::Bench { backend, json, iters, filter, scale } => bench_cmd(backend, json, iters, filter, scale),
         Command::Generate(args) => generate_cmd(args),
-        Command::BenchModel { backend, shape, layers, hidden, vocab, batch, prompt_len, steps, json, print_hf_config } => {
+        Command::BenchModel {
+            backend,
+            shape,
+            layers,
+            hidden,
+            vocab,
+            batch,
+            prompt_len,
+            steps,
+            json,
+            profile_timed_steps,
+            print_hf_config,
+        } => {
             let shape = bench_shape(&shape, layers, hidden, vocab)?;
             if print_hf_config {
                 print(&format!("{}\n", serde_json::to_string_pretty(&shape.hf_config())?))?;
                 return Ok(ExitCode::SUCCESS);
             }
-            bench_model_cmd(backend, &shape, &batch, prompt_len, steps, json)
+            bench_model_cmd(backend, &shape, &batch, bench_model::Settings { prompt_len, warmup: 3, steps, profile_timed_steps }, json)
         }
         Command::Synthetic { out, preset, seed } => {
             let mut spec = match preset.as_str() {
@@ -464,10 +480,10 @@ fn bench_model_cmd(
     backend: Option<String>,
     shape: &bench_model::Shape,
     batch: &str,
-    prompt_len: usize,
-    steps: usize,
+    settings: bench_model::Settings,
     json: bool,
 ) -> Result<ExitCode> {
+    let bench_model::Settings { prompt_len, steps, .. } = settings;
     let batches = batch
         .split(',')
         .map(|t| match t.trim().parse::<usize>() {
@@ -478,7 +494,6 @@ fn bench_model_cmd(
     if prompt_len == 0 || steps == 0 {
         bail!("--prompt-len and --steps must be at least 1");
     }
-    let settings = bench_model::Settings { prompt_len, warmup: 3, steps };
     match settings.positions() {
         Some(n) if n <= limits::BENCH_MODEL_CONTEXT => {}
         n => bail!(

@@ -37,7 +37,7 @@ fn tiny_moe() -> Shape {
 fn tiny_moe_shape_runs_on_cpu_and_its_json_makes_a_decode_table() {
     let be = backends::open("cpu").unwrap();
     let shape = tiny_moe();
-    let settings = Settings { prompt_len: 6, warmup: 1, steps: 2 };
+    let settings = Settings { prompt_len: 6, warmup: 1, steps: 2, profile_timed_steps: false };
     let report = bench_model::run(&be, &shape, &[1, 3], &settings).unwrap();
     let cfg = shape.config().unwrap();
     assert_eq!(report.rows.len(), 2);

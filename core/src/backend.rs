@@ -107,6 +107,15 @@ pub trait Backend: Send + Sync {
     /// wall clock on the CPU reference.
     fn time_ms(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<f64>;
 
+    /// Opens (`true`) or closes (`false`) the region an external profiler
+    /// captures when it starts with collection off (Nsight Compute's
+    /// `--profile-from-start off`), so a profile holds, say, only the timed
+    /// decode steps. Does nothing where the backend has no such hook.
+    fn profiler_range(&self, on: bool) -> Result<()> {
+        let _ = on;
+        Ok(())
+    }
+
     /// Bytes currently allocated through this backend (leak accounting).
     fn live_bytes(&self) -> usize;
 
