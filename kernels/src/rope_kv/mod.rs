@@ -103,7 +103,9 @@ fn row_head_grid(a: &PlanArgs) -> Result<[u32; 3]> {
 }
 
 /// CUDA: warps over head vectors (rope_kv.cu): `rows · (nh + 2·nkv)`
-/// vectors in groups of 8 (3 at hd 512) a warp, a persistent grid of
+/// vectors, one a warp when a wave holds them all (decode: 16 vectors at
+/// batch 1 were 2 warps of 8 in turn, ~18 us under ncu), else in groups of
+/// 8 (3 at hd 512) a warp, a persistent grid of
 /// [`QKV_THREADS`]-thread blocks, at most [`QKV_MIN_BLOCKS`] an SM (one wave).
 ///
 /// H200 numbers for the bench row (rows 4096, nh 32, nkv 16, hd 256): 64
@@ -114,12 +116,19 @@ fn row_head_grid(a: &PlanArgs) -> Result<[u32; 3]> {
 fn cuda_qkv_prep(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     let [rows, _, _] = row_head_grid(a)?;
     let vectors = a.u32("nh")? as u64 + 2 * a.u32("nkv")? as u64;
-    let groups = rows as u64 * vectors.div_ceil(QKV_VECTORS_PER_WARP);
-    let needed = groups.div_ceil((QKV_THREADS / 32) as u64);
-    let grid = match f.multiprocessors {
-        0 => needed,
-        sms => needed.min(sms as u64 * QKV_MIN_BLOCKS as u64),
+    let warps_per_block = (QKV_THREADS / 32) as u64;
+    let resident = match f.multiprocessors {
+        0 => u64::MAX,
+        sms => sms as u64 * QKV_MIN_BLOCKS as u64,
     };
+    // No more vectors than one wave has warps (decode): a warp per vector,
+    // which the kernel infers from the grid. Else groups of
+    // QKV_VECTORS_PER_WARP a warp, so each warp keeps that many loads in flight.
+    let all = rows as u64 * vectors;
+    let one_each = all.div_ceil(warps_per_block);
+    let groups = rows as u64 * vectors.div_ceil(QKV_VECTORS_PER_WARP);
+    let needed = if one_each <= resident { one_each } else { groups.div_ceil(warps_per_block) };
+    let grid = needed.min(resident);
     let grid = u32::try_from(grid.max(1))
         .map_err(|_| Error::invalid(a.kernel.symbol, "rows", format!("{groups} vector groups need more than 2^32 blocks")))?;
     Ok(CudaPlan::single(a.kernel, [grid, 1, 1], [QKV_THREADS, 1, 1]))
@@ -364,9 +373,12 @@ mod tests {
         let a = args(4096, 32, 16);
         let p = cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).unwrap();
         assert_eq!((p.passes[0].grid, p.passes[0].block), ([660, 1, 1], [128, 1, 1]));
-        // Small launches get a block per 4 groups.
-        let a = args(3, 3, 0);
-        assert_eq!(cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).unwrap().passes[0].grid, [1, 1, 1]);
+        // Launches that fit in one wave get a warp per vector (4 a block):
+        // 9 vectors, then Gemma's decode step at batch 1 and 16 (16 vectors a row).
+        for (rows, nh, nkv, blocks) in [(3, 3, 0, 3), (1, 8, 4, 4), (16, 8, 4, 64)] {
+            let a = args(rows, nh, nkv);
+            assert_eq!(cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).unwrap().passes[0].grid, [blocks, 1, 1]);
+        }
         let a = args(0, 3, 0);
         assert!(cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).is_err());
     }

@@ -20,6 +20,9 @@
 // by the block scheduler (~1.6 blocks/ns measured on the H200: 0.12 ms of
 // the 0.146 ms); this grid launches 660 blocks on an H200.
 //
+// A launch whose vectors fit in the grid's warps (decode) takes U = 1: one
+// vector a warp, its norm weight loaded with its data.
+//
 // Fast path: hd = 64 V with V in {1, 2, 4, 8} (hd 64, 128, 256, 512) and
 // every vector pointer aligned to V bf16 (the (cos, sin) table to 16 bytes,
 // 8 at V = 1): lane l owns elements [lV, lV + V) of each half, so
@@ -210,6 +213,14 @@ __device__ __forceinline__ void qkv_fast(const Qkv& a, const int* pos, const int
                 vload<V>(x[u].hi, src + half + at);
             }
         }
+        // One vector a warp: its norm weight goes out with the data, so the
+        // warp waits for one memory round trip, not two.
+        Halves<V> w1;
+        const bf16* w1p = U == 1 && e0 < E ? (e0 < a.nh ? a.q_norm : (((e0 - a.nh) & 1) ? nullptr : a.k_norm)) : nullptr;
+        if (w1p) {
+            vload<V>(w1.lo, w1p + at);
+            vload<V>(w1.hi, w1p + half + at);
+        }
         float cs_c[V], cs_s[V];
         load_cs<V>(cs_c, cs_s, a.cos_sin + (size_t)(bad_p ? 0 : m.p) * a.hd, at);
         float ss[U];
@@ -238,8 +249,8 @@ __device__ __forceinline__ void qkv_fast(const Qkv& a, const int* pos, const int
                 if (v.store) {
                     const float inv = 1.0f / sqrtf(ss[u] / (float)a.hd + a.eps);
                     // The weight rows are tiny and shared by every warp: L1 serves them.
-                    Halves<V> w;
-                    if (v.w) {
+                    Halves<V> w = w1;
+                    if (U > 1 && v.w) {
                         vload<V>(w.lo, v.w + at);
                         vload<V>(w.hi, v.w + half + at);
                     }
@@ -311,11 +322,20 @@ extern "C" __global__ void QKV_BOUNDS qkv_prep_bf16(bf16* q_out, bf16* k_pool, b
     for (int i = 0; i < 8; ++i)
         if (vw && !ok_align(vecs[i], 2 * vw)) vw = 0;
     if (vw && !ok_align(cos_sin, vw == 1 ? 8 : 16)) vw = 0;
-    switch (vw) {
-        case 1: qkv_fast<1, 8>(a, pos, slot, pmap); break;
-        case 2: qkv_fast<2, 8>(a, pos, slot, pmap); break;
-        case 4: qkv_fast<4, 8>(a, pos, slot, pmap); break;
-        case 8: qkv_fast<8, 3>(a, pos, slot, pmap); break;
+    // A launch with no more vectors than warps (decode: the plan sizes the
+    // grid so) takes one vector a warp: the vectors' latencies then overlap
+    // across warps instead of adding up in one warp's loop.
+    const long long vectors = (long long)rows * (nkv > 0 ? nh + 2 * nkv : nh);
+    const bool one = vectors <= (long long)gridDim.x * (blockDim.x >> 5);
+    switch (one ? vw : vw + 16) {
+        case 1: qkv_fast<1, 1>(a, pos, slot, pmap); break;
+        case 2: qkv_fast<2, 1>(a, pos, slot, pmap); break;
+        case 4: qkv_fast<4, 1>(a, pos, slot, pmap); break;
+        case 8: qkv_fast<8, 1>(a, pos, slot, pmap); break;
+        case 17: qkv_fast<1, 8>(a, pos, slot, pmap); break;
+        case 18: qkv_fast<2, 8>(a, pos, slot, pmap); break;
+        case 20: qkv_fast<4, 8>(a, pos, slot, pmap); break;
+        case 24: qkv_fast<8, 3>(a, pos, slot, pmap); break;
         default: qkv_simple(a, pos, slot, pmap);
     }
 }
