@@ -128,7 +128,7 @@ kernels() { # one thing at a time on the GPU
 }
 
 SHAPES=${SHAPES:-default 26b-a4b}
-HF_MODES=${HF_MODES:-eager compile}
+HF_MODES=${HF_MODES-eager compile}
 DEC=$OUT/decode
 decode() { # both shapes, in order of priority; wgpu decodes ~4 tok/s, so fewer steps
     mkdir -p "$DEC"
