@@ -114,6 +114,31 @@ fn router_equals_the_scalar_gemm_bit_for_bit() {
     }
 }
 
+/// The router's decode entry on sub-allocated operands: A and B that start 2
+/// bytes (element loads), 4 and 8 bytes (4-byte loads) past an aligned base
+/// equal the scalar GEMM on aligned copies, at the model's size and a ragged one.
+fn router_decode_entry_takes_unaligned_operands() {
+    let cb = cuda();
+    let be = dyn_be(&cb);
+    let ops = Ops::new(be.clone());
+    let mut gen = Gen::new(13);
+    for (m, n, k) in [(1, 128, 2816), (5, 130, 1030)] {
+        let (_, a) = gen.bf16(m * k, 0.01, 1.0);
+        let (_, b) = gen.bf16(n * k, 0.01, 0.5);
+        let want = poisoned(&be, m * n * 2);
+        let (ua, ub) = (up(&be, &a), up(&be, &b));
+        ops.dense_gemm_bf16(ua.region(), ub.region(), want.region(), m, n, k).unwrap();
+        for off in [2usize, 4, 8] {
+            let shifted = |d: &[u8]| up(&be, &[vec![0u8; off], d.to_vec()].concat());
+            let (sa, sb) = (shifted(&a), shifted(&b));
+            let got = poisoned(&be, m * n * 2);
+            let (ra, rb) = (sa.region().tail(off).unwrap(), sb.region().tail(off).unwrap());
+            ops.dense_gemm_router(ra, rb, got.region(), m, n, k).unwrap();
+            assert!(down(&got) == down(&want), "router at m={m} n={n} k={k}, operands {off} bytes off alignment");
+        }
+    }
+}
+
 fn lossless_w4a16_equals_the_base_kernel_bit_for_bit() {
     let cb = cuda();
     let be = dyn_be(&cb);
@@ -204,6 +229,6 @@ fn ldb_variant_at_a_real_vocabulary_width() {
     assert!(got.chunks_exact(2).all(|c| !bf16_value(u16::from_le_bytes([c[0], c[1]])).is_nan()));
 }
 
-switchyard_test_harness::tests!(needs "cuda": gemm_family_parity_with_the_cpu_reference, scaled_acc_equals_tc_then_scaled_add_bit_for_bit, router_equals_the_scalar_gemm_bit_for_bit, lossless_w4a16_equals_the_base_kernel_bit_for_bit, decode_matches_the_base_kernel_at_model_widths, ldb_variant_at_a_real_vocabulary_width);
+switchyard_test_harness::tests!(needs "cuda": gemm_family_parity_with_the_cpu_reference, scaled_acc_equals_tc_then_scaled_add_bit_for_bit, router_equals_the_scalar_gemm_bit_for_bit, router_decode_entry_takes_unaligned_operands, lossless_w4a16_equals_the_base_kernel_bit_for_bit, decode_matches_the_base_kernel_at_model_widths, ldb_variant_at_a_real_vocabulary_width);
 switchyard_test_harness::tests!(needs "cublas": pipelined_matches_cublas_at_full_tiles);
 switchyard_test_harness::main!(common::probe);

@@ -2,8 +2,8 @@
 // bf16 (B in the HF [out, in] layout), f32 accumulation, bf16 output (RNE).
 //
 // Two groups with different contracts:
-// - Strict k order (dense_gemm_bf16, dense_gemm_router, the split-K
-//   partial pass): each output sums acc = acc + a*b for k = 0..K-1 with the
+// - Strict k order (dense_gemm_bf16, dense_gemm_router and its decode entry
+//   dense_gemm_router_chain, the split-K partial pass): each output sums acc = acc + a*b for k = 0..K-1 with the
 //   product and the sum rounded separately. They use __fmul_rn / __fadd_rn,
 //   which the compiler never contracts into an FMA, so they equal the CPU
 //   reference bit for bit whatever --fmad says.
@@ -136,9 +136,11 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_bf16_reduce(
     c[row * N + col] = f32_to_bf16(acc);
 }
 
-// Router GEMM: block (16,16) computes a 16-row x 64-column tile; thread
-// (tx, ty) owns row ty and columns tx + 16j (j < 4), so each A element it
-// reads from shared memory feeds four independent strict-order sums.
+// Router GEMM, prefill entry (M above the plan's chain limit): block (16,16)
+// computes a 16-row x 64-column tile; thread (tx, ty) owns row ty and columns
+// tx + 16j (j < 4), so each A element it reads from shared memory feeds four
+// independent strict-order sums. At decode sizes it is latency-bound (a few
+// blocks, each walking K in 32-wide slices), hence dense_gemm_router_chain.
 #define ROUTER_TK 32
 extern "C" __global__ void __launch_bounds__(256) dense_gemm_router(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
                                                                      unsigned m, unsigned n, unsigned k) {
@@ -190,6 +192,104 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_router(const bf16* 
         int col = col0 + tx + 16 * j;
         if (col < N) c[(size_t)row * N + col] = f32_to_bf16(acc[j]);
     }
+}
+
+// Router GEMM, decode entry (M up to the plan's chain limit). Each output is
+// one chain of K dependent adds that cannot be split or reordered, so the
+// kernel's time is that chain (~4 cycles per k) plus one trip to memory, and
+// everything else serves to start every chain at once and keep it fed:
+// - Grid (ceil(N/TC), ceil(M/TR)), block 256, with the tile TR x TC
+//   (TR·TC <= 32) implied by the grid: TC = ceil(N / gridDim.x), TR =
+//   ceil(M / gridDim.y). The plan keeps tiles small so that the blocks
+//   spread over all multiprocessors (M = 1, N = 128: 128 blocks of 1x1).
+// - All 256 threads stage the tile's TR rows of A and TC rows of B over the
+//   whole of K in shared memory, converted to f32, with 16-byte loads
+//   ROUTER_CHAIN_BATCH deep per thread so the block waits for memory about
+//   once. Dynamic shared memory: (TR + TC) * router_chain_ld(K) * 4 bytes.
+// - Lane t < TR·TC of warp 0 owns output (t / TC, t % TC) and walks k = 0..K-1
+//   in order: per four k, two 16-byte shared loads (independent of the sum,
+//   so they and the products run ahead of it), four multiplies and the four
+//   adds, under the add latency.
+// Operands that are not 16-byte aligned, or K % 8 != 0 (rows then start off
+// 16 bytes), take 4-byte loads (element loads below 4-byte alignment); rows
+// and columns past M and N stage as zeros and store nothing.
+#define ROUTER_CHAIN_BATCH 8
+
+// Row stride in floats: K rounded up to 32 plus 4, so that consecutive rows
+// start 16 bytes apart modulo 128 and eight lanes reading eight rows at the
+// same k hit distinct bank groups. The plan computes the same.
+__device__ __forceinline__ int router_chain_ld(int K) { return ((K + 31) & ~31) + 4; }
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemm_router_chain(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                           bf16* __restrict__ c, unsigned m, unsigned n, unsigned k) {
+    extern __shared__ __align__(16) float router_smem[];
+    const int M = m, N = n, K = k;
+    const int TC = (int)((n - 1u) / gridDim.x + 1u), TR = (int)((m - 1u) / gridDim.y + 1u);
+    const int col0 = blockIdx.x * TC, row0 = blockIdx.y * TR;
+    const int LD = router_chain_ld(K), K8 = (K + 7) / 8;
+    const int total = (TR + TC) * K8, tid = threadIdx.x;
+    // Rows start 16-byte aligned only when both bases are and K % 8 == 0; K
+    // is even, so 4-byte aligned bases keep every bf16 pair in one word.
+    const bool fast = aligned16(a) && aligned16(b) && (K & 7) == 0;
+    const bool words = aligned4(a) && aligned4(b);
+
+    // Staging: chunk idx = 8 consecutive k of staged row idx / K8 (rows 0..TR-1
+    // are A's, TR.. are B's).
+    for (int base = tid; base < total; base += ROUTER_CHAIN_BATCH * 256) {
+        uint4 v[ROUTER_CHAIN_BATCH];
+#pragma unroll
+        for (int u = 0; u < ROUTER_CHAIN_BATCH; ++u) {
+            const int idx = base + u * 256;
+            const int r = idx / K8, kk = 8 * (idx - r * K8);
+            const bool isA = r < TR;
+            const int g = isA ? row0 + r : col0 + (r - TR);
+            v[u] = make_uint4(0u, 0u, 0u, 0u);
+            if (idx < total && g < (isA ? M : N)) {
+                const bf16* src = (isA ? a : b) + (size_t)g * K;
+                if (fast) {
+                    v[u] = ld_stream16(src + kk);
+                } else if (words) {
+                    const unsigned* w = reinterpret_cast<const unsigned*>(src + kk);
+                    v[u] = make_uint4(w[0], kk + 2 < K ? w[1] : 0u, kk + 4 < K ? w[2] : 0u, kk + 6 < K ? w[3] : 0u);
+                } else {
+                    v[u] = load8_slow(src, kk, K, true);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < ROUTER_CHAIN_BATCH; ++u) {
+            const int idx = base + u * 256;
+            if (idx < total) {
+                const int r = idx / K8, kk = 8 * (idx - r * K8);
+                float4* dst = reinterpret_cast<float4*>(router_smem + (size_t)r * LD + kk);
+                dst[0] = make_float4(bf16_lo(v[u].x), bf16_hi(v[u].x), bf16_lo(v[u].y), bf16_hi(v[u].y));
+                dst[1] = make_float4(bf16_lo(v[u].z), bf16_hi(v[u].z), bf16_lo(v[u].w), bf16_hi(v[u].w));
+            }
+        }
+    }
+    __syncthreads();
+
+    if (tid >= TR * TC) return;
+    const int r = tid / TC, cc = tid - r * TC;
+    const int row = row0 + r, col = col0 + cc;
+    if (row >= M || col >= N) return;
+    const float* ar = router_smem + (size_t)r * LD;
+    const float* br = router_smem + (size_t)(TR + cc) * LD;
+    const float4* a4 = reinterpret_cast<const float4*>(ar);
+    const float4* b4 = reinterpret_cast<const float4*>(br);
+    float acc = 0.0f;
+    const int K4 = K >> 2;
+#pragma unroll 8
+    for (int q = 0; q < K4; ++q) {
+        const float4 x = a4[q], y = b4[q];
+        acc = __fadd_rn(acc, __fmul_rn(x.x, y.x));
+        acc = __fadd_rn(acc, __fmul_rn(x.y, y.y));
+        acc = __fadd_rn(acc, __fmul_rn(x.z, y.z));
+        acc = __fadd_rn(acc, __fmul_rn(x.w, y.w));
+    }
+    // K is even, so at most two k remain.
+    for (int kk = 4 * K4; kk < K; ++kk) acc = __fadd_rn(acc, __fmul_rn(ar[kk], br[kk]));
+    c[(size_t)row * N + col] = f32_to_bf16(acc);
 }
 
 // out[i] = bf16(out[i] + scale*x[i]); grid ceil(n/512), block 256, two elements per thread (n even).

@@ -39,7 +39,9 @@ declare_kernel! {
 
 declare_kernel! {
     /// The router GEMM: bit-identical to [`DENSE_GEMM_BF16`] (same strict
-    /// k order, no FMA), register-blocked for speed. K and N even.
+    /// k order, no FMA), laid out for speed (on CUDA, a thread per output
+    /// over rows staged in shared memory at decode sizes, register-blocked
+    /// tiles for prefill). K and N even.
     DENSE_GEMM_ROUTER = "gemm"::"dense_gemm_router"=> &gemm_args!()
 }
 
@@ -93,9 +95,58 @@ fn cuda_dense_gemm_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
     cuda_tiles(a, 16, 16, [16, 16, 1])
 }
 
-/// 64-column × 16-row tiles, four columns per thread.
-fn cuda_dense_gemm_router(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    cuda_tiles(a, 64, 16, [16, 16, 1])
+/// Largest M of the router's decode entry. Its blocks hold at most 32
+/// outputs, and at that tile (12 staged rows, 135 KB at K = 2816) one block
+/// per multiprocessor, so it takes about `M·N / (32·SMs)` waves of one chain
+/// (~7 us at K = 2816); the prefill entry covers up to 16·SMs·64 outputs in
+/// one wave of ~170 us at that K (measured at M = 1). At N = 128 the chain
+/// path wins up to a few hundred rows; 64 keeps a wide margin for wider N.
+const ROUTER_CHAIN_MAX_M: u32 = 64;
+/// Most outputs per block of the decode entry: the chain lanes are warp 0's.
+const ROUTER_CHAIN_MAX_OUTPUTS: u64 = 32;
+
+/// `router_chain_ld` in gemm.cu: a staged row's stride in f32.
+fn router_chain_ld(k: u64) -> u64 {
+    k.div_ceil(32) * 32 + 4
+}
+
+/// M ≤ [`ROUTER_CHAIN_MAX_M`]: `dense_gemm_router_chain`, a thread per output
+/// running the strict k chain over A and B rows staged whole in shared memory.
+/// The tile starts at one output and doubles (columns first while the tile is
+/// no taller than wide, within M and N) only while there are more blocks than
+/// multiprocessors, so that every chain starts in the first wave and each
+/// block loads as little as possible; the kernel reads the tile back from the
+/// grid (`TC = ⌈N / grid.x⌉`, `TR = ⌈M / grid.y⌉`) and the shared memory is
+/// sized for exactly that tile. Larger M, or a K whose single-output tile
+/// would not fit in shared memory: the 64-column × 16-row tile kernel, four
+/// columns per thread.
+fn cuda_dense_gemm_router(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
+    let shared = |tr: u64, tc: u64| (tr + tc) * router_chain_ld(k) * 4;
+    let fits = |tr: u64, tc: u64| tr * tc <= ROUTER_CHAIN_MAX_OUTPUTS && shared(tr, tc) <= u64::from(f.max_shared_bytes);
+    if m == 0 || n == 0 || m > u64::from(ROUTER_CHAIN_MAX_M) || !fits(1, 1) {
+        return cuda_tiles(a, 64, 16, [16, 16, 1]);
+    }
+    let sms = u64::from(f.multiprocessors.max(1));
+    let (mut tr, mut tc) = (1u64, 1u64);
+    while m.div_ceil(tr) * n.div_ceil(tc) > sms {
+        let next = if tc < n && (tc <= tr || tr >= m) {
+            (tr, tc * 2)
+        } else if tr < m {
+            (tr * 2, tc)
+        } else {
+            break;
+        };
+        if !fits(next.0, next.1) {
+            break;
+        }
+        (tr, tc) = next;
+    }
+    let grid = [groups(a.kernel, n, tc)?, groups(a.kernel, m, tr)?, 1];
+    // The tile the kernel derives from the grid: never larger than (tr, tc).
+    let (tr, tc) = (m.div_ceil(u64::from(grid[1])), n.div_ceil(u64::from(grid[0])));
+    let shared_bytes = u32::try_from(shared(tr, tc)).expect("checked against max_shared_bytes");
+    Ok(CudaPlan { passes: vec![CudaPass { entry: "dense_gemm_router_chain", grid, block: [256, 1, 1], shared_bytes }], workspace_bytes: 0 })
 }
 
 /// 64 × 16 tiles, four warps of mma.sync (dense_gemm_tc and its scaled-add twin).
@@ -359,8 +410,22 @@ fn dense_cases(g: &mut Gen, sig: &'static KernelSig, tol: Tolerance, launch: Den
 fn bf16_cases(g: &mut Gen) -> Vec<Case> {
     dense_cases(g, &DENSE_GEMM_BF16, Tolerance::Exact, Ops::dense_gemm_bf16)
 }
+/// The shared shapes, plus the CUDA decode entry at the MoE router's real
+/// sizes (M = 1 and 16, K = 2816, N = 128), and a ragged one: K % 8 = 6
+/// (4-byte loads, two k past the last float4) with M and N that leave the
+/// last tile row and column partly out of range.
 fn router_cases(g: &mut Gen) -> Vec<Case> {
-    dense_cases(g, &DENSE_GEMM_ROUTER, Tolerance::Exact, Ops::dense_gemm_router)
+    let mut v = dense_cases(g, &DENSE_GEMM_ROUTER, Tolerance::Exact, Ops::dense_gemm_router);
+    for (m, n, k) in [(1, 128, 2816), (16, 128, 2816), (5, 130, 1030)] {
+        let (a, b) = operands(g, m, n, k);
+        v.push(Case {
+            kernel: &DENSE_GEMM_ROUTER,
+            label: format!("m={m} n={n} k={k}"),
+            buffers: vec![Buffer::input("a", a), Buffer::input("b", b), Buffer::output("c", DType::BF16, m * n, Tolerance::Exact)],
+            run: Box::new(move |o, x| o.dense_gemm_router(x[0], x[1], x[2], m, n, k)),
+        });
+    }
+    v
 }
 fn tc_cases(g: &mut Gen) -> Vec<Case> {
     dense_cases(g, &DENSE_GEMM_TC, Tolerance::Nmse(REORDERED_NMSE), Ops::dense_gemm_tc)
@@ -504,6 +569,38 @@ mod tests {
             [("dense_gemm_splitk_bf16", [65, 19, 7], [16, 16, 1]), ("dense_gemm_splitk_bf16_reduce", [5, 300, 1], [256, 1, 1])]
         );
         assert_eq!(p.workspace_bytes, 4 * 7 * 300 * 1030);
+    }
+
+    /// Decode sizes take the chain entry with a tile just large enough for one
+    /// wave, the kernel's tile (read back from the grid) never exceeds 32
+    /// outputs, and its shared memory is exactly that tile's rows.
+    #[test]
+    fn router_takes_the_chain_entry_at_decode_sizes() {
+        let plan = |m, n, k| {
+            let a = args(&DENSE_GEMM_ROUTER, m, n, k, 1);
+            (cuda_kernel(&DENSE_GEMM_ROUTER).unwrap().plan)(&PlanArgs::new(&DENSE_GEMM_ROUTER, &a), &FACTS).unwrap()
+        };
+        let geo = |m, n, k| {
+            let p = plan(m, n, k);
+            (p.passes[0].entry, p.passes[0].grid, p.passes[0].block, p.passes[0].shared_bytes)
+        };
+        assert_eq!(geo(1, 128, 2816), ("dense_gemm_router_chain", [128, 1, 1], [256, 1, 1], 2 * 2820 * 4));
+        assert_eq!(geo(16, 128, 2816), ("dense_gemm_router_chain", [32, 4, 1], [256, 1, 1], 8 * 2820 * 4));
+        // Tile 2 x 4 over a ragged 5 x 130.
+        assert_eq!(geo(5, 130, 1030), ("dense_gemm_router_chain", [33, 3, 1], [256, 1, 1], 6 * 1060 * 4));
+        assert_eq!(geo(65, 128, 2816), ("dense_gemm_router", [2, 5, 1], [16, 16, 1], 0));
+        // One output's rows would not fit in shared memory.
+        assert_eq!(geo(1, 128, 32768), ("dense_gemm_router", [2, 1, 1], [16, 16, 1], 0));
+        for m in 1..=ROUTER_CHAIN_MAX_M {
+            for n in [2, 64, 128, 130, 256, 1030, 4096] {
+                let p = plan(m, n, 2816);
+                let [gx, gy, _] = p.passes[0].grid;
+                let (tr, tc) = (m.div_ceil(gy), n.div_ceil(gx));
+                assert!(u64::from(tr * tc) <= ROUTER_CHAIN_MAX_OUTPUTS, "m={m} n={n}: {tr} x {tc}");
+                assert!(gx * tc >= n && gy * tr >= m, "m={m} n={n}");
+                assert_eq!(u64::from(p.passes[0].shared_bytes), u64::from(tr + tc) * router_chain_ld(2816) * 4);
+            }
+        }
     }
 
     #[test]
