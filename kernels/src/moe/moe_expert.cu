@@ -232,15 +232,15 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_gemm_bf16(bf16* __
 // slot s owns the segment that starts at s (blocks of other slots in the
 // segment exit), so every selected expert's weight rows stream once, spread
 // over N / MOE_SEG_COLS blocks. Each warp takes MOE_SEG_RW weight rows with
-// all of a lane's 16-byte loads of one step (MOE_SEG_RW x MOE_SEG_U = 16)
-// issued before any math (8 left the 26b-a4b gate/up projection, K = 2816,
-// at 52% of the copy rate on the H200: 5.5 round trips a warp), and the
+// all of a lane's 16-byte loads of one step (MOE_SEG_RW x MOE_SEG_U = 8)
+// issued before any math (16 measured slower on the H200: 49% of the copy
+// rate against 52% for the 26b-a4b expert projections), and the
 // segment's activation rows in groups of MOE_SEG_R (the weights are read
 // again, from L2, only for segments longer than that). f32 sums, the lanes'
 // partials added by a warp reduction: the K order is free by contract.
 #define MOE_SEG_RW 4
 #define MOE_SEG_R 4
-#define MOE_SEG_U 4
+#define MOE_SEG_U 2
 #define MOE_SEG_COLS (8 * MOE_SEG_RW)
 extern "C" __global__ void __launch_bounds__(256) moe_grouped_gemm_bf16_seg(bf16* __restrict__ out, const bf16* __restrict__ a,
                                                                              const bf16* __restrict__ w, const int* __restrict__ offsets,
