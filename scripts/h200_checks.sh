@@ -6,7 +6,8 @@
 #   kernels: the kernel bench on cuda and wgpu;
 #   decode:  for each bench-model shape (default, 26b-a4b): bench-model on
 #            cuda and wgpu at batch 1 and 16, HF transformers' decode bench
-#            (scripts/hf_decode_bench.py) eager and torch.compile, then the
+#            (scripts/hf_decode_bench.py) eager and torch.compile, the default
+#            shape with --quant nvfp4 on cuda, then the
 #            BENCHMARKS.md table per shape (scripts/decode_tables.py);
 #   profile: Nsight Compute over the timed decode steps of bench-model
 #            (each shape at batch 1, the default shape at batch 16 too),
@@ -136,6 +137,10 @@ decode() { # both shapes, in order of priority; wgpu decodes ~4 tok/s, so fewer 
     for shape in $SHAPES; do
         jstep "bench-model cuda $shape" 90 "$DEC/bm_cuda_$shape.json" "$S" bench-model --backend cuda --shape $shape --steps 32 --json
     done
+    # The 4-bit model against the bf16 one (issue 12: >= 2.5x at batch 1).
+    jstep "bench-model cuda default nvfp4" 90 "$DEC/bm_cuda_default_nvfp4.json" "$S" bench-model --backend cuda --quant nvfp4 --steps 32 --json
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); [print("nvfp4 default b%d: %.1f tok/s (%.0f%% of its bound), model %.2f GB" % (r["batch"], r["tokens_per_s"], 100 * r["fraction_of_bound"], d["model_bytes"] / 1e9)) for r in d["rows"]]' \
+        "$DEC/bm_cuda_default_nvfp4.json" >> "$SUM" 2>&1
     [ -n "$BEFORE" ] && step "bench-model cuda default (before)" 60 "$DEC/bench_model_before.md" "$BEFORE" bench-model --backend cuda --steps 32
     if [ -z "$QUICK" ] && has_mode eager; then
         for shape in $SHAPES; do

@@ -35,7 +35,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Instant;
-use switchyard_core::codec::{bf16_bits, bytes};
+use switchyard_core::codec::{bf16_bits, bytes, nvfp4};
 use switchyard_core::{Backend, DeviceBuffer};
 use switchyard_kernels::Ops;
 use switchyard_model::checkpoint::HostRows;
@@ -51,33 +51,70 @@ const BLOCK_BYTES: usize = 64 << 20;
 /// Fills device weights from one random block.
 struct Filler {
     be: Arc<dyn Backend>,
+    quant: Quant,
+    /// Random bf16 values; also the NVFP4 codes (every nibble is an e2m1 value).
     block: DeviceBuffer,
-    bytes: usize,
+    /// Random finite e4m3 codes: the NVFP4 block scales and the fp8 table.
+    e4m3: DeviceBuffer,
     /// Bytes of weights made so far.
     placed: std::cell::Cell<usize>,
 }
 
 impl Filler {
-    fn new(be: &Arc<dyn Backend>, largest: usize, hidden: usize) -> Result<Self> {
+    fn new(be: &Arc<dyn Backend>, quant: Quant, largest: usize, hidden: usize) -> Result<Self> {
         let bytes = largest.min(BLOCK_BYTES).next_multiple_of(4);
         // Uniform on ±a has standard deviation a/sqrt(3).
         let a = (3.0 / hidden as f32).sqrt();
         let mut rng = SmallRng::seed_from_u64(0x6e77a4);
         let data: Vec<u8> = (0..bytes / 2).flat_map(|_| bf16_bits(rng.random_range(-a..a)).to_le_bytes()).collect();
-        Ok(Filler { be: be.clone(), block: DeviceBuffer::from_bytes(be, &data)?, bytes, placed: Default::default() })
+        // e4m3 magnitudes 0.5 ..= 1.875 (exponent field 6 or 7), either sign:
+        // finite, and the same order as the scales quantization makes.
+        let codes: Vec<u8> = if quant == Quant::None {
+            vec![0x38; 4]
+        } else {
+            (0..bytes).map(|_| 0x30 | rng.random_range(0..16u8) | if rng.random() { 0x80 } else { 0 }).collect()
+        };
+        Ok(Filler {
+            be: be.clone(),
+            quant,
+            block: DeviceBuffer::from_bytes(be, &data)?,
+            e4m3: DeviceBuffer::from_bytes(be, &codes)?,
+            placed: Default::default(),
+        })
     }
 
     /// A `bytes`-long buffer of random bf16 values.
     fn random(&self, bytes: usize) -> switchyard_model::error::Result<DeviceBuffer> {
+        self.tile(bytes, &self.block)
+    }
+
+    /// A `bytes`-long buffer of random e4m3 codes.
+    fn random_e4m3(&self, bytes: usize) -> switchyard_model::error::Result<DeviceBuffer> {
+        self.tile(bytes, &self.e4m3)
+    }
+
+    /// A `bytes`-long buffer tiled with copies of `block`.
+    fn tile(&self, bytes: usize, block: &DeviceBuffer) -> switchyard_model::error::Result<DeviceBuffer> {
         self.placed.set(self.placed.get() + bytes);
         let buf = DeviceBuffer::new(&self.be, bytes)?;
         let mut off = 0;
         while off < bytes {
-            let n = self.bytes.min(bytes - off);
-            self.be.copy(buf.at(off)?, self.block.addr(), n)?;
+            let n = block.len().min(bytes - off);
+            self.be.copy(buf.at(off)?, block.addr(), n)?;
             off += n;
         }
         Ok(buf)
+    }
+
+    /// A `[n, k]` linear in the storage the quantization gives it. The NVFP4
+    /// global scale puts the weights at the bf16 ones' magnitude (e2m1 codes
+    /// reach 6, the block scales 1.875).
+    fn linear_nk(&self, n: usize, k: usize) -> switchyard_model::error::Result<Linear> {
+        if self.quant.stores_nvfp4(n, k) {
+            let scale2 = (3.0 / k as f32).sqrt() / 6.0;
+            return Ok(Linear::Nvfp4 { bq: self.random(n * k / 2)?, bs: self.random_e4m3(n * k / nvfp4::BLOCK)?, scale2, n, k });
+        }
+        Ok(Linear::Bf16 { w: self.random(2 * n * k)?, n, k })
     }
 
     fn ones(&self, n: usize) -> switchyard_model::error::Result<DeviceBuffer> {
@@ -102,27 +139,45 @@ impl WeightSource for Filler {
     }
 
     fn linear(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Linear> {
-        let (n, k) = (t.shape[0], t.shape[1]);
-        Ok(Linear::Bf16 { w: self.random(2 * n * k)?, n, k })
+        self.linear_nk(t.shape[0], t.shape[1])
     }
 
     fn gate_up(&mut self, gate: &TensorSpec, up: &TensorSpec) -> switchyard_model::error::Result<Linear> {
-        let (n, k) = (gate.shape[0] + up.shape[0], gate.shape[1]);
-        Ok(Linear::Bf16 { w: self.random(2 * n * k)?, n, k })
+        self.linear_nk(gate.shape[0] + up.shape[0], gate.shape[1])
     }
 
-    /// Stacked, as the checkpoint loader stores bf16 attention projections.
+    /// Stacked, as the checkpoint loader stores bf16 attention projections;
+    /// one linear each under NVFP4, as the loader does.
     fn attention(&mut self, q: &TensorSpec, k: Option<&TensorSpec>, v: Option<&TensorSpec>) -> switchyard_model::error::Result<AttnProj> {
+        if self.quant == Quant::Nvfp4 {
+            let mut one = |t: &TensorSpec| self.linear_nk(t.shape[0], t.shape[1]);
+            return Ok(AttnProj::Separate { q: one(q)?, k: k.map(&mut one).transpose()?, v: v.map(&mut one).transpose()? });
+        }
         let n = [q.shape[0], k.map_or(0, |k| k.shape[0]), v.map_or(0, |v| v.shape[0])];
         let cols = q.shape[1];
         Ok(AttnProj::Stacked { w: self.random(2 * n.iter().sum::<usize>() * cols)?, n, k: cols })
     }
 
     fn experts(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Experts> {
+        let (e, n, k) = (t.shape[0], t.shape[1], t.shape[2]);
+        if self.quant.stores_nvfp4(n, k) {
+            let scale2 = vec![(3.0 / k as f32).sqrt() / 6.0; e];
+            self.placed.set(self.placed.get() + 4 * e);
+            let s2 = DeviceBuffer::from_bytes(&self.be, &bytes::f32_bytes(&scale2))?;
+            return Ok(Experts::nvfp4(self.random(e * n * k / 2)?, self.random_e4m3(e * n * k / nvfp4::BLOCK)?, s2));
+        }
         Ok(Experts::bf16(self.random(2 * element_count(t))?))
     }
 
     fn embedding(&mut self, t: &TensorSpec) -> switchyard_model::error::Result<Embedding> {
+        if self.quant == Quant::Fp8Embed {
+            let (v, h) = (t.shape[0], t.shape[1]);
+            // Codes up to 1.875 times a row scale that puts them at the bf16 values' size.
+            let scales = vec![(3.0 / h as f32).sqrt() / 1.875; v];
+            self.placed.set(self.placed.get() + 4 * v);
+            let row_scale = DeviceBuffer::from_bytes(&self.be, &bytes::f32_bytes(&scales))?;
+            return Ok(Embedding::Fp8 { codes: self.random_e4m3(v * h)?, row_scale });
+        }
         Ok(Embedding::Bf16(self.random(2 * element_count(t))?))
     }
 
@@ -144,15 +199,16 @@ fn element_count(t: &TensorSpec) -> usize {
     t.shape.iter().product()
 }
 
-/// Makes a model of `cfg` on `be` with random weights, without a checkpoint.
-pub fn random_model(be: &Arc<dyn Backend>, cfg: ModelConfig) -> Result<Model> {
+/// Makes a model of `cfg` on `be` with random weights in `quant`'s storage,
+/// without a checkpoint.
+pub fn random_model(be: &Arc<dyn Backend>, cfg: ModelConfig, quant: Quant) -> Result<Model> {
     let (h, inter, v) = (cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size);
     let experts = cfg.moe.map_or(0, |m| m.num_experts * 2 * m.intermediate * h);
     let largest = (v * h).max(2 * inter * h).max(experts) * 2;
-    let mut fill = Filler::new(be, largest, h)?;
+    let mut fill = Filler::new(be, quant, largest, h)?;
     let weights = Weights::assemble(&ModelTensors::of(&cfg), &mut fill)?;
     be.synchronize()?;
-    Ok(Model { cfg, weights, ops: Ops::new(be.clone()), quant: Quant::None })
+    Ok(Model { cfg, weights, ops: Ops::new(be.clone()), quant })
 }
 
 /// How to run the benchmark.
@@ -167,6 +223,8 @@ pub struct Settings {
     /// Open the backend's profiler range ([`switchyard_core::Backend::profiler_range`])
     /// around the timed steps.
     pub profile_timed_steps: bool,
+    /// Weight storage (`--quant`).
+    pub quant: Quant,
 }
 
 impl Settings {
@@ -259,7 +317,7 @@ pub fn run_batch(model: &Model, batch: usize, s: &Settings, seed: u64) -> Result
         step_ms_min: sorted[0],
         step_ms_max: sorted[sorted.len() - 1],
         tokens_per_s: (batch * times.len()) as f64 / (sum / 1e3),
-        bytes: bound::step_bytes(&model.cfg, batch, s.timed_positions()),
+        bytes: bound::step_bytes(&model.cfg, model.quant, batch, s.timed_positions()),
     })
 }
 
@@ -302,7 +360,8 @@ impl Report {
         let _ = writeln!(s, "bench-model: shape `{}`, backend `{}` on {}", self.shape.name, self.backend, self.device);
         let _ = writeln!(
             s,
-            "- model: random bf16 weights made on the device, {:.2} GB: {}",
+            "- model: random weights made on the device (quant {}), {:.2} GB: {}",
+            self.settings.quant,
             self.model_bytes as f64 / 1e9,
             self.shape.describe()
         );
@@ -364,7 +423,7 @@ impl Report {
             .collect();
         serde_json::json!({
             "shape": self.shape.name, "backend": self.backend, "device": self.device,
-            "model_bytes": self.model_bytes,
+            "quant": self.settings.quant.to_string(), "model_bytes": self.model_bytes,
             "copy_gb_per_s": self.copy.best() / 1e9, "copy_note": self.copy.describe(), "bound_rule": BOUND_RULE,
             "prompt_len": self.settings.prompt_len, "warmup_steps": self.settings.warmup, "timed_steps": self.settings.steps,
             "build_ms": self.build_ms, "rows": rows, "hf_config": self.shape.hf_config(),
@@ -397,7 +456,7 @@ pub fn run(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings
     }
     let copy = copy.context("measuring the copy ceiling")?;
     let t0 = Instant::now();
-    let model = random_model(be, cfg).context("making the random-weight model")?;
+    let model = random_model(be, cfg, s.quant).context("making the random-weight model")?;
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut rows = Vec::with_capacity(batches.len());
     for (i, &b) in batches.iter().enumerate() {

@@ -194,6 +194,9 @@ enum Command {
         /// (for `ncu --profile-from-start off`; CUDA).
         #[arg(long)]
         profile_timed_steps: bool,
+        /// Weight storage, as `generate --quant` loads it: none, fp8-embed, nvfp4.
+        #[arg(long, default_value = "none")]
+        quant: String,
         /// Print the shape's HF config.json (what scripts/hf_decode_bench.py
         /// builds its model from) and exit, opening no backend.
         #[arg(long)]
@@ -265,6 +268,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             steps,
             json,
             profile_timed_steps,
+            quant,
             print_hf_config,
         } => {
             let shape = bench_shape(&shape, layers, hidden, vocab)?;
@@ -272,7 +276,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print(&format!("{}\n", serde_json::to_string_pretty(&shape.hf_config())?))?;
                 return Ok(ExitCode::SUCCESS);
             }
-            bench_model_cmd(backend, &shape, &batch, bench_model::Settings { prompt_len, warmup: 3, steps, profile_timed_steps }, json)
+            let settings = bench_model::Settings { prompt_len, warmup: 3, steps, profile_timed_steps, quant: quant.parse()? };
+            bench_model_cmd(backend, &shape, &batch, settings, json)
         }
         Command::Synthetic { out, preset, seed } => {
             let mut spec = match preset.as_str() {

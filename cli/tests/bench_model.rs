@@ -9,6 +9,7 @@ use std::process::Command;
 use support::Tmp;
 use switchyard_cli::backends;
 use switchyard_cli::bench_model::{self, bound, MoeShape, Settings, Shape};
+use switchyard_model::quant::Quant;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -37,7 +38,7 @@ fn tiny_moe() -> Shape {
 fn tiny_moe_shape_runs_on_cpu_and_its_json_makes_a_decode_table() {
     let be = backends::open("cpu").unwrap();
     let shape = tiny_moe();
-    let settings = Settings { prompt_len: 6, warmup: 1, steps: 2, profile_timed_steps: false };
+    let settings = Settings { prompt_len: 6, warmup: 1, steps: 2, profile_timed_steps: false, quant: Quant::None };
     let report = bench_model::run(&be, &shape, &[1, 3], &settings).unwrap();
     let cfg = shape.config().unwrap();
     assert_eq!(report.rows.len(), 2);
@@ -104,6 +105,34 @@ fn tiny_moe_shape_runs_on_cpu_and_its_json_makes_a_decode_table() {
     assert_eq!(lines[4], format!("| HF eager | 1.5 | {} | not run | - |", pct(100.0 * 1.5 / bd1)), "{text}");
     assert_eq!(lines[5], format!("| HF compile | not run | - | 2.5 | {} |", pct(100.0 * 2.5 / bd3)), "{text}");
     assert!(lines[6].starts_with("| bound (cuda copy ") && lines[6].contains(&format!("| {bd1:.1} | 100% | {bd3:.1} | 100% |")), "{text}");
+}
+
+#[test]
+fn quantized_storage_runs_and_the_bound_counts_its_bytes() {
+    // --quant nvfp4 / fp8-embed: the weights are made in the loader's
+    // storage, and the bound's bytes are what was placed on the device.
+    let be = backends::open("cpu").unwrap();
+    let shape = tiny_moe();
+    for quant in [Quant::Nvfp4, Quant::Fp8Embed] {
+        let settings = Settings { prompt_len: 4, warmup: 1, steps: 1, profile_timed_steps: false, quant };
+        let report = bench_model::run(&be, &shape, &[1], &settings).unwrap();
+        let b = &report.rows[0].bytes;
+        assert_eq!(b.weights + b.moe_layers * 8 * b.expert, report.model_bytes, "{quant}");
+        let fp4 = |n: usize, k: usize| n * k / 2 + n * k / 16;
+        let expert = if quant == Quant::Nvfp4 {
+            // gate_up [64, 64] and down [64, 32] per expert, each with its f32 global scale.
+            fp4(64, 64) + 4 + fp4(64, 32) + 4
+        } else {
+            (2 * 32 * 64 + 64 * 32) * 2
+        };
+        assert_eq!(b.expert, expert, "{quant}");
+        assert!(report.rows[0].tokens_per_s.is_finite() && report.rows[0].tokens_per_s > 0.0);
+        assert!(report.markdown().contains(&format!("(quant {quant})")));
+        assert_eq!(report.json()["quant"], quant.to_string());
+    }
+    let bf16 = bench_model::random_model(&be, shape.config().unwrap(), Quant::None).unwrap().weights.device_bytes;
+    let fp4 = bench_model::random_model(&be, shape.config().unwrap(), Quant::Nvfp4).unwrap().weights.device_bytes;
+    assert!(fp4 * 2 < bf16, "nvfp4 {fp4} bytes against bf16 {bf16}");
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Quantization on load (`--quant`).
 use crate::error::Error;
+use crate::tensors::{TensorKind, TensorSpec};
 use std::fmt;
 use std::str::FromStr;
+use switchyard_core::codec::nvfp4;
 
 /// How weights are stored on the device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -21,6 +23,29 @@ pub enum Quant {
 impl Quant {
     /// The `--quant` spellings.
     pub const NAMES: [&'static str; 3] = ["none", "fp8-embed", "nvfp4"];
+
+    /// Whether a `[n, k]` weight (a linear layer, or one expert's slice) is
+    /// stored as NVFP4: asked for, and a shape the W4A16 kernels take.
+    pub fn stores_nvfp4(self, n: usize, k: usize) -> bool {
+        self == Quant::Nvfp4 && n % 16 == 0 && k % nvfp4::BLOCK == 0
+    }
+
+    /// Device bytes of `t` as the loader stores it under this quantization:
+    /// NVFP4 is half a byte a weight plus an e4m3 scale per 16 (and an f32
+    /// global scale per expert); the fp8 table is a byte an element plus an
+    /// f32 scale per row. (The loader stacks gate and up before deciding;
+    /// this decides per tensor, which differs only when the intermediate
+    /// size is an odd multiple of 8.)
+    pub fn device_bytes(self, t: &TensorSpec) -> usize {
+        let elements: usize = t.shape.iter().product();
+        let fp4 = |n: usize, k: usize| n * k / 2 + n * k / nvfp4::BLOCK;
+        match (t.kind, t.shape.as_slice()) {
+            (TensorKind::Linear, &[n, k]) if self.stores_nvfp4(n, k) => fp4(n, k),
+            (TensorKind::Experts, &[e, n, k]) if self.stores_nvfp4(n, k) => e * (fp4(n, k) + 4),
+            (TensorKind::Embedding, &[v, h]) if self == Quant::Fp8Embed => v * h + 4 * v,
+            _ => elements * t.kind.device_bytes_per_element(),
+        }
+    }
 }
 
 impl FromStr for Quant {

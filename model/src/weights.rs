@@ -233,7 +233,7 @@ impl Loader<'_> {
     /// A `[n, k]` weight from host bf16 bits: NVFP4 when asked for and the
     /// shape fits the W4A16 kernels (n, k multiples of 16), else bf16.
     fn linear_from(&mut self, name: &str, bits: &[u16], n: usize, k: usize) -> Result<Linear> {
-        if self.quant == Quant::Nvfp4 && n % 16 == 0 && k % nvfp4::BLOCK == 0 {
+        if self.quant.stores_nvfp4(n, k) {
             let mut vals = reserve(bits.len(), name)?;
             vals.extend(bits.iter().map(|&b| switchyard_core::codec::bf16_value(b)));
             let q = nvfp4::quantize(&vals, n, k).map_err(|e| Error::checkpoint(name, format!("nvfp4 quantization: {e}")))?;
@@ -334,7 +334,7 @@ impl WeightSource for Loader<'_> {
     fn experts(&mut self, t: &TensorSpec) -> Result<Experts> {
         let (e, n, k) = (t.shape[0], t.shape[1], t.shape[2]);
         let h = self.host(t)?;
-        if self.quant == Quant::Nvfp4 && n % 16 == 0 && k % nvfp4::BLOCK == 0 {
+        if self.quant.stores_nvfp4(n, k) {
             let vals = h.to_f32()?;
             let (mut wq, mut ws, mut s2) = (Vec::new(), Vec::new(), Vec::with_capacity(e));
             for x in 0..e {
@@ -345,8 +345,7 @@ impl WeightSource for Loader<'_> {
                 ws.extend(s);
                 s2.push(q.global_scale);
             }
-            let bufs = vec![self.upload(&wq)?, self.upload(&ws)?, self.upload(&bytes::f32_bytes(&s2))?];
-            return Ok(Experts { bufs, fp4: true });
+            return Ok(Experts::nvfp4(self.upload(&wq)?, self.upload(&ws)?, self.upload(&bytes::f32_bytes(&s2))?));
         }
         Ok(Experts { bufs: vec![self.upload(&h.bytes()?)?], fp4: false })
     }
@@ -377,6 +376,12 @@ impl Experts {
     /// bf16 experts in one buffer `[e, n, k]`.
     pub fn bf16(w: DeviceBuffer) -> Self {
         Experts { bufs: vec![w], fp4: false }
+    }
+
+    /// NVFP4 experts in the K-major W4A16 layout: codes `[e, k/2, n]`,
+    /// block scales `[e, k/16, n]`, f32 global scales `[e]`.
+    pub fn nvfp4(codes: DeviceBuffer, scales: DeviceBuffer, global_scales: DeviceBuffer) -> Self {
+        Experts { bufs: vec![codes, scales, global_scales], fp4: true }
     }
 }
 

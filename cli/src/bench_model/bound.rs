@@ -25,6 +25,7 @@
 //! second of a device copy).
 use std::ops::Range;
 use switchyard_model::config::{LayerKind, ModelConfig};
+use switchyard_model::quant::Quant;
 use switchyard_model::tensors::{ModelTensors, TensorKind};
 
 /// Bytes one decode step reads, in parts.
@@ -88,12 +89,13 @@ pub fn kv_bytes(cfg: &ModelConfig, pos: usize) -> usize {
         .sum()
 }
 
-/// What a decode step of `batch` sequences reads, each sequence's new token
+/// What a decode step of `batch` sequences reads, the weights in `quant`'s
+/// storage ([`Quant::device_bytes`]), each sequence's new token
 /// at each position of `positions` in turn (the timed steps; the KV part is
 /// their mean).
-pub fn step_bytes(cfg: &ModelConfig, batch: usize, positions: Range<usize>) -> StepBytes {
+pub fn step_bytes(cfg: &ModelConfig, quant: Quant, batch: usize, positions: Range<usize>) -> StepBytes {
     let tensors = ModelTensors::of(cfg);
-    let bytes = |t: &switchyard_model::tensors::TensorSpec| t.shape.iter().product::<usize>() * t.kind.device_bytes_per_element();
+    let bytes = |t: &switchyard_model::tensors::TensorSpec| quant.device_bytes(t);
     // The per-layer input table stays on the host; a step uploads only its rows.
     let weights = tensors.all().into_iter().filter(|t| !matches!(t.kind, TensorKind::Experts | TensorKind::HostRows)).map(bytes).sum();
     // Every MoE layer has the same experts; one expert is 1/E of each stacked tensor.
@@ -148,7 +150,7 @@ mod tests {
         //     = 3040 elements = 6080 bytes, + 20 = 6100 bytes.
         //   weights = 2·(1024 + 16) + 2·5044 + 6100 = 18268.
         //   one expert: gate_up 2·8·16 = 256 + down 16·8 = 128 elements = 768 bytes.
-        let b1 = step_bytes(&cfg, 1, 5..6);
+        let b1 = step_bytes(&cfg, Quant::None, 1, 5..6);
         assert_eq!((b1.weights, b1.expert, b1.moe_layers), (18268, 768, 3));
         // batch 1: exactly top-2 experts in each of 3 layers.
         assert_eq!(b1.experts_per_layer, 2.0);
@@ -160,7 +162,7 @@ mod tests {
         // batch 3: 4·(1 − (1 − 2/4)^3) = 3.5 experts per layer. KV of 3
         // sequences at positions 2 and 3 (ctx 3, then 4, inside the window):
         // per sequence 2·96 + 192 = 384, then 2·128 + 256 = 512; the mean.
-        let b3 = step_bytes(&cfg, 3, 2..4);
+        let b3 = step_bytes(&cfg, Quant::None, 3, 2..4);
         assert_eq!(b3.experts_per_layer, 3.5);
         assert_eq!(b3.experts(), 3.0 * 3.5 * 768.0);
         let (p2, p3) = (2.0 * 96.0 + 192.0, 2.0 * 128.0 + 256.0);
@@ -181,7 +183,7 @@ mod tests {
         assert_eq!(expected_distinct_experts(4, 4, 7), 4.0);
         // A dense model reads no experts.
         let dense = Shape::gemma4(2, 640).config().unwrap();
-        let b = step_bytes(&dense, 16, 10..12);
+        let b = step_bytes(&dense, Quant::None, 16, 10..12);
         assert_eq!((b.expert, b.moe_layers, b.experts()), (0, 0, 0.0));
     }
 
@@ -190,7 +192,7 @@ mod tests {
         // Google gives Gemma 4 26B-A4B 25.2 B parameters, 3.8 B active per
         // token: the non-expert weights and 8 experts in each of 30 layers.
         let cfg = Shape::gemma4_26b_a4b().config().unwrap();
-        let b = step_bytes(&cfg, 1, 0..1);
+        let b = step_bytes(&cfg, Quant::None, 1, 0..1);
         let active = (b.weights as f64 + b.experts()) / 2.0;
         let total = (b.weights + b.moe_layers * 128 * b.expert) as f64 / 2.0;
         assert!((3.78e9..3.86e9).contains(&active), "{active}");
@@ -206,7 +208,7 @@ mod tests {
         let cfg = small();
         let all: usize =
             ModelTensors::of(&cfg).all().iter().map(|t| t.shape.iter().product::<usize>() * t.kind.device_bytes_per_element()).sum();
-        let b = step_bytes(&cfg, 1, 0..1);
+        let b = step_bytes(&cfg, Quant::None, 1, 0..1);
         assert_eq!(b.weights + b.moe_layers * 4 * b.expert, all);
     }
 }
