@@ -201,6 +201,12 @@ fn folded_grids_cover_every_tile() {
     let (a, b) = operands(&mut g, m, n, k);
     let run = |o: &Ops, f: Dense| dense(o, &a, &b, m, n, k, |o, pa, pb, pc| f(o, pa, pb, pc, m, n, k));
     assert!(run(&w, Ops::dense_gemm_bf16) == run(&c, Ops::dense_gemm_bf16), "folded dense_gemm_bf16");
+    // The router's decode entry: 8 workgroups of 1 × 2 (1-D, into y) and 8 × 3 (2-D, into z).
+    for (m, n, k) in [(1, 16, 24), (3, 16, 24)] {
+        let (a, b) = operands(&mut g, m, n, k);
+        let run = |o: &Ops, f: Dense| dense(o, &a, &b, m, n, k, |o, pa, pb, pc| f(o, pa, pb, pc, m, n, k));
+        assert!(run(&w, Ops::dense_gemm_router) == run(&c, Ops::dense_gemm_bf16), "folded dense_gemm_router at m={m}");
+    }
     // 8 tiles of 128 columns (tiled) and 8 groups of 32 columns (decode).
     for (n, f) in [(1024, Ops::w4a16_gemm as W4), (256, Ops::w4a16_gemm_decode)] {
         let (m, k) = (3, 32);

@@ -39,9 +39,9 @@ declare_kernel! {
 
 declare_kernel! {
     /// The router GEMM: bit-identical to [`DENSE_GEMM_BF16`] (same strict
-    /// k order, no FMA), laid out for speed (on CUDA, a thread per output
-    /// over rows staged in shared memory at decode sizes, register-blocked
-    /// tiles for prefill). K and N even.
+    /// k order, no FMA), laid out for speed (on CUDA and WGSL, a thread per
+    /// output over rows staged in shared memory at decode sizes; on CUDA,
+    /// register-blocked tiles for prefill). K and N even.
     DENSE_GEMM_ROUTER = "gemm"::"dense_gemm_router"=> &gemm_args!()
 }
 
@@ -234,6 +234,62 @@ fn wgsl_dense_pass(a: &PlanArgs, tiled: &'static str, small: &'static str, gz: u
     })
 }
 
+/// Workgroups the WGSL router's decode entry aims for: wgpu reports no
+/// compute-unit count, so this stands in for the multiprocessors CUDA plans
+/// with (132 on the H200).
+const WGSL_ROUTER_GROUPS: u64 = 128;
+/// Staging words of `dense_gemm_router_chain` (the `RC_WORDS` override in
+/// dense_gemm.wgsl): the adapter's workgroup storage, at least 16 KiB (what
+/// every wgpu adapter grants; below it the tiled shader, which needs as
+/// much, runs) and at most 64 KiB. One value per device, so one pipeline.
+const WGSL_ROUTER_MIN_WORDS: u32 = 4096;
+const WGSL_ROUTER_MAX_WORDS: u32 = 16384;
+
+/// The router. M ≤ [`ROUTER_CHAIN_MAX_M`]: `dense_gemm_router_chain`, the WGSL
+/// twin of CUDA's decode entry (see [`cuda_dense_gemm_router`]): an invocation
+/// per output runs the strict k chain over the tile's A and B rows staged as
+/// packed bf16 in workgroup memory. The tile starts at 1 × 2 (TC even: an
+/// invocation stores a column pair as one word) and doubles like CUDA's
+/// (columns first while no taller than wide, at most 32 outputs) only while
+/// there are more than [`WGSL_ROUTER_GROUPS`] workgroups; K goes through the
+/// staging in chunks of `x2` words a row at odd stride `x3`. Geometry at
+/// K = 2816, N = 128 with 48 KiB of workgroup storage (the H200 under
+/// Vulkan): M = 1 is 64 workgroups of 1 × 2 and M = 16 is 128 workgroups of
+/// 4 × 4, each staging K whole (one barrier, then the chains), where the
+/// small path's 4 (M = 1) or tiled path's 4 workgroups each walked K for 32
+/// columns, latency-bound like CUDA's tile kernel was; with 16 KiB the same
+/// tiles take 2 and 3 chunks. Larger M: the tiled shader, as for
+/// [`DENSE_GEMM_BF16`].
+fn wgsl_dense_gemm_router(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
+    let words = (f.max_shared_bytes / 4).min(WGSL_ROUTER_MAX_WORDS);
+    if m == 0 || n < 2 || k < 2 || m > u64::from(ROUTER_CHAIN_MAX_M) || words < WGSL_ROUTER_MIN_WORDS {
+        return wgsl_dense(a, f);
+    }
+    let (mut tr, mut tc) = (1u64, 2u64);
+    while m.div_ceil(tr) * n.div_ceil(tc) > WGSL_ROUTER_GROUPS {
+        let next = if tc < n && (tc <= tr || tr >= m) {
+            (tr, tc * 2)
+        } else if tr < m {
+            (tr * 2, tc)
+        } else {
+            break;
+        };
+        if next.0 * next.1 > ROUTER_CHAIN_MAX_OUTPUTS {
+            break;
+        }
+        (tr, tc) = next;
+    }
+    let grid = [groups(a.kernel, n, tc)?, groups(a.kernel, m, tr)?, 1];
+    // The largest odd row stride the staging holds, the words a chunk takes,
+    // and the odd stride for those.
+    let most = (u64::from(words) / (tr + tc) - 1) | 1;
+    let cw = most.min(k / 2);
+    let extra = [tr as u32, tc as u32, cw as u32, (cw | 1) as u32];
+    let pass = WgslPass { entry: "dense_gemm_router_chain", grid, consts: vec![("RC_WORDS", words)], extra };
+    Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 })
+}
+
 /// The four strict-order kernels of dense_gemm.wgsl (one entry each, one small path).
 fn wgsl_dense(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_small", 1)?], workspace_bytes: 0 })
@@ -273,7 +329,7 @@ fn wgsl_dense_gemm_splitk_bf16(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan
 }
 
 wgsl_plan!(DENSE_GEMM_BF16, "gemm/dense_gemm.wgsl" => wgsl_dense);
-wgsl_plan!(DENSE_GEMM_ROUTER, "gemm/dense_gemm.wgsl" => wgsl_dense);
+wgsl_plan!(DENSE_GEMM_ROUTER, "gemm/dense_gemm.wgsl" => wgsl_dense_gemm_router);
 wgsl_plan!(DENSE_GEMM_TC, "gemm/dense_gemm.wgsl" => wgsl_dense);
 wgsl_plan!(DENSE_GEMM_BF16_PIPELINED, "gemm/dense_gemm.wgsl" => wgsl_dense);
 wgsl_plan!(DENSE_GEMM_TC_SCALED_ACC, "gemm/dense_gemm_tc_scaled_acc.wgsl" => wgsl_dense_gemm_tc_scaled_acc);
@@ -410,7 +466,7 @@ fn dense_cases(g: &mut Gen, sig: &'static KernelSig, tol: Tolerance, launch: Den
 fn bf16_cases(g: &mut Gen) -> Vec<Case> {
     dense_cases(g, &DENSE_GEMM_BF16, Tolerance::Exact, Ops::dense_gemm_bf16)
 }
-/// The shared shapes, plus the CUDA decode entry at the MoE router's real
+/// The shared shapes, plus the decode entries at the MoE router's real
 /// sizes (M = 1 and 16, K = 2816, N = 128), and a ragged one: K % 8 = 6
 /// (4-byte loads, two k past the last float4) with M and N that leave the
 /// last tile row and column partly out of range.
@@ -599,6 +655,48 @@ mod tests {
                 assert!(u64::from(tr * tc) <= ROUTER_CHAIN_MAX_OUTPUTS, "m={m} n={n}: {tr} x {tc}");
                 assert!(gx * tc >= n && gy * tr >= m, "m={m} n={n}");
                 assert_eq!(u64::from(p.passes[0].shared_bytes), u64::from(tr + tc) * router_chain_ld(2816) * 4);
+            }
+        }
+    }
+
+    /// WGSL decode sizes take the chain entry: the tile (x0 × x1) covers the
+    /// grid with TC even and at most 32 outputs, and the staged rows at odd
+    /// stride x3 fit the adapter's workgroup storage (RC_WORDS).
+    #[test]
+    fn wgsl_router_takes_the_chain_entry_at_decode_sizes() {
+        let h200 = DeviceFacts { multiprocessors: 0, max_shared_bytes: 49152, subgroup_size: 1, ..FACTS };
+        let plan = |m, n, k, f: &DeviceFacts| {
+            let a = args(&DENSE_GEMM_ROUTER, m, n, k, 1);
+            (wgsl_kernel(&DENSE_GEMM_ROUTER).unwrap().plan)(&PlanArgs::new(&DENSE_GEMM_ROUTER, &a), f).unwrap()
+        };
+        let geo = |m, n, k, f| {
+            let p = plan(m, n, k, f);
+            (p.passes[0].entry, p.passes[0].grid, p.passes[0].extra, p.passes[0].consts.clone())
+        };
+        let chain = |grid, extra, words| ("dense_gemm_router_chain", grid, extra, vec![("RC_WORDS", words)]);
+        // K = 2816 whole in 48 KiB; in 16 KiB two and three chunks.
+        assert_eq!(geo(1, 128, 2816, &h200), chain([64, 1, 1], [1, 2, 1408, 1409], 12288));
+        assert_eq!(geo(16, 128, 2816, &h200), chain([32, 4, 1], [4, 4, 1408, 1409], 12288));
+        let min = DeviceFacts { max_shared_bytes: 16384, ..h200 };
+        assert_eq!(geo(1, 128, 2816, &min), chain([64, 1, 1], [1, 2, 1365, 1365], 4096));
+        assert_eq!(geo(16, 128, 2816, &min), chain([32, 4, 1], [4, 4, 511, 511], 4096));
+        assert_eq!(geo(5, 130, 1030, &min), chain([33, 3, 1], [2, 4, 515, 515], 4096));
+        assert_eq!(geo(65, 128, 2816, &h200), ("dense_gemm_router", [1, 1, 1], [0; 4], vec![]));
+        // Below 16 KiB: the shaders that fit it.
+        let small = DeviceFacts { max_shared_bytes: 16352, ..h200 };
+        assert_eq!(geo(1, 128, 2816, &small).0, "dense_gemm_small");
+        for f in [&min, &h200] {
+            let words = f.max_shared_bytes / 4;
+            for m in 1..=ROUTER_CHAIN_MAX_M {
+                for (n, k) in [(2, 2), (64, 2816), (128, 2816), (130, 1030), (256, 8), (1030, 2816), (4096, 65536)] {
+                    let p = plan(m, n, k, f);
+                    let [gx, gy, _] = p.passes[0].grid;
+                    let [tr, tc, cw, ld] = p.passes[0].extra;
+                    assert!(tc % 2 == 0 && u64::from(tr * tc) <= ROUTER_CHAIN_MAX_OUTPUTS, "m={m} n={n}: {tr} x {tc}");
+                    assert!(gx * tc >= n && gy * tr >= m && (gx - 1) * tc < n && (gy - 1) * tr < m, "m={m} n={n}");
+                    assert!(ld % 2 == 1 && (tr + tc) * ld <= words, "m={m} n={n}: {tr} x {tc} at {ld}");
+                    assert!(cw >= 1 && cw <= ld && cw <= k / 2, "m={m} n={n} k={k}: {cw}");
+                }
             }
         }
     }
