@@ -1,28 +1,38 @@
 //! The decode GEMVs: the dense GEMM's sums (strict k order, which the GEMV
-//! contracts allow among others) with the segmented and gated-GELU epilogues.
+//! contracts allow among others) with the segmented and gated-GELU epilogues;
+//! the fused-norm GEMV is the rmsnorm reference's row, then the segmented GEMV.
 use crate::ctx::Ctx;
 use crate::gemm::{elems, mnk, product};
 use crate::moe_expert::gelu_tanh;
+use crate::norm::rmsnorm_row;
 use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
 use switchyard_core::{Error, Result};
-use switchyard_kernels::gemv::{DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, GEMV_MAX_M};
+use switchyard_kernels::gemv::{DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_RMSNORM_BF16, GEMV_MAX_M};
 
 register!(DENSE_GEMV_BF16 => dense_gemv);
+register!(DENSE_GEMV_RMSNORM_BF16 => dense_gemv_rmsnorm);
 register!(DENSE_GEMV_GELU_MUL_BF16 => dense_gemv_gelu_mul);
 
-/// `[m, rows]` f32 sums of `a [m, k]` against `rows` weight rows, after
-/// checking every operand's range (the output's `c_elems` bf16 included).
-fn sums(c: &Ctx<'_>, rows: usize, c_elems: usize) -> Result<(usize, usize, Vec<f32>)> {
+/// The activation rows `a [m, k]` as f32, after checking `m`.
+fn activations(c: &Ctx<'_>) -> Result<Vec<f32>> {
     let kernel = c.kernel();
     let (m, _, k) = mnk(c)?;
     if m > GEMV_MAX_M {
         return Err(Error::invalid(kernel, "m", format!("m = {m} must be in 1..={GEMV_MAX_M}")));
     }
-    let (a, b, out) = (c.buf("a")?, c.buf("b")?, c.buf("c")?);
-    let a = c.bf16(a, 0, elems(kernel, "a", m, k)?)?;
+    c.bf16(c.buf("a")?, 0, elems(kernel, "a", m, k)?)
+}
+
+/// `[m, rows]` f32 sums of the activation rows `a` (`[m, k]`, as
+/// [`activations`] read them, or transformed) against `rows` weight rows,
+/// after checking every operand's range (the output's `c_elems` bf16 included).
+fn sums(c: &Ctx<'_>, a: &[f32], rows: usize, c_elems: usize) -> Result<(usize, usize, Vec<f32>)> {
+    let kernel = c.kernel();
+    let (m, _, k) = mnk(c)?;
+    let (b, out) = (c.buf("b")?, c.buf("c")?);
     let b = c.bytes(b, 0, elems(kernel, "b", rows, k)?, 2)?;
     c.bytes(out, 0, c_elems, 2)?;
-    let acc = product(&a, m, rows, k, std::slice::from_ref(&(0..k)), |n0, nt, panel| {
+    let acc = product(a, m, rows, k, std::slice::from_ref(&(0..k)), |n0, nt, panel| {
         for j in 0..nt {
             let row = &b[(n0 + j) * k * 2..(n0 + j + 1) * k * 2];
             for (kk, v) in row.chunks_exact(2).enumerate() {
@@ -34,6 +44,27 @@ fn sums(c: &Ctx<'_>, rows: usize, c_elems: usize) -> Result<(usize, usize, Vec<f
 }
 
 fn dense_gemv(c: &mut Ctx<'_>) -> Result<()> {
+    let a = activations(c)?;
+    segmented(c, &a)
+}
+
+/// `rmsnorm_bf16`'s reference on the one row (its bf16 output, read back as
+/// f32), then the segmented GEMV of that row.
+fn dense_gemv_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (m, _, k) = mnk(c)?;
+    if m != 1 {
+        return Err(Error::invalid(kernel, "m", format!("m = {m}: the fused RMSNorm GEMV takes exactly one activation row")));
+    }
+    let eps = c.f32("eps")?;
+    let a = activations(c)?;
+    let w = c.bf16(c.buf("norm_w")?, 0, k)?;
+    let xn: Vec<f32> = rmsnorm_row(&a, eps, Some(&w)).into_iter().map(bf16_value).collect();
+    segmented(c, &xn)
+}
+
+/// The segmented GEMV of the activation rows `a` into `c`.
+fn segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<()> {
     let kernel = c.kernel();
     let (m, n, _) = mnk(c)?;
     let (seg1, seg2) = (c.u32_size("seg1")?, c.u32_size("seg2")?);
@@ -41,7 +72,7 @@ fn dense_gemv(c: &mut Ctx<'_>) -> Result<()> {
         return Err(Error::invalid(kernel, "seg1", format!("segments [{seg1}, {seg2}] must satisfy seg1 <= seg2 <= n = {n}")));
     }
     let mn = elems(kernel, "c", m, n)?;
-    let (m, _, acc) = sums(c, n, mn)?;
+    let (m, _, acc) = sums(c, a, n, mn)?;
     let mut bits = vec![0u16; mn];
     for (start, end) in [(0, seg1), (seg1, seg2), (seg2, n)] {
         let (base, width) = (m * start, end - start);
@@ -58,7 +89,8 @@ fn dense_gemv_gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
     let kernel = c.kernel();
     let (m, n, _) = mnk(c)?;
     let rows = n.checked_mul(2).ok_or_else(|| Error::invalid(kernel, "n", "2 · n overflows"))?;
-    let (m, _, acc) = sums(c, rows, elems(kernel, "c", m, n)?)?;
+    let a = activations(c)?;
+    let (m, _, acc) = sums(c, &a, rows, elems(kernel, "c", m, n)?)?;
     let mut bits = Vec::with_capacity(m * n);
     for r in acc.chunks_exact(rows) {
         let (gate, up) = r.split_at(n);

@@ -35,6 +35,11 @@ pub(crate) fn normalize(x: &[f32], eps: f32, w: Option<&[f32]>) -> Vec<f32> {
     }
 }
 
+/// One row of `rmsnorm_bf16`: the bf16 bits it stores.
+pub(crate) fn rmsnorm_row(x: &[f32], eps: f32, w: Option<&[f32]>) -> Vec<u16> {
+    to_bits(&normalize(x, eps, w))
+}
+
 fn to_bits(v: &[f32]) -> Vec<u16> {
     v.iter().map(|&x| bf16_bits(x)).collect()
 }
@@ -49,7 +54,7 @@ fn rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
     let w = w.map(|w| c.bf16(w, 0, dim)).transpose()?;
     for r in 0..c.size("rows")? {
         let xr = c.bf16(x, r * dim, dim)?;
-        c.put_bf16(out, r * dim, &to_bits(&normalize(&xr, eps, w.as_deref())))?;
+        c.put_bf16(out, r * dim, &rmsnorm_row(&xr, eps, w.as_deref()))?;
     }
     Ok(())
 }

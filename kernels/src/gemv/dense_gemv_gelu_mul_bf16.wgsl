@@ -24,6 +24,11 @@ struct Params {
 
 //! include "gemv/gemv_common.wgsli"
 
+// Vector c of activation row i, as stored.
+fn activation(i: u32, c: u32) -> vec4<u32> {
+    return d_a[p.a / 4u + i * (p.k / 8u) + c];
+}
+
 // Output columns per workgroup.
 const NC: u32 = 64u;
 

@@ -22,7 +22,7 @@
 
 // Each entry reads only weights before sy_wait_prior(): the first weight
 // loads overlap the end of the launch before it.
-// dependent-launch: dense_gemv_bf16 dense_gemv_gelu_mul_bf16 dense_gemv_bf16_m1 dense_gemv_gelu_mul_bf16_m1
+// dependent-launch: dense_gemv_bf16 dense_gemv_gelu_mul_bf16 dense_gemv_bf16_m1 dense_gemv_gelu_mul_bf16_m1 dense_gemv_rmsnorm_bf16
 
 #define GEMV_WARPS 8
 #define GEMV_ROWS (GEMV_WARPS * 16)
@@ -47,15 +47,55 @@ __device__ __forceinline__ unsigned short gelu_mul_out(float g, float u) {
     return f32_to_bf16(__fmul_rn(round_bf16(gelu_tanh_f32(round_bf16(g))), round_bf16(u)));
 }
 
-// m = 1 (the _m1 entries; plan: grid ceil(outputs / Z), block (32, Y, Z)):
-// the Y warps of slot z own output j = blockIdx.x * Z + z and split its K
-// into Y consecutive slices; GELU streams the gate row j and the up row
-// n + j side by side. Each lane issues up to GEMV_M1C 16-byte weight loads
-// before any math; the activation row comes through L1. The Y slice sums
-// meet in shared memory and are added in slice order.
-template <bool GELU>
-__device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int n, int k, int seg1, int seg2) {
+// The activation row's inverse RMS for dense_gemv_rmsnorm_bf16, computed by
+// every block of an m = 1 launch (block (32, Y, Z), warp = (y, z)): each
+// thread sums a² over the 16-byte vectors t, t + 256, ... of the row (f32,
+// fmaf in element order), then warp_sum, then the warps' partials added in
+// warp order; rmsnorm_bf16's expression (norm.cu, inv_rms) for the root.
+// The order differs from the norm kernel's; the contract leaves it free.
+__device__ __forceinline__ float gemv_m1_inv_rms(const bf16* __restrict__ x, int k, float eps, float* __restrict__ red) {
+    const int nthreads = blockDim.x * blockDim.y * blockDim.z;
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    float ss = 0.0f;
+    for (int ch = t; ch < k / 8; ch += nthreads) {
+        const uint4 v = ld_nc16(x + (size_t)ch * 8);
+        const unsigned vw[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float lo = bf16_lo(vw[e]), hi = bf16_hi(vw[e]);
+            ss = fmaf(lo, lo, ss);
+            ss = fmaf(hi, hi, ss);
+        }
+    }
+    ss = warp_sum(ss);
+    if ((t & 31) == 0) red[t >> 5] = ss;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < (nthreads >> 5); ++w) total += red[w];
+    return 1.0f / sqrtf(total / (float)k + eps);
+}
+
+// m = 1 (the _m1 entries and dense_gemv_rmsnorm_bf16; plan: grid
+// ceil(outputs / Z), block (32, Y, Z)): the Y warps of slot z own output
+// j = blockIdx.x * Z + z and split its K into Y consecutive slices; GELU
+// streams the gate row j and the up row n + j side by side. Each lane issues
+// up to GEMV_M1C 16-byte weight loads before any math; the activation row
+// comes through L1. The Y slice sums meet in shared memory and are added in
+// slice order.
+//
+// NORM (dense_gemv_rmsnorm_bf16): the activation row is the raw input of an
+// RMSNorm with weight norm_w. With the first weight loads in flight, the
+// whole block reduces the row's Σ a² (gemv_m1_inv_rms: every thread takes
+// part, whether or not its own slice is empty), and each 8-element chunk is
+// normalised as it is used: bf16(a · inv · norm_w), the same f32 products
+// and RNE rounding as rmsnorm_bf16's norm_chunk / vpack_rn, so the values
+// equal that kernel's output wherever inv does.
+template <bool GELU, bool NORM = false>
+__device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int n, int k, int seg1, int seg2,
+                        const bf16* __restrict__ norm_w = nullptr, float eps = 0.0f) {
+    static_assert(!(GELU && NORM), "the fused norm has the plain epilogue");
     __shared__ float slice_sum[GEMV_WARPS][2];
+    __shared__ float norm_red[GEMV_WARPS];
     const int lane = threadIdx.x, y = threadIdx.y, z = threadIdx.z, slices = blockDim.y;
     const int j = blockIdx.x * blockDim.z + z;
     constexpr int R = GELU ? 2 : 1;
@@ -70,26 +110,32 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[r][e] = 0.0f;
     constexpr int C = GEMV_M1C / R;
-    sy_allow_next();
-    bool waited = false;
-    for (int c0 = ch0; c0 < ch1; c0 += 32 * C) {
-        uint4 w[R][C];
+    // The lane's loads of the C-chunk batch at c0 (zeros past its slice).
+    auto load = [&](uint4 (&w)[R][C], int c0) {
 #pragma unroll
         for (int u = 0; u < C; ++u) {
             const int ch = c0 + lane + 32 * u;
 #pragma unroll
             for (int r = 0; r < R; ++r) w[r][u] = ch < ch1 ? ld_stream16(wr[r] + (size_t)ch * 8) : make_uint4(0u, 0u, 0u, 0u);
         }
-        if (!waited) {
-            sy_wait_prior(); // the activation row is the previous launch's output
-            waited = true;
-        }
+    };
+    float inv = 0.0f;
+    // The batch's multiply-adds against the activation chunks (NORM: the
+    // normalised chunks, bf16(a · inv · norm_w) as rmsnorm_bf16 rounds them).
+    auto consume = [&](const uint4 (&w)[R][C], int c0) {
 #pragma unroll
         for (int u = 0; u < C; ++u) {
             const int ch = c0 + lane + 32 * u;
             if (ch >= ch1) break;
             const uint4 x = ld_nc16(a + (size_t)ch * 8);
-            const unsigned xw[4] = {x.x, x.y, x.z, x.w};
+            unsigned xw[4] = {x.x, x.y, x.z, x.w};
+            if constexpr (NORM) {
+                const uint4 g = ld_nc16(norm_w + (size_t)ch * 8);
+                const unsigned gw[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    xw[e] = pack_bf16_rn(bf16_lo(xw[e]) * inv * bf16_lo(gw[e]), bf16_hi(xw[e]) * inv * bf16_hi(gw[e]));
+            }
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const unsigned ww[4] = {w[r][u].x, w[r][u].y, w[r][u].z, w[r][u].w};
@@ -100,8 +146,31 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
                 }
             }
         }
+    };
+    sy_allow_next();
+    if constexpr (NORM) {
+        // Every thread reaches the norm's barrier, empty slice or not.
+        uint4 w[R][C];
+        load(w, ch0); // weights only: in flight before the wait and the norm
+        sy_wait_prior(); // the activation row is the previous launch's output
+        inv = gemv_m1_inv_rms(a, k, eps, norm_red);
+        for (int c0 = ch0; c0 < ch1; c0 += 32 * C) {
+            if (c0 != ch0) load(w, c0);
+            consume(w, c0);
+        }
+    } else {
+        bool waited = false;
+        for (int c0 = ch0; c0 < ch1; c0 += 32 * C) {
+            uint4 w[R][C];
+            load(w, c0);
+            if (!waited) {
+                sy_wait_prior(); // the activation row is the previous launch's output
+                waited = true;
+            }
+            consume(w, c0);
+        }
+        if (!waited) sy_wait_prior(); // an empty slice still orders its output write
     }
-    if (!waited) sy_wait_prior(); // an empty slice still orders its output write
     const float p0 = warp_sum((acc[0][0] + acc[0][1]) + (acc[0][2] + acc[0][3]));
     const float p1 = GELU ? warp_sum((acc[R - 1][0] + acc[R - 1][1]) + (acc[R - 1][2] + acc[R - 1][3])) : 0.0f;
     const int wid = z * slices + y;
@@ -254,6 +323,18 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_m1(const bf16*
                                                                      unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
                                                                      float* __restrict__ workspace) {
     gemv_m1<false>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2);
+}
+
+// The fused input norm (m = 1 only; the plan refuses other m): the
+// _m1 geometry with the row's RMSNorm in the prologue. Bounded to three
+// blocks an SM, the residency of dense_gemv_bf16_m1 (78 registers): left
+// free, ptxas takes 94 registers (two blocks); at the cap of 80 it spills
+// one word (4 bytes stored, 8 loaded, per thread). Not yet timed either way.
+extern "C" __global__ void __launch_bounds__(256, 3) dense_gemv_rmsnorm_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                          bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                          unsigned seg1, unsigned seg2, const bf16* __restrict__ norm_w,
+                                                                          float eps, float* __restrict__ workspace) {
+    gemv_m1<false, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps);
 }
 
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_m1(const bf16* __restrict__ a, const bf16* __restrict__ b,

@@ -11,9 +11,11 @@
 //! backend's result is deterministic (no atomics, no order that depends on
 //! timing).
 //!
-//! Two kernels: [`DENSE_GEMV_BF16`], whose output may be laid out as up to
+//! Three kernels: [`DENSE_GEMV_BF16`], whose output may be laid out as up to
 //! three consecutive row-major segments (one weight stream for the q, k and
-//! v projections, three outputs), and [`DENSE_GEMV_GELU_MUL_BF16`], the
+//! v projections, three outputs), [`DENSE_GEMV_RMSNORM_BF16`], the same with
+//! the layer's input RMSNorm of its one activation row in the prologue (batch-1
+//! decode: one launch instead of two), and [`DENSE_GEMV_GELU_MUL_BF16`], the
 //! gate/up projection with the gated GELU applied in its epilogue.
 use crate::gemm::{operands, REORDERED_NMSE};
 use crate::ops::{bf16s, region, require, saturating_product, scalar, LaunchArg, Ops};
@@ -36,6 +38,37 @@ declare_kernel! {
     /// and b 16-byte aligned.
     DENSE_GEMV_BF16 = "gemv"::"dense_gemv_bf16"(
         A::input("a"), A::input("b"), A::output("c"), A::u32("m"), A::u32("n"), A::u32("k"), A::u32("seg1"), A::u32("seg2"))
+}
+
+declare_kernel! {
+    /// [`DENSE_GEMV_BF16`] of one RMS-normalised activation row:
+    /// `c = dense_gemv_bf16(xn, b; seg1, seg2)`, with the same segmented
+    /// output layout, where `xn = rmsnorm_bf16(a; norm_w, eps)` exactly as
+    /// [`crate::norm::RMSNORM_BF16`] defines it for one row of `k` elements:
+    /// `inv = (Σₖ a[k]² / k + eps)^-0.5` in f32 (any summation order),
+    /// `xn[k] = bf16(a[k] · inv · norm_w[k])` (f32 products in that order, one
+    /// rounding), then `acc[j] = Σₖ xn[k] · b[j, k]` (f32, any K order) stored
+    /// as `bf16(acc)`.
+    ///
+    /// Arguments: the GEMV's, in its order (`a, b, c, m, n, k, seg1, seg2`),
+    /// then the norm's (`norm_w`, bf16 `[k]`, and `eps`, finite and ≥ 0).
+    /// Shapes: a bf16 `[1, k]` (the raw activation row, not yet normalised),
+    /// b bf16 `[n, k]`, c bf16 `n` elements. `m = 1` only (the batch-1 decode
+    /// form: every block normalises the whole row itself, which pays only
+    /// while one row is read); `k % 8 == 0`, `seg1 ≤ seg2 ≤ n`; a, b and
+    /// norm_w 16-byte aligned.
+    ///
+    /// Tolerance: NMSE ≤ [`NORMED_NMSE`] (1e-5), the GEMV's rule (K order
+    /// free) at ten times its bound. A backend whose Σ a² runs in another
+    /// order than the reference's gets an `inv` a few f32 ulps away, and
+    /// then an occasional `xn` element one bf16 ulp away (the freedom
+    /// `rmsnorm_bf16`'s 1-ulp rule allows). One such element moves every
+    /// output by `ulp(xn[k]) · b[j, k]`, which tips several percent of the
+    /// outputs over a bf16 rounding boundary: up to 2.6e-6 NMSE measured,
+    /// more than the GEMV's 1e-6 covers (see [`NORMED_NMSE`]).
+    DENSE_GEMV_RMSNORM_BF16 = "gemv"::"dense_gemv_rmsnorm_bf16"(
+        A::input("a"), A::input("b"), A::output("c"), A::u32("m"), A::u32("n"), A::u32("k"), A::u32("seg1"), A::u32("seg2"),
+        A::input("norm_w"), A::f32("eps"))
 }
 
 declare_kernel! {
@@ -101,13 +134,7 @@ fn cuda_gemv(
     let (m, k) = (u64::from(a.u32("m")?), u64::from(a.u32("k")?));
     let block = [CUDA_THREADS, 1, 1];
     if m == 1 {
-        let weight_rows_per_output = rows / outputs;
-        let per_warp = 32 * (CUDA_M1_LOADS_PER_LANE / weight_rows_per_output);
-        let slices = (k / 8).div_ceil(per_warp).clamp(1, 8) as u32;
-        let slots = 8 / slices;
-        let grid = [groups(a.kernel, outputs, u64::from(slots))?, 1, 1];
-        let pass = CudaPass { entry: m1_entry, grid, block: [32, slices, slots], shared_bytes: 0 };
-        return Ok(CudaPlan { passes: vec![pass], workspace_bytes: CUDA_MIN_WORKSPACE });
+        return cuda_m1(a, outputs, rows, m1_entry);
     }
     let blocks_n = groups(a.kernel, rows, CUDA_ROWS_PER_BLOCK)?;
     let sms = u64::from(facts.multiprocessors.max(1));
@@ -129,6 +156,35 @@ fn cuda_gemv(
     Ok(CudaPlan { passes: vec![main, reduce], workspace_bytes: CUDA_WORKSPACE_HEADER + splits * m * rows * 4 })
 }
 
+/// The m = 1 plan (see [`cuda_gemv`]): one pass of `entry`, `Y` warps per
+/// output and `8 / Y` outputs per block, the minimum workspace.
+fn cuda_m1(a: &PlanArgs, outputs: u64, rows: u64, entry: &'static str) -> Result<CudaPlan> {
+    let k = u64::from(a.u32("k")?);
+    let weight_rows_per_output = rows / outputs;
+    let per_warp = 32 * (CUDA_M1_LOADS_PER_LANE / weight_rows_per_output);
+    let slices = (k / 8).div_ceil(per_warp).clamp(1, 8) as u32;
+    let slots = 8 / slices;
+    let grid = [groups(a.kernel, outputs, u64::from(slots))?, 1, 1];
+    let pass = CudaPass { entry, grid, block: [32, slices, slots], shared_bytes: 0 };
+    Ok(CudaPlan { passes: vec![pass], workspace_bytes: CUDA_MIN_WORKSPACE })
+}
+
+/// The fused norm's `m = 1` rule, for plans (a raw launch skips the launcher).
+fn one_row(a: &PlanArgs) -> Result<()> {
+    match a.u32("m")? {
+        1 => Ok(()),
+        m => Err(Error::invalid(a.kernel.symbol, "m", format!("m = {m}: the fused RMSNorm GEMV takes exactly one activation row"))),
+    }
+}
+
+/// The m = 1 GEMV's geometry, run by the kernel's own entry (the `_m1` path
+/// with the norm in its prologue: every block first reduces the row's Σ a²).
+fn cuda_dense_gemv_rmsnorm(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    one_row(a)?;
+    let n = u64::from(a.u32("n")?);
+    cuda_m1(a, n, n, a.kernel.symbol)
+}
+
 fn cuda_dense_gemv(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let n = u64::from(a.u32("n")?);
     cuda_gemv(a, facts, n, n, "dense_gemv_bf16_m1", "dense_gemv_bf16_reduce")
@@ -140,6 +196,7 @@ fn cuda_dense_gemv_gelu_mul(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPla
 }
 
 cuda_plan!(DENSE_GEMV_BF16 => cuda_dense_gemv);
+cuda_plan!(DENSE_GEMV_RMSNORM_BF16 => cuda_dense_gemv_rmsnorm);
 cuda_plan!(DENSE_GEMV_GELU_MUL_BF16 => cuda_dense_gemv_gelu_mul);
 
 use crate::plan::{positive, WgslPass, WgslPlan};
@@ -163,6 +220,8 @@ const WGSL_TARGET_GROUPS: u64 = 256;
 /// Workgroup memory of the GEMV shaders (`red` in gemv_common.wgsli), under
 /// WebGPU's 16 KiB minimum.
 const WGSL_SHARED_BYTES: u32 = 2080 * 4;
+/// What the fused norm adds: the prelude's `wg_sum256` scratch (256 f32).
+const WGSL_NORM_SHARED_BYTES: u32 = 256 * 4;
 
 /// The WGSL geometry: `⌈rows / 128⌉` row blocks times K chunks, `M` (= m) a
 /// pipeline override. Row blocks alone rarely fill the GPU at decode sizes,
@@ -173,7 +232,7 @@ const WGSL_SHARED_BYTES: u32 = 2080 * 4;
 /// partials to workspace `[chunks, m, rows]` (x0 = chunk length, x1 =
 /// chunks) and `entries[1]` adds them in chunk order, an invocation per
 /// output word (x0 = chunks), applying the epilogue.
-fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, entries: [&'static str; 2]) -> Result<WgslPlan> {
+fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, shared: u32, entries: [&'static str; 2]) -> Result<WgslPlan> {
     let kernel = a.kernel;
     let m = positive(a, "m")?;
     if m > GEMV_MAX_M as u32 {
@@ -183,9 +242,9 @@ fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, entries: [&'static str; 2
     if k % 8 != 0 {
         return Err(switchyard_core::Error::invalid(kernel.symbol, "k", format!("k = {k} must be a multiple of 8 (16-byte row loads)")));
     }
-    if f.max_shared_bytes < WGSL_SHARED_BYTES {
+    if f.max_shared_bytes < shared {
         return Err(switchyard_core::Error::Unsupported(format!(
-            "kernel {}: needs {WGSL_SHARED_BYTES} bytes of workgroup memory, the adapter allows {}",
+            "kernel {}: needs {shared} bytes of workgroup memory, the adapter allows {}",
             kernel.symbol, f.max_shared_bytes
         )));
     }
@@ -214,15 +273,24 @@ fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, entries: [&'static str; 2
 }
 
 fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_gemv(a, f, u64::from(a.u32("n")?), ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce"])
+    wgsl_gemv(a, f, u64::from(a.u32("n")?), WGSL_SHARED_BYTES, ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce"])
+}
+
+/// The GEMV's plan at m = 1; each workgroup (of every K chunk) first reduces
+/// the whole row's Σ a² (dense_gemv_rmsnorm_bf16.wgsl).
+fn wgsl_dense_gemv_rmsnorm(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    one_row(a)?;
+    let shared = WGSL_SHARED_BYTES + WGSL_NORM_SHARED_BYTES;
+    wgsl_gemv(a, f, u64::from(a.u32("n")?), shared, ["dense_gemv_rmsnorm_bf16_partial", "dense_gemv_rmsnorm_bf16_reduce"])
 }
 
 fn wgsl_dense_gemv_gelu_mul(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     let rows = 2 * u64::from(a.u32("n")?);
-    wgsl_gemv(a, f, rows, ["dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce"])
+    wgsl_gemv(a, f, rows, WGSL_SHARED_BYTES, ["dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce"])
 }
 
 wgsl_plan!(DENSE_GEMV_BF16, "gemv/dense_gemv_bf16.wgsl" => wgsl_dense_gemv);
+wgsl_plan!(DENSE_GEMV_RMSNORM_BF16, "gemv/dense_gemv_rmsnorm_bf16.wgsl" => wgsl_dense_gemv_rmsnorm);
 wgsl_plan!(DENSE_GEMV_GELU_MUL_BF16, "gemv/dense_gemv_gelu_mul_bf16.wgsl" => wgsl_dense_gemv_gelu_mul);
 
 /// The checks every GEMV launch shares; returns `m, n, k` as u32.
@@ -262,6 +330,35 @@ impl Ops {
         let mut args = gemv_operands(a, b, c, [m, n, k], n, u);
         args.extend([scalar(U(seg1 as u32)), scalar(U(seg2 as u32))]);
         self.launch(&DENSE_GEMV_BF16, &args)
+    }
+
+    /// See [`DENSE_GEMV_RMSNORM_BF16`]: `a` is the raw activation row (`m`
+    /// must be 1), `norm_w` the norm's weight `[k]`. `segs` as for
+    /// [`Ops::dense_gemv_bf16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn dense_gemv_rmsnorm_bf16(
+        &self,
+        a: Region,
+        b: Region,
+        c: Region,
+        m: usize,
+        n: usize,
+        k: usize,
+        segs: [usize; 2],
+        norm_w: Region,
+        eps: f32,
+    ) -> Result<()> {
+        let s = DENSE_GEMV_RMSNORM_BF16.symbol;
+        require(m == 1, s, "m", || format!("m = {m}: the fused RMSNorm GEMV takes exactly one activation row (batch-1 decode)"))?;
+        let u = gemv_shape(s, a, b, m, n, k)?;
+        let [seg1, seg2] = segs;
+        require(seg1 <= seg2 && seg2 <= n, s, "seg1", || format!("segments [{seg1}, {seg2}] must satisfy seg1 <= seg2 <= n = {n}"))?;
+        let addr = norm_w.addr();
+        require(addr.is_multiple_of(16), s, "norm_w", || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
+        require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
+        let mut args = gemv_operands(a, b, c, [m, n, k], n, u);
+        args.extend([scalar(U(seg1 as u32)), scalar(U(seg2 as u32)), region(norm_w, bf16s(k)), scalar(F(eps))]);
+        self.launch(&DENSE_GEMV_RMSNORM_BF16, &args)
     }
 
     /// See [`DENSE_GEMV_GELU_MUL_BF16`].
@@ -324,7 +421,50 @@ fn gelu_mul_cases(g: &mut Gen) -> Vec<Case> {
         .collect()
 }
 
+/// (N, K, seg1, seg2) of the fused norm (m = 1): Gemma's stacked q/k/v at
+/// hidden 2560 and its q alone (a KV-shared layer); a K that is not a
+/// multiple of 256 (nor of 32), with an odd N and odd segment widths; a K
+/// long enough that the CUDA plan gives each output two warps (5376); the
+/// shortest K (one 16-byte vector).
+const NORM_GEMV_SHAPES: [(usize, usize, usize, usize); 6] =
+    [(4096, 2560, 2048, 3072), (2048, 2560, 2048, 2048), (97, 264, 33, 70), (131, 776, 131, 131), (390, 5376, 256, 320), (9, 8, 4, 9)];
+
+/// The fused norm's tolerance, ten times the GEMV's [`REORDERED_NMSE`]: a
+/// finding of its parity cases. An `xn` element one bf16 ulp from the
+/// reference's (the Σ a² order is free, as for `rmsnorm_bf16`) moves each
+/// output by `ulp(xn[k]) · b[j, k]`, about 5% of an output's bf16 ulp at
+/// these sizes, so a few percent of the outputs round one ulp the other way
+/// (557 of 4096 in the q/k/v case at the default seed on lavapipe, NMSE
+/// 9.95e-7). Over 46 seeds × these 6 cases on lavapipe, 11 of the 276 runs
+/// were above 1e-6, the largest 2.6e-6. Every output one ulp off would be
+/// 1.5e-5 to 6e-5; a wrong weight, chunk or scale is far above either.
+pub const NORMED_NMSE: f64 = 1e-5;
+
+fn gemv_rmsnorm_cases(g: &mut Gen) -> Vec<Case> {
+    NORM_GEMV_SHAPES
+        .iter()
+        .map(|&(n, k, seg1, seg2)| {
+            // The raw residual stream: magnitudes far from 1, so the norm matters.
+            let (_, a) = g.bf16(k, 0.05, 40.0);
+            let (_, b) = g.bf16(n * k, 0.01, 0.5);
+            let (_, w) = g.bf16(k, 0.1, 2.0);
+            Case {
+                kernel: &DENSE_GEMV_RMSNORM_BF16,
+                label: format!("m=1 n={n} k={k} segs={seg1},{seg2}"),
+                buffers: vec![
+                    Buffer::input("a", a),
+                    Buffer::input("b", b),
+                    Buffer::output("c", DType::BF16, n, Tolerance::Nmse(NORMED_NMSE)),
+                    Buffer::input("norm_w", w),
+                ],
+                run: Box::new(move |o, x| o.dense_gemv_rmsnorm_bf16(x[0], x[1], x[2], 1, n, k, [seg1, seg2], x[3], 1e-6)),
+            }
+        })
+        .collect()
+}
+
 inventory::submit! { CaseSet { kernel: &DENSE_GEMV_BF16, cases: gemv_cases } }
+inventory::submit! { CaseSet { kernel: &DENSE_GEMV_RMSNORM_BF16, cases: gemv_rmsnorm_cases } }
 inventory::submit! { CaseSet { kernel: &DENSE_GEMV_GELU_MUL_BF16, cases: gelu_mul_cases } }
 
 #[cfg(test)]
@@ -366,6 +506,44 @@ mod tests {
         // A short K is one chunk; the workspace pointer is still there.
         let p = plan(2, 4096, 200);
         assert_eq!((p.passes[0].grid[1], p.workspace_bytes), (1, CUDA_MIN_WORKSPACE));
+    }
+
+    fn norm_args(m: u32, n: u32, k: u32) -> Vec<Arg> {
+        vec![Arg::P(0), Arg::P(0), Arg::P(0), Arg::U(m), Arg::U(n), Arg::U(k), Arg::U(n), Arg::U(n), Arg::P(0), Arg::F(1e-6)]
+    }
+
+    #[test]
+    fn the_fused_norm_takes_the_one_row_geometry_and_refuses_other_m() {
+        // Gemma's stacked q/k/v at hidden 2560: the m = 1 GEMV's geometry, under the kernel's own entry.
+        let args = norm_args(1, 4096, 2560);
+        let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
+        assert_eq!(p.passes.len(), 1);
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("dense_gemv_rmsnorm_bf16", [512, 1, 1], [32, 1, 8]));
+        assert_eq!(p.workspace_bytes, CUDA_MIN_WORKSPACE);
+        // Hidden 5376: two warps per output, as the GEMV.
+        let args = norm_args(1, 4096, 5376);
+        let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
+        assert_eq!((p.passes[0].grid, p.passes[0].block), ([1024, 1, 1], [32, 2, 4]));
+        // WGSL: the GEMV's m = 1 split (32 row blocks, 7 chunks of 384 k), its own entries.
+        let args = norm_args(1, 4096, 2560);
+        let p = wgsl_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &wgpu_facts(1 << 31)).unwrap();
+        assert_eq!(
+            shape(&p),
+            [
+                ("dense_gemv_rmsnorm_bf16_partial", [32, 7, 1], vec![("M", 1)], [384, 7, 0, 0]),
+                ("dense_gemv_rmsnorm_bf16_reduce", [8, 1, 1], vec![], [7, 0, 0, 0]),
+            ]
+        );
+        for m in [0, 2, 16] {
+            let args = norm_args(m, 4096, 2560);
+            let pa = PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args);
+            for err in [cuda_dense_gemv_rmsnorm(&pa, &facts(132)).err(), wgsl_dense_gemv_rmsnorm(&pa, &wgpu_facts(1 << 31)).err()] {
+                match err {
+                    Some(switchyard_core::Error::InvalidArgument { arg, .. }) => assert_eq!(arg, "m"),
+                    other => panic!("m = {m}: {other:?}"),
+                }
+            }
+        }
     }
 
     /// What the wgpu backend reports: no multiprocessor count, WebGPU-sized limits.

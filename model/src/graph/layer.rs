@@ -17,8 +17,10 @@ impl Session<'_> {
         let s = &self.s;
         let (xr, x_next) = (s.x[self.cur].region(), s.x[1 - self.cur].region());
 
-        // Attention: input norm, projections (V = K's projection when k_eq_v).
-        ops.rmsnorm_bf16(s.xn.region(), xr, Some(w.input_norm.region()), rows, h, eps)?;
+        // Attention: input norm, projections (V = K's projection when k_eq_v);
+        // at batch 1 the norm runs in the projection's prologue and `xn`,
+        // which nothing else reads, is not written.
+        let norm = linear::InputNorm { x: xr, w: w.input_norm.region(), xn: s.xn.region(), dim: h, eps };
         // A KV-shared layer projects only q and attends over its source's
         // pool, which the source wrote earlier in this pass.
         let kv = self.cache.view(i);
@@ -46,11 +48,11 @@ impl Session<'_> {
             eps,
         };
         if spec.kv_source.is_some() {
-            let q_raw = linear::query(ops, &w.qkv, s.xn.region(), s.qkv_raw.region(), rows)?;
+            let q_raw = linear::normed_query(ops, &w.qkv, &norm, s.qkv_raw.region(), rows)?;
             // q norm and RoPE only (nkv = 0: no KV written).
             ops.qkv_prep_bf16(&QkvPrep { q_raw, ..common })?;
         } else {
-            let [q_raw, k_raw, v_raw] = linear::attention(ops, &w.qkv, s.xn.region(), s.qkv_raw.region(), rows)?;
+            let [q_raw, k_raw, v_raw] = linear::normed_attention(ops, &w.qkv, &norm, s.qkv_raw.region(), rows)?;
             let k_norm = w.k_norm.as_ref().ok_or_else(|| Error::Request(format!("layer {i} owns KV but has no k_norm")))?;
             // q/k norms with weights, v norm without, RoPE on q and k, K and V into the pool.
             ops.qkv_prep_bf16(&QkvPrep {

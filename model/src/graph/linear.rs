@@ -4,7 +4,7 @@ use crate::weights::{AttnProj, Linear};
 use switchyard_core::{registry, Region, Result};
 use switchyard_kernels::gemm::w4a16::{Fp4Weight, DECODE_MAX_M, W4A16_GEMM_DECODE};
 use switchyard_kernels::gemm::DENSE_GEMM_TC;
-use switchyard_kernels::gemv::{DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, GEMV_MAX_M};
+use switchyard_kernels::gemv::{DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_RMSNORM_BF16, GEMV_MAX_M};
 use switchyard_kernels::Ops;
 
 /// Whether `ops`' backend streams a bf16 weight through `sig` (a GEMV) at this shape.
@@ -45,10 +45,68 @@ pub fn apply(ops: &Ops, w: &Linear, a: Region, c: Region, m: usize) -> Result<()
     }
 }
 
-/// The q, k and v projections of `a` (`m` rows) into `out`, laid out as
-/// `[m, nq]`, then `[m, nk]`, then `[m, nv]`; returns the three views (v =
-/// k's when V = K). A stacked weight at decode sizes is one weight stream.
-pub fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<[Region; 3]> {
+/// The attention block's input RMSNorm: `xn = rmsnorm_bf16(x; w, eps)`
+/// over `[m, dim]` rows, into the scratch `xn`, which only the attention
+/// projections read.
+#[derive(Clone, Copy)]
+pub struct InputNorm {
+    /// The residual stream's rows.
+    pub x: Region,
+    /// The norm's weight `[dim]`.
+    pub w: Region,
+    /// Where the normalised rows go when the norm runs on its own.
+    pub xn: Region,
+    /// Row width (hidden size).
+    pub dim: usize,
+    /// The norm's epsilon.
+    pub eps: f32,
+}
+
+/// The stacked weight's first `rows` rows and `k` where the norm fuses into
+/// the projection (`dense_gemv_rmsnorm_bf16`): one row (batch-1 decode), a
+/// stacked bf16 weight, K % 8 == 0, the operands 16-byte aligned, and a
+/// backend that implements the fused kernel. Then `xn` is never written.
+fn fused_norm(ops: &Ops, p: &AttnProj, norm: &InputNorm, m: usize, rows: usize) -> Result<Option<(Region, usize)>> {
+    let AttnProj::Stacked { w, k, .. } = p else { return Ok(None) };
+    let aligned = [norm.x.addr(), norm.w.addr(), w.region().addr()].iter().all(|a| a.is_multiple_of(16));
+    if m != 1 || !k.is_multiple_of(8) || *k != norm.dim || !aligned || !registry::implements(ops.be.kind(), &DENSE_GEMV_RMSNORM_BF16) {
+        return Ok(None);
+    }
+    Ok(Some((w.region().slice(0, rows * k * 2)?, *k)))
+}
+
+/// The input norm, then the q, k and v projections of its rows into `out`
+/// (as [`attention`] lays them out). At batch 1 with a stacked bf16 weight
+/// this is one launch, the norm in the GEMV's prologue; otherwise
+/// `rmsnorm_bf16` into `norm.xn`, then [`attention`].
+pub fn normed_attention(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, m: usize) -> Result<[Region; 3]> {
+    if let AttnProj::Stacked { n, .. } = p {
+        let total = n.iter().sum::<usize>();
+        if let Some((w, k)) = fused_norm(ops, p, norm, m, total)? {
+            ops.dense_gemv_rmsnorm_bf16(norm.x, w, out.slice(0, total * 2)?, 1, total, k, [n[0], n[0] + n[1]], norm.w, norm.eps)?;
+            return views(p, out, m);
+        }
+    }
+    ops.rmsnorm_bf16(norm.xn, norm.x, Some(norm.w), m, norm.dim, norm.eps)?;
+    attention(ops, p, norm.xn, out, m)
+}
+
+/// The input norm, then the query projection alone (a KV-shared layer; see
+/// [`query`]), fused as in [`normed_attention`] where it can be.
+pub fn normed_query(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, m: usize) -> Result<Region> {
+    if let AttnProj::Stacked { n, .. } = p {
+        if let Some((w, k)) = fused_norm(ops, p, norm, m, n[0])? {
+            let q_raw = out.slice(0, n[0] * 2)?;
+            ops.dense_gemv_rmsnorm_bf16(norm.x, w, q_raw, 1, n[0], k, [n[0], n[0]], norm.w, norm.eps)?;
+            return Ok(q_raw);
+        }
+    }
+    ops.rmsnorm_bf16(norm.xn, norm.x, Some(norm.w), m, norm.dim, norm.eps)?;
+    query(ops, p, norm.xn, out, m)
+}
+
+/// The q, k and v views of `out` for `m` rows (v = k's when V = K).
+fn views(p: &AttnProj, out: Region, m: usize) -> Result<[Region; 3]> {
     let widths = match p {
         AttnProj::Stacked { n, .. } => *n,
         AttnProj::Separate { q, k, v } => [q.n(), k.as_ref().map_or(0, Linear::n), v.as_ref().map_or(0, Linear::n)],
@@ -56,6 +114,14 @@ pub fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> R
     let q_raw = out.slice(0, m * widths[0] * 2)?;
     let k_raw = out.slice(m * widths[0] * 2, m * widths[1] * 2)?;
     let v_raw = if widths[2] == 0 { k_raw } else { out.slice(m * (widths[0] + widths[1]) * 2, m * widths[2] * 2)? };
+    Ok([q_raw, k_raw, v_raw])
+}
+
+/// The q, k and v projections of `a` (`m` rows) into `out`, laid out as
+/// `[m, nq]`, then `[m, nk]`, then `[m, nv]`; returns the three views (v =
+/// k's when V = K). A stacked weight at decode sizes is one weight stream.
+pub fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<[Region; 3]> {
+    let [q_raw, k_raw, v_raw] = views(p, out, m)?;
     match p {
         AttnProj::Stacked { w, n, k } => {
             let total = n.iter().sum::<usize>();
