@@ -40,6 +40,7 @@
 #   SHAPES="default 26b-a4b"       the bench-model shapes of the decode and profile parts
 #   TRAIN_MINUTES=4                the training time box of the train part
 #   HF_MODES="eager compile"       HF's decode modes (compile is the peer)
+#   BENCH_BACKENDS="cuda wgpu"     the kernel bench's backends (cuda first)
 # The device hands back at most 8 files from $OUT: when there are more, all
 # but summary.txt and decode_tables.md are packed into $OUT/raw.tar.gz.
 set -u
@@ -113,19 +114,18 @@ checks() { # correctness (not timed); the three sanitizers run meanwhile, side b
     done
 }
 
-kernels() { # one thing at a time on the GPU
-    step "bench cuda" 100 "$OUT/bench_cuda.md" "$S" bench --backend cuda --iters 10 --json
-    if [ -n "$BEFORE" ]; then
-        step "bench cuda (before)" 100 "$OUT/bench_cuda_before.md" "$BEFORE" bench --backend cuda --iters 10 --json
-        python3 scripts/bench_compare.py "$OUT/bench_cuda_before.md" "$OUT/bench_cuda.md" > "$OUT/before_after_cuda.md" 2>&1
-        tail -4 "$OUT/before_after_cuda.md" >> "$SUM"
-    fi
-    step "bench wgpu" 100 "$OUT/bench_wgpu.md" "$S" bench --backend wgpu --iters 5 --json
-    if [ -n "$BEFORE" ]; then
-        step "bench wgpu (before)" 100 "$OUT/bench_wgpu_before.md" "$BEFORE" bench --backend wgpu --iters 5 --json
-        python3 scripts/bench_compare.py "$OUT/bench_wgpu_before.md" "$OUT/bench_wgpu.md" > "$OUT/before_after_wgpu.md" 2>&1
-        tail -4 "$OUT/before_after_wgpu.md" >> "$SUM"
-    fi
+kernels() { # one thing at a time on the GPU, each backend of BENCH_BACKENDS
+    local be iters
+    for be in ${BENCH_BACKENDS-cuda wgpu}; do
+        iters=10
+        [ "$be" = wgpu ] && iters=5
+        step "bench $be" 100 "$OUT/bench_$be.md" "$S" bench --backend $be --iters $iters --json
+        if [ -n "$BEFORE" ]; then
+            step "bench $be (before)" 100 "$OUT/bench_${be}_before.md" "$BEFORE" bench --backend $be --iters $iters --json
+            python3 scripts/bench_compare.py "$OUT/bench_${be}_before.md" "$OUT/bench_$be.md" > "$OUT/before_after_$be.md" 2>&1
+            tail -4 "$OUT/before_after_$be.md" >> "$SUM"
+        fi
+    done
 }
 
 SHAPES=${SHAPES:-default 26b-a4b}
