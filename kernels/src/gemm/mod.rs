@@ -110,6 +110,28 @@ fn router_chain_ld(k: u64) -> u64 {
     k.div_ceil(32) * 32 + 4
 }
 
+/// The router decode entry's tile `(rows, columns)` over an `m × n` output,
+/// on both GPU backends: from `start`, doubling the columns while the tile
+/// is no taller than wide (within M and N), else the rows, while the launch
+/// has more than `target` blocks and the next tile still `fits`.
+fn grow_router_tile(m: u64, n: u64, start: (u64, u64), target: u64, fits: impl Fn(u64, u64) -> bool) -> (u64, u64) {
+    let (mut tr, mut tc) = start;
+    while m.div_ceil(tr) * n.div_ceil(tc) > target {
+        let next = if tc < n && (tc <= tr || tr >= m) {
+            (tr, tc * 2)
+        } else if tr < m {
+            (tr * 2, tc)
+        } else {
+            break;
+        };
+        if !fits(next.0, next.1) {
+            break;
+        }
+        (tr, tc) = next;
+    }
+    (tr, tc)
+}
+
 /// M ≤ [`ROUTER_CHAIN_MAX_M`]: `dense_gemm_router_chain`, a thread per output
 /// running the strict k chain over A and B rows staged whole in shared memory.
 /// The tile starts at one output and doubles (columns first while the tile is
@@ -127,21 +149,7 @@ fn cuda_dense_gemm_router(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     if m == 0 || n == 0 || m > u64::from(ROUTER_CHAIN_MAX_M) || !fits(1, 1) {
         return cuda_tiles(a, 64, 16, [16, 16, 1]);
     }
-    let sms = u64::from(f.multiprocessors.max(1));
-    let (mut tr, mut tc) = (1u64, 1u64);
-    while m.div_ceil(tr) * n.div_ceil(tc) > sms {
-        let next = if tc < n && (tc <= tr || tr >= m) {
-            (tr, tc * 2)
-        } else if tr < m {
-            (tr * 2, tc)
-        } else {
-            break;
-        };
-        if !fits(next.0, next.1) {
-            break;
-        }
-        (tr, tc) = next;
-    }
+    let (tr, tc) = grow_router_tile(m, n, (1, 1), u64::from(f.multiprocessors.max(1)), fits);
     let grid = [groups(a.kernel, n, tc)?, groups(a.kernel, m, tr)?, 1];
     // The tile the kernel derives from the grid: never larger than (tr, tc).
     let (tr, tc) = (m.div_ceil(u64::from(grid[1])), n.div_ceil(u64::from(grid[0])));
@@ -266,20 +274,7 @@ fn wgsl_dense_gemm_router(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     if m == 0 || n < 2 || k < 2 || m > u64::from(ROUTER_CHAIN_MAX_M) || words < WGSL_ROUTER_MIN_WORDS {
         return wgsl_dense(a, f);
     }
-    let (mut tr, mut tc) = (1u64, 2u64);
-    while m.div_ceil(tr) * n.div_ceil(tc) > WGSL_ROUTER_GROUPS {
-        let next = if tc < n && (tc <= tr || tr >= m) {
-            (tr, tc * 2)
-        } else if tr < m {
-            (tr * 2, tc)
-        } else {
-            break;
-        };
-        if next.0 * next.1 > ROUTER_CHAIN_MAX_OUTPUTS {
-            break;
-        }
-        (tr, tc) = next;
-    }
+    let (tr, tc) = grow_router_tile(m, n, (1, 2), WGSL_ROUTER_GROUPS, |tr, tc| tr * tc <= ROUTER_CHAIN_MAX_OUTPUTS);
     let grid = [groups(a.kernel, n, tc)?, groups(a.kernel, m, tr)?, 1];
     // The largest odd row stride the staging holds, the words a chunk takes,
     // and the odd stride for those.
