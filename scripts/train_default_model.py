@@ -56,7 +56,7 @@ BYTE_BASE = len(SPECIALS)
 
 # The prompt of the default run (and of expected.json). A docstring's usual
 # opening, so the model continues in the register it was trained on.
-DEFAULT_PROMPT = "Return the"
+DEFAULT_PROMPT = "Return a"
 
 # Sizes. Small enough to train on two CPU cores in half an hour and stay
 # well under 8 MB in bf16 (the embedding dominates: vocab x hidden).

@@ -72,7 +72,7 @@ struct GenerateArgs {
     #[arg(long, requires = "chat")]
     system: Option<String>,
     /// Prompt token ids, comma-separated (with no prompt flag: the built-in
-    /// model starts from the text "Return the", a checkpoint directory from
+    /// model starts from the text "Return a", a checkpoint directory from
     /// the ids 2,17,99,5,250,31).
     #[arg(long)]
     prompt_ids: Option<String>,

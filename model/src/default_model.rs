@@ -37,7 +37,7 @@ pub static GENERATION_CONFIG: &[u8] = include_bytes!("../default/generation_conf
 /// The prompt of a run with no prompt flag: a docstring's usual opening,
 /// tokenized with [`TOKENIZER_JSON`] (`<bos>` in front). It is the prompt of
 /// `expected.json`.
-pub const PROMPT_TEXT: &str = "Return the";
+pub const PROMPT_TEXT: &str = "Return a";
 /// New tokens of a run with no `--max-new-tokens`: as many as
 /// `expected.json` records, so the default run prints what HF generated.
 pub const NEW_TOKENS: usize = 32;
