@@ -62,47 +62,52 @@ pub struct InputNorm {
     pub eps: f32,
 }
 
-/// The stacked weight's first `rows` rows and `k` where the norm fuses into
-/// the projection (`dense_gemv_rmsnorm_bf16`): one row (batch-1 decode), a
-/// stacked bf16 weight, K % 8 == 0, the operands 16-byte aligned, and a
-/// backend that implements the fused kernel. Then `xn` is never written.
-fn fused_norm(ops: &Ops, p: &AttnProj, norm: &InputNorm, m: usize, rows: usize) -> Result<Option<(Region, usize)>> {
-    let AttnProj::Stacked { w, k, .. } = p else { return Ok(None) };
-    let aligned = [norm.x.addr(), norm.w.addr(), w.region().addr()].iter().all(|a| a.is_multiple_of(16));
-    if m != 1 || !k.is_multiple_of(8) || *k != norm.dim || !aligned || !registry::implements(ops.be.kind(), &DENSE_GEMV_RMSNORM_BF16) {
-        return Ok(None);
+impl InputNorm {
+    /// `rmsnorm_bf16` on its own, into `xn`; returns `xn`.
+    fn unfused(&self, ops: &Ops, m: usize) -> Result<Region> {
+        ops.rmsnorm_bf16(self.xn, self.x, Some(self.w), m, self.dim, self.eps)?;
+        Ok(self.xn)
     }
-    Ok(Some((w.region().slice(0, rows * k * 2)?, *k)))
+
+    /// Whether the norm fuses into a projection of the stacked weight `w`
+    /// (`[_, k]`) as `dense_gemv_rmsnorm_bf16`: one row (batch-1 decode),
+    /// K % 8 == 0, the operands 16-byte aligned, and a backend that
+    /// implements the fused kernel. Then `xn` is never written.
+    fn fuses(&self, ops: &Ops, w: Region, k: usize, m: usize) -> bool {
+        let aligned = [self.x.addr(), self.w.addr(), w.addr()].iter().all(|a| a.is_multiple_of(16));
+        m == 1 && k.is_multiple_of(8) && k == self.dim && aligned && registry::implements(ops.be.kind(), &DENSE_GEMV_RMSNORM_BF16)
+    }
 }
 
-/// The input norm, then the q, k and v projections of its rows into `out`
-/// (as [`attention`] lays them out). At batch 1 with a stacked bf16 weight
-/// this is one launch, the norm in the GEMV's prologue; otherwise
-/// `rmsnorm_bf16` into `norm.xn`, then [`attention`].
+/// The input norm, then the q, k and v projections of its rows into `out`,
+/// laid out as `[m, nq]`, then `[m, nk]`, then `[m, nv]`; returns the three
+/// views (v = k's when V = K). At batch 1 with a stacked bf16 weight this is
+/// one launch, the norm in the GEMV's prologue; otherwise `rmsnorm_bf16`
+/// into `norm.xn`, then the projections (one weight stream for a stacked
+/// weight at decode sizes).
 pub fn normed_attention(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, m: usize) -> Result<[Region; 3]> {
-    if let AttnProj::Stacked { n, .. } = p {
-        let total = n.iter().sum::<usize>();
-        if let Some((w, k)) = fused_norm(ops, p, norm, m, total)? {
-            ops.dense_gemv_rmsnorm_bf16(norm.x, w, out.slice(0, total * 2)?, 1, total, k, [n[0], n[0] + n[1]], norm.w, norm.eps)?;
+    if let AttnProj::Stacked { w, n, k } = p {
+        if norm.fuses(ops, w.region(), *k, m) {
+            let total = n.iter().sum::<usize>();
+            ops.dense_gemv_rmsnorm_bf16(norm.x, w.region(), out.slice(0, total * 2)?, 1, total, *k, [n[0], n[0] + n[1]], norm.w, norm.eps)?;
             return views(p, out, m);
         }
     }
-    ops.rmsnorm_bf16(norm.xn, norm.x, Some(norm.w), m, norm.dim, norm.eps)?;
-    attention(ops, p, norm.xn, out, m)
+    attention(ops, p, norm.unfused(ops, m)?, out, m)
 }
 
-/// The input norm, then the query projection alone (a KV-shared layer; see
-/// [`query`]), fused as in [`normed_attention`] where it can be.
+/// The input norm, then the query projection alone into `out` (`[m, nq]`),
+/// for a KV-shared layer, whose weights hold only q (stacked: `n = [nq, 0,
+/// 0]`); fused as in [`normed_attention`] where it can be.
 pub fn normed_query(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, m: usize) -> Result<Region> {
-    if let AttnProj::Stacked { n, .. } = p {
-        if let Some((w, k)) = fused_norm(ops, p, norm, m, n[0])? {
+    if let AttnProj::Stacked { w, n, k } = p {
+        if norm.fuses(ops, w.region(), *k, m) {
             let q_raw = out.slice(0, n[0] * 2)?;
-            ops.dense_gemv_rmsnorm_bf16(norm.x, w, q_raw, 1, n[0], k, [n[0], n[0]], norm.w, norm.eps)?;
+            ops.dense_gemv_rmsnorm_bf16(norm.x, w.region().slice(0, n[0] * k * 2)?, q_raw, 1, n[0], *k, [n[0], n[0]], norm.w, norm.eps)?;
             return Ok(q_raw);
         }
     }
-    ops.rmsnorm_bf16(norm.xn, norm.x, Some(norm.w), m, norm.dim, norm.eps)?;
-    query(ops, p, norm.xn, out, m)
+    query(ops, p, norm.unfused(ops, m)?, out, m)
 }
 
 /// The q, k and v views of `out` for `m` rows (v = k's when V = K).
@@ -120,7 +125,7 @@ fn views(p: &AttnProj, out: Region, m: usize) -> Result<[Region; 3]> {
 /// The q, k and v projections of `a` (`m` rows) into `out`, laid out as
 /// `[m, nq]`, then `[m, nk]`, then `[m, nv]`; returns the three views (v =
 /// k's when V = K). A stacked weight at decode sizes is one weight stream.
-pub fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<[Region; 3]> {
+fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<[Region; 3]> {
     let [q_raw, k_raw, v_raw] = views(p, out, m)?;
     match p {
         AttnProj::Stacked { w, n, k } => {
@@ -152,7 +157,7 @@ pub fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> R
 
 /// The query projection alone into `out` (`[m, nq]`), for a KV-shared
 /// layer, whose weights hold only q (stacked: `n = [nq, 0, 0]`).
-pub fn query(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<Region> {
+fn query(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<Region> {
     match p {
         AttnProj::Stacked { w, n, k } => {
             let q_raw = out.slice(0, m * n[0] * 2)?;
