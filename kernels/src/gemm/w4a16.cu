@@ -398,3 +398,130 @@ extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf1
         c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
     }
 }
+
+// ---------------------------------------------------------------- decode, strip form (M <= 8)
+
+// Grid (ceil(N/1024), S), block 256: the block's 8 warps sit side by side
+// along N (128 columns each), so every K-major code row the block touches is
+// read as one 1 KB run and its DRAM pages are opened once, where the 64-column
+// tiles above read 64 bytes per row and pay a page activation for each.
+// Lane (g, q) owns the 16 columns col0 + 16g .. +15 of its warp and, per
+// 16-wide K chunk, streams 16 bytes of kp rows q and q + 4 and the 16 scale
+// bytes of those columns: the A fragments of 8 mma (mma j: row g = column
+// 16g + 2j, row g + 8 = column 16g + 2j + 1). One n8 token tile, so M <= 8.
+// S > 1 splits K across blocks as in w4a16_gemm_decode: f32 partials in
+// workspace [S, M, N], added in split order by each column block's last block.
+#define STRIP_COLS 1024
+#define STRIP_U 4
+// dependent-launch: w4a16_gemv_strip
+__device__ unsigned w4a16_strip_semaphore[DEC_MAX_COL_BLOCKS];
+
+extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemv_strip(const bf16* __restrict__ a, const u8* __restrict__ bq,
+                                                                       const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
+                                                                       unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
+    const int M = m, N = n, K = k;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+    const int colb = blockIdx.x * STRIP_COLS, mycol = colb + warp * 128 + 16 * g;
+    const bool col_ok = mycol < N; // N % 16 == 0: all 16 columns in or all out
+    const int KC_ALL = K / 16, per = (KC_ALL + gridDim.y - 1) / gridDim.y;
+    const int kc0 = blockIdx.y * per, KC = min(KC_ALL, kc0 + per);
+    const bool a4 = aligned4(a);
+
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+
+    auto act = [&](int tok, int kk) -> unsigned {
+        if (tok >= M) return 0u;
+        const bf16* p = a + (size_t)tok * K + kk;
+        return a4 ? __ldg(reinterpret_cast<const unsigned*>(p)) : ((unsigned)p[0] | ((unsigned)p[1] << 16));
+    };
+    auto word = [](const uint4& v, int i) -> unsigned { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; };
+
+    sy_allow_next();
+    bool waited = false;
+    for (int base = kc0; base < KC; base += STRIP_U) {
+        uint4 lo[STRIP_U], hi[STRIP_U], sc[STRIP_U];
+#pragma unroll
+        for (int u = 0; u < STRIP_U; ++u) {
+            const int kc = base + u;
+            const bool ok = col_ok && kc < KC;
+            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+            lo[u] = ok ? ld_stream16(bq + (size_t)(kc * 8 + q) * N + mycol) : z;
+            hi[u] = ok ? ld_stream16(bq + (size_t)(kc * 8 + q + 4) * N + mycol) : z;
+            sc[u] = ok ? ld_stream16(bs + (size_t)kc * N + mycol) : z;
+        }
+        if (!waited) {
+            sy_wait_prior(); // the activations are the previous launch's output
+            waited = true;
+        }
+#pragma unroll
+        for (int u = 0; u < STRIP_U; ++u) {
+            const int kc = base + u;
+            if (kc >= KC) break; // warp-uniform
+            const int k0 = kc * 16;
+            unsigned b[2];
+            b[0] = act(g, k0 + 2 * q);
+            b[1] = act(g, k0 + 8 + 2 * q);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const int sh = 16 * (j & 1);
+                const unsigned wl = (word(lo[u], j >> 1) >> sh) & 0xffffu;
+                const unsigned wh = (word(hi[u], j >> 1) >> sh) & 0xffffu;
+                const unsigned sw = word(sc[u], j >> 1) >> sh;
+                const unsigned sx = e4m3_bf16x2(sw & 0xffu), sy = e4m3_bf16x2((sw >> 8) & 0xffu);
+                unsigned af[4], x, y;
+                e2m1x4_bf16(wl, x, y); // kp row q: column 2j codes, column 2j + 1 codes
+                af[0] = bf16x2_mul(x, sx);
+                af[1] = bf16x2_mul(y, sy);
+                e2m1x4_bf16(wh, x, y); // kp row q + 4
+                af[2] = bf16x2_mul(x, sx);
+                af[3] = bf16x2_mul(y, sy);
+                w_mma(acc[j], af, b);
+            }
+        }
+    }
+    if (!waited) sy_wait_prior(); // no chunks for this block: still ordered before the writes
+
+    // acc[j]: (row g -> column mycol + 2j, row g + 8 -> column mycol + 2j + 1) x tokens 2q, 2q + 1.
+    if (col_ok) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int tok = 2 * q + e;
+            if (tok >= M) continue;
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int col = mycol + 2 * j + h;
+                    const float s = acc[j][2 * h + e];
+                    if (gridDim.y == 1) c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
+                    else workspace[((size_t)blockIdx.y * M + tok) * N + col] = s;
+                }
+        }
+    }
+    if (gridDim.y == 1) return;
+    // K split: the last block of this column block adds every split's
+    // partials from +0 in split order (so which block is last does not
+    // matter), scales once, and resets the semaphore for the next launch.
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) {
+        const unsigned arrived = atomicAdd(&w4a16_strip_semaphore[blockIdx.x], 1u);
+        last = arrived == gridDim.y - 1;
+        if (last) w4a16_strip_semaphore[blockIdx.x] = 0u;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int idx = tid; idx < M * STRIP_COLS; idx += 256) {
+        const int tok = idx / STRIP_COLS, col = colb + idx % STRIP_COLS;
+        if (col >= N) continue;
+        float s = 0.0f;
+        for (int y = 0; y < (int)gridDim.y; ++y) s = __fadd_rn(s, __ldcg(workspace + ((size_t)y * M + tok) * N + col));
+        c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
+    }
+}
