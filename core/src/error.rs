@@ -57,6 +57,19 @@ pub enum Error {
         /// The driver's own error name and message.
         message: String,
     },
+    /// A collective between the ranks of a tensor-parallel group failed: a
+    /// rank left the group, the ranks disagreed on the call, an operand did
+    /// not fit, or the communication library (NCCL) reported an error or
+    /// could not be loaded.
+    #[error("communicator rank {rank}: {op}: {reason}")]
+    Communicator {
+        /// The rank that reports it.
+        rank: usize,
+        /// The collective (`all_reduce_sum`, `all_gather`, `barrier`, `init`).
+        op: String,
+        /// What went wrong, in words a user can act on.
+        reason: String,
+    },
 }
 
 fn on_backend(b: &Option<String>) -> String {

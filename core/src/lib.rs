@@ -18,6 +18,8 @@
 //! - [`codec`]: bf16, fp8 e4m3fn and NVFP4 (e2m1 + e4m3 block scales) codecs.
 //! - [`compare`]: tolerance presets and comparisons whose failure messages
 //!   name the index, the actual and expected values and the tolerance.
+//! - [`comm`]: the [`Communicator`] between the ranks of a tensor-parallel
+//!   group, and [`ThreadComm`], its implementation for ranks that are threads.
 //! - [`Error`]: the typed error, so callers can tell an unavailable backend from
 //!   an invalid argument from an out-of-bounds address.
 #![warn(missing_docs)]
@@ -26,6 +28,7 @@ mod arg;
 mod backend;
 mod buffer;
 pub mod codec;
+pub mod comm;
 pub mod compare;
 mod error;
 mod kind;
@@ -37,6 +40,7 @@ pub mod vaddr;
 pub use arg::{Arg, ArgKind, ArgSpec, KernelSig, Role};
 pub use backend::{Backend, BackendInfo};
 pub use buffer::DeviceBuffer;
+pub use comm::{Communicator, ThreadComm};
 pub use error::{Error, Result};
 pub use kind::BackendKind;
 pub use recording::Recording;
