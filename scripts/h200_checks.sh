@@ -12,6 +12,11 @@
 #   profile: Nsight Compute over the timed decode steps of bench-model
 #            (each shape at batch 1, the default shape at batch 16 too),
 #            summarised per kernel by scripts/ncu_summary.py;
+#   deep:    Nsight Compute's detailed sections (speed of light, memory,
+#            occupancy, warp stalls) over the first DEEP_COUNT launches of
+#            the kernels matching DEEP_KERNELS in one default-shape decode
+#            step (DEEP_ARGS adds bench-model options, e.g. --quant nvfp4).
+#            Not in the default PARTS;
 #   train:   trains the built-in model (scripts/train_default_model.py
 #            --device cuda) in the background while the parts after it run
 #            (so put it before `checks`, whose figures are not timed), and
@@ -184,6 +189,16 @@ profile() { # serialised per-kernel times: not a throughput figure, a map of whe
     cat "$OUT/profile.md" >> "$SUM"
 }
 
+deep() { # ncu's detailed sections over the first launches of the decode kernels furthest below the copy ceiling
+    step "ncu deep default b1" 240 "$OUT/ncu_deep.txt" ncu --clock-control none --profile-from-start off \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section SchedulerStats -k "$DEEP_KERNELS" --launch-count "$DEEP_COUNT" \
+        "$S" bench-model --backend cuda --shape default --batch 1 --steps 1 --profile-timed-steps $DEEP_ARGS
+}
+DEEP_KERNELS=${DEEP_KERNELS:-regex:dense_gemv|attention_decode|post_norm|layer_out|qkv_prep}
+DEEP_COUNT=${DEEP_COUNT:-12}
+DEEP_ARGS=${DEEP_ARGS:-}
+
 TRAIN_PID=
 train() { # in the background; waited for at the end
     (
@@ -196,6 +211,7 @@ train() { # in the background; waited for at the end
 TRAIN_MINUTES=${TRAIN_MINUTES:-4}
 
 has profile && profile
+has deep && deep
 has train && train
 has checks && checks
 has kernels && kernels
