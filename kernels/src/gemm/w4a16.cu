@@ -401,56 +401,24 @@ extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf1
 
 // ---------------------------------------------------------------- decode, strip form (M <= 8)
 
-// Grid (ceil(N/512), S), block 128: the block's 4 warps sit side by side
+// Grid (ceil(N/1024), S), block 256: the block's 8 warps sit side by side
 // along N (128 columns each), so every K-major code row the block touches is
-// read as one 512-byte run. Lane (g, q) owns the 16 columns col0 + 16g .. +15
-// of its warp and, per 16-wide K chunk, fetches 16 bytes of kp rows q and
-// q + 4 and the 16 scale bytes of those columns: the A fragments of 8 mma
-// (mma j: row g = column 16g + 2j, row g + 8 = column 16g + 2j + 1). One n8
-// token tile, so M <= 8.
-//
-// The fetches are cp.async into a STRIP_STAGES-deep ring in shared memory,
-// each thread reading back only its own bytes (so no barrier): the decode
-// is about 40 integer ops per mma, and with the next chunks already in
-// flight no warp stalls on DRAM while it decodes, which a load-then-use
-// loop with the data in registers could not afford at this occupancy.
-//
+// read as one 1 KB run and its DRAM pages are opened once, where the 64-column
+// tiles above read 64 bytes per row and pay a page activation for each.
+// Lane (g, q) owns the 16 columns col0 + 16g .. +15 of its warp and, per
+// 16-wide K chunk, streams 16 bytes of kp rows q and q + 4 and the 16 scale
+// bytes of those columns: the A fragments of 8 mma (mma j: row g = column
+// 16g + 2j, row g + 8 = column 16g + 2j + 1). One n8 token tile, so M <= 8.
 // S > 1 splits K across blocks as in w4a16_gemm_decode: f32 partials in
-// workspace [S, M, N], added in split order by each strip's last block.
-#define STRIP_COLS 512
-#define STRIP_THREADS 128
-#define STRIP_STAGES 6
+// workspace [S, M, N], added in split order by each column block's last block.
+#define STRIP_COLS 1024
+#define STRIP_U 4
 // dependent-launch: w4a16_gemv_strip
 __device__ unsigned w4a16_strip_semaphore[DEC_MAX_COL_BLOCKS];
 
-// Two e4m3 scales (bytes 0 and 1 of w) as bf16 pairs (s0, s0) and (s1, s1),
-// exact: the 7 magnitude bits shifted into a bf16's exponent and mantissa
-// are the value times 2^-120 (subnormal for exponent 0), and the bf16x2
-// multiply by 2^120 restores it. A NaN code (magnitude 0x7f) is caught by
-// the caller (e4m3x4_odd, with zeros and subnormals) and sent to e4m3_bf16x2.
-__device__ __forceinline__ void e4m3x2_bf16_pairs(unsigned w, unsigned& s0, unsigned& s1) {
-    const unsigned v = __byte_perm(w, 0u, 0x4140); // byte 0 -> bits 0..7, byte 1 -> bits 16..23
-    const unsigned x = ((v & 0x007f007fu) << 4) | ((v & 0x00800080u) << 8);
-    unsigned p;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(p) : "r"(x), "r"(0x7b807b80u), "r"(0x80008000u)); // 0x7b80 = 2^120
-    s0 = __byte_perm(p, 0u, 0x1010);
-    s1 = __byte_perm(p, 0u, 0x3232);
-}
-
-// Whether any of four e4m3 codes is a NaN, a zero or a subnormal (exponent
-// field 0): those take e4m3_bf16x2, so the fast pair decode above never
-// depends on how the bf16x2 multiply treats subnormal inputs. Adding 0x78 to
-// each masked exponent sets bit 7 exactly when the field is non-zero.
-__device__ __forceinline__ bool e4m3x4_odd(unsigned w) {
-    return e4m3x4_has_nan(w) || (((w & 0x78787878u) + 0x78787878u) & 0x80808080u) != 0x80808080u;
-}
-
-extern "C" __global__ void __launch_bounds__(STRIP_THREADS, 4) w4a16_gemv_strip(const bf16* __restrict__ a, const u8* __restrict__ bq,
-                                                                                 const u8* __restrict__ bs, float scale2,
-                                                                                 bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
-                                                                                 float* __restrict__ workspace) {
-    // ring[stage][part][thread]: part 0 = kp row q, 1 = kp row q + 4, 2 = scales.
-    __shared__ uint4 ring[STRIP_STAGES][3][STRIP_THREADS];
+extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemv_strip(const bf16* __restrict__ a, const u8* __restrict__ bq,
+                                                                       const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
+                                                                       unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
     const int M = m, N = n, K = k;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
     const int colb = blockIdx.x * STRIP_COLS, mycol = colb + warp * 128 + 16 * g;
@@ -459,15 +427,12 @@ extern "C" __global__ void __launch_bounds__(STRIP_THREADS, 4) w4a16_gemv_strip(
     const int kc0 = blockIdx.y * per, KC = min(KC_ALL, kc0 + per);
     const bool a4 = aligned4(a);
 
-    // Chunk kc's three 16-byte pieces into its ring stage (zero-filled when out of range).
-    auto fetch = [&](int kc) {
-        const int st = (kc - kc0) % STRIP_STAGES;
-        const bool ok = col_ok && kc < KC;
-        const int kk = ok ? kc : kc0; // a valid address even when nothing is read
-        w_cp_async16(&ring[st][0][tid], bq + (size_t)(kk * 8 + q) * N + (col_ok ? mycol : 0), ok ? 16 : 0);
-        w_cp_async16(&ring[st][1][tid], bq + (size_t)(kk * 8 + q + 4) * N + (col_ok ? mycol : 0), ok ? 16 : 0);
-        w_cp_async16(&ring[st][2][tid], bs + (size_t)kk * N + (col_ok ? mycol : 0), ok ? 16 : 0);
-    };
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+
     auto act = [&](int tok, int kk) -> unsigned {
         if (tok >= M) return 0u;
         const bf16* p = a + (size_t)tok * K + kk;
@@ -475,56 +440,50 @@ extern "C" __global__ void __launch_bounds__(STRIP_THREADS, 4) w4a16_gemv_strip(
     };
     auto word = [](const uint4& v, int i) -> unsigned { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; };
 
-    float acc[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
-
     sy_allow_next();
-    // One commit group per stage, empty ones included, so that the wait below always means "chunk kc has landed".
+    bool waited = false;
+    for (int base = kc0; base < KC; base += STRIP_U) {
+        uint4 lo[STRIP_U], hi[STRIP_U], sc[STRIP_U];
 #pragma unroll
-    for (int s = 0; s < STRIP_STAGES - 1; ++s) {
-        fetch(kc0 + s);
-        w_cp_async_commit();
-    }
-    sy_wait_prior(); // the activations are the previous launch's output
-    for (int kc = kc0; kc < KC; ++kc) {
-        w_cp_async_wait<STRIP_STAGES - 2>();
-        const int st = (kc - kc0) % STRIP_STAGES;
-        const uint4 lo = ring[st][0][tid], hi = ring[st][1][tid], sc = ring[st][2][tid];
-        // The stage read last iteration is free again: refill it STRIP_STAGES - 1 chunks ahead.
-        fetch(kc + STRIP_STAGES - 1);
-        w_cp_async_commit();
-        const int k0 = kc * 16;
-        unsigned b[2];
-        b[0] = act(g, k0 + 2 * q);
-        b[1] = act(g, k0 + 8 + 2 * q);
-        const bool odd_scale = e4m3x4_odd(sc.x) || e4m3x4_odd(sc.y) || e4m3x4_odd(sc.z) || e4m3x4_odd(sc.w);
+        for (int u = 0; u < STRIP_U; ++u) {
+            const int kc = base + u;
+            const bool ok = col_ok && kc < KC;
+            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+            lo[u] = ok ? ld_stream16(bq + (size_t)(kc * 8 + q) * N + mycol) : z;
+            hi[u] = ok ? ld_stream16(bq + (size_t)(kc * 8 + q + 4) * N + mycol) : z;
+            sc[u] = ok ? ld_stream16(bs + (size_t)kc * N + mycol) : z;
+        }
+        if (!waited) {
+            sy_wait_prior(); // the activations are the previous launch's output
+            waited = true;
+        }
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const int sh = 16 * (j & 1);
-            const unsigned wl = (word(lo, j >> 1) >> sh) & 0xffffu;
-            const unsigned wh = (word(hi, j >> 1) >> sh) & 0xffffu;
-            const unsigned sw = word(sc, j >> 1) >> sh;
-            unsigned sx, sy;
-            if (!odd_scale) {
-                e4m3x2_bf16_pairs(sw, sx, sy);
-            } else {
-                sx = e4m3_bf16x2(sw & 0xffu);
-                sy = e4m3_bf16x2((sw >> 8) & 0xffu);
+        for (int u = 0; u < STRIP_U; ++u) {
+            const int kc = base + u;
+            if (kc >= KC) break; // warp-uniform
+            const int k0 = kc * 16;
+            unsigned b[2];
+            b[0] = act(g, k0 + 2 * q);
+            b[1] = act(g, k0 + 8 + 2 * q);
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const int sh = 16 * (j & 1);
+                const unsigned wl = (word(lo[u], j >> 1) >> sh) & 0xffffu;
+                const unsigned wh = (word(hi[u], j >> 1) >> sh) & 0xffffu;
+                const unsigned sw = word(sc[u], j >> 1) >> sh;
+                const unsigned sx = e4m3_bf16x2(sw & 0xffu), sy = e4m3_bf16x2((sw >> 8) & 0xffu);
+                unsigned af[4], x, y;
+                e2m1x4_bf16(wl, x, y); // kp row q: column 2j codes, column 2j + 1 codes
+                af[0] = bf16x2_mul(x, sx);
+                af[1] = bf16x2_mul(y, sy);
+                e2m1x4_bf16(wh, x, y); // kp row q + 4
+                af[2] = bf16x2_mul(x, sx);
+                af[3] = bf16x2_mul(y, sy);
+                w_mma(acc[j], af, b);
             }
-            unsigned af[4], x, y;
-            e2m1x4_bf16(wl, x, y); // kp row q: column 2j codes, column 2j + 1 codes
-            af[0] = bf16x2_mul(x, sx);
-            af[1] = bf16x2_mul(y, sy);
-            e2m1x4_bf16(wh, x, y); // kp row q + 4
-            af[2] = bf16x2_mul(x, sx);
-            af[3] = bf16x2_mul(y, sy);
-            w_mma(acc[j], af, b);
         }
     }
-    w_cp_async_wait<0>(); // nothing left in flight into the ring at exit
+    if (!waited) sy_wait_prior(); // no chunks for this block: still ordered before the writes
 
     // acc[j]: (row g -> column mycol + 2j, row g + 8 -> column mycol + 2j + 1) x tokens 2q, 2q + 1.
     if (col_ok) {
@@ -537,16 +496,16 @@ extern "C" __global__ void __launch_bounds__(STRIP_THREADS, 4) w4a16_gemv_strip(
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const int col = mycol + 2 * j + h;
-                    const float v = acc[j][2 * h + e];
-                    if (gridDim.y == 1) c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, v));
-                    else workspace[((size_t)blockIdx.y * M + tok) * N + col] = v;
+                    const float s = acc[j][2 * h + e];
+                    if (gridDim.y == 1) c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
+                    else workspace[((size_t)blockIdx.y * M + tok) * N + col] = s;
                 }
         }
     }
     if (gridDim.y == 1) return;
-    // K split: the last block of this strip adds every split's partials
-    // from +0 in split order (so which block is last does not matter),
-    // scales once, and resets the semaphore for the next launch.
+    // K split: the last block of this column block adds every split's
+    // partials from +0 in split order (so which block is last does not
+    // matter), scales once, and resets the semaphore for the next launch.
     __shared__ bool last;
     __threadfence();
     __syncthreads();
@@ -558,11 +517,11 @@ extern "C" __global__ void __launch_bounds__(STRIP_THREADS, 4) w4a16_gemv_strip(
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int idx = tid; idx < M * STRIP_COLS; idx += STRIP_THREADS) {
+    for (int idx = tid; idx < M * STRIP_COLS; idx += 256) {
         const int tok = idx / STRIP_COLS, col = colb + idx % STRIP_COLS;
         if (col >= N) continue;
-        float v = 0.0f;
-        for (int y = 0; y < (int)gridDim.y; ++y) v = __fadd_rn(v, __ldcg(workspace + ((size_t)y * M + tok) * N + col));
-        c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, v));
+        float s = 0.0f;
+        for (int y = 0; y < (int)gridDim.y; ++y) s = __fadd_rn(s, __ldcg(workspace + ((size_t)y * M + tok) * N + col));
+        c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
     }
 }

@@ -126,21 +126,19 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
 /// Tokens the strip form takes (one n8 mma tile).
 const CUDA_STRIP_MAX_M: u64 = 8;
 /// Output columns per block of the strip form (`STRIP_COLS`, w4a16.cu).
-const CUDA_STRIP_COLS: u64 = 512;
-/// Threads per block of the strip form (`STRIP_THREADS`).
-const CUDA_STRIP_THREADS: u32 = 128;
+const CUDA_STRIP_COLS: u64 = 1024;
 /// Blocks per multiprocessor the strip form keeps resident (its launch bounds).
-const CUDA_STRIP_BLOCKS_PER_SM: u64 = 4;
-/// Fewest 16-k chunks per block of a K split: below this the ring's
-/// prologue is most of a block's work.
-const CUDA_STRIP_MIN_CHUNKS: u64 = 4;
+const CUDA_STRIP_BLOCKS_PER_SM: u64 = 2;
+/// Fewest 16-k chunks per block of a K split: two rounds of the kernel's
+/// four chunks in flight, and partial sums (`4·M·N` bytes per split) under
+/// about 7% of the weight bytes a split reads.
+const CUDA_STRIP_MIN_CHUNKS: u64 = 8;
 
-/// `w4a16_gemm_decode` at M ≤ 8: `⌈N/512⌉` column strips of 128 threads
-/// (4 warps side by side, so each code row is read as one 512-byte run,
-/// through a cp.async ring) times S K-splits, S the most that fits the
-/// resident blocks in one wave (a second, partial wave would leave most SMs
-/// idle at its end) without going under [`CUDA_STRIP_MIN_CHUNKS`] chunks per
-/// split.
+/// `w4a16_gemm_decode` at M ≤ 8: `⌈N/1024⌉` column strips of 256 threads
+/// (8 warps side by side, so each code row is read as one 1 KB run) times S
+/// K-splits, S the most that fits the resident blocks in one wave (a second,
+/// partial wave would leave most SMs idle at its end) without going under
+/// [`CUDA_STRIP_MIN_CHUNKS`] chunks per split.
 fn cuda_w4a16_gemv_strip(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
     let cols = groups(a.kernel, n, CUDA_STRIP_COLS)?;
@@ -157,8 +155,10 @@ fn cuda_w4a16_gemv_strip(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> 
         ));
     }
     let workspace_bytes = if splits > 1 { splits * m * n * 4 } else { 16 };
-    let block = [CUDA_STRIP_THREADS, 1, 1];
-    Ok(CudaPlan { passes: vec![CudaPass { entry: "w4a16_gemv_strip", grid: [cols, splits as u32, 1], block, shared_bytes: 0 }], workspace_bytes })
+    Ok(CudaPlan {
+        passes: vec![CudaPass { entry: "w4a16_gemv_strip", grid: [cols, splits as u32, 1], block: [256, 1, 1], shared_bytes: 0 }],
+        workspace_bytes,
+    })
 }
 
 cuda_plan!(W4A16_GEMM => cuda_w4a16_gemm);
@@ -402,19 +402,17 @@ mod tests {
         }
     }
 
-    /// The strip form's splits: one wave of four blocks per SM, no empty split,
-    /// at least four chunks per split.
+    /// The strip form's splits: one wave of two blocks per SM, no empty split,
+    /// at least eight chunks per split.
     #[test]
     fn strip_decode_fills_one_wave() {
         for (m, n, k, grid, workspace) in [
-            // 16 strips: 33 splits fit, 512 chunks give ⌈512/33⌉ = 16 per split, so 32.
-            (1u32, 8192u32, 8192u32, [16, 32, 1], 32 * 8192 * 4),
-            (1, 21504, 5376, [42, 12, 1], 12 * 21504 * 4),
-            (1, 5376, 21504, [11, 48, 1], 48 * 5376 * 4),
-            // 160 chunks: at most 40 splits of 4.
-            (1, 2048, 2560, [4, 40, 1], 40 * 2048 * 4),
+            // 8 strips: 33 splits fit, 512 chunks give ⌈512/33⌉ = 16 per split, so 32.
+            (1u32, 8192u32, 8192u32, [8, 32, 1], 32 * 8192 * 4),
+            (1, 21504, 5376, [21, 12, 1], 12 * 21504 * 4),
+            (1, 5376, 21504, [6, 44, 1], 44 * 5376 * 4),
             // k = 64: four chunks, too few to split.
-            (4, 1040, 64, [3, 1, 1], 16),
+            (4, 1040, 64, [2, 1, 1], 16),
         ] {
             let a = vec![P(256), P(256), P(256), F(1.0), P(256), U(m), U(n), U(k)];
             let c = (cuda_kernel(&W4A16_GEMM_DECODE).unwrap().plan)(&PlanArgs::new(&W4A16_GEMM_DECODE, &a), &FACTS).unwrap();
