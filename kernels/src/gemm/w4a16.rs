@@ -98,9 +98,6 @@ const CUDA_DECODE_MIN_CHUNKS_PER_WARP: u64 = 8;
 /// scales.
 fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
-    if m <= CUDA_STRIP_MAX_M {
-        return cuda_w4a16_gemv_strip(a, facts);
-    }
     let cols = groups(a.kernel, n, 64)?;
     let sms = u64::from(facts.multiprocessors.max(1));
     let most = (k / 16 / (8 * CUDA_DECODE_MIN_CHUNKS_PER_WARP)).max(1);
@@ -119,44 +116,6 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
     let workspace_bytes = if splits > 1 { splits * m * n * 4 } else { 16 };
     Ok(CudaPlan {
         passes: vec![CudaPass { entry: a.kernel.symbol, grid: [cols, splits as u32, 1], block: [256, 1, 1], shared_bytes: 0 }],
-        workspace_bytes,
-    })
-}
-
-/// Tokens the strip form takes (one n8 mma tile).
-const CUDA_STRIP_MAX_M: u64 = 8;
-/// Output columns per block of the strip form (`STRIP_COLS`, w4a16.cu).
-const CUDA_STRIP_COLS: u64 = 1024;
-/// Blocks per multiprocessor the strip form keeps resident (its launch bounds).
-const CUDA_STRIP_BLOCKS_PER_SM: u64 = 2;
-/// Fewest 16-k chunks per block of a K split: two rounds of the kernel's
-/// four chunks in flight, and partial sums (`4·M·N` bytes per split) under
-/// about 7% of the weight bytes a split reads.
-const CUDA_STRIP_MIN_CHUNKS: u64 = 8;
-
-/// `w4a16_gemm_decode` at M ≤ 8: `⌈N/1024⌉` column strips of 256 threads
-/// (8 warps side by side, so each code row is read as one 1 KB run) times S
-/// K-splits, S the most that fits the resident blocks in one wave (a second,
-/// partial wave would leave most SMs idle at its end) without going under
-/// [`CUDA_STRIP_MIN_CHUNKS`] chunks per split.
-fn cuda_w4a16_gemv_strip(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
-    let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
-    let cols = groups(a.kernel, n, CUDA_STRIP_COLS)?;
-    let slots = CUDA_STRIP_BLOCKS_PER_SM * u64::from(facts.multiprocessors.max(1));
-    let chunks = k / 16;
-    let splits = (slots / u64::from(cols)).clamp(1, (chunks / CUDA_STRIP_MIN_CHUNKS).max(1));
-    // The kernel gives split y chunks [y·⌈C/S⌉, ...): drop splits that would be empty.
-    let splits = chunks.div_ceil(chunks.div_ceil(splits));
-    if splits > 1 && cols > CUDA_DECODE_MAX_COL_BLOCKS {
-        return Err(Error::invalid(
-            a.kernel.symbol,
-            "n",
-            format!("n = {n} needs {cols} column strips; a K-split decode reduces at most {CUDA_DECODE_MAX_COL_BLOCKS}"),
-        ));
-    }
-    let workspace_bytes = if splits > 1 { splits * m * n * 4 } else { 16 };
-    Ok(CudaPlan {
-        passes: vec![CudaPass { entry: "w4a16_gemv_strip", grid: [cols, splits as u32, 1], block: [256, 1, 1], shared_bytes: 0 }],
         workspace_bytes,
     })
 }
@@ -342,7 +301,7 @@ fn decode_cases(g: &mut Gen) -> Vec<Case> {
     cases_for(
         g,
         &W4A16_GEMM_DECODE,
-        // The CUDA strip form (M ≤ 8): a strip that ends mid-block, several K splits.
+        // Wider than one column block with several K splits, M = 1 and 8.
         &[
             (1, 64, 64, 64),
             (16, 256, 208, 256),
@@ -374,7 +333,6 @@ mod tests {
         subgroup_size: 32,
         max_groups_per_dim: 65535,
         max_binding_bytes: 1 << 31,
-        cuda_sm90a: false,
     };
 
     /// The grids and blocks the launchers computed before plans existed, and
@@ -399,24 +357,6 @@ mod tests {
             assert_eq!((c.passes.len(), c.passes[0].grid, c.passes[0].block), (1, grid, [block, 1, 1]), "{}", sig.symbol);
             let w = (wgsl_kernel(sig).unwrap().plan)(&pa, &FACTS).unwrap();
             assert_eq!((w.passes.len(), w.passes[0].entry, w.passes[0].grid), (1, sig.symbol, wgrid), "{}", sig.symbol);
-        }
-    }
-
-    /// The strip form's splits: one wave of two blocks per SM, no empty split,
-    /// at least eight chunks per split.
-    #[test]
-    fn strip_decode_fills_one_wave() {
-        for (m, n, k, grid, workspace) in [
-            // 8 strips: 33 splits fit, 512 chunks give ⌈512/33⌉ = 16 per split, so 32.
-            (1u32, 8192u32, 8192u32, [8, 32, 1], 32 * 8192 * 4),
-            (1, 21504, 5376, [21, 12, 1], 12 * 21504 * 4),
-            (1, 5376, 21504, [6, 44, 1], 44 * 5376 * 4),
-            // k = 64: four chunks, too few to split.
-            (4, 1040, 64, [2, 1, 1], 16),
-        ] {
-            let a = vec![P(256), P(256), P(256), F(1.0), P(256), U(m), U(n), U(k)];
-            let c = (cuda_kernel(&W4A16_GEMM_DECODE).unwrap().plan)(&PlanArgs::new(&W4A16_GEMM_DECODE, &a), &FACTS).unwrap();
-            assert_eq!((c.passes[0].entry, c.passes[0].grid, c.workspace_bytes), ("w4a16_gemv_strip", grid, workspace), "{m} {n} {k}");
         }
     }
 }
