@@ -208,7 +208,7 @@ pub fn random_model(be: &Arc<dyn Backend>, cfg: ModelConfig, quant: Quant) -> Re
     let mut fill = Filler::new(be, quant, largest, h)?;
     let weights = Weights::assemble(&ModelTensors::of(&cfg), &mut fill)?;
     be.synchronize()?;
-    Ok(Model { cfg, weights, ops: Ops::new(be.clone()), quant })
+    Ok(Model::new(cfg, weights, be.clone(), quant))
 }
 
 /// How to run the benchmark.

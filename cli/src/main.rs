@@ -621,7 +621,7 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
         out::diag_lines(&format!("{heading}\n"));
     }
     let weights = Weights::load(&ck, &cfg, &be, quant).with_context(|| format!("loading {}", ck.origin))?;
-    let model = Model { cfg, weights, ops: Ops::new(be.clone()), quant };
+    let model = Model::new(cfg, weights, be.clone(), quant);
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let g = generate_with(&model, &req, &mut sampler, &mut observer)
         .with_context(|| format!("generating (--max-new-tokens {max_new_tokens} after a {}-token prompt)", req.prompt.len()));

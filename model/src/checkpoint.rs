@@ -312,6 +312,57 @@ impl Checkpoint {
     /// Reads tensor `name` (without prefix), checking its shape against
     /// `expected` and converting BF16 / F16 / F32 to bf16 (round to nearest even).
     pub fn tensor(&self, name: &str, expected: &[usize]) -> Result<HostTensor> {
+        let (full, s, info) = self.locate(name, expected)?;
+        let raw = s.data(info);
+        let mut data: Vec<u16> = reserve(raw.len() / width(&full, info.dtype)?, &full)?;
+        to_bf16_bits(raw, info.dtype, &mut data);
+        Ok(HostTensor { name: full, shape: info.shape.clone(), data })
+    }
+
+    /// The part of tensor `name` (stored with shape `expected`) that one
+    /// rank of a tensor-parallel group holds, converted as [`Checkpoint::tensor`]
+    /// converts. Only the bytes of the slice are read from the mapping, so a
+    /// rank faults in only the pages its shard covers: a [`Slice::Lead`]
+    /// (rows of `[out, in]`, or experts of `[e, n, k]`) is one contiguous
+    /// range; a [`Slice::Cols`] of a 2-D `[n, k]` tensor is copied row by
+    /// row, each row's columns one contiguous piece.
+    pub fn tensor_slice(&self, name: &str, expected: &[usize], slice: &Slice) -> Result<HostTensor> {
+        let (full, s, info) = self.locate(name, expected)?;
+        let raw = s.data(info);
+        let w = width(&full, info.dtype)?;
+        let bad = |what: String| Error::checkpoint(&s.name, format!("tensor `{full}` {expected:?}: {what}"));
+        let mut shape = expected.to_vec();
+        let data = match slice {
+            Slice::Lead(r) => {
+                let lead = *expected.first().ok_or_else(|| bad("a scalar has no rows to slice".into()))?;
+                if r.start > r.end || r.end > lead {
+                    return Err(bad(format!("rows {r:?} are not inside its {lead}")));
+                }
+                let inner: usize = expected[1..].iter().product();
+                shape[0] = r.len();
+                let mut data = reserve(r.len() * inner, &full)?;
+                to_bf16_bits(&raw[r.start * inner * w..r.end * inner * w], info.dtype, &mut data);
+                data
+            }
+            Slice::Cols(c) => {
+                let &[n, k] = expected else { return Err(bad("a column slice needs a 2-D tensor".into())) };
+                if c.start > c.end || c.end > k {
+                    return Err(bad(format!("columns {c:?} are not inside its {k}")));
+                }
+                shape[1] = c.len();
+                let mut data = reserve(n * c.len(), &full)?;
+                for row in 0..n {
+                    to_bf16_bits(&raw[(row * k + c.start) * w..(row * k + c.end) * w], info.dtype, &mut data);
+                }
+                data
+            }
+        };
+        Ok(HostTensor { name: full, shape, data })
+    }
+
+    /// The stored name, shard and header entry of tensor `name`, its shape
+    /// checked against `expected`.
+    fn locate(&self, name: &str, expected: &[usize]) -> Result<(String, &Shard, &TensorInfo)> {
         let (full, shard) =
             self.resolve(name).ok_or_else(|| Error::MissingTensor { name: name.to_string(), expected: expected.to_vec() })?;
         let s = &self.shards[shard];
@@ -319,19 +370,7 @@ impl Checkpoint {
         if info.shape != expected {
             return Err(Error::WrongShape { name: full, expected: expected.to_vec(), found: info.shape.clone() });
         }
-        let raw = s.data(info);
-        let width = match info.dtype {
-            Dtype::BF16 | Dtype::F16 => 2,
-            Dtype::F32 => 4,
-            other => return Err(Error::WrongDtype { name: full, dtype: format!("{other:?}") }),
-        };
-        let mut data: Vec<u16> = reserve(raw.len() / width, &full)?;
-        match info.dtype {
-            Dtype::BF16 => data.extend(raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))),
-            Dtype::F16 => data.extend(raw.chunks_exact(2).map(|c| bf16::from_f32(f16::from_le_bytes([c[0], c[1]]).to_f32()).to_bits())),
-            _ => data.extend(raw.chunks_exact(4).map(|c| bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_bits())),
-        }
-        Ok(HostTensor { name: full, shape: info.shape.clone(), data })
+        Ok((full, s, info))
     }
 
     /// Tensor `name` (a 2-D `[rows, width]` table) as a [`HostRows`] view of
@@ -375,6 +414,36 @@ impl Checkpoint {
         }
         t.to_f32()
     }
+}
+
+/// Bytes per stored element of the float dtypes the loader converts.
+fn width(name: &str, dtype: Dtype) -> Result<usize> {
+    match dtype {
+        Dtype::BF16 | Dtype::F16 => Ok(2),
+        Dtype::F32 => Ok(4),
+        other => Err(Error::WrongDtype { name: name.to_string(), dtype: format!("{other:?}") }),
+    }
+}
+
+/// Appends the bf16 bits of `raw` (BF16, F16 or F32, little-endian) to
+/// `out`, rounding to nearest even.
+fn to_bf16_bits(raw: &[u8], dtype: Dtype, out: &mut Vec<u16>) {
+    match dtype {
+        Dtype::BF16 => out.extend(raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))),
+        Dtype::F16 => out.extend(raw.chunks_exact(2).map(|c| bf16::from_f32(f16::from_le_bytes([c[0], c[1]]).to_f32()).to_bits())),
+        _ => out.extend(raw.chunks_exact(4).map(|c| bf16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_bits())),
+    }
+}
+
+/// The part of a tensor one tensor-parallel rank holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Slice {
+    /// A range of the leading dimension: rows of a `[out, in]` weight
+    /// (contiguous), experts of an `[e, n, k]` stack, rows of the token table.
+    Lead(std::ops::Range<usize>),
+    /// A range of the last dimension of a 2-D `[out, in]` weight (the input
+    /// features of `o_proj` and `down_proj`): strided in the file.
+    Cols(std::ops::Range<usize>),
 }
 
 /// A parsed `model.safetensors.index.json`.

@@ -7,6 +7,9 @@
 //! each token (a [`crate::sampling::Sampler`], say) and an [`Observer`] that
 //! sees prefill progress and each token as it is chosen (to stream text, or
 //! to stop on a stop string).
+//!
+//! Both run on an [`Engine`]: a [`Model`] on one backend, or a
+//! tensor-parallel [`crate::tp::group::TpGroup`].
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::graph::{Model, RowOut, Session};
@@ -17,6 +20,45 @@ use std::time::Instant;
 /// which bounds the activation buffers and lets a caller show progress; a
 /// prompt up to this long is one pass, as before.
 pub const PREFILL_CHUNK: usize = 512;
+
+/// Runs passes over a KV cache: a [`Session`], or a tensor-parallel
+/// group's ranks' sessions driven together.
+pub trait Passes {
+    /// See [`Session::prefill`].
+    fn prefill(&mut self, seq: usize, tokens: &[u32], start: usize, want_logits: bool) -> Result<RowOut>;
+    /// See [`Session::decode`].
+    fn decode(&mut self, tokens: &[u32], positions: &[usize], want_logits: bool) -> Result<Vec<RowOut>>;
+}
+
+impl Passes for Session<'_> {
+    fn prefill(&mut self, seq: usize, tokens: &[u32], start: usize, want_logits: bool) -> Result<RowOut> {
+        Session::prefill(self, seq, tokens, start, want_logits)
+    }
+
+    fn decode(&mut self, tokens: &[u32], positions: &[usize], want_logits: bool) -> Result<Vec<RowOut>> {
+        Session::decode(self, tokens, positions, want_logits)
+    }
+}
+
+/// What generation runs on: a [`Model`] on one backend, or a
+/// tensor-parallel group of them.
+pub trait Engine {
+    /// The whole model's config.
+    fn config(&self) -> &ModelConfig;
+    /// Passes over a fresh KV cache for `num_seqs` sequences of up to
+    /// `max_tokens` tokens, in passes of up to `max_rows` rows (see [`Session::new`]).
+    fn open(&self, num_seqs: usize, max_tokens: usize, max_rows: usize) -> Result<Box<dyn Passes + '_>>;
+}
+
+impl Engine for Model {
+    fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    fn open(&self, num_seqs: usize, max_tokens: usize, max_rows: usize) -> Result<Box<dyn Passes + '_>> {
+        Ok(Box::new(Session::new(self, num_seqs, max_tokens, max_rows)?))
+    }
+}
 
 /// Chooses each next token from a pass's output.
 pub trait Picker {
@@ -169,14 +211,15 @@ pub fn check(cfg: &ModelConfig, req: &Request) -> Result<()> {
 }
 
 /// Runs `req` greedily on `model`.
-pub fn generate(model: &Model, req: &Request) -> Result<Generation> {
+pub fn generate(model: &dyn Engine, req: &Request) -> Result<Generation> {
     generate_with(model, req, &mut Greedy, &mut Quiet)
 }
 
 /// Runs `req` on `model`, each token chosen by `picker`, the run reported
 /// to `observer`.
-pub fn generate_with(model: &Model, req: &Request, picker: &mut dyn Picker, observer: &mut dyn Observer) -> Result<Generation> {
-    check(&model.cfg, req)?;
+pub fn generate_with(model: &dyn Engine, req: &Request, picker: &mut dyn Picker, observer: &mut dyn Observer) -> Result<Generation> {
+    let cfg = model.config();
+    check(cfg, req)?;
     let mut t = Timings { prompt_tokens: req.prompt.len(), ..Default::default() };
     let mut out =
         Generation { tokens: Vec::new(), logits: Vec::new(), stopped_at_eos: false, stopped_by_caller: false, timings: Timings::default() };
@@ -188,7 +231,7 @@ pub fn generate_with(model: &Model, req: &Request, picker: &mut dyn Picker, obse
     // Cannot overflow: `check` bounded it by the context.
     let capacity = req.prompt.len() + req.max_new_tokens;
     let t0 = Instant::now();
-    let mut session = Session::new(model, 1, capacity, req.prompt.len().min(PREFILL_CHUNK))?;
+    let mut session = model.open(1, capacity, req.prompt.len().min(PREFILL_CHUNK))?;
     t.setup_ms = ms(t0);
 
     let t0 = Instant::now();
@@ -220,7 +263,7 @@ pub fn generate_with(model: &Model, req: &Request, picker: &mut dyn Picker, obse
             out.stopped_by_caller = true;
             break;
         }
-        if req.stop_at_eos && model.cfg.eos_token_ids.contains(&token) {
+        if req.stop_at_eos && cfg.eos_token_ids.contains(&token) {
             out.stopped_at_eos = true;
             break;
         }

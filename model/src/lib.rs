@@ -25,6 +25,7 @@ pub mod rope;
 pub mod sampling;
 pub mod tensors;
 pub mod text;
+pub mod tp;
 pub mod weights;
 
 pub use error::{Error, Result};

@@ -6,6 +6,8 @@ use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::quant::Quant;
 use crate::tensors::{ModelTensors, TensorSpec};
+use crate::tp::{SliceSpec, TpPlan};
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use switchyard_core::codec::{bytes, fp8, nvfp4};
@@ -208,6 +210,8 @@ struct Loader<'a> {
     ck: &'a Checkpoint,
     be: &'a Arc<dyn Backend>,
     quant: Quant,
+    /// A tensor-parallel rank's slices: tensors named here are read in part.
+    slices: Option<&'a HashMap<String, SliceSpec>>,
     uploaded: usize,
     bar: Option<indicatif::ProgressBar>,
 }
@@ -219,7 +223,21 @@ impl Loader<'_> {
     }
 
     fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<HostTensor> {
-        let t = self.ck.tensor(name, shape)?;
+        let t = match self.slices.and_then(|s| s.get(name)) {
+            None => self.ck.tensor(name, shape)?,
+            Some(spec) => {
+                let mut t = self.ck.tensor_slice(name, &spec.full, &spec.slice)?;
+                if spec.zero_rows > 0 {
+                    let row: usize = t.shape[1..].iter().product();
+                    t.data.resize(t.data.len() + spec.zero_rows * row, 0);
+                    t.shape[0] += spec.zero_rows;
+                }
+                if t.shape != shape {
+                    return Err(Error::WrongShape { name: t.name, expected: shape.to_vec(), found: t.shape });
+                }
+                t
+            }
+        };
         if let Some(b) = &self.bar {
             b.inc(t.data.len() as u64 * 2);
         }
@@ -394,8 +412,25 @@ impl Weights {
     /// a config claiming, say, hidden_size = 10^9 against a small file is
     /// refused up front rather than overflowing a size computation.
     pub fn load(ck: &Checkpoint, cfg: &ModelConfig, be: &Arc<dyn Backend>, quant: Quant) -> Result<Self> {
+        Self::load_from(ck, ModelTensors::of(cfg), None, be, quant)
+    }
+
+    /// The shard of tensor-parallel rank `plan.rank`: [`Weights::load`] over
+    /// the rank's tensor list ([`TpPlan::local_tensors`]), each split tensor
+    /// read as its slice only ([`Checkpoint::tensor_slice`]).
+    pub fn load_shard(ck: &Checkpoint, cfg: &ModelConfig, plan: &TpPlan, be: &Arc<dyn Backend>, quant: Quant) -> Result<Self> {
+        let (tensors, slices) = plan.local_tensors(cfg);
+        Self::load_from(ck, tensors, Some(&slices), be, quant)
+    }
+
+    fn load_from(
+        ck: &Checkpoint,
+        tensors: ModelTensors,
+        slices: Option<&HashMap<String, SliceSpec>>,
+        be: &Arc<dyn Backend>,
+        quant: Quant,
+    ) -> Result<Self> {
         let total = ck.data_bytes();
-        let tensors = ModelTensors::of(cfg);
         // Named before the size check below, which an absent table (262144
         // rows under HF's default width) would otherwise trip with a
         // message that does not say why.
@@ -428,7 +463,7 @@ impl Weights {
             b.set_message(ck.origin.clone());
             b
         });
-        let mut l = Loader { ck, be, quant, uploaded: 0, bar };
+        let mut l = Loader { ck, be, quant, slices, uploaded: 0, bar };
         let weights = Self::assemble(&tensors, &mut l)?;
         if let Some(b) = &l.bar {
             b.finish_and_clear();

@@ -171,3 +171,191 @@ fn communicator_misuse_is_refused_with_its_reason() {
     }
     assert!(ThreadComm::group(Vec::new()).unwrap_err().to_string().contains("at least one rank"));
 }
+
+// ---- The sharded graph ----
+
+use std::path::PathBuf;
+use switchyard_model::checkpoint::{Checkpoint, Slice};
+use switchyard_model::config::ModelConfig;
+use switchyard_model::generate::{generate, Generation, Request};
+use switchyard_model::graph::Model;
+use switchyard_model::quant::Quant;
+use switchyard_model::serde_json::{self, Value};
+use switchyard_model::tp::group::{thread_ranks, TpGroup};
+use switchyard_model::tp::TpPlan;
+
+/// ARCHITECTURE.md, "Parity tolerances", the whole-model rule, held per step.
+const MIN_COSINE: f64 = 0.999;
+const MAX_REL: f64 = 2e-2;
+
+fn dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+}
+
+/// The fixture's HF prompt, and as many new tokens as HF generated.
+fn request(name: &str) -> Request {
+    let path = dir(name).join("expected.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let ids = |k: &str| v[k].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect::<Vec<u32>>();
+    Request { prompt: ids("prompt"), max_new_tokens: ids("tokens").len(), want_logits: true, stop_at_eos: false }
+}
+
+fn open(name: &str) -> Checkpoint {
+    Checkpoint::open(&dir(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// `--tp 1`: the model on one CPU reference backend.
+fn run_single(name: &str) -> Generation {
+    let model = Model::load(&open(name), switchyard_cpu_ref::cpu_backend(), Quant::None).unwrap();
+    generate(&model, &request(name)).unwrap_or_else(|e| panic!("{name} tp 1: {e}"))
+}
+
+/// A group of `tp` ranks, each a thread with its own CPU reference backend.
+fn group(name: &str, tp: usize) -> switchyard_model::Result<TpGroup> {
+    let backends: Vec<Arc<dyn Backend>> = (0..tp).map(|_| switchyard_cpu_ref::cpu_backend()).collect();
+    TpGroup::load(&open(name), Quant::None, thread_ranks(backends)?)
+}
+
+fn run_tp(name: &str, tp: usize) -> Generation {
+    let g = group(name, tp).unwrap_or_else(|e| panic!("{name} tp {tp}: loading: {e}"));
+    assert_eq!(g.world(), tp);
+    generate(&g, &request(name)).unwrap_or_else(|e| panic!("{name} tp {tp}: {e}"))
+}
+
+/// Cosine and max |a - b| / max |b| of one step's logits.
+fn step_diff(a: &[f32], b: &[f32]) -> (f64, f64) {
+    assert_eq!(a.len(), b.len(), "logit rows differ in length");
+    let (mut dot, mut na, mut nb, mut max_abs, mut ref_max) = (0f64, 0f64, 0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (x as f64, y as f64);
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+        max_abs = max_abs.max(if x.is_nan() || y.is_nan() { f64::INFINITY } else { (x - y).abs() });
+        ref_max = ref_max.max(y.abs());
+    }
+    (dot / (na.sqrt() * nb.sqrt()), max_abs / ref_max)
+}
+
+/// `--tp N` against `--tp 1` on fixture `name`: every step within the
+/// whole-model rule, and the same greedy tokens.
+fn check_against_single(name: &str, tps: &[usize]) {
+    let single = run_single(name);
+    for &tp in tps {
+        let g = run_tp(name, tp);
+        assert_eq!(g.tokens, single.tokens, "{name}: --tp {tp} chose other greedy tokens than --tp 1");
+        assert_eq!(g.logits.len(), single.logits.len(), "{name} tp {tp}: one logit row per step");
+        let (mut min_cos, mut max_rel, mut exact) = (1f64, 0f64, true);
+        for (s, (ours, theirs)) in g.logits.iter().zip(&single.logits).enumerate() {
+            let (cos, rel) = step_diff(ours, theirs);
+            assert!(cos >= MIN_COSINE && rel <= MAX_REL, "{name} tp {tp}: step {s}: cosine {cos:.6}, max rel err {rel:.3e}");
+            min_cos = min_cos.min(cos);
+            max_rel = max_rel.max(rel);
+            exact &= ours.iter().zip(theirs).all(|(a, b)| a.to_bits() == b.to_bits());
+        }
+        println!(
+            "{name}: --tp {tp} vs --tp 1: {} steps, min cosine {min_cos:.7}, max rel err {max_rel:.3e} (rule: cosine >= {MIN_COSINE}, \
+             rel <= {MAX_REL}), logits bit-identical: {}, greedy tokens identical: {:?}",
+            g.tokens.len(),
+            if exact { "yes" } else { "no" },
+            g.tokens
+        );
+    }
+}
+
+#[test]
+fn tp_matches_tp1_on_dense_fixtures() {
+    // tiny-dense has 2 query heads, so 2 ranks at most; tiny-31b (4 heads,
+    // 2 KV heads on sliding layers, 1 on its k = v global layer) takes 4,
+    // replicating the global layer's KV head.
+    check_against_single("tiny-dense", &[2]);
+    check_against_single("tiny-31b", &[2, 4]);
+}
+
+#[test]
+fn tp_matches_tp1_on_moe_fixtures() {
+    // 8 experts, 2 or 4 per rank; tiny-moe's global layers have one KV head
+    // and k = v.
+    check_against_single("tiny-moe", &[2, 4]);
+    check_against_single("tiny-26b-a4b", &[2, 4]);
+}
+
+#[test]
+fn tp_runs_per_layer_inputs_and_kv_sharing() {
+    // E2B's flags: per-layer inputs (replicated on every rank), KV-shared
+    // layers (attending over their source's pool on each rank), a
+    // double-wide MLP on the shared layers, one KV head replicated.
+    check_against_single("tiny-e2b", &[2]);
+}
+
+#[test]
+fn tp_runs_are_bit_identical_from_run_to_run() {
+    let a = run_tp("tiny-moe", 4);
+    let b = run_tp("tiny-moe", 4);
+    assert_eq!(a.tokens, b.tokens);
+    for (s, (x, y)) in a.logits.iter().zip(&b.logits).enumerate() {
+        assert!(x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()), "tiny-moe tp 4: step {s}: logits differ between two runs");
+    }
+}
+
+#[test]
+fn a_config_that_does_not_split_is_refused_naming_tp_and_the_value() {
+    let e = group("tiny-dense", 4).err().expect("2 heads over 4 ranks").to_string();
+    assert!(e.contains("--tp 4: num_attention_heads = 2 is not a multiple of 4"), "{e}");
+    let e = group("tiny-moe", 3).err().expect("4 heads over 3 ranks").to_string();
+    assert!(e.contains("--tp 3: num_attention_heads = 4 is not a multiple of 3"), "{e}");
+    let cfg = ModelConfig::from_json(&open("tiny-moe").config_json).unwrap();
+    let refused = |edit: &dyn Fn(&mut ModelConfig), world: usize| {
+        let mut c = cfg.clone();
+        edit(&mut c);
+        TpPlan::new(&c, 0, world).err().expect("refused").to_string()
+    };
+    let e = refused(&|c| c.layers[1].num_kv_heads = 3, 2);
+    assert!(e.contains("--tp 2: layer 1 has 3 KV heads, neither a multiple nor a divisor of 2"), "{e}");
+    let e = refused(&|c| c.layers[0].intermediate = 129, 2);
+    assert!(e.contains("--tp 2: layer 0's MLP intermediate size 129 is not a multiple of 2"), "{e}");
+    let e = refused(&|c| c.vocab_size = 510, 4);
+    assert!(e.contains("--tp 4: vocab_size = 510 is not a multiple of 4"), "{e}");
+    let e = refused(&|c| c.moe.as_mut().unwrap().num_experts = 6, 4);
+    assert!(e.contains("--tp 4: num_experts = 6 is not a multiple of 4"), "{e}");
+    assert!(TpPlan::new(&cfg, 0, 0).unwrap_err().to_string().contains("--tp 0: a tensor-parallel group needs at least one rank"));
+    assert!(TpPlan::new(&cfg, 2, 2).unwrap_err().to_string().contains("rank 2 is not one of the 2 ranks"));
+    assert!(TpGroup::load(&open("tiny-moe"), Quant::None, Vec::new()).err().unwrap().to_string().contains("at least one rank"));
+}
+
+#[test]
+fn a_plan_splits_heads_kv_heads_vocabulary_and_experts() {
+    let cfg = ModelConfig::from_json(&open("tiny-moe").config_json).unwrap();
+    // 4 query heads; sliding layers 2 KV heads, global layers 1.
+    let p = TpPlan::new(&cfg, 3, 4).unwrap();
+    assert_eq!((p.vocab.clone(), p.experts.clone()), (384..512, Some(6..8)));
+    assert_eq!(p.layers[0].q_heads, 3..4);
+    assert_eq!(p.layers[0].kv_heads, 1..2, "query head 3 reads KV head 1 of 2");
+    assert_eq!(p.layers[2].kv_heads, 0..1, "the global layer's single KV head, replicated");
+    assert_eq!(p.layers[0].intermediate, 96..128);
+    assert_eq!((p.local_token(385), p.local_token(3)), (1, 128), "another rank's token gathers the zero row");
+    assert_eq!(p.expert_map(8).unwrap(), [2, 2, 2, 2, 2, 2, 0, 1]);
+    let local = p.local_config(&cfg);
+    assert_eq!((local.num_heads, local.layers[0].num_kv_heads, local.layers[3].num_kv_heads, local.vocab_size), (1, 1, 1, 128));
+}
+
+#[test]
+fn a_shard_reads_slices_of_the_checkpoint_tensors() {
+    let ck = open("tiny-moe");
+    // [hidden 128, heads 4 · hd 32]: columns 32..64 of o_proj, row by row.
+    let o = ck.tensor("layers.0.self_attn.o_proj.weight", &[128, 128]).unwrap();
+    let cols = ck.tensor_slice("layers.0.self_attn.o_proj.weight", &[128, 128], &Slice::Cols(32..64)).unwrap();
+    assert_eq!(cols.shape, [128, 32]);
+    let expect: Vec<u16> = (0..128).flat_map(|r| o.data[r * 128 + 32..r * 128 + 64].to_vec()).collect();
+    assert_eq!(cols.data, expect);
+    // Experts 2..4 of [8, 2·32, 128]: one contiguous range.
+    let all = ck.tensor("layers.1.experts.gate_up_proj", &[8, 64, 128]).unwrap();
+    let some = ck.tensor_slice("layers.1.experts.gate_up_proj", &[8, 64, 128], &Slice::Lead(2..4)).unwrap();
+    assert_eq!((some.shape.as_slice(), some.data.as_slice()), ([2, 64, 128].as_slice(), &all.data[2 * 64 * 128..4 * 64 * 128]));
+    let e = ck.tensor_slice("layers.1.experts.gate_up_proj", &[8, 64, 128], &Slice::Lead(6..9)).unwrap_err().to_string();
+    assert!(e.contains("rows 6..9 are not inside its 8"), "{e}");
+    let e = ck.tensor_slice("layers.1.experts.gate_up_proj", &[8, 64, 128], &Slice::Cols(0..2)).unwrap_err().to_string();
+    assert!(e.contains("a column slice needs a 2-D tensor"), "{e}");
+    let e = ck.tensor_slice("layers.0.self_attn.o_proj.weight", &[128, 64], &Slice::Cols(0..2)).unwrap_err().to_string();
+    assert!(e.contains("has shape [128, 128], expected [128, 64]"), "{e}");
+}

@@ -12,8 +12,9 @@ impl Session<'_> {
     pub(super) fn layer(&mut self, i: usize, rows: usize, pass: Pass) -> Result<()> {
         let m = self.model;
         let (ops, cfg, w) = (&m.ops, &m.cfg, &m.weights.layers[i]);
-        let spec = cfg.layers[i];
-        let (h, nh, hd, nkv, eps) = (cfg.hidden_size, cfg.num_heads, spec.head_dim, spec.num_kv_heads, cfg.eps);
+        // Heads, KV heads and MLP width of this model, or of this rank's shard.
+        let spec = m.shape().layers[i];
+        let (h, nh, hd, nkv, eps) = (cfg.hidden_size, m.shape().num_heads, spec.head_dim, spec.num_kv_heads, cfg.eps);
         let s = &self.s;
         let (xr, x_next) = (s.x[self.cur].region(), s.x[1 - self.cur].region());
 
@@ -82,6 +83,8 @@ impl Session<'_> {
             }
         }
         linear::apply(ops, &w.o, s.attn.region(), s.o.region(), rows)?;
+        // A rank's o is the partial sum over its heads.
+        self.all_reduce(s.o.region(), rows * h)?;
         // x = x + post_attention_norm(o), in place; hn = pre_feedforward_norm(x).
         ops.post_norm_add_pre_norm_bf16(
             xr,
@@ -99,9 +102,14 @@ impl Session<'_> {
         linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
         linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?;
 
+        // A rank's MLP output is the partial sum over its intermediate
+        // columns (and its experts'): summed over the ranks once.
         let ffn = match &w.moe {
             Some(mw) => self.moe(mw, xr, rows)?,
-            None => s.mlp.region(),
+            None => {
+                self.all_reduce(s.mlp.region(), rows * h)?;
+                s.mlp.region()
+            }
         };
         match (&w.per_layer, &s.per_layer, cfg.per_layer_input) {
             (Some(pw), Some(ps), Some(pl)) => {

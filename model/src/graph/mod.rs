@@ -3,10 +3,14 @@
 //! the RoPE tables and the activation buffers, and runs passes: a prefill
 //! over a prompt, or one decode step for each of a batch of sequences. Each
 //! pass ends in the LM head and a device argmax.
+//!
+//! On a tensor-parallel rank ([`Model::shard`]) the same graph runs over
+//! the rank's shard, with the collectives of `shard` between its steps.
 mod layer;
 pub mod linear;
 mod moe;
 pub mod scratch;
+mod shard;
 
 use crate::checkpoint::Checkpoint;
 use crate::config::ModelConfig;
@@ -14,24 +18,42 @@ use crate::error::{Error, Result};
 use crate::kv_cache::KvCache;
 use crate::quant::Quant;
 use crate::rope::RopeTables;
+use crate::tp::TpPlan;
 use crate::weights::{Embedding, Weights};
 use scratch::Scratch;
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
-use switchyard_core::{Backend, Recording};
+use switchyard_core::comm::Communicator;
+use switchyard_core::{Backend, DeviceBuffer, Recording};
 use switchyard_kernels::head::MAX_HEAD_ROWS;
 use switchyard_kernels::Ops;
 
-/// A loaded model on one backend.
+/// A loaded model on one backend: the whole model, or one tensor-parallel
+/// rank's shard of it.
 pub struct Model {
-    /// The validated config.
+    /// The validated config (of the whole model, on a tensor-parallel rank too).
     pub cfg: ModelConfig,
-    /// Device weights.
+    /// Device weights (a rank's shard on a tensor-parallel rank).
     pub weights: Weights,
     /// Launchers on the model's backend.
     pub ops: Ops,
     /// How the weights are stored.
     pub quant: Quant,
+    /// This rank's place in a tensor-parallel group; `None` on one backend.
+    pub tp: Option<TpRank>,
+}
+
+/// A tensor-parallel rank: its share of the model and its communicator.
+pub struct TpRank {
+    /// How the model splits, seen from this rank.
+    pub plan: TpPlan,
+    /// The shapes of this rank's shard ([`TpPlan::local_config`]).
+    pub local: ModelConfig,
+    /// Collectives with the other ranks, on this rank's backend.
+    pub comm: Arc<dyn Communicator>,
+    /// Global expert id → this rank's (i32 `[experts]`, MoE models), for
+    /// the routing of the pairs this rank computes.
+    expert_map: Option<DeviceBuffer>,
 }
 
 impl Model {
@@ -39,7 +61,56 @@ impl Model {
     pub fn load(ck: &Checkpoint, be: Arc<dyn Backend>, quant: Quant) -> Result<Self> {
         let cfg = ModelConfig::from_json(&ck.config_json)?;
         let weights = Weights::load(ck, &cfg, &be, quant)?;
-        Ok(Model { cfg, weights, ops: Ops::new(be), quant })
+        Ok(Model::new(cfg, weights, be, quant))
+    }
+
+    /// A model on one backend from weights made elsewhere (bench-model's random ones).
+    pub fn new(cfg: ModelConfig, weights: Weights, be: Arc<dyn Backend>, quant: Quant) -> Self {
+        Model { cfg, weights, ops: Ops::new(be), quant, tp: None }
+    }
+
+    /// Rank `comm.rank()` of a tensor-parallel group of `comm.world_size()`:
+    /// parses the checkpoint's config, checks that it splits
+    /// ([`TpPlan::new`]: an error naming `--tp` and the value otherwise),
+    /// and uploads only this rank's shard to `be`, reading only its slices
+    /// of the checkpoint ([`Weights::load_shard`]).
+    pub fn load_shard(ck: &Checkpoint, be: Arc<dyn Backend>, quant: Quant, comm: Arc<dyn Communicator>) -> Result<Self> {
+        let cfg = ModelConfig::from_json(&ck.config_json)?;
+        let plan = TpPlan::new(&cfg, comm.rank(), comm.world_size())?;
+        let weights = Weights::load_shard(ck, &cfg, &plan, &be, quant)?;
+        Model::shard(cfg, plan, weights, be, quant, comm)
+    }
+
+    /// A tensor-parallel rank from its shard's weights (made from
+    /// `plan.local_tensors(&cfg)`), on `be`, talking through `comm`.
+    pub fn shard(
+        cfg: ModelConfig,
+        plan: TpPlan,
+        weights: Weights,
+        be: Arc<dyn Backend>,
+        quant: Quant,
+        comm: Arc<dyn Communicator>,
+    ) -> Result<Self> {
+        if (plan.rank, plan.world) != (comm.rank(), comm.world_size()) {
+            return Err(Error::Request(format!(
+                "the plan is for rank {} of {}, the communicator is rank {} of {}",
+                plan.rank,
+                plan.world,
+                comm.rank(),
+                comm.world_size()
+            )));
+        }
+        let expert_map = match cfg.moe.and_then(|m| plan.expert_map(m.num_experts)) {
+            Some(map) => Some(DeviceBuffer::from_bytes(&be, &bytes::i32_bytes(&map))?),
+            None => None,
+        };
+        let local = plan.local_config(&cfg);
+        Ok(Model { cfg, weights, ops: Ops::new(be), quant, tp: Some(TpRank { plan, local, comm, expert_map }) })
+    }
+
+    /// The shapes the graph runs with: the config, or a rank's shard's.
+    pub fn shape(&self) -> &ModelConfig {
+        self.tp.as_ref().map_or(&self.cfg, |t| &t.local)
     }
 
     /// The backend the model lives on.
@@ -91,11 +162,12 @@ impl<'m> Session<'m> {
     pub fn new(model: &'m Model, num_seqs: usize, max_tokens: usize, max_rows: usize) -> Result<Self> {
         let be = model.backend();
         let rows = max_rows.max(num_seqs).max(1);
+        let world = model.tp.as_ref().map_or(1, |t| t.plan.world);
         Ok(Session {
             model,
-            cache: KvCache::new(be, &model.cfg, num_seqs, max_tokens)?,
+            cache: KvCache::new(be, model.shape(), num_seqs, max_tokens)?,
             rope: RopeTables::new(be, &model.cfg, max_tokens)?,
-            s: Scratch::new(be, &model.cfg, rows)?,
+            s: Scratch::new(be, model.shape(), rows, world)?,
             cur: 0,
             record_decode: true,
             decode_step: None,
@@ -157,8 +229,10 @@ impl<'m> Session<'m> {
         // context lengths, the block table) is in device memory now, and a
         // decode step's launch arguments depend only on the batch size: so
         // the step is recorded once and replayed. Logits are read back per
-        // head chunk, which the single recorded head cannot do.
-        if self.record_decode && !want_logits && rows <= MAX_HEAD_ROWS {
+        // head chunk, which the single recorded head cannot do. A
+        // tensor-parallel step is recorded only when its collectives can be.
+        let capturable = self.model.tp.as_ref().is_none_or(|t| t.comm.capturable());
+        if self.record_decode && capturable && !want_logits && rows <= MAX_HEAD_ROWS {
             if self.decode_step.as_ref().is_none_or(|(r, _)| *r != rows) {
                 let be = self.model.backend().clone();
                 // A model-level error inside the recording is kept whole.
@@ -197,7 +271,11 @@ impl<'m> Session<'m> {
         if pos.iter().any(|&p| p as usize >= self.rope.max_pos) {
             return Err(Error::Request(format!("a position is past the session's {} tokens", self.rope.max_pos)));
         }
-        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        // A tensor-parallel rank gathers from its own rows of the table.
+        let ids: Vec<i32> = match &self.model.tp {
+            None => tokens.iter().map(|&t| t as i32).collect(),
+            Some(tp) => tokens.iter().map(|&t| tp.plan.local_token(t)).collect(),
+        };
         self.s.ids.write(&bytes::i32_bytes(&ids))?;
         if let (Some(pw), Some(ps)) = (&self.model.weights.per_layer_input, &self.s.per_layer) {
             // The per-layer table stays on the host: only this pass's rows
@@ -224,8 +302,9 @@ impl<'m> Session<'m> {
     /// stream in `x[cur]`. Launches only (no host transfers), so it can be
     /// recorded.
     fn launch_step(&mut self, rows: usize, pass: Pass) -> Result<()> {
-        let (ops, cfg) = (&self.model.ops, &self.model.cfg);
-        let (v, h) = (cfg.vocab_size, cfg.hidden_size);
+        let (ops, cfg) = (&self.model.ops, self.model.shape());
+        // A tensor-parallel rank's table has a zero row after its own.
+        let (v, h) = (cfg.vocab_size + usize::from(self.model.tp.is_some()), cfg.hidden_size);
         // HF multiplies by hidden_size**0.5 in the embedding's dtype (f32 for the oracle).
         let scale = (h as f64).sqrt() as f32;
         self.cur = 0;
@@ -234,6 +313,8 @@ impl<'m> Session<'m> {
             Embedding::Bf16(t) => ops.embed_gather_bf16(x, t.region(), ids, rows, v, h, scale)?,
             Embedding::Fp8 { codes, row_scale } => ops.embed_gather_fp8(x, codes.region(), row_scale.region(), ids, rows, v, h, scale)?,
         }
+        // Exactly one rank holds each token's row; the others add zeros.
+        self.all_reduce(x, rows * h)?;
         self.per_layer_inputs(rows)?;
         for i in 0..cfg.num_layers() {
             self.layer(i, rows, pass)?;
@@ -270,7 +351,7 @@ impl<'m> Session<'m> {
     /// Final norm, LM head (softcapped) and argmax for rows
     /// `first..first+count` (≤ 16), into `idx` (and `logits`). Launches only.
     fn launch_head(&mut self, first: usize, count: usize) -> Result<()> {
-        let (ops, cfg) = (&self.model.ops, &self.model.cfg);
+        let (ops, cfg) = (&self.model.ops, self.model.shape());
         let (v, h) = (cfg.vocab_size, cfg.hidden_size);
         let x = self.s.x[self.cur].region().tail(first * h * 2)?;
         let (f, logits) = (self.s.fnorm.region(), self.s.logits.region());
@@ -282,15 +363,20 @@ impl<'m> Session<'m> {
                 ops.lm_head_logits_fp8(logits, f, codes.region(), row_scale.region(), count, v, h, cap)?
             }
         }
-        Ok(ops.argmax_rows(self.s.idx.region(), self.s.val.region(), logits, count, v, -1, -1)?)
+        ops.argmax_rows(self.s.idx(), self.s.val(), logits, count, v, -1, -1)?;
+        // Each rank's (index, value) for its vocabulary rows, to every rank.
+        self.gather_head()
     }
 
     /// The tokens (and, when asked, the logits) of the last head launch of `count` rows.
     fn read_head(&mut self, count: usize, want_logits: bool) -> Result<Vec<RowOut>> {
+        if self.model.tp.is_some() {
+            return self.read_head_sharded(count, want_logits);
+        }
         let (ops, v) = (&self.model.ops, self.model.cfg.vocab_size);
         let logits = self.s.logits.region();
         let mut idx = vec![0u8; count * 4];
-        ops.be.download(self.s.idx.addr(), &mut idx)?;
+        ops.be.download(self.s.idx().addr(), &mut idx)?;
         let all = if want_logits {
             let mut l = vec![0u8; count * v * 4];
             ops.be.download(logits.addr(), &mut l)?;

@@ -3,7 +3,7 @@
 use crate::config::ModelConfig;
 use crate::error::Result;
 use std::sync::Arc;
-use switchyard_core::{Backend, DeviceBuffer};
+use switchyard_core::{Backend, DeviceBuffer, Region};
 use switchyard_kernels::head::MAX_HEAD_ROWS;
 
 /// The MoE branch's buffers.
@@ -23,8 +23,10 @@ pub struct MoeScratch {
     pub egu: DeviceBuffer,
     pub eact: DeviceBuffer,
     pub ey: DeviceBuffer,
-    pub out: DeviceBuffer,
     pub comb: DeviceBuffer,
+    /// On a tensor-parallel rank: the pairs' expert ids in this rank's
+    /// numbering (experts of other ranks out of range), i32 `[rows·k]`.
+    pub local_ids: DeviceBuffer,
 }
 
 /// The per-layer-input buffers (E2B / E4B), for up to `R` rows per pass
@@ -68,6 +70,10 @@ pub struct Scratch {
     pub hn: DeviceBuffer,
     pub gu: DeviceBuffer,
     pub act: DeviceBuffer,
+    /// The dense MLP's output `[rows, hidden]`; with an MoE branch, the
+    /// experts' combined output follows it (`[2, rows, hidden]` for a pass
+    /// of `rows` rows), so a tensor-parallel rank sums both partial outputs
+    /// in one all-reduce.
     pub mlp: DeviceBuffer,
     pub moe: Option<MoeScratch>,
     pub per_layer: Option<PerLayerScratch>,
@@ -75,8 +81,14 @@ pub struct Scratch {
     pub fnorm: DeviceBuffer,
     /// f32 logits `[MAX_HEAD_ROWS, vocab]`.
     pub logits: DeviceBuffer,
-    pub idx: DeviceBuffer,
-    pub val: DeviceBuffer,
+    /// The head's argmax: i32 indices `[MAX_HEAD_ROWS]`, then their f32
+    /// logits `[MAX_HEAD_ROWS]` (one region, so a tensor-parallel rank
+    /// gathers both at once).
+    pub head_out: DeviceBuffer,
+    /// Tensor-parallel ranks only: every rank's `head_out`, in rank order.
+    pub head_all: Option<DeviceBuffer>,
+    /// Tensor-parallel ranks only: every rank's logits `[world, MAX_HEAD_ROWS, vocab / world]`, gathered when a pass returns logits.
+    pub logits_all: Option<DeviceBuffer>,
 }
 
 fn buf(be: &Arc<dyn Backend>, bytes: usize) -> Result<DeviceBuffer> {
@@ -85,8 +97,10 @@ fn buf(be: &Arc<dyn Backend>, bytes: usize) -> Result<DeviceBuffer> {
 }
 
 impl Scratch {
-    /// Buffers for passes of up to `rows` rows (and decode batches of up to `rows` sequences).
-    pub fn new(be: &Arc<dyn Backend>, cfg: &ModelConfig, rows: usize) -> Result<Self> {
+    /// Buffers for passes of up to `rows` rows (and decode batches of up to
+    /// `rows` sequences) of a model shaped `cfg` (a tensor-parallel rank's
+    /// shard, of a group of `world` ranks).
+    pub fn new(be: &Arc<dyn Backend>, cfg: &ModelConfig, rows: usize, world: usize) -> Result<Self> {
         let (h, nh) = (cfg.hidden_size, cfg.num_heads);
         let hd = cfg.layers.iter().map(|l| l.head_dim).max().unwrap_or(0);
         let qkv = cfg.layers.iter().map(|l| (nh + 2 * l.num_kv_heads) * l.head_dim).max().unwrap_or(0);
@@ -113,8 +127,8 @@ impl Scratch {
                     egu: bf(n * 2 * m.intermediate)?,
                     eact: bf(n * m.intermediate)?,
                     ey: bf(n * h)?,
-                    out: bf(rows * h)?,
                     comb: bf(rows * h)?,
+                    local_ids: word(n)?,
                 })
             }
         };
@@ -149,12 +163,25 @@ impl Scratch {
             hn: bf(rows * h)?,
             gu: bf(rows * 2 * inter)?,
             act: bf(rows * inter)?,
-            mlp: bf(rows * h)?,
+            mlp: bf(rows * h * if cfg.moe.is_some() { 2 } else { 1 })?,
             moe,
             fnorm: bf(MAX_HEAD_ROWS * h)?,
             logits: word(MAX_HEAD_ROWS * cfg.vocab_size)?,
-            idx: word(MAX_HEAD_ROWS)?,
-            val: word(MAX_HEAD_ROWS)?,
+            head_out: word(2 * MAX_HEAD_ROWS)?,
+            head_all: if world > 1 { Some(word(world * 2 * MAX_HEAD_ROWS)?) } else { None },
+            logits_all: if world > 1 { Some(word(world * MAX_HEAD_ROWS * cfg.vocab_size)?) } else { None },
         })
+    }
+}
+
+impl Scratch {
+    /// The head's argmax indices, i32 `[MAX_HEAD_ROWS]`.
+    pub fn idx(&self) -> Region {
+        self.head_out.region().slice(0, MAX_HEAD_ROWS * 4).expect("head_out holds indices then values")
+    }
+
+    /// The head's argmax values, f32 `[MAX_HEAD_ROWS]`.
+    pub fn val(&self) -> Region {
+        self.head_out.region().slice(MAX_HEAD_ROWS * 4, MAX_HEAD_ROWS * 4).expect("head_out holds indices then values")
     }
 }
