@@ -45,6 +45,7 @@
 mod backend;
 pub mod compile;
 pub mod cublas;
+pub mod nccl;
 mod raw;
 
 pub use backend::{cuda_backend, CudaBackend, DEVICE_ENV};
