@@ -3,6 +3,7 @@
 //! links (Cargo features decide which).
 use std::sync::Arc;
 use switchyard_core::{registry, Backend, Result};
+use switchyard_model::tp::group::{thread_ranks, RankSetup};
 
 // Link the drivers the features select, so their factories register.
 #[cfg(feature = "cpu")]
@@ -42,4 +43,35 @@ pub fn choose(arg: Option<&str>, default: &str) -> anyhow::Result<String> {
         Some(a) => Ok(a.to_owned()),
         None => Ok(from_env()?.unwrap_or_else(|| default.to_owned())),
     }
+}
+
+/// The ranks of a `--tp N` group on backend `name`, in rank order: on
+/// cuda, GPUs `0..N` (each opened here, so a missing device is reported
+/// before any rank waits in NCCL's initialisation) joined by NCCL, one
+/// thread per GPU; on cpu and wgpu, `N` instances of the backend joined by
+/// the thread communicator (host-staged).
+pub fn tp_ranks(name: &str, tp: usize) -> anyhow::Result<Vec<RankSetup>> {
+    #[cfg(feature = "cuda")]
+    if name == switchyard_core::BackendKind::Cuda.name() {
+        use switchyard_core::comm::Communicator;
+        use switchyard_cuda::nccl::{unique_id, NcclComm};
+        let devices = (0..tp)
+            .map(|r| Ok(Arc::new(switchyard_cuda::CudaBackend::open(r as i32)?) as Arc<dyn Backend>))
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| anyhow::anyhow!("--tp {tp} on cuda needs {tp} GPUs: {e}"))?;
+        let id = unique_id()?;
+        return Ok(devices
+            .into_iter()
+            .enumerate()
+            .map(|(r, be)| {
+                let setup: RankSetup = Box::new(move || {
+                    let comm = NcclComm::init(be.clone(), &id, r, tp)?;
+                    Ok((be, Arc::new(comm) as Arc<dyn Communicator>))
+                });
+                setup
+            })
+            .collect());
+    }
+    let backends = (0..tp).map(|_| open(name)).collect::<Result<Vec<_>>>()?;
+    Ok(thread_ranks(backends)?)
 }

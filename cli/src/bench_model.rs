@@ -36,13 +36,17 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Instant;
 use switchyard_core::codec::{bf16_bits, bytes, nvfp4};
+use switchyard_core::comm::Communicator;
 use switchyard_core::{Backend, DeviceBuffer};
 use switchyard_kernels::Ops;
 use switchyard_model::checkpoint::HostRows;
 use switchyard_model::config::ModelConfig;
-use switchyard_model::graph::{Model, Session};
+use switchyard_model::generate::Engine;
+use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
 use switchyard_model::tensors::{ModelTensors, TensorKind, TensorSpec};
+use switchyard_model::tp::group::{RankSetup, TpGroup};
+use switchyard_model::tp::TpPlan;
 use switchyard_model::weights::{AttnProj, Embedding, Experts, Linear, WeightSource, Weights};
 
 /// Bytes of one random block that every weight is copied from.
@@ -271,16 +275,16 @@ impl Row {
 /// Decodes `batch` sequences on `model`: each gets a random prompt of
 /// `s.prompt_len` tokens (prefilled one sequence per pass), then all decode
 /// together, one token each per step, greedily.
-pub fn run_batch(model: &Model, batch: usize, s: &Settings, seed: u64) -> Result<Row> {
+pub fn run_batch(model: &dyn Engine, profiler: Option<&Arc<dyn Backend>>, batch: usize, s: &Settings, seed: u64) -> Result<Row> {
     if batch == 0 || s.prompt_len == 0 || s.steps == 0 {
         bail!("batch, prompt length and steps must be at least 1");
     }
     let total = s.positions().context("prompt length + steps overflow a position count")?;
     let mut times = Vec::new();
     times.try_reserve_exact(s.steps).map_err(|e| anyhow::anyhow!("cannot hold {} step timings: {e}", s.steps))?;
-    let mut session = Session::new(model, batch, total, s.prompt_len).context("allocating the session")?;
+    let mut session = model.open(batch, total, s.prompt_len).context("allocating the session")?;
     let mut rng = SmallRng::seed_from_u64(seed);
-    let v = model.cfg.vocab_size as u32;
+    let v = model.config().vocab_size as u32;
     let t0 = Instant::now();
     let mut next = Vec::with_capacity(batch);
     for b in 0..batch {
@@ -293,14 +297,15 @@ pub fn run_batch(model: &Model, batch: usize, s: &Settings, seed: u64) -> Result
         // Each step ends in a download of the chosen tokens, so the wall
         // clock covers the device work.
         let profiled = s.profile_timed_steps && step >= s.warmup;
-        if profiled {
-            model.backend().profiler_range(true)?;
+        let profiler = profiler.filter(|_| profiled);
+        if let Some(be) = profiler {
+            be.profiler_range(true)?;
         }
         let t = Instant::now();
         let out = session.decode(&next, &positions, false).with_context(|| format!("decode step {step}"))?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        if profiled {
-            model.backend().profiler_range(false)?;
+        if let Some(be) = profiler {
+            be.profiler_range(false)?;
         }
         if step >= s.warmup {
             times.push(ms);
@@ -317,7 +322,7 @@ pub fn run_batch(model: &Model, batch: usize, s: &Settings, seed: u64) -> Result
         step_ms_min: sorted[0],
         step_ms_max: sorted[sorted.len() - 1],
         tokens_per_s: (batch * times.len()) as f64 / (sum / 1e3),
-        bytes: bound::step_bytes(&model.cfg, model.quant, batch, s.timed_positions()),
+        bytes: bound::step_bytes(model.config(), s.quant, batch, s.timed_positions()),
     })
 }
 
@@ -340,6 +345,8 @@ pub struct Report {
     pub settings: Settings,
     /// One row per batch size.
     pub rows: Vec<Row>,
+    /// Tensor-parallel ranks (`--tp`), each on its own device.
+    pub tp: usize,
 }
 
 /// The bound's rule in words, for the reports.
@@ -350,7 +357,8 @@ pub const BOUND_RULE: &str = "bytes per step = every non-expert weight once (the
 impl Report {
     /// Tokens per second the bandwidth allows for `row`'s traffic.
     pub fn bound_tokens_per_s(&self, row: &Row) -> f64 {
-        row.bytes.bound_tokens_per_s(row.batch, self.copy.best())
+        // Under --tp the step's bytes are spread over tp devices' bandwidth.
+        row.bytes.bound_tokens_per_s(row.batch, self.copy.best() * self.tp as f64)
     }
 
     /// The markdown table.
@@ -426,13 +434,40 @@ impl Report {
             "quant": self.settings.quant.to_string(), "model_bytes": self.model_bytes,
             "copy_gb_per_s": self.copy.best() / 1e9, "copy_note": self.copy.describe(), "bound_rule": BOUND_RULE,
             "prompt_len": self.settings.prompt_len, "warmup_steps": self.settings.warmup, "timed_steps": self.settings.steps,
-            "build_ms": self.build_ms, "rows": rows, "hf_config": self.shape.hf_config(),
+            "build_ms": self.build_ms, "rows": rows, "hf_config": self.shape.hf_config(), "tp": self.tp,
         })
     }
 }
 
 /// Measures the copy ceiling, builds the model, and decodes at each batch size.
 pub fn run(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings) -> Result<Report> {
+    run_on(be, shape, batches, s, None)
+}
+
+/// [`run`] over a tensor-parallel group (`--tp`): each rank makes its
+/// shard's random weights on its own device; the copy ceiling is `be`'s.
+pub fn run_tp(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings, ranks: Vec<RankSetup>) -> Result<Report> {
+    run_on(be, shape, batches, s, Some(ranks))
+}
+
+/// A tensor-parallel rank's shard of [`random_model`].
+fn random_shard(
+    be: &Arc<dyn Backend>,
+    cfg: &ModelConfig,
+    quant: Quant,
+    comm: Arc<dyn Communicator>,
+) -> switchyard_model::error::Result<Model> {
+    let plan = TpPlan::new(cfg, comm.rank(), comm.world_size())?;
+    let (tensors, _) = plan.local_tensors(cfg);
+    let largest = tensors.all().iter().map(|t| element_count(t) * 2).max().unwrap_or(0);
+    let mut fill =
+        Filler::new(be, quant, largest, cfg.hidden_size).map_err(|e| switchyard_model::Error::Request(format!("random weights: {e:#}")))?;
+    let weights = Weights::assemble(&tensors, &mut fill)?;
+    be.synchronize()?;
+    Model::shard(cfg.clone(), plan, weights, be.clone(), quant, comm)
+}
+
+fn run_on(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings, ranks: Option<Vec<RankSetup>>) -> Result<Report> {
     let cfg = shape.config().context("the benchmark shape")?;
     if let Some(&b) = batches.iter().find(|&&b| b == 0) {
         bail!("--batch {b}: batch sizes must be at least 1");
@@ -456,20 +491,35 @@ pub fn run(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings
     }
     let copy = copy.context("measuring the copy ceiling")?;
     let t0 = Instant::now();
-    let model = random_model(be, cfg, s.quant).context("making the random-weight model")?;
+    let (model, model_bytes, tp): (Box<dyn Engine>, usize, usize) = match ranks {
+        None => {
+            let m = random_model(be, cfg, s.quant).context("making the random-weight model")?;
+            let bytes = m.weights.device_bytes;
+            (Box::new(m), bytes, 1)
+        }
+        Some(ranks) => {
+            let tp = ranks.len();
+            TpPlan::new(&cfg, 0, tp)?;
+            let g = TpGroup::start(ranks, &|be, comm| random_shard(&be, &cfg, s.quant, comm))
+                .with_context(|| format!("making the random-weight shards of --tp {tp}"))?;
+            let bytes = g.ranks.iter().map(|r| r.device_bytes).sum();
+            (Box::new(g), bytes, tp)
+        }
+    };
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut rows = Vec::with_capacity(batches.len());
     for (i, &b) in batches.iter().enumerate() {
-        rows.push(run_batch(&model, b, s, i as u64).with_context(|| format!("--batch {b}"))?);
+        rows.push(run_batch(model.as_ref(), (tp == 1).then_some(be), b, s, i as u64).with_context(|| format!("--batch {b}"))?);
     }
     Ok(Report {
         backend: be.name().to_string(),
         device: be.info().device,
         shape: shape.clone(),
-        model_bytes: model.weights.device_bytes,
+        model_bytes,
         copy,
         build_ms,
         settings: s.clone(),
         rows,
+        tp,
     })
 }

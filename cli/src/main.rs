@@ -16,11 +16,13 @@ use switchyard_kernels::{parity, Ops};
 use switchyard_model::checkpoint::Checkpoint;
 use switchyard_model::config::ModelConfig;
 use switchyard_model::default_model;
-use switchyard_model::generate::generate_with;
+use switchyard_model::generate::{generate_with, Engine};
 use switchyard_model::graph::Model;
 use switchyard_model::quant::Quant;
 use switchyard_model::sampling::{self, Sampler};
 use switchyard_model::text;
+use switchyard_model::tp::group::TpGroup;
+use switchyard_model::tp::TpPlan;
 use switchyard_model::weights::Weights;
 
 #[derive(Parser)]
@@ -114,6 +116,12 @@ struct GenerateArgs {
     /// Do not stop at EOS ids (config.json's and generation_config.json's).
     #[arg(long)]
     ignore_eos: bool,
+    /// Tensor parallelism: split the model over N ranks, one thread each
+    /// with its own backend instance (cuda: GPUs 0..N joined by NCCL; cpu
+    /// and wgpu: host-staged collectives). Query and KV heads, the MLP, the
+    /// experts and the vocabulary are split; N must divide them.
+    #[arg(long, default_value_t = 1)]
+    tp: usize,
 }
 
 #[derive(Subcommand)]
@@ -201,6 +209,10 @@ enum Command {
         /// builds its model from) and exit, opening no backend.
         #[arg(long)]
         print_hf_config: bool,
+        /// Tensor parallelism over N ranks, as `generate --tp` (cuda: GPUs
+        /// 0..N over NCCL); the bound counts N devices' copy bandwidth.
+        #[arg(long, default_value_t = 1)]
+        tp: usize,
     },
     /// Write a synthetic Gemma 4 text checkpoint (random weights) to a directory.
     Synthetic {
@@ -270,6 +282,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             profile_timed_steps,
             quant,
             print_hf_config,
+            tp,
         } => {
             let shape = bench_shape(&shape, layers, hidden, vocab)?;
             if print_hf_config {
@@ -277,7 +290,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let settings = bench_model::Settings { prompt_len, warmup: 3, steps, profile_timed_steps, quant: quant.parse()? };
-            bench_model_cmd(backend, &shape, &batch, settings, json)
+            bench_model_cmd(backend, &shape, &batch, settings, json, tp)
         }
         Command::Synthetic { out, preset, seed } => {
             let mut spec = match preset.as_str() {
@@ -487,6 +500,7 @@ fn bench_model_cmd(
     batch: &str,
     settings: bench_model::Settings,
     json: bool,
+    tp: usize,
 ) -> Result<ExitCode> {
     let bench_model::Settings { prompt_len, steps, .. } = settings;
     let batches = batch
@@ -510,7 +524,11 @@ fn bench_model_cmd(
     }
     let name = backends::choose(backend.as_deref(), BackendKind::Cpu.name())?;
     let be = backends::open(&name)?;
-    let report = bench_model::run(&be, shape, &batches, &settings)?;
+    let report = match tp {
+        0 => bail!("--tp must be at least 1"),
+        1 => bench_model::run(&be, shape, &batches, &settings)?,
+        _ => bench_model::run_tp(&be, shape, &batches, &settings, backends::tp_ranks(&name, tp)?)?,
+    };
     if json {
         print(&format!("{}\n", serde_json::to_string_pretty(&report.json())?))?;
     } else {
@@ -545,8 +563,12 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
         json,
         quant,
         ignore_eos,
+        tp,
     } = args;
     let quant: Quant = quant.parse()?;
+    if tp == 0 {
+        bail!("--tp must be at least 1");
+    }
     // Syntax first, before anything is opened; the checks that need the
     // model's config come once it is read.
     if let Some(t) = &prompt_ids {
@@ -566,13 +588,16 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     let model_dir =
         model_arg.as_deref().map(|m| hf_cache::model_dir(m, revision.as_deref(), &hf_cache::CacheEnv::from_env())).transpose()?;
     let name = backends::choose(backend.as_deref(), BackendKind::Cpu.name())?;
-    let be = backends::open(&name)?;
+    // With --tp the ranks open their own backends.
+    let be = if tp == 1 { Some(backends::open(&name)?) } else { None };
     let t0 = std::time::Instant::now();
     let ck = match &model_dir {
         Some(dir) => Checkpoint::open(dir).with_context(|| format!("opening checkpoint {}", text::path(dir)))?,
         None => default_model::checkpoint()?,
     };
     let cfg = ModelConfig::from_json(&ck.config_json).with_context(|| format!("loading {}", ck.origin))?;
+    // A model that does not split over --tp ranks is refused before anything is loaded.
+    TpPlan::new(&cfg, 0, tp)?;
     let assets = match &model_dir {
         Some(dir) => TextAssets::from_dir(dir)?,
         None => TextAssets::built_in()?,
@@ -620,10 +645,21 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
     if heading_first {
         out::diag_lines(&format!("{heading}\n"));
     }
-    let weights = Weights::load(&ck, &cfg, &be, quant).with_context(|| format!("loading {}", ck.origin))?;
-    let model = Model::new(cfg, weights, be.clone(), quant);
+    let (model, device): (Box<dyn Engine>, String) = match &be {
+        Some(be) => {
+            let weights = Weights::load(&ck, &cfg, be, quant).with_context(|| format!("loading {}", ck.origin))?;
+            (Box::new(Model::new(cfg.clone(), weights, be.clone(), quant)), be.info().device)
+        }
+        None => {
+            let group = TpGroup::load(&ck, quant, backends::tp_ranks(&name, tp)?)
+                .with_context(|| format!("loading {} over --tp {tp} ranks", ck.origin))?;
+            let r0 = &group.ranks[0];
+            let device = format!("--tp {tp}: {tp} x {}, {} collectives", r0.device, r0.comm);
+            (Box::new(group), device)
+        }
+    };
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let g = generate_with(&model, &req, &mut sampler, &mut observer)
+    let g = generate_with(model.as_ref(), &req, &mut sampler, &mut observer)
         .with_context(|| format!("generating (--max-new-tokens {max_new_tokens} after a {}-token prompt)", req.prompt.len()));
     // A closed stdout ends the run early; it is what to report.
     if let Some(e) = observer.error.take() {
@@ -640,12 +676,13 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
         None => StopReason::Length,
     };
     let t = &g.timings;
-    let vocab = model.cfg.vocab_size;
+    let vocab = cfg.vocab_size;
     let logit_bytes = if params.needs_logits() { sampling::logits_bytes_per_step(vocab) } else { 0 };
     if json {
         let doc = serde_json::json!({
             "backend": name,
-            "device": be.info().device,
+            "device": device,
+            "tp": tp,
             "model": ck.origin,
             "quant": quant.to_string(),
             "prompt": req.prompt,
@@ -694,7 +731,7 @@ fn generate_cmd(args: GenerateArgs) -> Result<ExitCode> {
             "{} on {} ({}), quant {}: {} prompt + {} new tokens ({}), {how}; load {:.1} ms, prefill {:.1} ms, decode {:.1} tok/s",
             ck.origin,
             name,
-            be.info().device,
+            device,
             quant,
             t.prompt_tokens,
             g.tokens.len(),
