@@ -81,19 +81,19 @@ impl TpPlan {
             return Err(bad(format!("rank {rank} is not one of the {world} ranks")));
         }
         let nh = cfg.num_heads;
-        if nh % world != 0 {
+        if !nh.is_multiple_of(world) {
             return Err(bad(format!(
                 "num_attention_heads = {nh} is not a multiple of {world} (the query heads are split evenly across the ranks)"
             )));
         }
-        if cfg.vocab_size % world != 0 {
+        if !cfg.vocab_size.is_multiple_of(world) {
             return Err(bad(format!(
                 "vocab_size = {} is not a multiple of {world} (the tied embedding and LM head are split by vocabulary)",
                 cfg.vocab_size
             )));
         }
         let experts = match cfg.moe {
-            Some(m) if m.num_experts % world != 0 => {
+            Some(m) if !m.num_experts.is_multiple_of(world) => {
                 return Err(bad(format!(
                     "num_experts = {} is not a multiple of {world} (the experts are partitioned across the ranks)",
                     m.num_experts
@@ -105,9 +105,9 @@ impl TpPlan {
         let mut layers = Vec::with_capacity(cfg.layers.len());
         for (i, l) in cfg.layers.iter().enumerate() {
             let nkv = l.num_kv_heads;
-            let kv_heads = if nkv % world == 0 {
+            let kv_heads = if nkv.is_multiple_of(world) {
                 part(nkv, world, rank)
-            } else if nkv > 0 && world % nkv == 0 {
+            } else if nkv > 0 && world.is_multiple_of(nkv) {
                 // Fewer KV heads than ranks: this rank's query heads all read
                 // KV head rank·nkv/world (the group of nh/nkv query heads is a
                 // whole number of ranks' nh/world).
@@ -119,7 +119,7 @@ impl TpPlan {
                      replicated on {world}/{nkv} ranks)"
                 )));
             };
-            if l.intermediate % world != 0 {
+            if !l.intermediate.is_multiple_of(world) {
                 return Err(bad(format!(
                     "layer {i}'s MLP intermediate size {} is not a multiple of {world} (intermediate_size is split across the ranks)",
                     l.intermediate
