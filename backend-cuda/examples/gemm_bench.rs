@@ -95,7 +95,11 @@ fn main() -> Result<()> {
     println!("copy ceiling: {copy_gbs:.0} GB/s (1 GiB device-to-device, read + write)\n");
     b.bufs.clear();
 
-    println!("## Dense bf16\n\n| M | N | K | cuBLAS TFLOP/s | pipelined TFLOP/s | % cuBLAS | tc TFLOP/s | % cuBLAS |\n|---|---|---|---|---|---|---|---|");
+    println!("cuda arch: {}\n", info.details.iter().find(|(k, _)| k == "cuda arch").map_or("?", |(_, v)| v.as_str()));
+    println!(
+        "## Dense bf16\n\n| M | N | K | cuBLAS TFLOP/s | pipelined TFLOP/s | % cuBLAS | pipelined vs cuBLAS NMSE | tc TFLOP/s | % cuBLAS |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    let mut worst_nmse = 0f64;
     let mut w4_prefill = Vec::new();
     for &(n, k) in &SHAPES {
         let bs = b.bf16_sets(&mut g, n * k, 1)?;
@@ -106,9 +110,18 @@ fn main() -> Result<()> {
             let tf = |ms: f64| flop / ms / 1e9;
             let t_blas = b.time(10, &mut |_| blas.gemm_bf16(asets[0].addr(), bs[0].addr(), c.addr(), m, n, k))?;
             let t_pl = b.time(10, &mut |_| ops.dense_gemm_bf16_pipelined(asets[0], bs[0], c, m, n, k))?;
+            // The pipelined output against cuBLAS's at this shape (both f32
+            // accumulation, different K orders): NMSE over the whole output.
+            // Fresh random buffers, so an output the kernel never wrote shows.
+            let c_ref = b.bf16_sets(&mut g, m * n, 1)?[0];
+            let c_chk = b.bf16_sets(&mut g, m * n, 1)?[0];
+            blas.gemm_bf16(asets[0].addr(), bs[0].addr(), c_ref.addr(), m, n, k)?;
+            ops.dense_gemm_bf16_pipelined(asets[0], bs[0], c_chk, m, n, k)?;
+            let nmse = nmse_bf16(&be, c_chk, c_ref)?;
+            worst_nmse = if nmse.is_nan() { f64::INFINITY } else { worst_nmse.max(nmse) };
             let t_tc = b.time(4, &mut |_| ops.dense_gemm_tc(asets[0], bs[0], c, m, n, k))?;
             println!(
-                "| {m} | {n} | {k} | {:.0} | {:.0} | {:.0}% | {:.0} | {:.0}% |",
+                "| {m} | {n} | {k} | {:.0} | {:.0} | {:.0}% | {nmse:.2e} | {:.0} | {:.0}% |",
                 tf(t_blas),
                 tf(t_pl),
                 100.0 * t_blas / t_pl,
@@ -120,6 +133,7 @@ fn main() -> Result<()> {
         b.bufs.clear();
     }
 
+    println!("\npipelined vs cuBLAS: worst NMSE {worst_nmse:.2e} ({})", if worst_nmse <= 1e-5 { "ok" } else { "MISMATCH: above 1e-5" });
     println!(
         "\n## W4A16 (NVFP4 weights)\n\n| M | N | K | kernel | us | weight GB/s | % of copy | cuBLAS bf16 us | speed-up vs cuBLAS |\n|---|---|---|---|---|---|---|---|---|"
     );
@@ -175,4 +189,22 @@ fn main() -> Result<()> {
     }
     drop(blas);
     Ok(())
+}
+
+/// Σ(x − y)² / Σ y² over two bf16 outputs on the device (y the reference).
+fn nmse_bf16(be: &Arc<dyn Backend>, x: Region, y: Region) -> Result<f64> {
+    let read = |r: Region| -> Result<Vec<f64>> {
+        let mut bytes = vec![0u8; r.len()];
+        be.download(r.addr(), &mut bytes)?;
+        Ok(bytes.chunks_exact(2).map(|c| f64::from(f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16))).collect())
+    };
+    let (xs, ys) = (read(x)?, read(y)?);
+    let (err, norm) = xs.iter().zip(&ys).fold((0f64, 0f64), |(e, n), (a, b)| (e + (a - b) * (a - b), n + b * b));
+    Ok(if norm > 0.0 {
+        err / norm
+    } else if err == 0.0 {
+        0.0
+    } else {
+        f64::INFINITY
+    })
 }

@@ -61,10 +61,18 @@ pub struct CudaBackend {
 /// slots while they wait.
 pub const PDL_ENV: &str = "SWITCHYARD_CUDA_PDL";
 
+/// Environment variable that, set to `0`, keeps plans from picking the
+/// entries compiled for `sm_90a` (the wgmma / TMA GEMM plan of
+/// `dense_gemm_bf16_pipelined`) on a compute-capability 9.0 device, where
+/// they are on by default ([`DeviceFacts::cuda_sm90a`]): the mma.sync plans
+/// then run, for comparison. Any other value, or none, leaves them on.
+pub const WGMMA_ENV: &str = "SWITCHYARD_WGMMA";
+
 #[derive(Default)]
 struct State {
     ranges: RangeTable,
     modules: HashMap<String, Shared<CUmodule>>,
+    /// Loaded entry points by (module, entry).
     functions: HashMap<(&'static str, &'static str), Function>,
     arena: Arena,
     /// `Some` while `record` captures the stream: what the capture uses.
@@ -171,9 +179,19 @@ impl CudaBackend {
             };
             let arch = format!("sm_{major}{minor}");
             let cache = DiskCache::new(nvrtc);
+            let hopper = major == 9 && minor == 0;
+            let sm90a = hopper && std::env::var(WGMMA_ENV).map_or(true, |v| v != "0");
+            let plans = if sm90a {
+                "sm_90a (wgmma/TMA GEMM plans)".to_string()
+            } else if hopper {
+                format!("{arch} (mma.sync plans; the sm_90a wgmma/TMA GEMM plans are off: {WGMMA_ENV}=0)")
+            } else {
+                format!("{arch} (mma.sync plans)")
+            };
             let mut details = vec![
                 ("compute capability".to_string(), format!("{major}.{minor}")),
                 ("arch".to_string(), arch.clone()),
+                ("cuda arch".to_string(), plans),
                 ("multiprocessors".to_string(), sms.to_string()),
                 ("shared memory per block (opt-in)".to_string(), max_shared.to_string()),
                 ("L2 bytes".to_string(), l2.to_string()),
@@ -197,6 +215,7 @@ impl CudaBackend {
                 subgroup_size: 32,
                 max_groups_per_dim: 65535,
                 max_binding_bytes: u64::MAX,
+                cuda_sm90a: sm90a,
             };
             Ok(CudaBackend {
                 device,
@@ -354,11 +373,32 @@ impl CudaBackend {
         // captured still leaves the capture naming every buffer it used.
         Self::captured(&mut st, &addrs);
         for pass in &plan.passes {
-            let what = format!("{}::{}", sig.module, pass.entry);
-            let (f, dependent) = self.function(&mut st, sig, pass.entry, pass.shared_bytes, &what)?;
-            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, dependent, self.stream.0, &mut params, &what)?;
+            let (module, entry) = plan::cuda_entry(sig.module, pass.entry);
+            let what = format!("{module}::{entry}");
+            let mut maps = match plan::cuda_tensor_maps(module, entry) {
+                Some(t) => Self::tensor_maps(sig, args, t, &what)?,
+                None => Vec::new(),
+            };
+            let (f, dependent) = self.function(&mut st, sig, module, entry, pass.shared_bytes, &what)?;
+            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, dependent, self.stream.0, &mut params, &mut maps, &what)?;
         }
         Ok(())
+    }
+
+    /// The tensor maps `t` asks for, encoded over this launch's pointers
+    /// (already checked live under the lock).
+    fn tensor_maps(sig: &'static KernelSig, args: &[Arg], t: &plan::CudaTensorMaps, what: &str) -> Result<Vec<raw::CUtensorMap>> {
+        let pa = PlanArgs::new(sig, args);
+        (t.maps)(&pa)?
+            .iter()
+            .map(|m| {
+                let addr = pa.addr(m.arg)?;
+                if addr == 0 {
+                    return Err(Error::invalid(sig.symbol, m.arg, format!("{what} reads it through a tensor map, so it cannot be null")));
+                }
+                raw::tensor_map_bf16_2d(addr, m.rows, m.cols, m.box_rows, m.box_cols, what)
+            })
+            .collect()
     }
 
     /// At least `bytes` of workspace: the current arena buffer, or a new one
@@ -379,32 +419,33 @@ impl CudaBackend {
         Ok((base, serial))
     }
 
-    /// The function `entry` of `sig`'s module, compiling and loading the
-    /// module on first use, and allowed `shared_bytes` of dynamic shared
-    /// memory; with whether it launches as a programmatic dependent.
+    /// The function `entry` of `module` (`sig`'s own, or the one its plan's
+    /// pass names), compiling and loading the module on first use, and
+    /// allowed `shared_bytes` of dynamic shared memory; with whether it
+    /// launches as a programmatic dependent.
     fn function(
         &self,
         st: &mut State,
         sig: &'static KernelSig,
+        module: &'static str,
         entry: &'static str,
         shared_bytes: u32,
         what: &str,
     ) -> Result<(CUfunction, bool)> {
         let State { modules, functions, .. } = st;
-        let func = match functions.entry((sig.module, entry)) {
+        let func = match functions.entry((module, entry)) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
-                let module = match modules.get(sig.module) {
+                let loaded = match modules.get(module) {
                     Some(m) => m.0,
                     None => {
-                        let m = self.load_module(sig.module)?;
-                        modules.insert(sig.module.to_string(), Shared(m));
+                        let m = self.load_module(module)?;
+                        modules.insert(module.to_string(), Shared(m));
                         m
                     }
                 };
-                let f = raw::module_function(module, entry, what)?;
-                let dependent =
-                    self.dependent_launch && crate::compile::is_dependent(&crate::compile::dependent_entries(sig.module), entry);
+                let f = raw::module_function(loaded, entry, what)?;
+                let dependent = self.dependent_launch && crate::compile::is_dependent(&crate::compile::dependent_entries(module), entry);
                 e.insert(Function { f: Shared(f), allowed: DEFAULT_DYNAMIC_SHARED, dependent })
             }
         };
@@ -438,11 +479,16 @@ impl CudaBackend {
         Ok(m)
     }
 
-    /// Compiles and loads every CUDA module now rather than on first launch
-    /// (so a benchmark's first timed run does not include NVRTC).
+    /// Compiles and loads every CUDA module this device runs now rather
+    /// than on first launch (so a benchmark's first timed run does not
+    /// include NVRTC); modules compiled for another architecture's
+    /// arch-specific target are skipped.
     pub fn preload(&self) -> Result<()> {
         let mut st = self.enter()?;
         for (module, _) in switchyard_kernels::sources::CUDA {
+            if crate::compile::module_arch(module, &self.arch).is_err() {
+                continue;
+            }
             if !st.modules.contains_key(*module) {
                 let m = self.load_module(module)?;
                 st.modules.insert(module.to_string(), Shared(m));

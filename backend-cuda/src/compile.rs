@@ -8,6 +8,13 @@
 //! A `.cu` file may ask for extra NVRTC options with a line of the form
 //! `// nvrtc-options: --fmad=false` (for example a GEMM that must be
 //! bit-identical to a scalar loop). Those options are part of the cache key.
+//!
+//! A `.cu` file that uses instructions of one architecture only (Hopper's
+//! wgmma, TMA tensor copies, setmaxnreg) says so with a line
+//! `// nvrtc-arch: sm_90a`: it is compiled for that arch-specific target on
+//! a device of the matching compute capability (`sm_90`), and refused on
+//! any other ([`module_arch`]); the plans pick its entries only where
+//! `DeviceFacts::cuda_sm90a` says the device runs them.
 use crate::raw;
 use std::path::{Path, PathBuf};
 use switchyard_core::{Error, Result};
@@ -35,6 +42,30 @@ fn source_options(text: &str) -> Vec<String> {
         .filter_map(|l| l.trim().strip_prefix("// nvrtc-options:"))
         .flat_map(|rest| rest.split_whitespace().map(str::to_string).collect::<Vec<_>>())
         .collect()
+}
+
+/// The arch-specific target `text` asks for on an `// nvrtc-arch:` line.
+fn source_arch(text: &str) -> Option<&str> {
+    text.lines().find_map(|l| l.trim().strip_prefix("// nvrtc-arch:")).map(str::trim)
+}
+
+/// The target `module` is compiled for on a device of architecture
+/// `device_arch` (`sm_90`): the device's own, or the arch-specific
+/// variant its source asks for (`sm_90a`), which only a device of that
+/// base architecture runs; `Unsupported` on any other device.
+pub fn module_arch(module: &str, device_arch: &str) -> Result<String> {
+    let wanted = sources::cuda(module).and_then(|src| source_arch(src.text).map(str::to_string));
+    arch_for(module, wanted.as_deref(), device_arch)
+}
+
+fn arch_for(module: &str, wanted: Option<&str>, device_arch: &str) -> Result<String> {
+    match wanted {
+        None => Ok(device_arch.to_string()),
+        Some(w) if w.strip_suffix('a') == Some(device_arch) => Ok(w.to_string()),
+        Some(w) => Err(Error::Unsupported(format!(
+            "CUDA module `{module}` is compiled for {w} only (arch-specific instructions); this device is {device_arch}"
+        ))),
+    }
 }
 
 /// The entry-point patterns of `module` that its source lists on a
@@ -69,15 +100,17 @@ pub(crate) struct Job {
 }
 
 impl Job {
-    /// The job for `module` on `arch` (`sm_90`), or `UnknownKernel` when
-    /// there is no CUDA source for it.
+    /// The job for `module` on a device of architecture `arch` (`sm_90`;
+    /// the module may ask for its arch-specific variant, see
+    /// [`module_arch`]), or `UnknownKernel` when there is no CUDA source for it.
     pub(crate) fn new(module: &str, arch: &str) -> Result<Job> {
         let source = sources::cuda(module).ok_or_else(|| Error::UnknownKernel {
             module: module.into(),
             symbol: "*".into(),
             backend: Some(switchyard_core::BackendKind::Cuda.name().into()),
         })?;
-        Ok(Job::from_source(module, source, arch))
+        let target = arch_for(module, source_arch(source.text), arch)?;
+        Ok(Job::from_source(module, source, &target))
     }
 
     /// The job for an explicit source (the catalogue's, or a test's).
@@ -125,8 +158,9 @@ impl Job {
     }
 }
 
-/// Compiles `module`'s CUDA source for `arch` (e.g. `sm_90`) with NVRTC and
-/// returns the cubin. Needs libnvrtc only (no GPU, no driver): the NVRTC
+/// Compiles `module`'s CUDA source for a device of architecture `arch`
+/// (e.g. `sm_90`; a module asking for `sm_90a` gets it, see
+/// [`module_arch`]) with NVRTC and returns the cubin. Needs libnvrtc only (no GPU, no driver): the NVRTC
 /// compile test uses it on machines without a GPU.
 pub fn compile_module(module: &str, arch: &str) -> Result<Vec<u8>> {
     raw::load_nvrtc()?;
@@ -294,6 +328,18 @@ mod tests {
         let t = "// nvrtc-options: --fmad=false -DX=1\n__global__ void k() {}\n";
         assert_eq!(source_options(t), vec!["--fmad=false".to_string(), "-DX=1".to_string()]);
         assert!(source_options("// plain comment").is_empty());
+    }
+
+    #[test]
+    fn arch_specific_modules_compile_for_their_variant_only() {
+        assert_eq!(source_arch("// x\n// nvrtc-arch: sm_90a\n"), Some("sm_90a"));
+        assert_eq!(source_arch("// nvrtc-options: -DX=1\n"), None);
+        assert_eq!(arch_for("m", None, "sm_89").unwrap(), "sm_89");
+        assert_eq!(arch_for("m", Some("sm_90a"), "sm_90").unwrap(), "sm_90a");
+        assert!(matches!(arch_for("m", Some("sm_90a"), "sm_89"), Err(Error::Unsupported(_))));
+        assert!(matches!(arch_for("m", Some("sm_90a"), "sm_100"), Err(Error::Unsupported(_))));
+        assert_eq!(module_arch("gemm_sm90", "sm_90").unwrap(), "sm_90a");
+        assert_eq!(module_arch("gemm", "sm_90").unwrap(), "sm_90");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use cudarc::nvrtc::sys as nv;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use switchyard_core::{Error, Result};
 
-pub(crate) use cu::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUmodule, CUstream};
+pub(crate) use cu::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUmodule, CUstream, CUtensorMap};
 
 const BACKEND: &str = switchyard_core::BackendKind::Cuda.name();
 
@@ -48,6 +48,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuLaunchKernel",
     "cuLaunchKernelEx",
     "cuFuncSetAttribute",
+    "cuTensorMapEncodeTiled",
     "cuStreamBeginCapture_v2",
     "cuStreamEndCapture",
     "cuGraphInstantiateWithFlags",
@@ -380,8 +381,46 @@ pub(crate) fn module_function(m: CUmodule, symbol: &str, what: &str) -> Result<C
 /// the kernel's parameter type needs from the start.
 pub(crate) type ParamSlot = u64;
 
+/// A 2-D tiled TMA tensor map over the row-major bf16 matrix at `addr`
+/// (`rows × cols`, rows `cols · 2` bytes apart), read in `box_rows ×
+/// box_cols` boxes with the 128-byte swizzle, zeros past the extents.
+pub(crate) fn tensor_map_bf16_2d(addr: CUdeviceptr, rows: u64, cols: u64, box_rows: u32, box_cols: u32, what: &str) -> Result<CUtensorMap> {
+    let dims = [cols, rows];
+    let strides = [cols * 2];
+    let boxes = [box_cols, box_rows];
+    let element_strides = [1u32, 1];
+    // SAFETY: CUtensorMap is plain data (128 opaque bytes), fully written by
+    // the driver on success.
+    let mut map: CUtensorMap = unsafe { std::mem::zeroed() };
+    // SAFETY: every array holds `rank` (2) entries (strides rank - 1), read
+    // only during the call; `map` is a valid out-pointer. The driver only
+    // encodes the address and checks alignment and extents; it does not
+    // touch device memory (the caller checked `addr` is a live allocation).
+    unsafe {
+        check(
+            &format_args!("cuTensorMapEncodeTiled({what}: {rows} x {cols} bf16 at {addr:#x}, box {box_rows} x {box_cols})"),
+            cu::cuTensorMapEncodeTiled(
+                &mut map,
+                cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                2,
+                addr as *mut c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                boxes.as_ptr(),
+                element_strides.as_ptr(),
+                cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+                cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            ),
+        )?;
+    }
+    Ok(map)
+}
+
 /// Enqueues `f` on `s` with `shared_bytes` of dynamic shared memory.
-/// `params` holds one slot per kernel parameter, in order. `dependent`
+/// `params` holds one slot per kernel parameter, in order, and `maps` the
+/// tensor maps the kernel takes by value after them. `dependent`
 /// launches it as a programmatic dependent of the launch before it on `s`
 /// (it may start before that one finishes; the kernel itself waits with
 /// `griddepcontrol.wait` before reading what earlier launches wrote).
@@ -394,9 +433,11 @@ pub(crate) fn launch(
     dependent: bool,
     s: CUstream,
     params: &mut [ParamSlot],
+    maps: &mut [CUtensorMap],
     what: &str,
 ) -> Result<()> {
     let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p as *mut ParamSlot as *mut c_void).collect();
+    ptrs.extend(maps.iter_mut().map(|m| m as *mut CUtensorMap as *mut c_void));
     let call = format_args!("cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes, dependent {dependent})");
     if dependent {
         // SAFETY: a plain-data attribute; the union is zeroed before the one field is set.
@@ -422,8 +463,8 @@ pub(crate) fn launch(
     // SAFETY: `f` comes from a loaded module; the caller built `params` from
     // arguments validated against the kernel's declared signature (same count
     // and kinds as the .cu entry point, plus the workspace pointer where the
-    // plan asks for one), and checked every pointer argument against live
-    // allocations. cuLaunchKernel copies the parameter values before
+    // plan asks for one, then the tensor maps the entry registers), and
+    // checked every pointer argument against live allocations. cuLaunchKernel copies the parameter values before
     // returning, so `params` may be dropped afterwards. Dynamic shared memory
     // past the function's limit is refused by the driver, not undefined.
     unsafe {

@@ -20,10 +20,22 @@ fn every_cuda_module_compiles_for_sm90() {
     for (module, src) in sources::CUDA {
         // SWITCHYARD_NVRTC_VERBOSE=1 prints ptxas' register / spill report per kernel.
         let extra: &[&str] = if std::env::var_os("SWITCHYARD_NVRTC_VERBOSE").is_some() { &["--ptxas-options=-v"] } else { &[] };
+        // A module that asks for sm_90a (`// nvrtc-arch:`) is compiled for it.
+        let arch = switchyard_cuda::compile::module_arch(module, "sm_90").unwrap_or_else(|e| panic!("{}: {e}", src.path));
         match switchyard_cuda::compile::compile_module_with_log(module, "sm_90", extra) {
             Ok((cubin, log)) => {
                 assert!(cubin.starts_with(b"\x7fELF"), "{}: NVRTC output is not a cubin (ELF)", src.path);
-                println!("{}: {} bytes of sm_90 cubin", src.path, cubin.len());
+                println!("{}: {} bytes of {arch} cubin", src.path, cubin.len());
+                // Entries that take tensor maps live behind arch guards: make
+                // sure the guard let them through on this target.
+                for t in inventory::iter::<switchyard_kernels::plan::CudaTensorMaps>.into_iter().filter(|t| t.module == *module) {
+                    assert!(
+                        cubin.windows(t.entry.len()).any(|w| w == t.entry.as_bytes()),
+                        "{}: no entry `{}` in the {arch} cubin",
+                        src.path,
+                        t.entry
+                    );
+                }
                 if !log.trim().is_empty() {
                     println!("{log}");
                 }

@@ -344,6 +344,7 @@ impl WgpuBackend {
             subgroup_size: 1,
             max_groups_per_dim: max_groups,
             max_binding_bytes: limits.max_storage_buffer_binding_size,
+            cuda_sm90a: false,
         };
         let info = BackendInfo {
             backend: BackendKind::Wgpu,

@@ -27,6 +27,11 @@ pub struct DeviceFacts {
     pub max_groups_per_dim: u32,
     /// Largest storage binding in bytes (`u64::MAX` on CUDA).
     pub max_binding_bytes: u64,
+    /// CUDA: plans may pick entries of modules compiled for `sm_90a` (the
+    /// wgmma / TMA GEMM in `gemm/gemm_sm90.cu`): the device has compute
+    /// capability 9.0 and the backend has not turned them off (the CUDA
+    /// backend's `WGMMA_ENV`). False on every other GPU and on wgpu.
+    pub cuda_sm90a: bool,
 }
 
 /// A launch's arguments as its plan reads them: by declared name.
@@ -104,7 +109,10 @@ pub fn positive(a: &PlanArgs, name: &str) -> Result<u32> {
 /// One CUDA kernel launch of a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CudaPass {
-    /// The `extern "C"` entry point in the kernel's module.
+    /// The `extern "C"` entry point in the kernel's module, or
+    /// `"<module>::<entry>"` for an entry of another module of the same
+    /// family (`"gemm_sm90::dense_gemm_wgmma_n256"`: a module compiled for
+    /// an arch-specific target, see [`DeviceFacts::cuda_sm90a`]).
     pub entry: &'static str,
     /// Blocks.
     pub grid: [u32; 3],
@@ -160,6 +168,51 @@ impl WgslPlan {
     pub fn single(kernel: &'static KernelSig, grid: [u32; 3]) -> Self {
         WgslPlan { passes: vec![WgslPass { entry: kernel.symbol, grid, consts: vec![], extra: [0; 4] }], workspace_bytes: 0 }
     }
+}
+
+/// The module and entry point a [`CudaPass`] names: `entry` in `module`,
+/// or the module its `"<module>::<entry>"` form names.
+pub fn cuda_entry(module: &'static str, entry: &'static str) -> (&'static str, &'static str) {
+    entry.split_once("::").unwrap_or((module, entry))
+}
+
+/// A 2-D TMA tensor map over a row-major bf16 matrix (`rows × cols`, rows
+/// `cols · 2` bytes apart) at a pointer argument of the launch, read in
+/// boxes of `box_rows × box_cols` with the 128-byte swizzle; reads past the
+/// extents return zeros. The CUDA backend encodes it per launch
+/// (`cuTensorMapEncodeTiled`) and passes it by value (`const
+/// __grid_constant__` 128-byte parameter) after the declared arguments and
+/// the workspace pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorMap2d {
+    /// The pointer argument holding the matrix, by declared name.
+    pub arg: &'static str,
+    /// Rows.
+    pub rows: u64,
+    /// Columns (elements per row, the contiguous dimension).
+    pub cols: u64,
+    /// Rows per box (at most 256).
+    pub box_rows: u32,
+    /// Columns per box (64: one 128-byte swizzle span of bf16).
+    pub box_cols: u32,
+}
+
+/// The tensor maps a CUDA entry point takes after its declared arguments,
+/// from the launch's arguments: an entry registered here gets them on every
+/// pass that names it.
+pub struct CudaTensorMaps {
+    /// The module holding the entry (its `.cu` file stem).
+    pub module: &'static str,
+    /// The `extern "C"` entry point.
+    pub entry: &'static str,
+    /// The maps, in parameter order.
+    pub maps: fn(&PlanArgs) -> Result<Vec<TensorMap2d>>,
+}
+inventory::collect!(CudaTensorMaps);
+
+/// The tensor maps entry `entry` of `module` takes, if it takes any.
+pub fn cuda_tensor_maps(module: &str, entry: &str) -> Option<&'static CudaTensorMaps> {
+    inventory::iter::<CudaTensorMaps>.into_iter().find(|t| t.module == module && t.entry == entry)
 }
 
 /// A CUDA plan function.

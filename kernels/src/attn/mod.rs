@@ -635,6 +635,7 @@ mod tests {
         subgroup_size: 32,
         max_groups_per_dim: 65535,
         max_binding_bytes: u64::MAX,
+        cuda_sm90a: false,
     };
 
     #[test]

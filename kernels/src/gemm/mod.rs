@@ -13,7 +13,7 @@ pub mod w4a16;
 
 use crate::ops::{bf16s, region, require, saturating_product, scalar, LaunchArg, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{groups, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{registry, Arg::*, ArgSpec as A, DType, Error, KernelSig, Region, Result};
 
@@ -79,8 +79,11 @@ declare_kernel! {
 }
 
 declare_kernel! {
-    /// Pipelined tensor-core GEMM (multi-stage cp.async, 128×128 tiles on
-    /// CUDA): same contract as [`DENSE_GEMM_TC`]. K % 8 == 0, N even.
+    /// Pipelined tensor-core GEMM: same contract as [`DENSE_GEMM_TC`] (f32
+    /// accumulation in any K order, `c = bf16(acc)`), though not its bits:
+    /// on CUDA, multi-stage cp.async and mma.sync over 128×128 tiles, or on
+    /// a Hopper device at prefill sizes wgmma fed by TMA (`gemm_sm90.cu`,
+    /// [`WGMMA_MIN_M`]), whose K order differs again. K % 8 == 0, N even.
     DENSE_GEMM_BF16_PIPELINED = "gemm"::"dense_gemm_bf16_pipelined"=> &gemm_args!()
 }
 
@@ -162,10 +165,89 @@ fn cuda_tensor_core(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
     cuda_tiles(a, 64, 16, [128, 1, 1])
 }
 
-/// 128 × 128 tiles, eight warps.
-fn cuda_dense_gemm_bf16_pipelined(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    cuda_tiles(a, 128, 128, [256, 1, 1])
+/// Smallest M that takes the Hopper (wgmma + TMA) plan of
+/// [`DENSE_GEMM_BF16_PIPELINED`]: the prefill sizes it was built and
+/// measured for (issue 13: M = 512 and 4096).
+pub const WGMMA_MIN_M: u32 = 512;
+
+/// The wgmma entries of `gemm_sm90.cu`: (entry, columns per tile BN, ring stages).
+const WGMMA_ENTRIES: [(&str, u32, u32); 2] = [("gemm_sm90::dense_gemm_wgmma_n256", 256, 4), ("gemm_sm90::dense_gemm_wgmma_n192", 192, 5)];
+/// Rows per wgmma tile, and K per ring stage.
+const WGMMA_BM: u32 = 128;
+const WGMMA_BK: u32 = 64;
+
+/// Dynamic shared memory of a wgmma entry: the ring (A and B slices per
+/// stage), its 2·stages mbarriers, and 1024 bytes to align the ring to the
+/// 128-byte swizzle's atom (`wgmma_gemm` in gemm_sm90.cu).
+fn wgmma_shared_bytes(bn: u32, stages: u32) -> u32 {
+    stages * (WGMMA_BM + bn) * WGMMA_BK * 2 + 16 * stages + 1024
 }
+
+/// The wgmma entry (index into [`WGMMA_ENTRIES`]) for an `m × n` output on
+/// `sms` multiprocessors: the one whose persistent waves of tiles take the
+/// fewest tile-columns in all (⌈tiles / SMs⌉ · BN, a tile's time being
+/// about proportional to its width), the wider on a tie.
+fn wgmma_choice(m: u32, n: u32, sms: u32) -> usize {
+    let cost = |bn: u32| {
+        let tiles = u64::from(m.div_ceil(WGMMA_BM)) * u64::from(n.div_ceil(bn));
+        tiles.div_ceil(u64::from(sms.max(1))) * u64::from(bn)
+    };
+    (1..WGMMA_ENTRIES.len()).fold(0, |best, i| if cost(WGMMA_ENTRIES[i].1) < cost(WGMMA_ENTRIES[best].1) { i } else { best })
+}
+
+/// Whether the Hopper plan takes this launch: the device runs sm_90a
+/// entries, M is a prefill size, and the operands suit TMA (row strides a
+/// multiple of 16 bytes, A and B 16-byte aligned) and the epilogue's bf16
+/// pair stores (C 4-byte aligned, N even, as the contract says).
+fn wgmma_fits(a: &PlanArgs, f: &DeviceFacts) -> Result<bool> {
+    let (m, n, k) = (a.u32("m")?, a.u32("n")?, a.u32("k")?);
+    let shared = WGMMA_ENTRIES.iter().map(|&(_, bn, st)| wgmma_shared_bytes(bn, st)).max().unwrap_or(0);
+    Ok(f.cuda_sm90a
+        && f.multiprocessors > 0
+        && shared <= f.max_shared_bytes
+        && m >= WGMMA_MIN_M
+        && n >= 2
+        && n % 2 == 0
+        && k >= 8
+        && k % 8 == 0
+        && a.addr("a")? % 16 == 0
+        && a.addr("b")? % 16 == 0
+        && a.addr("c")? % 4 == 0)
+}
+
+/// Hopper (see [`wgmma_fits`]): a persistent grid of at most one block per
+/// SM, 384 threads (a TMA producer warpgroup and two wgmma consumer
+/// warpgroups over 128 × BN tiles). Otherwise 128 × 128 tiles, eight warps
+/// of mma.sync.
+fn cuda_dense_gemm_bf16_pipelined(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    if !wgmma_fits(a, f)? {
+        return cuda_tiles(a, 128, 128, [256, 1, 1]);
+    }
+    let (m, n) = (a.u32("m")?, a.u32("n")?);
+    let (entry, bn, stages) = WGMMA_ENTRIES[wgmma_choice(m, n, f.multiprocessors)];
+    let tiles = u64::from(m.div_ceil(WGMMA_BM)) * u64::from(n.div_ceil(bn));
+    let grid = u32::try_from(tiles.min(u64::from(f.multiprocessors))).expect("at most the SM count");
+    let pass = CudaPass { entry, grid: [grid, 1, 1], block: [384, 1, 1], shared_bytes: wgmma_shared_bytes(bn, stages) };
+    Ok(CudaPlan { passes: vec![pass], workspace_bytes: 0 })
+}
+
+/// The wgmma entries' tensor maps: A (`m × k`) in 128 × 64 boxes and B
+/// (`n × k`) in BN × 64 boxes.
+fn wgmma_maps(a: &PlanArgs, bn: u32) -> Result<Vec<TensorMap2d>> {
+    let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
+    Ok(vec![
+        TensorMap2d { arg: "a", rows: m, cols: k, box_rows: WGMMA_BM, box_cols: WGMMA_BK },
+        TensorMap2d { arg: "b", rows: n, cols: k, box_rows: bn, box_cols: WGMMA_BK },
+    ])
+}
+fn wgmma_maps_n256(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
+    wgmma_maps(a, 256)
+}
+fn wgmma_maps_n192(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
+    wgmma_maps(a, 192)
+}
+inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n256", maps: wgmma_maps_n256 } }
+inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n192", maps: wgmma_maps_n192 } }
 
 /// A thread per element pair.
 fn cuda_scaled_add_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
@@ -483,19 +565,23 @@ fn tc_cases(g: &mut Gen) -> Vec<Case> {
 }
 fn pipelined_cases(g: &mut Gen) -> Vec<Case> {
     let mut v = dense_cases(g, &DENSE_GEMM_BF16_PIPELINED, Tolerance::Nmse(REORDERED_NMSE), Ops::dense_gemm_bf16_pipelined);
-    // A full 128×128 tile plus ragged edges in both directions.
-    let (m, n, k) = (200, 260, 256);
-    let (a, b) = operands(g, m, n, k);
-    v.push(Case {
-        kernel: &DENSE_GEMM_BF16_PIPELINED,
-        label: format!("m={m} n={n} k={k}"),
-        buffers: vec![
-            Buffer::input("a", a),
-            Buffer::input("b", b),
-            Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
-        ],
-        run: Box::new(move |o, x| o.dense_gemm_bf16_pipelined(x[0], x[1], x[2], m, n, k)),
-    });
+    // A full 128×128 tile plus ragged edges in both directions; then, at
+    // M ≥ WGMMA_MIN_M (the Hopper plan on CUDA), ragged edges past its
+    // 128-row, 256- and 192-column tiles and a K of three whole 64-wide
+    // slices and a part one (zeros from the tensor maps past K).
+    for (m, n, k) in [(200, 260, 256), (600, 520, 200)] {
+        let (a, b) = operands(g, m, n, k);
+        v.push(Case {
+            kernel: &DENSE_GEMM_BF16_PIPELINED,
+            label: format!("m={m} n={n} k={k}"),
+            buffers: vec![
+                Buffer::input("a", a),
+                Buffer::input("b", b),
+                Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
+            ],
+            run: Box::new(move |o, x| o.dense_gemm_bf16_pipelined(x[0], x[1], x[2], m, n, k)),
+        });
+    }
     v
 }
 
@@ -579,6 +665,7 @@ mod tests {
         subgroup_size: 32,
         max_groups_per_dim: 65535,
         max_binding_bytes: 1 << 31,
+        cuda_sm90a: false,
     };
 
     fn args(sig: &'static KernelSig, m: u32, n: u32, k: u32, splits: u32) -> Vec<switchyard_core::Arg> {
@@ -693,6 +780,49 @@ mod tests {
                     assert!(cw >= 1 && cw <= ld && cw <= k / 2, "m={m} n={n} k={k}: {cw}");
                 }
             }
+        }
+    }
+
+    /// On a device that runs sm_90a entries, prefill sizes take the wgmma
+    /// plan (persistent grid, the tile width with the fewest tile-columns in
+    /// all); smaller M, a misaligned operand or K % 8 != 0 keep mma.sync.
+    #[test]
+    fn pipelined_takes_the_wgmma_plan_on_hopper_at_prefill_sizes() {
+        let hopper = DeviceFacts { cuda_sm90a: true, ..FACTS };
+        let plan = |m, n, k, b: u64, f: &DeviceFacts| {
+            let mut a = args(&DENSE_GEMM_BF16_PIPELINED, m, n, k, 1);
+            a[1] = P(b);
+            (cuda_kernel(&DENSE_GEMM_BF16_PIPELINED).unwrap().plan)(&PlanArgs::new(&DENSE_GEMM_BF16_PIPELINED, &a), f).unwrap()
+        };
+        let geo = |m, n, k, b, f| {
+            let p = plan(m, n, k, b, f);
+            (p.passes[0].entry, p.passes[0].grid, p.passes[0].block, p.passes[0].shared_bytes, p.workspace_bytes)
+        };
+        let n256 = ("gemm_sm90::dense_gemm_wgmma_n256", [384, 1, 1], 4 * 384 * 128 + 64 + 1024);
+        let n192 = ("gemm_sm90::dense_gemm_wgmma_n192", [384, 1, 1], 5 * 320 * 128 + 80 + 1024);
+        let wg = |(e, b, s): (&'static str, [u32; 3], u32), grid| (e, [grid, 1, 1], b, s, 0);
+        // The issue-5 shapes: (N, K) = (8192, 8192), (21504, 5376), (5376, 21504).
+        assert_eq!(geo(512, 8192, 8192, 256, &hopper), wg(n256, 128));
+        assert_eq!(geo(4096, 8192, 8192, 256, &hopper), wg(n256, 132));
+        assert_eq!(geo(512, 21504, 5376, 256, &hopper), wg(n256, 132));
+        assert_eq!(geo(4096, 21504, 5376, 256, &hopper), wg(n256, 132));
+        assert_eq!(geo(512, 5376, 21504, 256, &hopper), wg(n192, 112));
+        assert_eq!(geo(4096, 5376, 21504, 256, &hopper), wg(n192, 132));
+        // The parity case: 5 x 3 tiles either way, so the narrower.
+        assert_eq!(geo(600, 520, 200, 256, &hopper), wg(n192, 15));
+        let old = |m: u32, n: u32| ("dense_gemm_bf16_pipelined", [n.div_ceil(128), m.div_ceil(128), 1], [256, 1, 1], 0, 0);
+        assert_eq!(geo(511, 8192, 8192, 256, &hopper), old(511, 8192));
+        assert_eq!(geo(512, 8192, 8192, 264, &hopper), old(512, 8192));
+        assert_eq!(geo(512, 8192, 8196, 256, &hopper), old(512, 8192));
+        assert_eq!(geo(512, 8192, 8192, 256, &FACTS), old(512, 8192));
+        for (entry, bn, stages) in WGMMA_ENTRIES {
+            assert!(wgmma_shared_bytes(bn, stages) <= FACTS.max_shared_bytes, "{entry}");
+            let (module, e) = crate::plan::cuda_entry("gemm", entry);
+            let maps = crate::plan::cuda_tensor_maps(module, e).expect("registered");
+            let a = args(&DENSE_GEMM_BF16_PIPELINED, 600, 520, 200, 1);
+            let m = (maps.maps)(&PlanArgs::new(&DENSE_GEMM_BF16_PIPELINED, &a)).unwrap();
+            assert_eq!(m[0], TensorMap2d { arg: "a", rows: 600, cols: 200, box_rows: 128, box_cols: 64 });
+            assert_eq!(m[1], TensorMap2d { arg: "b", rows: 520, cols: 200, box_rows: bn, box_cols: 64 });
         }
     }
 

@@ -333,6 +333,7 @@ mod tests {
         subgroup_size: 32,
         max_groups_per_dim: 65535,
         max_binding_bytes: 1 << 31,
+        cuda_sm90a: false,
     };
 
     /// The grids and blocks the launchers computed before plans existed, and
