@@ -27,7 +27,7 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use switchyard_core::vaddr::{self, VirtualAllocs};
 use switchyard_core::{Arg, ArgKind, Backend, BackendInfo, BackendKind, Error, KernelSig, Recording, Result};
-use switchyard_kernels::plan::{wgsl_kernel, DeviceFacts, PlanArgs};
+use switchyard_kernels::plan::{wgsl_kernel, DeviceFacts, PlanArgs, WgslSplitPass, WgslSplitPlan, WgslWindow};
 use switchyard_kernels::sources::Source;
 
 mod fold;
@@ -56,11 +56,21 @@ pub struct WgpuOptions {
     /// Caps workgroups per grid dimension below the adapter's limit, so that
     /// grid folding can be exercised with small shapes (tests).
     pub fold_limit: Option<u32>,
+    /// Caps the storage binding size that launch plans see
+    /// (`DeviceFacts::max_binding_bytes`) below the adapter's, so that the
+    /// split plans of tables past one binding run on small tables (tests).
+    /// Bindings themselves keep the adapter's limit.
+    pub plan_binding_limit: Option<u64>,
 }
 
 impl Default for WgpuOptions {
     fn default() -> Self {
-        WgpuOptions { adapter: std::env::var(ADAPTER_ENV).ok().filter(|s| !s.is_empty()), max_batch: 64, fold_limit: None }
+        WgpuOptions {
+            adapter: std::env::var(ADAPTER_ENV).ok().filter(|s| !s.is_empty()),
+            max_batch: 64,
+            fold_limit: None,
+            plan_binding_limit: None,
+        }
     }
 }
 
@@ -343,7 +353,9 @@ impl WgpuBackend {
             // The device is opened without the subgroup feature, so no shader can use subgroup operations.
             subgroup_size: 1,
             max_groups_per_dim: max_groups,
-            max_binding_bytes: limits.max_storage_buffer_binding_size,
+            max_binding_bytes: opts
+                .plan_binding_limit
+                .map_or(limits.max_storage_buffer_binding_size, |l| l.min(limits.max_storage_buffer_binding_size)),
             cuda_sm90a: false,
         };
         let info = BackendInfo {
@@ -430,24 +442,29 @@ impl WgpuBackend {
         Ok((vaddr::unpack(addr).0, buf.clone(), off))
     }
 
-    /// A storage window of `buf` holding byte `off` and everything after it
-    /// up to the end of the allocation, within the binding-size limit.
-    fn window(&self, kernel: &str, arg: &str, id: u64, buf: &wgpu::Buffer, off: u64) -> Result<Bind> {
-        // At least 16: vec4 views then start on a vector boundary and, with
-        // allocations padded to 16 bytes, span whole vectors.
+    /// A storage window of `buf` holding bytes `[off, off + len)`, or with
+    /// `len` None byte `off` and everything after it up to the end of the
+    /// allocation, within the binding-size limit. The start moves down to the
+    /// storage offset alignment, at least 16 (vec4 views then start on a
+    /// vector boundary), and the end up to 16 bytes (allocations are padded
+    /// to 16, so every window spans whole vectors); plans leave room for that
+    /// (`plan::WINDOW_SLACK`).
+    fn window(&self, kernel: &str, arg: &str, id: u64, buf: &wgpu::Buffer, off: u64, len: Option<u64>) -> Result<Bind> {
         let align = self.limits.min_storage_buffer_offset_alignment.max(16) as u64;
         let base = off - off % align;
-        let size = buf.size() - base;
-        if size > self.limits.max_storage_buffer_binding_size {
-            return Err(Error::invalid(
-                kernel,
-                arg,
-                format!(
+        let end = len.map_or(buf.size(), |n| (off + n.max(1)).next_multiple_of(PAD).min(buf.size()));
+        let size = end - base;
+        let limit = self.limits.max_storage_buffer_binding_size;
+        if size > limit {
+            let what = match len {
+                None => format!(
                     "binding {size} bytes (from offset {base} to the end of the allocation) exceeds this adapter's \
-                     max_storage_buffer_binding_size of {}; split the allocation",
-                    self.limits.max_storage_buffer_binding_size
+                     max_storage_buffer_binding_size of {limit}; only kernels with a split plan (embedding gathers, \
+                     the output head) read tables past one binding"
                 ),
-            ));
+                Some(n) => format!("a window of {n} bytes at offset {off} binds {size} bytes, over this adapter's limit of {limit}"),
+            };
+            return Err(Error::invalid(kernel, arg, what));
         }
         Ok(Bind { id, buf: buf.clone(), base, size })
     }
@@ -652,9 +669,11 @@ impl WgpuBackend {
     }
 
     /// The storage bindings and Params words of a launch's declared
-    /// arguments. Every non-null pointer is resolved against the live
-    /// allocations here, under the state lock `free` takes.
-    fn bind_args(&self, st: &State, sig: &'static KernelSig, args: &[Arg]) -> Result<(Vec<Bind>, Vec<u32>)> {
+    /// arguments, those named in `windows` bound through their window (the
+    /// word then locates the window's first byte). Every non-null pointer is
+    /// resolved against the live allocations here, under the state lock
+    /// `free` takes.
+    fn bind_args(&self, st: &State, sig: &'static KernelSig, args: &[Arg], windows: &[WgslWindow]) -> Result<(Vec<Bind>, Vec<u32>)> {
         let mut binds = Vec::new();
         let mut words = Vec::with_capacity(args.len() + TAIL);
         for (spec, arg) in sig.args.iter().zip(args) {
@@ -665,7 +684,13 @@ impl WgpuBackend {
                     u32::MAX
                 }
                 Arg::P(addr) => {
-                    let (id, buf, off) = self.resolve(st, sig.symbol, spec.name, addr, 1)?;
+                    let window = windows.iter().find(|w| w.arg == spec.name);
+                    let (at, len) = match window {
+                        Some(w) => (addr.checked_add(w.offset).filter(|a| vaddr::unpack(*a).0 == vaddr::unpack(addr).0), Some(w.bytes)),
+                        None => (Some(addr), None),
+                    };
+                    let at = at.ok_or_else(|| Error::oob(sig.symbol, spec.name, "the plan's window starts outside the allocation"))?;
+                    let (id, buf, off) = self.resolve(st, sig.symbol, spec.name, at, len.unwrap_or(1).max(1))?;
                     // Not a shape rule the launcher knows: WGSL storage is addressed in u32 words.
                     if off % 4 != 0 {
                         return Err(Error::invalid(
@@ -674,7 +699,7 @@ impl WgpuBackend {
                             format!("byte offset {off} is not a multiple of 4 (WGSL storage moves u32 words)"),
                         ));
                     }
-                    let b = self.window(sig.symbol, spec.name, id, &buf, off)?;
+                    let b = self.window(sig.symbol, spec.name, id, &buf, off, len)?;
                     let w = (off - b.base) / 4;
                     binds.push(b);
                     w as u32
@@ -715,10 +740,10 @@ impl WgpuBackend {
         let mut done = 0;
         while done < n {
             let len = (n - done).min(CHUNK);
-            let d = self.window(op, "dst", dst.0, dst.1, dst.2 + done)?;
+            let d = self.window(op, "dst", dst.0, dst.1, dst.2 + done, Some(len))?;
             let (s, sr) = match src {
                 Some(s) => {
-                    let w = self.window(op, "src", s.0, s.1, s.2 + done)?;
+                    let w = self.window(op, "src", s.0, s.1, s.2 + done, Some(len))?;
                     let rel = (s.2 + done - w.base) as u32;
                     (w, rel)
                 }
@@ -882,37 +907,48 @@ impl Backend for WgpuBackend {
     }
 
     fn download(&self, src: u64, out: &mut [u8]) -> Result<()> {
-        let mut st = self.state();
+        // Staging buffers of at most this many bytes, so a tensor past one
+        // binding (or max_buffer_size) comes back in pieces.
+        const CHUNK: u64 = 1 << 28;
+        let st = self.state();
         not_recording(&st, "download")?;
         if out.is_empty() {
             return Ok(());
         }
         let (_, buf, off) = self.resolve(&st, "download", "src", src, out.len() as u64)?;
-        let a0 = off - off % 4;
-        let a1 = (off + out.len() as u64).next_multiple_of(4);
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("download"),
-            size: a1 - a0,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        self.encoder(&mut st).copy_buffer_to_buffer(&buf, a0, &staging, 0, a1 - a0);
-        self.flush(&mut st);
         drop(st);
-        let (tx, rx) = mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        self.wait()?;
-        self.check("download")?;
-        rx.recv()
-            .map_err(|_| driver("download: the map callback never ran"))?
-            .map_err(|e| driver(format!("download: mapping the staging buffer: {e}")))?;
-        let view = staging.slice(..).get_mapped_range().map_err(|e| driver(format!("download: staging view: {e}")))?;
-        let lead = (off - a0) as usize;
-        out.copy_from_slice(&view[lead..lead + out.len()]);
-        drop(view);
-        staging.unmap();
+        let mut done = 0usize;
+        while done < out.len() {
+            let n = (out.len() - done).min(CHUNK as usize);
+            let at = off + done as u64;
+            let a0 = at - at % 4;
+            let a1 = (at + n as u64).next_multiple_of(4);
+            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("download"),
+                size: a1 - a0,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut st = self.state();
+            self.encoder(&mut st).copy_buffer_to_buffer(&buf, a0, &staging, 0, a1 - a0);
+            self.flush(&mut st);
+            drop(st);
+            let (tx, rx) = mpsc::channel();
+            staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+            self.wait()?;
+            self.check("download")?;
+            rx.recv()
+                .map_err(|_| driver("download: the map callback never ran"))?
+                .map_err(|e| driver(format!("download: mapping the staging buffer: {e}")))?;
+            let view = staging.slice(..).get_mapped_range().map_err(|e| driver(format!("download: staging view: {e}")))?;
+            let lead = (at - a0) as usize;
+            out[done..done + n].copy_from_slice(&view[lead..lead + n]);
+            drop(view);
+            staging.unmap();
+            done += n;
+        }
         Ok(())
     }
 
@@ -970,14 +1006,34 @@ impl Backend for WgpuBackend {
             symbol: sig.symbol.into(),
             backend: Some(NAME.into()),
         })?;
-        let plan = (k.plan)(&PlanArgs::new(sig, args), &self.facts)?;
+        let pa = PlanArgs::new(sig, args);
+        // A table past one binding: passes over windows of it.
+        let split = match k.split {
+            Some(split) => split(&pa, &self.facts)?,
+            None => None,
+        };
+        let plan = match split {
+            Some(plan) => plan,
+            None => {
+                let plan = (k.plan)(&pa, &self.facts)?;
+                let passes = plan.passes.into_iter().map(|pass| WgslSplitPass { pass, windows: vec![] }).collect();
+                WgslSplitPlan { passes, workspace_bytes: plan.workspace_bytes }
+            }
+        };
         let mut st = self.state();
-        let (mut binds, words) = self.bind_args(&st, sig, args)?;
-        if plan.workspace_bytes > 0 {
-            binds.push(self.workspace(&mut st, sig.symbol, plan.workspace_bytes)?);
-        }
-        for pass in &plan.passes {
-            self.dispatch(&mut st, sig.symbol, &k.source, pass.entry, &pass.consts, &binds, words.clone(), pass.grid, pass.extra)?;
+        let workspace = match plan.workspace_bytes {
+            0 => None,
+            n => Some(self.workspace(&mut st, sig.symbol, n)?),
+        };
+        let mut whole = None;
+        for WgslSplitPass { pass, windows } in &plan.passes {
+            let (mut binds, words) = match (windows.is_empty(), &whole) {
+                (true, Some(b)) => Clone::clone(b),
+                (true, None) => whole.insert(self.bind_args(&st, sig, args, &[])?).clone(),
+                (false, _) => self.bind_args(&st, sig, args, windows)?,
+            };
+            binds.extend(workspace.clone());
+            self.dispatch(&mut st, sig.symbol, &k.source, pass.entry, &pass.consts, &binds, words, pass.grid, pass.extra)?;
         }
         drop(st);
         self.check(sig.symbol)

@@ -58,7 +58,7 @@ fn plan(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
 inventory::submit! { registry::Declared(&WORKSPACE_REVERSE) }
 inventory::submit! { registry::Implemented { backend: BackendKind::Wgpu, kernel: &WORKSPACE_REVERSE } }
 inventory::submit! {
-    WgslKernel { kernel: &WORKSPACE_REVERSE, source: Source { path: "backend-wgpu/tests/workspace.rs", text: SOURCE }, plan }
+    WgslKernel { kernel: &WORKSPACE_REVERSE, source: Source { path: "backend-wgpu/tests/workspace.rs", text: SOURCE }, plan, split: None }
 }
 
 fn expected(x: &[i32]) -> Vec<i32> {

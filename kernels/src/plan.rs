@@ -170,6 +170,65 @@ impl WgslPlan {
     }
 }
 
+/// Bytes a window may grow by when the backend aligns it: its start moves
+/// down to the adapter's storage offset alignment (at most 256 bytes under
+/// WebGPU's limits) and its end up to a 16-byte vector.
+pub const WINDOW_SLACK: u64 = 512;
+
+/// A byte range of one pointer argument, `[offset, offset + bytes)` from the
+/// argument's address, that a pass of a [`WgslSplitPlan`] binds in place of
+/// everything from the argument to the end of its allocation. The argument's
+/// Params word then holds the word offset of `offset` within that binding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgslWindow {
+    /// The pointer argument, by declared name.
+    pub arg: &'static str,
+    /// First byte, relative to the argument's address (a multiple of 4).
+    pub offset: u64,
+    /// Bytes the pass touches from there.
+    pub bytes: u64,
+}
+
+/// One dispatch of a [`WgslSplitPlan`] and the windows it binds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgslSplitPass {
+    /// The dispatch.
+    pub pass: WgslPass,
+    /// Arguments bound through a window in this pass; the others are bound
+    /// as in a [`WgslPlan`].
+    pub windows: Vec<WgslWindow>,
+}
+
+/// How the wgpu backend runs a launch whose table is larger than one storage
+/// binding: passes that each bind a window of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WgslSplitPlan {
+    /// Dispatches in order.
+    pub passes: Vec<WgslSplitPass>,
+    /// As [`WgslPlan::workspace_bytes`].
+    pub workspace_bytes: u64,
+}
+
+/// Row ranges `(first, count)` that cut a table of `rows` rows of
+/// `row_bytes` each into windows of at most `limit` bytes once aligned
+/// ([`WINDOW_SLACK`]), or `None` when the whole table fits one such binding
+/// (the kernel's plain plan runs). Refuses a row that alone does not fit.
+pub fn row_windows(kernel: &KernelSig, arg: &str, rows: u64, row_bytes: u64, limit: u64) -> Result<Option<Vec<(u64, u64)>>> {
+    let room = limit.saturating_sub(WINDOW_SLACK);
+    if rows.saturating_mul(row_bytes) <= room {
+        return Ok(None);
+    }
+    let per = room / row_bytes.max(1);
+    if per == 0 {
+        return Err(Error::invalid(
+            kernel.symbol,
+            arg,
+            format!("one row of {row_bytes} bytes does not fit a storage binding of {limit} bytes"),
+        ));
+    }
+    Ok(Some((0..rows.div_ceil(per)).map(|k| (k * per, per.min(rows - k * per))).collect()))
+}
+
 /// The module and entry point a [`CudaPass`] names: `entry` in `module`,
 /// or the module its `"<module>::<entry>"` form names.
 pub fn cuda_entry(module: &'static str, entry: &'static str) -> (&'static str, &'static str) {
@@ -219,6 +278,10 @@ pub fn cuda_tensor_maps(module: &str, entry: &str) -> Option<&'static CudaTensor
 pub type CudaPlanFn = fn(&PlanArgs, &DeviceFacts) -> Result<CudaPlan>;
 /// A WGSL plan function.
 pub type WgslPlanFn = fn(&PlanArgs, &DeviceFacts) -> Result<WgslPlan>;
+/// A WGSL split-plan function: `Some` when a table the launch reads is larger
+/// than one storage binding ([`DeviceFacts::max_binding_bytes`]), `None`
+/// when the kernel's plain plan applies.
+pub type WgslSplitFn = fn(&PlanArgs, &DeviceFacts) -> Result<Option<WgslSplitPlan>>;
 
 /// A kernel's CUDA implementation: an entry point in `src/<family>/<module>.cu`
 /// (module = the declaration's module) and its plan.
@@ -238,6 +301,9 @@ pub struct WgslKernel {
     pub source: Source,
     /// The plan.
     pub plan: WgslPlanFn,
+    /// The plan for tables past one binding, for kernels that read one
+    /// (embedding gathers, the output head); consulted before `plan`.
+    pub split: Option<WgslSplitFn>,
 }
 inventory::collect!(WgslKernel);
 
@@ -273,9 +339,16 @@ macro_rules! cuda_plan {
 }
 
 /// Registers the WGSL implementation of a declared kernel: the `.wgsl` file
-/// (path relative to `kernels/src`) and `$plan`.
+/// (path relative to `kernels/src`) and `$plan`, and for a kernel whose
+/// table may exceed one storage binding its split plan (`split => $split`).
 macro_rules! wgsl_plan {
     ($sig:path, $file:literal => $plan:path) => {
+        wgsl_plan!(@register $sig, $file, $plan, None);
+    };
+    ($sig:path, $file:literal => $plan:path, split => $split:path) => {
+        wgsl_plan!(@register $sig, $file, $plan, Some($split));
+    };
+    (@register $sig:path, $file:literal, $plan:path, $split:expr) => {
         inventory::submit! {
             $crate::plan::WgslKernel {
                 kernel: &$sig,
@@ -284,6 +357,7 @@ macro_rules! wgsl_plan {
                     text: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/", $file)),
                 },
                 plan: $plan,
+                split: $split,
             }
         }
         inventory::submit! {

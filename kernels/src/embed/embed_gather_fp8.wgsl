@@ -3,6 +3,9 @@
 // multiples of 4, an invocation reads a vec4<u32> of 16 codes and writes the
 // two vec4<u32> (16 bf16) they become, two table vectors per burst (both
 // loads issued before the stores); otherwise a word (two bf16) at a time.
+// A pass sees table rows [x0, x0 + x1) (table at row x0 of its window; the
+// split plan of tables past one binding runs several), row_scale whole;
+// the pass with x2 = 1 writes the NaN rows (gather_rows.wgsli).
 struct Params {
     out: u32, table: u32, row_scale: u32, ids: u32, rows: i32, h: i32, vocab: i32, scale: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -48,6 +51,10 @@ fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let h = u32(p.h);
     let id = bitcast<i32>(d_ids[p.ids + r]);
     let valid = id >= 0 && id < p.vocab;
+    let local = u32(id) - p.x0;
+    if ((valid && local >= p.x1) || (!valid && p.x2 == 0u)) {
+        return;
+    }
     if (h % 16u == 0u && aligned4(p.out, p.table, NONE, NONE)) {
         let n = h / 16u;
         let o = p.out / 4u + r * 2u * n;
@@ -58,7 +65,7 @@ fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
             return;
         }
         let s = bitcast<f32>(d_row_scale[p.row_scale + u32(id)]);
-        let t = p.table / 4u + u32(id) * n;
+        let t = p.table / 4u + local * n;
         for (var j = lid; j < n; j += 2u * WG) {
             let a = ld(t, j, n);
             let b = ld(t, j + WG, n);
@@ -73,7 +80,7 @@ fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     if (valid) {
         s = bitcast<f32>(d_row_scale[p.row_scale + u32(id)]);
     }
-    let t = p.table + select(0u, u32(id), valid) * (h / 4u);
+    let t = p.table + select(0u, local, valid) * (h / 4u);
     for (var j = lid; j < hw; j += WG) {
         var v = BF16_NAN2;
         if (valid) {

@@ -2,7 +2,7 @@
 use crate::norm::{norm_block, persistent_rows};
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{positive, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
+use crate::plan::{positive, row_windows, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WgslSplitPass, WgslSplitPlan, WgslWindow};
 use switchyard_core::codec::{bf16_round, bytes};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
@@ -51,17 +51,59 @@ fn cuda_row_blocks(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     Ok(CudaPlan::single(a.kernel, [persistent_rows(positive(a, "rows")?, threads, f), 1, 1], [threads, 1, 1]))
 }
 
-/// WGSL: one workgroup of 256 per row (the shaders' fixed size).
+/// A gather's table: its argument, rows and bytes per row.
+fn gather_table(a: &PlanArgs) -> Result<(&'static str, u64, u64)> {
+    let h = a.u32("h")? as u64;
+    Ok(match a.kernel.symbol {
+        "embed_gather_fp8" => ("table", a.u32("vocab")? as u64, h),
+        "gather_rows_bf16" => ("src", a.u32("n_src")? as u64, 2 * h),
+        _ => ("table", a.u32("vocab")? as u64, 2 * h),
+    })
+}
+
+/// A gather's dispatch over table rows `[first, first + count)`: one
+/// workgroup of 256 per output row (the shaders' fixed size); x0 = first,
+/// x1 = count, x2 = 1 when this pass writes the NaN rows of out-of-range ids.
+fn gather_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result<WgslPass> {
+    Ok(WgslPass {
+        entry: a.kernel.symbol,
+        grid: [positive(a, "rows")?, 1, 1],
+        consts: vec![],
+        extra: [first as u32, count as u32, writes_nan as u32, 0],
+    })
+}
+
+/// WGSL: one pass over the whole table.
 fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    Ok(WgslPlan::single(a.kernel, [positive(a, "rows")?, 1, 1]))
+    let (_, rows, _) = gather_table(a)?;
+    Ok(WgslPlan { passes: vec![gather_pass(a, 0, rows, true)?], workspace_bytes: 0 })
+}
+
+/// WGSL, a table past one binding: one pass per window of table rows
+/// ([`row_windows`]), each over every output row; a row whose id falls in the
+/// window is copied by that pass, and the first pass writes the NaN rows.
+fn wgsl_row_groups_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSplitPlan>> {
+    let (arg, rows, row_bytes) = gather_table(a)?;
+    let Some(windows) = row_windows(a.kernel, arg, rows, row_bytes, f.max_binding_bytes)? else { return Ok(None) };
+    let passes = windows
+        .iter()
+        .enumerate()
+        .map(|(k, &(first, count))| {
+            Ok(WgslSplitPass {
+                pass: gather_pass(a, first, count, k == 0)?,
+                windows: vec![WgslWindow { arg, offset: first * row_bytes, bytes: count * row_bytes }],
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(WgslSplitPlan { passes, workspace_bytes: 0 }))
 }
 
 cuda_plan!(EMBED_GATHER_FP8 => cuda_row_blocks);
 cuda_plan!(EMBED_GATHER_BF16 => cuda_row_blocks);
 cuda_plan!(GATHER_ROWS_BF16 => cuda_row_blocks);
-wgsl_plan!(EMBED_GATHER_FP8, "embed/embed_gather_fp8.wgsl" => wgsl_row_groups);
-wgsl_plan!(EMBED_GATHER_BF16, "embed/embed_gather_bf16.wgsl" => wgsl_row_groups);
-wgsl_plan!(GATHER_ROWS_BF16, "embed/gather_rows_bf16.wgsl" => wgsl_row_groups);
+wgsl_plan!(EMBED_GATHER_FP8, "embed/embed_gather_fp8.wgsl" => wgsl_row_groups, split => wgsl_row_groups_split);
+wgsl_plan!(EMBED_GATHER_BF16, "embed/embed_gather_bf16.wgsl" => wgsl_row_groups, split => wgsl_row_groups_split);
+wgsl_plan!(GATHER_ROWS_BF16, "embed/gather_rows_bf16.wgsl" => wgsl_row_groups, split => wgsl_row_groups_split);
 
 impl Ops {
     /// Embedding lookup from the fp8 per-row table. See [`EMBED_GATHER_FP8`].

@@ -1,5 +1,9 @@
 // One workgroup per hidden row; per label a strided dot product and a
-// workgroup reduction. Out-of-range labels give NaN.
+// workgroup reduction. Out-of-range labels give NaN. A pass sees table rows
+// [x0, x0 + x1) (e8 at row x0 of its window, row_scale whole) and writes the
+// labels that fall there; the pass with x2 = 1 writes the NaNs. The plain
+// plan is one pass over the whole table; the split plan (tables past one
+// storage binding) one per window.
 struct Params {
     out: u32, hidden: u32, e8: u32, row_scale: u32, label_ids: u32, rows: i32, n_labels: i32, hdim: i32, vocab: i32, softcap: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -23,9 +27,11 @@ fn letter_logits_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     for (var j = 0u; j < u32(p.n_labels); j++) {
         let l = bitcast<i32>(d_label_ids[p.label_ids + j]);
         let ok = l >= 0 && l < p.vocab;
+        let local = u32(l) - p.x0;
+        let mine = ok && local < p.x1;
         var part = 0.0;
-        if (ok) {
-            let trow = p.e8 + u32(l) * (hdim / 4u);
+        if (mine) {
+            let trow = p.e8 + local * (hdim / 4u);
             for (var c = lid; c < hdim / 4u; c += 256u) {
                 let w = d_e8[trow + c];
                 let a = d_hidden[hrow + 2u * c];
@@ -35,7 +41,7 @@ fn letter_logits_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
             }
         }
         let tot = wg_sum256(part, lid);
-        if (lid == 0u) {
+        if (lid == 0u && (mine || (!ok && p.x2 != 0u))) {
             var o = F32_NAN;
             if (ok) {
                 o = bitcast<u32>(softcap(bitcast<f32>(d_row_scale[p.row_scale + u32(l)]) * tot, p.softcap));

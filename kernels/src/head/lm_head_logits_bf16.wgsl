@@ -46,12 +46,14 @@ fn lm_head_logits_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
     let hdim = u32(p.hdim);
     let slice = lid / 32u;
     let lane = lid % 32u;
+    // Rows of this pass's window (lm_head_common.wgsli); rows past its end
+    // read its last row (in bounds); their sums are dropped.
     let r0 = g * NR + slice * RPW;
-    // Rows past vocab read the last row (in bounds); their sums are dropped.
-    let v0 = min(r0, vocab - 1u);
-    let v1 = min(r0 + 1u, vocab - 1u);
-    let v2 = min(r0 + 2u, vocab - 1u);
-    let v3 = min(r0 + 3u, vocab - 1u);
+    let last = p.x1 - 1u;
+    let v0 = min(r0, last);
+    let v1 = min(r0 + 1u, last);
+    let v2 = min(r0 + 2u, last);
+    let v3 = min(r0 + 3u, last);
     var acc: array<vec4<f32>, 16>;
     if (hdim % 8u == 0u && aligned4(p.h, p.table, NONE, NONE)) {
         let n = hdim / 8u;

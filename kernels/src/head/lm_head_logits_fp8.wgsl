@@ -56,12 +56,14 @@ fn lm_head_logits_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     let hdim = u32(p.hdim);
     let slice = lid / 32u;
     let lane = lid % 32u;
+    // Rows of this pass's window (lm_head_common.wgsli); rows past its end
+    // read its last row (in bounds); their sums are dropped.
     let r0 = g * NR + slice * RPW;
-    // Rows past vocab read the last row (in bounds); their sums are dropped.
-    let v0 = min(r0, vocab - 1u);
-    let v1 = min(r0 + 1u, vocab - 1u);
-    let v2 = min(r0 + 2u, vocab - 1u);
-    let v3 = min(r0 + 3u, vocab - 1u);
+    let last = p.x1 - 1u;
+    let v0 = min(r0, last);
+    let v1 = min(r0 + 1u, last);
+    let v2 = min(r0 + 2u, last);
+    let v3 = min(r0 + 3u, last);
     // acc[i] holds h row i against the slice's 4 rows (one per component).
     var acc: array<vec4<f32>, 16>;
     if (hdim % 16u == 0u && aligned4(p.h, p.e8, NONE, NONE)) {

@@ -3,7 +3,9 @@
 //! `c = 0` meaning none.
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, positive, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{
+    groups, positive, row_windows, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WgslSplitPass, WgslSplitPlan, WgslWindow,
+};
 use switchyard_core::codec::{bytes, fp8};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
@@ -69,15 +71,45 @@ fn cuda_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
 /// Vocab rows per WGSL lm_head workgroup (`NR` in lm_head_common.wgsli).
 const WGSL_HEAD_ROWS_PER_GROUP: u64 = 32;
 
-/// One shader for every m: 32 vocab rows per workgroup, lanes striding over
-/// k with 16-byte loads; `M` is an override so the per-h-row loops unroll.
-fn wgsl_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+/// A head kernel's table: its argument and bytes per vocab row.
+fn head_table(a: &PlanArgs) -> Result<(&'static str, u64)> {
+    let hdim = a.u32("hdim")? as u64;
+    Ok(if a.kernel.symbol == LM_HEAD_LOGITS_BF16.symbol { ("table", 2 * hdim) } else { ("e8", hdim) })
+}
+
+/// The lm_head dispatch over vocab rows `[first, first + count)` (x0, x1).
+fn lm_head_pass(a: &PlanArgs, first: u64, count: u64) -> Result<WgslPass> {
     let m = a.u32("m")?;
     if !(1..=MAX_HEAD_ROWS as u32).contains(&m) {
         return Err(Error::invalid(a.kernel.symbol, "m", format!("m = {m} must be in 1..={MAX_HEAD_ROWS}")));
     }
-    let grid = [groups(a.kernel, a.u32("vocab")? as u64, WGSL_HEAD_ROWS_PER_GROUP)?, 1, 1];
-    Ok(WgslPlan { passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [0; 4] }], workspace_bytes: 0 })
+    let grid = [groups(a.kernel, count, WGSL_HEAD_ROWS_PER_GROUP)?, 1, 1];
+    Ok(WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [first as u32, count as u32, 0, 0] })
+}
+
+/// One shader for every m: 32 vocab rows per workgroup, lanes striding over
+/// k with 16-byte loads; `M` is an override so the per-h-row loops unroll.
+fn wgsl_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan { passes: vec![lm_head_pass(a, 0, a.u32("vocab")? as u64)?], workspace_bytes: 0 })
+}
+
+/// A table past one binding: one pass per window of vocab rows
+/// ([`row_windows`]), each writing its rows' logits.
+fn wgsl_lm_head_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSplitPlan>> {
+    let (arg, row_bytes) = head_table(a)?;
+    let Some(windows) = row_windows(a.kernel, arg, a.u32("vocab")? as u64, row_bytes, f.max_binding_bytes)? else {
+        return Ok(None);
+    };
+    let passes = windows
+        .iter()
+        .map(|&(first, count)| {
+            Ok(WgslSplitPass {
+                pass: lm_head_pass(a, first, count)?,
+                windows: vec![WgslWindow { arg, offset: first * row_bytes, bytes: count * row_bytes }],
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(WgslSplitPlan { passes, workspace_bytes: 0 }))
 }
 
 /// Blocks the CUDA argmax's first pass aims for, all rows together
@@ -145,19 +177,51 @@ fn cuda_letter_logits(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
     Ok(CudaPlan::single(a.kernel, [a.u32("rows")?, 1, 1], [256, 1, 1]))
 }
 
+/// The letter readout's dispatch over table rows `[first, first + count)`:
+/// one workgroup per hidden row; x0 = first, x1 = count, x2 = 1 when this
+/// pass writes the NaN of out-of-range labels.
+fn letter_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result<WgslPass> {
+    Ok(WgslPass {
+        entry: a.kernel.symbol,
+        grid: [a.u32("rows")?, 1, 1],
+        consts: vec![],
+        extra: [first as u32, count as u32, writes_nan as u32, 0],
+    })
+}
+
 /// One workgroup per hidden row.
 fn wgsl_letter_logits(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    Ok(WgslPlan::single(a.kernel, [a.u32("rows")?, 1, 1]))
+    Ok(WgslPlan { passes: vec![letter_pass(a, 0, a.u32("vocab")? as u64, true)?], workspace_bytes: 0 })
+}
+
+/// A table past one binding: one pass per window of table rows, each
+/// writing the labels that fall in it; the first writes the NaNs.
+fn wgsl_letter_logits_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSplitPlan>> {
+    let (arg, row_bytes) = head_table(a)?;
+    let Some(windows) = row_windows(a.kernel, arg, a.u32("vocab")? as u64, row_bytes, f.max_binding_bytes)? else {
+        return Ok(None);
+    };
+    let passes = windows
+        .iter()
+        .enumerate()
+        .map(|(k, &(first, count))| {
+            Ok(WgslSplitPass {
+                pass: letter_pass(a, first, count, k == 0)?,
+                windows: vec![WgslWindow { arg, offset: first * row_bytes, bytes: count * row_bytes }],
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(WgslSplitPlan { passes, workspace_bytes: 0 }))
 }
 
 cuda_plan!(LM_HEAD_LOGITS_FP8 => cuda_lm_head);
 cuda_plan!(LM_HEAD_LOGITS_BF16 => cuda_lm_head);
 cuda_plan!(ARGMAX_ROWS => cuda_argmax_rows);
 cuda_plan!(LETTER_LOGITS_FP8 => cuda_letter_logits);
-wgsl_plan!(LM_HEAD_LOGITS_FP8, "head/lm_head_logits_fp8.wgsl" => wgsl_lm_head);
-wgsl_plan!(LM_HEAD_LOGITS_BF16, "head/lm_head_logits_bf16.wgsl" => wgsl_lm_head);
+wgsl_plan!(LM_HEAD_LOGITS_FP8, "head/lm_head_logits_fp8.wgsl" => wgsl_lm_head, split => wgsl_lm_head_split);
+wgsl_plan!(LM_HEAD_LOGITS_BF16, "head/lm_head_logits_bf16.wgsl" => wgsl_lm_head, split => wgsl_lm_head_split);
 wgsl_plan!(ARGMAX_ROWS, "head/argmax_rows.wgsl" => wgsl_argmax_rows);
-wgsl_plan!(LETTER_LOGITS_FP8, "head/letter_logits_fp8.wgsl" => wgsl_letter_logits);
+wgsl_plan!(LETTER_LOGITS_FP8, "head/letter_logits_fp8.wgsl" => wgsl_letter_logits, split => wgsl_letter_logits_split);
 
 fn check_head(kernel: &str, m: usize, vocab: usize, hdim: usize, softcap: f32) -> Result<()> {
     require((1..=MAX_HEAD_ROWS).contains(&m), kernel, "m", || format!("m = {m} must be in 1..={MAX_HEAD_ROWS} (decode-shaped kernel)"))?;

@@ -10,4 +10,4 @@ mod run;
 
 pub use case::{Buffer, Case, CaseSet, Check, Init};
 pub use gen::Gen;
-pub use run::{check_kernel, run_all, summary, table, Row, Status, GUARD_BYTES};
+pub use run::{check_cases, check_kernel, run_all, summary, table, Row, Status, GUARD_BYTES};

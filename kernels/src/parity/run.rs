@@ -261,6 +261,12 @@ pub fn check_kernel(reference: &Ops, candidate: &Ops, sig: &'static KernelSig, s
     sets.iter().flat_map(|s| (s.cases)(&mut gen)).flat_map(|c| check_case(reference, candidate, &c)).collect()
 }
 
+/// Cases the caller built (shapes that depend on the device, say), each run
+/// and checked as a registered case is.
+pub fn check_cases(reference: &Ops, candidate: &Ops, cases: &[Case]) -> Vec<Row> {
+    cases.iter().flat_map(|c| check_case(reference, candidate, c)).collect()
+}
+
 /// Every declared kernel that the candidate implements (and whose name
 /// contains `filter`, if given).
 pub fn run_all(reference: &Ops, candidate: &Ops, seed: u64, filter: Option<&str>) -> Vec<Row> {
