@@ -153,6 +153,34 @@ enum Captured {
     Clear { buf: wgpu::Buffer, off: u64, bytes: u64 },
 }
 
+/// GPU time of one dispatch, from timestamp queries written at the
+/// beginning and end of its compute pass (see [`WgpuBackend::time_dispatches`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DispatchTime {
+    /// The WGSL entry point (`bytecopy` for the backend's own byte copies).
+    pub entry: &'static str,
+    /// Milliseconds between the pass's two timestamps.
+    pub ms: f64,
+}
+
+/// Timestamp queries: two per Params slot of a batch (a dispatch's pass
+/// beginning and end), resolved at each submit into `resolve`.
+struct Timer {
+    queries: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    /// Nanoseconds per timestamp tick.
+    period_ns: f64,
+}
+
+/// Dispatch timing while [`WgpuBackend::time_dispatches`] runs: the entry
+/// of each dispatch in the batch being recorded, and per submitted batch its
+/// entries and the buffer its timestamps are copied into.
+#[derive(Default)]
+struct Timing {
+    batch: Vec<&'static str>,
+    done: Vec<(Vec<&'static str>, wgpu::Buffer)>,
+}
+
 /// The open recording: captured work, its Params image (one slot per
 /// dispatch) and the allocations it uses.
 #[derive(Default)]
@@ -210,6 +238,8 @@ struct State {
     workspace_gen: u64,
     /// Open while `record` runs its closure.
     capture: Option<Capture>,
+    /// Open while `time_dispatches` runs its closure.
+    timing: Option<Timing>,
 }
 
 /// Refuses an operation whose host side cannot be replayed while a recording is open.
@@ -233,6 +263,8 @@ pub struct WgpuBackend {
     /// What launch plans may know about this device.
     facts: DeviceFacts,
     dummy: wgpu::Buffer,
+    /// Timestamp queries, or why this adapter has none.
+    timer: std::result::Result<Timer, String>,
     /// Errors the device reported outside an error scope, drained after each operation.
     errors: Arc<Mutex<Vec<String>>>,
     st: Mutex<State>,
@@ -308,9 +340,13 @@ impl WgpuBackend {
                 ai.name, limits.max_storage_buffers_per_shader_stage
             )));
         }
+        // Timestamp queries where the adapter has them (per-dispatch GPU time in
+        // `switchyard bench`): written at compute-pass boundaries, and each
+        // direct dispatch is its own pass, so TIMESTAMP_QUERY suffices.
+        let timestamps = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("switchyard"),
-            required_features: wgpu::Features::empty(),
+            required_features: timestamps,
             required_limits: limits.clone(),
             memory_hints: wgpu::MemoryHints::Performance,
             ..Default::default()
@@ -341,12 +377,37 @@ impl WgpuBackend {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let timer = if timestamps.contains(wgpu::Features::TIMESTAMP_QUERY) {
+            Ok(Timer {
+                queries: device.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: Some("dispatch timestamps"),
+                    ty: wgpu::QueryType::Timestamp,
+                    count: 2 * max_batch as u32,
+                }),
+                resolve: device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("timestamps"),
+                    size: 16 * max_batch as u64,
+                    usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: false,
+                }),
+                period_ns: queue.get_timestamp_period() as f64,
+            })
+        } else {
+            Err(format!("adapter {} ({:?}) lacks wgpu::Features::TIMESTAMP_QUERY", ai.name, ai.backend))
+        };
         let mut details = vec![
             ("adapter_backend".to_string(), format!("{:?}", ai.backend)),
             ("device_type".to_string(), format!("{:?}", ai.device_type)),
             ("max_batch".to_string(), max_batch.to_string()),
         ];
         details.extend(limit_details(&limits));
+        details.push((
+            "gpu_timing".to_string(),
+            match &timer {
+                Ok(t) => format!("timestamp queries at each dispatch's compute pass, {} ns a tick", t.period_ns),
+                Err(e) => format!("unavailable: {e}"),
+            },
+        ));
         let facts = DeviceFacts {
             multiprocessors: 0,
             max_shared_bytes: limits.max_compute_workgroup_storage_size,
@@ -374,6 +435,7 @@ impl WgpuBackend {
             max_groups,
             facts,
             dummy,
+            timer,
             errors,
             st: Mutex::new(State {
                 allocs: VirtualAllocs::default(),
@@ -387,8 +449,67 @@ impl WgpuBackend {
                 workspace: None,
                 workspace_gen: 0,
                 capture: None,
+                timing: None,
             }),
         }))
+    }
+
+    /// Whether [`time_dispatches`](Self::time_dispatches) can time
+    /// dispatches on this adapter; `Err` says why not.
+    pub fn gpu_timing(&self) -> std::result::Result<(), String> {
+        self.timer.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    /// Runs `work` (launches, copies, synchronisation) and returns the GPU
+    /// time of every dispatch it enqueued, in order: timestamp queries
+    /// written at the beginning and end of each dispatch's compute pass
+    /// (`wgpu::Features::TIMESTAMP_QUERY`). Work enqueued before is
+    /// submitted first and not timed; replays of recordings are not timed
+    /// (their dispatches share one pass). Refused while recording, and
+    /// where the adapter has no timestamp queries ([`Error::Unsupported`]).
+    pub fn time_dispatches(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<Vec<DispatchTime>> {
+        let timer = self.timer.as_ref().map_err(|e| Error::Unsupported(format!("per-dispatch GPU time: {e}")))?;
+        {
+            let mut st = self.state();
+            not_recording(&st, "time_dispatches")?;
+            if st.timing.is_some() {
+                return Err(Error::invalid("time_dispatches", "<timing>", "dispatches are already being timed on this backend"));
+            }
+            self.flush(&mut st);
+            st.timing = Some(Timing::default());
+        }
+        let result = work();
+        let timing = {
+            let mut st = self.state();
+            self.flush(&mut st);
+            st.timing.take().unwrap_or_default()
+        };
+        result?;
+        let (tx, rx) = mpsc::channel();
+        for (_, buf) in &timing.done {
+            let tx = tx.clone();
+            buf.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = tx.send(r);
+            });
+        }
+        drop(tx);
+        self.wait()?;
+        self.check("time_dispatches")?;
+        for r in rx.iter() {
+            r.map_err(|e| driver(format!("time_dispatches: mapping timestamps: {e}")))?;
+        }
+        let mut times = Vec::new();
+        for (entries, buf) in &timing.done {
+            let view = buf.slice(..).get_mapped_range().map_err(|e| driver(format!("time_dispatches: timestamps view: {e}")))?;
+            let ticks: Vec<u64> = view.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
+            times.extend(
+                entries
+                    .iter()
+                    .zip(ticks.chunks(2))
+                    .map(|(&entry, t)| DispatchTime { entry, ms: t[1].saturating_sub(t[0]) as f64 * timer.period_ns * 1e-6 }),
+            );
+        }
+        Ok(times)
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -414,13 +535,32 @@ impl WgpuBackend {
         let dropped = st.slots;
         st.encoder = None;
         st.slots = 0;
+        if let Some(t) = st.timing.as_mut() {
+            t.batch.clear();
+        }
         Err(driver(format!("{what}: {msg} (unsubmitted work discarded: {dropped} dispatches)")))
     }
 
     fn flush(&self, st: &mut State) {
-        if let Some(enc) = st.encoder.take() {
+        if let Some(mut enc) = st.encoder.take() {
             if st.slots > 0 {
                 self.queue.write_buffer(&st.params_buf, 0, &st.params[..st.slots * SLOT as usize]);
+            }
+            if let (Some(t), Ok(timer)) = (st.timing.as_mut(), &self.timer) {
+                if !t.batch.is_empty() {
+                    // Dispatch k wrote queries 2k and 2k + 1 (its Params slot k).
+                    let n = t.batch.len() as u32;
+                    let bytes = 16 * n as u64;
+                    enc.resolve_query_set(&timer.queries, 0..2 * n, &timer.resolve, 0);
+                    let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("timestamps readback"),
+                        size: bytes,
+                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    });
+                    enc.copy_buffer_to_buffer(&timer.resolve, 0, &readback, 0, bytes);
+                    t.done.push((std::mem::take(&mut t.batch), readback));
+                }
             }
             self.queue.submit([enc.finish()]);
             st.slots = 0;
@@ -635,8 +775,19 @@ impl WgpuBackend {
         let slot = st.slots;
         st.params[slot * SLOT as usize..][..bytes.len()].copy_from_slice(bytes);
         st.slots += 1;
+        let timed = match (st.timing.as_mut(), &self.timer) {
+            (Some(t), Ok(timer)) => {
+                t.batch.push(entry);
+                Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &timer.queries,
+                    beginning_of_pass_write_index: Some(2 * slot as u32),
+                    end_of_pass_write_index: Some(2 * slot as u32 + 1),
+                })
+            }
+            _ => None,
+        };
         let enc = self.encoder(st);
-        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(entry), timestamp_writes: None });
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(entry), timestamp_writes: timed });
         pass.set_pipeline(&pipe);
         pass.set_bind_group(0, &bg, &[(slot as u64 * SLOT) as u32]);
         pass.dispatch_workgroups(size[0], size[1], size[2]);
@@ -1096,5 +1247,11 @@ impl Backend for WgpuBackend {
 
     fn live_bytes(&self) -> usize {
         self.state().allocs.live_bytes() as usize
+    }
+
+    /// This [`WgpuBackend`]: per-dispatch GPU time
+    /// ([`WgpuBackend::time_dispatches`]) for the kernel bench.
+    fn extension(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }

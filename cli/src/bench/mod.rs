@@ -6,11 +6,19 @@
 //! runs; a few warm-up runs, then repeated timed runs (`Backend::time_ms`:
 //! CUDA events, submit-and-wait on wgpu, wall clock on the CPU); the report
 //! gives the median and the spread (min..max).
+//!
+//! On wgpu the timed runs are wall time (submit and wait); beside them the
+//! report gives each kernel's GPU time from timestamp queries written at the
+//! beginning and end of every dispatch's compute pass
+//! (`WgpuBackend::time_dispatches`): the median over `--iters` launches of
+//! the sum of a launch's dispatches. Where the adapter has no timestamp
+//! queries the column says so; on CUDA (events) and the CPU the timed runs
+//! are already device or host time and the column is empty.
 mod cases;
 mod report;
 
 pub use cases::{cases, Scale};
-pub use report::{markdown, Ceilings, Measurement};
+pub use report::{markdown, Ceilings, GpuTime, Measurement};
 
 use anyhow::{Context, Result};
 use rand::rngs::SmallRng;
@@ -180,6 +188,8 @@ pub fn measure(ops: &Ops, case: &BenchCase, s: &Settings, seed: u64) -> Result<M
     let regions: Vec<Vec<Region>> = owned.iter().map(|set| set.iter().map(DeviceBuffer::region).collect()).collect();
     let (med, lo, hi) =
         time_runs(be, s, sets, &mut |i| (case.run)(ops, &regions[i])).with_context(|| format!("{} {}", case.kernel, case.shape))?;
+    let gpu = gpu_time(be, s, sets, &mut |i| (case.run)(ops, &regions[i]))
+        .with_context(|| format!("{} {}: GPU time", case.kernel, case.shape))?;
     Ok(Measurement {
         kernel: case.kernel.to_string(),
         shape: case.shape.clone(),
@@ -190,7 +200,34 @@ pub fn measure(ops: &Ops, case: &BenchCase, s: &Settings, seed: u64) -> Result<M
         max_ms: hi,
         sets,
         vendor_ms: None,
+        gpu,
     })
+}
+
+/// GPU time of `run` per launch on a wgpu backend: `s.iters` launches, each
+/// timed alone (its dispatches' timestamp intervals summed), the median.
+fn gpu_time(
+    be: &Arc<dyn Backend>,
+    s: &Settings,
+    sets: usize,
+    run: &mut dyn FnMut(usize) -> switchyard_core::Result<()>,
+) -> Result<GpuTime> {
+    #[cfg(feature = "wgpu")]
+    if let Some(w) = be.extension().and_then(|e| e.downcast_ref::<switchyard_wgpu::WgpuBackend>()) {
+        if let Err(why) = w.gpu_timing() {
+            return Ok(GpuTime::Unavailable(why));
+        }
+        let mut per_launch = Vec::with_capacity(s.iters);
+        let mut dispatches = 0;
+        for i in 0..s.iters {
+            let t = w.time_dispatches(&mut || run(i % sets))?;
+            dispatches = t.len();
+            per_launch.push(t.iter().map(|d| d.ms).sum::<f64>());
+        }
+        return Ok(GpuTime::Measured { median_ms: median(&mut per_launch), dispatches });
+    }
+    let _ = (be, s, sets, run);
+    Ok(GpuTime::NotApplicable)
 }
 
 /// The copy ceilings: `Backend::copy` (the driver's device-to-device copy)

@@ -21,6 +21,37 @@ pub struct Measurement {
     pub sets: usize,
     /// Median time of the vendor GEMM (cuBLAS) at this case's GEMM shape.
     pub vendor_ms: Option<f64>,
+    /// GPU time from timestamp queries (wgpu), beside the timed runs' wall time.
+    pub gpu: GpuTime,
+}
+
+/// A case's GPU time, measured apart from the timed runs.
+#[derive(Clone, Debug)]
+pub enum GpuTime {
+    /// wgpu with timestamp queries: the median over launches of the sum of
+    /// one launch's dispatch times, and the dispatches a launch ran.
+    Measured {
+        /// Median GPU milliseconds of one launch.
+        median_ms: f64,
+        /// Dispatches (passes) of one launch.
+        dispatches: usize,
+    },
+    /// wgpu on an adapter without timestamp queries: why.
+    Unavailable(String),
+    /// Not wgpu: the timed runs already are device time (CUDA events) or host time (CPU).
+    NotApplicable,
+}
+
+impl GpuTime {
+    /// The report's cell.
+    fn cell(&self) -> String {
+        match self {
+            GpuTime::Measured { median_ms, dispatches: 1 } => format!("{median_ms:.4}"),
+            GpuTime::Measured { median_ms, dispatches } => format!("{median_ms:.4} ({dispatches} passes)"),
+            GpuTime::Unavailable(_) => "n/a (no timestamps)".into(),
+            GpuTime::NotApplicable => "-".into(),
+        }
+    }
 }
 
 impl Measurement {
@@ -55,8 +86,22 @@ pub fn markdown(device: &str, backend: &str, ceilings: &Ceilings, rows: &[Measur
     if let Some(g) = ceilings.gemm_flops_per_s {
         let _ = writeln!(s, "- GEMM ceiling: {:.1} TFLOP/s", g / 1e12);
     }
-    let _ = writeln!(s, "- per-launch overhead: {:.2} us\n", ceilings.launch_overhead_us);
-    s.push_str("| kernel | shape | median ms | spread ms | MB moved | GB/s | % of copy | TFLOP/s | % of GEMM | vs cuBLAS |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    let _ = writeln!(s, "- per-launch overhead: {:.2} us", ceilings.launch_overhead_us);
+    if rows.iter().any(|m| matches!(m.gpu, GpuTime::Measured { .. })) {
+        let _ = writeln!(
+            s,
+            "- GPU ms: timestamp queries at the beginning and end of each dispatch's compute pass, median over launches of a \
+             launch's dispatches summed; median ms is wall time (submit and wait, batched launches); GPU GB/s is MB moved / GPU ms"
+        );
+    }
+    if let Some(GpuTime::Unavailable(why)) = rows.iter().map(|m| &m.gpu).find(|g| matches!(g, GpuTime::Unavailable(_))) {
+        let _ = writeln!(s, "- GPU ms: not measured: {why}");
+    }
+    s.push('\n');
+    s.push_str(
+        "| kernel | shape | median ms | spread ms | GPU ms | MB moved | GB/s | GPU GB/s | % of copy | TFLOP/s | % of GEMM | vs cuBLAS |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
     for m in rows {
         let gbs = m.bytes_per_s() / 1e9;
         let pct = 100.0 * m.bytes_per_s() / ceilings.copy_bytes_per_s;
@@ -65,16 +110,22 @@ pub fn markdown(device: &str, backend: &str, ceilings: &Ceilings, rows: &[Measur
             (true, None) => (format!("{:.1}", m.flops_per_s() / 1e12), "-".into()),
             _ => ("-".into(), "-".into()),
         };
+        let gpu_gbs = match m.gpu {
+            GpuTime::Measured { median_ms, .. } if median_ms > 0.0 => format!("{:.1}", m.bytes / (median_ms * 1e-3) / 1e9),
+            _ => "-".into(),
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {:.4} | {:.4}..{:.4} | {:.1} | {:.1} | {:.0}% | {} | {} | {} |",
+            "| {} | {} | {:.4} | {:.4}..{:.4} | {} | {:.1} | {:.1} | {} | {:.0}% | {} | {} | {} |",
             m.kernel,
             m.shape,
             m.median_ms,
             m.min_ms,
             m.max_ms,
+            m.gpu.cell(),
             m.bytes / 1e6,
             gbs,
+            gpu_gbs,
             pct,
             tf,
             tfp,
@@ -82,4 +133,50 @@ pub fn markdown(device: &str, backend: &str, ceilings: &Ceilings, rows: &[Measur
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(kernel: &str, gpu: GpuTime) -> Measurement {
+        Measurement {
+            kernel: kernel.into(),
+            shape: "s".into(),
+            bytes: 2e6,
+            flops: 0.0,
+            median_ms: 2.0,
+            min_ms: 1.5,
+            max_ms: 3.0,
+            sets: 1,
+            vendor_ms: None,
+            gpu,
+        }
+    }
+
+    fn ceilings() -> Ceilings {
+        Ceilings { copy_bytes_per_s: 1e10, copy_note: "c".into(), gemm_flops_per_s: None, launch_overhead_us: 10.0 }
+    }
+
+    #[test]
+    fn the_gpu_column_sits_beside_wall_time() {
+        let rows = [
+            row("one", GpuTime::Measured { median_ms: 1.0, dispatches: 1 }),
+            row("two", GpuTime::Measured { median_ms: 0.5, dispatches: 2 }),
+        ];
+        let md = markdown("dev", "wgpu", &ceilings(), &rows);
+        assert!(md.contains("| kernel | shape | median ms | spread ms | GPU ms | MB moved | GB/s | GPU GB/s |"), "{md}");
+        assert!(md.contains("| one | s | 2.0000 | 1.5000..3.0000 | 1.0000 | 2.0 | 1.0 | 2.0 |"), "{md}");
+        assert!(md.contains("| two | s | 2.0000 | 1.5000..3.0000 | 0.5000 (2 passes) | 2.0 | 1.0 | 4.0 |"), "{md}");
+        assert!(md.contains("- GPU ms: timestamp queries"), "{md}");
+    }
+
+    #[test]
+    fn an_adapter_without_timestamps_says_so() {
+        let md = markdown("dev", "wgpu", &ceilings(), &[row("k", GpuTime::Unavailable("no TIMESTAMP_QUERY here".into()))]);
+        assert!(md.contains("- GPU ms: not measured: no TIMESTAMP_QUERY here"), "{md}");
+        assert!(md.contains("| k | s | 2.0000 | 1.5000..3.0000 | n/a (no timestamps) |"), "{md}");
+        let md = markdown("dev", "cuda", &ceilings(), &[row("k", GpuTime::NotApplicable)]);
+        assert!(!md.contains("GPU ms:") && md.contains("| k | s | 2.0000 | 1.5000..3.0000 | - |"), "{md}");
+    }
 }
