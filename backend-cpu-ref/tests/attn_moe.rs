@@ -314,7 +314,7 @@ fn decode_in_one_chunk_is_the_prefill_row_at_any_max_ctx() {
     let mut g = Gen::new(13);
     for &window in &[0usize, 16, 7] {
         let ops = Ops::new(cpu_backend());
-        let (lens, nh, nkv, hd, page) = ([64usize, 33, 1], 4, 2, 128, 16);
+        let (lens, nh, nkv, hd, page) = ([16usize, 9, 1], 4, 2, 128, 16);
         let c = cache(&mut g, &lens, nkv, hd, page);
         let wide = widened(&c, lens.len(), 30);
         let mut held = Held::default();
@@ -324,9 +324,9 @@ fn decode_in_one_chunk_is_the_prefill_row_at_any_max_ctx() {
         let p = AttnParams { nh, window, scale: 0.0625 };
         let want = last_rows(&ops, &q, &lens, &kv, &p);
         let ctx = lens.map(|l| l as i32);
-        // At most 64 keys: one chunk, the prefill computation exactly (same scores, same order, same o / l),
-        // whether max_ctx is the longest context or a capacity of 544 that plans several chunks.
-        assert_eq!(decode(&ops, &q, &ctx, 64, &kv, &p), want, "window {window}: max_ctx 64");
+        // At most 16 keys: one chunk, the prefill computation exactly (same scores, same order, same o / l),
+        // whether max_ctx is the longest context or a capacity that plans several chunks.
+        assert_eq!(decode(&ops, &q, &ctx, 16, &kv, &p), want, "window {window}: max_ctx 16");
         assert_eq!(decode(&ops, &q, &ctx, wide.max_pages * page, &kv_wide, &p), want, "window {window}: max_ctx = capacity");
     }
 }
@@ -336,7 +336,7 @@ fn long_decode_follows_the_chunk_rule_agrees_with_prefill_and_ignores_max_ctx() 
     let mut g = Gen::new(17);
     for &window in &[0usize, 600, 100] {
         let ops = Ops::new(cpu_backend());
-        // batch 3 · nkv 2: 43 chunks wanted, so one per 64 keys: 700 keys -> 11, 300 -> 5, 1 -> 1 (window 600: 10, 5, 1).
+        // batch 3 · nkv 2: 43 chunks wanted, at most one per 16 keys: 700 keys -> 43, 300 -> 19, 1 -> 1 (window 600: 38, 19, 1; 100: 7, 7, 1).
         let (lens, nh, nkv, hd, page) = ([700usize, 300, 1], 4, 2, 64, 16);
         let c = cache(&mut g, &lens, nkv, hd, page);
         let wide = widened(&c, lens.len(), 100);
@@ -364,13 +364,13 @@ fn long_decode_follows_the_chunk_rule_agrees_with_prefill_and_ignores_max_ctx() 
 
 #[test]
 fn decode_sums_its_chunks_in_chunk_order() {
-    // One sequence of one KV head: 256 chunks wanted, one per 64 keys, so
-    // 700 keys are 11 chunks of 64: [0, 64), ..., [576, 640), [640, 700). q = 0
+    // One sequence of one KV head: 256 chunks wanted, one per 16 keys, so
+    // 700 keys are 44 chunks of 16: [0, 16), ..., [672, 688), [688, 700). q = 0
     // makes every score 0 and every weight 1, so the output is (Σ v) / 700
     // with the sum in the contract's order. v = 2^24 at key 0, −2^24 at key
     // 699, 1 elsewhere: one pass over the keys absorbs every 1 into 2^24 (f32
     // has 24 bits) and ends at 0, as prefill does; by chunks it is 2^24 (the
-    // first chunk's 63 ones absorbed) + 9 · 64 + (59 − 2^24) = 635, each step
+    // first chunk's 15 ones absorbed) + 42 · 16 + (11 − 2^24) = 683, each step
     // exact.
     let ops = Ops::new(cpu_backend());
     let (n, hd, page) = (700usize, 8, 16);
@@ -388,10 +388,10 @@ fn decode_sums_its_chunks_in_chunk_order() {
     let kv = upload_cache(&ops.be, &mut held, &c, 1, hd, page, 1);
     let p = AttnParams { nh: 1, window: 0, scale: 1.0 };
     let q = vec![0f32; hd];
-    assert_eq!(decode(&ops, &q, &[n as i32], n, &kv, &p), vec![bf16_bits(635.0 / 700.0); hd]);
+    assert_eq!(decode(&ops, &q, &[n as i32], n, &kv, &p), vec![bf16_bits(683.0 / 700.0); hd]);
     assert_eq!(last_rows(&ops, &q, &[n], &kv, &p), vec![0; hd], "prefill: one pass");
-    // A window of 64 keys (636..700) is a single chunk: decode is prefill's one pass again.
-    let w = AttnParams { window: 64, ..p };
+    // A window of 16 keys (684..700) is a single chunk: decode is prefill's one pass again.
+    let w = AttnParams { window: 16, ..p };
     assert_eq!(decode(&ops, &q, &[n as i32], n, &kv, &w), last_rows(&ops, &q, &[n], &kv, &w));
 }
 

@@ -50,7 +50,7 @@ struct Params {
 // The split rule of kernels/src/attn/mod.rs (decode_splits, visible_keys),
 // whose constants a unit test there checks against these.
 const DECODE_TARGET_BLOCKS: u32 = 256u;
-const MIN_SPLIT_KEYS: u32 = 64u;
+const MIN_SPLIT_KEYS: u32 = 16u;
 
 fn visible_keys(ctx: u32) -> u32 {
     if (p.window > 0) {

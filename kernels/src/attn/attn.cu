@@ -333,7 +333,7 @@ __device__ __forceinline__ unsigned dynamic_smem_bytes() {
 // The split rule of kernels/src/attn/mod.rs (decode_splits, visible_keys),
 // whose constants a unit test there checks against these.
 #define DECODE_TARGET_BLOCKS 256
-#define MIN_SPLIT_KEYS 64
+#define MIN_SPLIT_KEYS 16
 
 __device__ __forceinline__ int visible_keys(int ctx, int window) { return window > 0 ? min(ctx, window) : ctx; }
 

@@ -549,7 +549,14 @@ mod tests {
 
     /// What the wgpu backend reports: no multiprocessor count, WebGPU-sized limits.
     fn wgpu_facts(max_binding_bytes: u64) -> DeviceFacts {
-        DeviceFacts { multiprocessors: 0, max_shared_bytes: 16384, subgroup_size: 1, max_groups_per_dim: 65535, max_binding_bytes, cuda_sm90a: false }
+        DeviceFacts {
+            multiprocessors: 0,
+            max_shared_bytes: 16384,
+            subgroup_size: 1,
+            max_groups_per_dim: 65535,
+            max_binding_bytes,
+            cuda_sm90a: false,
+        }
     }
 
     fn wgsl(kernel: &'static switchyard_core::KernelSig, m: u32, n: u32, k: u32, facts: &DeviceFacts) -> WgslPlan {

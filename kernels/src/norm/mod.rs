@@ -64,6 +64,19 @@ pub fn norm_block(dim: usize) -> u32 {
     best.1 as u32
 }
 
+/// Threads per row block when the rows do not fill the GPU (decode: one row
+/// a sequence): the most threads the launch bounds allow, at the fewest
+/// chunks each. Each row's block is then alone on its SM, and its time is
+/// the dependency chain one thread walks (ncu on the H200, decode at dim
+/// 2560: `post_norm_add_pre_norm_bf16` as 64 threads x 5 chunks took 8.1 us,
+/// 10 cycles per instruction on one warp per scheduler), not bandwidth.
+/// dim 2560 -> 128 threads x 3 chunks.
+pub fn latency_row_block(dim: usize) -> u32 {
+    let chunks = if dim.is_multiple_of(8) { dim / 8 } else { dim.div_ceil(2) }.max(1);
+    let per = chunks.div_ceil(ROW_MAX_THREADS).clamp(1, 8);
+    chunks.div_ceil(per).next_multiple_of(32).clamp(32, ROW_MAX_THREADS) as u32
+}
+
 /// Blocks of `threads` one SM keeps resident at [`ROW_REG_CAP`] registers a
 /// thread (64K registers, 2048 threads and 32 blocks an SM on sm_80/sm_90):
 /// 96 threads -> 5.
@@ -125,7 +138,8 @@ const LAYER_OUT_PIPES: [&str; 8] = [
 ];
 
 /// CUDA plan of the three norm kernels: a persistent grid
-/// ([`persistent_rows`]) of [`norm_block`] threads. Where the row moves in
+/// ([`persistent_rows`]) of [`norm_block`] threads ([`latency_row_block`]
+/// when there are fewer rows than SMs). Where the row moves in
 /// 16-byte vectors (`dim % 8 == 0`, the `vectors` pointers 16-byte aligned)
 /// and `C = ⌈dim / 8 / threads⌉ <= 8`, the entry is the pipelined `<kernel>_c<C>`:
 /// each thread keeps its C chunks of a row in registers and the next row's x
@@ -140,7 +154,7 @@ const LAYER_OUT_PIPES: [&str; 8] = [
 fn cuda_norm_plan(a: &PlanArgs, f: &DeviceFacts, pipes: &[&'static str; 8], vectors: &[&str]) -> Result<CudaPlan> {
     let rows = positive(a, "rows")?;
     let dim = positive(a, "dim")? as usize;
-    let threads = norm_block(dim);
+    let threads = if rows < f.multiprocessors { latency_row_block(dim) } else { norm_block(dim) };
     let per_thread = (dim / 8).div_ceil(threads as usize);
     let entry = if dim.is_multiple_of(8) && (1..=8).contains(&per_thread) && aligned16(a, vectors)? {
         pipes[per_thread - 1]
@@ -436,10 +450,14 @@ mod tests {
         let a = args(&RMSNORM_BF16, 4096, 5376, 0x1000);
         let p = cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &FACTS).unwrap();
         assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("rmsnorm_bf16_c7", [660, 1, 1], [96, 1, 1]));
-        // Few rows: a block per row.
+        // Fewer rows than SMs: a block per row, as many threads as the bounds allow.
         let a = args(&LAYER_OUT_BF16, 17, 2048, 0x1000);
         let p = cuda_layer_out(&PlanArgs::new(&LAYER_OUT_BF16, &a), &FACTS).unwrap();
-        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("layer_out_bf16_c8", [17, 1, 1], [32, 1, 1]));
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("layer_out_bf16_c2", [17, 1, 1], [128, 1, 1]));
+        let a = args(&POST_NORM_ADD_PRE_NORM_BF16, 1, 2560, 0x1000);
+        let p = cuda_sandwich(&PlanArgs::new(&POST_NORM_ADD_PRE_NORM_BF16, &a), &FACTS).unwrap();
+        assert_eq!((p.passes[0].entry, p.passes[0].block), ("post_norm_add_pre_norm_bf16_c3", [128, 1, 1]));
+        assert_eq!((latency_row_block(5376), latency_row_block(64), latency_row_block(8192 * 8 + 8)), (128, 32, 128));
         // Pointers off 16 bytes, or a dim that is not a multiple of 8: the kernel's own entry.
         let a = args(&POST_NORM_ADD_PRE_NORM_BF16, 4096, 5376, 0x1004);
         assert_eq!(
