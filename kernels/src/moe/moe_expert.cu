@@ -410,7 +410,10 @@ extern "C" __global__ void __launch_bounds__(256) gelu_mul_bf16(bf16* __restrict
 
 // ---------------------------------------------------------------- combine
 
-// Plan: grid (rows), block 256. Sums in j order, f32, unfused.
+// Plan: grid (rows, Y), block 256: the Y blocks of a row take its bf16
+// pairs i = 256·y + thread, + 256·Y, ... (one pass each at decode sizes, so
+// the k expert rows' loads of a row are spread over Y SMs instead of walked
+// by one block). Sums in j order, f32, unfused.
 extern "C" __global__ void __launch_bounds__(256) moe_combine_bf16(bf16* __restrict__ out, const bf16* __restrict__ y,
                                                                     const int* __restrict__ slot_of_pair, const float* __restrict__ topk_w,
                                                                     int rows, int k, int h, int n) {
@@ -424,7 +427,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_combine_bf16(bf16* __restr
         if (s != -1 && (s < 0 || s >= n)) bad = true;
     }
     unsigned* o = reinterpret_cast<unsigned*>(out + (size_t)t * h);
-    for (int i = threadIdx.x; i < h / 2; i += blockDim.x) {
+    for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < h / 2; i += blockDim.x * gridDim.y) {
         if (bad) {
             o[i] = 0x7fc07fc0u;
             continue;
