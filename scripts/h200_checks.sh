@@ -25,6 +25,8 @@
 # Here:  cargo build --release -p switchyard-cli && mkdir -p dist &&
 #        cp target/release/switchyard dist/ && strip dist/switchyard &&
 #        bash scripts/prepare-vulkan.sh .device-vk
+#        (and for the split-table check: cp "$(cargo test --release -p switchyard-wgpu
+#        --test split_tables --no-run 2>&1 | grep -o 'target/release/deps/split_tables-[0-9a-f]*')" dist/split_tables)
 # There: bash scripts/h200_checks.sh     (carry dist and .device-vk; writes to $OUT)
 #
 # A device call runs 10 minutes at most, and the three parts together take
@@ -105,6 +107,11 @@ checks() { # correctness (not timed); the three sanitizers run meanwhile, side b
     grep -E "^cuda: " "$OUT/parity.txt" | tail -1 >> "$SUM"
     step "parity wgpu" 150 "$OUT/parity.txt" "$S" parity --backend wgpu
     grep -E "^wgpu: " "$OUT/parity.txt" | tail -1 >> "$SUM"
+    # Tables past one binding under Vulkan: the 31B-shaped bf16 table (2.8 GB) in two windows.
+    if [ -x dist/split_tables ]; then
+        step "split tables wgpu" 150 "$OUT/split_tables.txt" env SWITCHYARD_REQUIRE_WGPU=1 dist/split_tables --nocapture --test-threads 1
+        grep -E "binding limit|^test result" "$OUT/split_tables.txt" >> "$SUM"
+    fi
     for be in cuda wgpu; do
         for fx in tiny-dense tiny-moe tiny-e2b tiny-e4b tiny-26b-a4b tiny-31b; do
             "$S" generate --model tests/fixtures/$fx --backend $be --prompt-ids 2,17,99,5,250,31 \
