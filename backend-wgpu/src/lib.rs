@@ -38,6 +38,10 @@ const NAME: &str = BackendKind::Wgpu.name();
 /// Environment variable: a substring of the adapter name to use.
 pub const ADAPTER_ENV: &str = "SWITCHYARD_WGPU_ADAPTER";
 
+/// Environment variable: `0` turns the subgroup shader variant off (the
+/// default of [`WgpuOptions::subgroups`]).
+pub const SUBGROUPS_ENV: &str = "SWITCHYARD_WGPU_SUBGROUPS";
+
 /// Bytes of one launch's Params slot (>= every adapter's uniform offset alignment).
 const SLOT: u64 = 256;
 /// Words in the Params tail: gx, gy, gz, fold, x0..x3.
@@ -61,6 +65,15 @@ pub struct WgpuOptions {
     /// split plans of tables past one binding run on small tables (tests).
     /// Bindings themselves keep the adapter's limit.
     pub plan_binding_limit: Option<u64>,
+    /// Opens the device with `wgpu::Features::SUBGROUP` where the adapter
+    /// has it and compiles every kernel with the subgroup lanes
+    /// (`kernels/src/prelude_subgroups.wgsl`: row reductions through
+    /// subgroupAdd / subgroupMax); plans see the adapter's minimum subgroup
+    /// size in `DeviceFacts::subgroup_size`. `false`, or an adapter without
+    /// the feature: the fallback lanes (workgroup-memory reductions) and
+    /// `subgroup_size` 1. Defaults to true unless `$SWITCHYARD_WGPU_SUBGROUPS`
+    /// is `0`.
+    pub subgroups: bool,
 }
 
 impl Default for WgpuOptions {
@@ -70,6 +83,7 @@ impl Default for WgpuOptions {
             max_batch: 64,
             fold_limit: None,
             plan_binding_limit: None,
+            subgroups: std::env::var(SUBGROUPS_ENV).map_or(true, |v| v.trim() != "0"),
         }
     }
 }
@@ -344,9 +358,13 @@ impl WgpuBackend {
         // `switchyard bench`): written at compute-pass boundaries, and each
         // direct dispatch is its own pass, so TIMESTAMP_QUERY suffices.
         let timestamps = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
+        // Subgroup operations where the adapter has them and they are not
+        // turned off: every kernel then compiles with the subgroup lanes.
+        let subgroups = opts.subgroups && adapter.features().contains(wgpu::Features::SUBGROUP);
+        let required_features = if subgroups { timestamps | wgpu::Features::SUBGROUP } else { timestamps };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("switchyard"),
-            required_features: timestamps,
+            required_features,
             required_limits: limits.clone(),
             memory_hints: wgpu::MemoryHints::Performance,
             ..Default::default()
@@ -411,14 +429,24 @@ impl WgpuBackend {
         let facts = DeviceFacts {
             multiprocessors: 0,
             max_shared_bytes: limits.max_compute_workgroup_storage_size,
-            // The device is opened without the subgroup feature, so no shader can use subgroup operations.
-            subgroup_size: 1,
+            // > 1 exactly when the shaders are composed with the subgroup lanes.
+            subgroup_size: if subgroups { ai.subgroup_min_size.max(2) } else { 1 },
             max_groups_per_dim: max_groups,
             max_binding_bytes: opts
                 .plan_binding_limit
                 .map_or(limits.max_storage_buffer_binding_size, |l| l.min(limits.max_storage_buffer_binding_size)),
             cuda_sm90a: false,
         };
+        details.push((
+            "subgroups".to_string(),
+            if subgroups {
+                format!("on (subgroup size {}..{})", ai.subgroup_min_size, ai.subgroup_max_size)
+            } else if !opts.subgroups {
+                format!("off (WgpuOptions::subgroups false or {SUBGROUPS_ENV}=0)")
+            } else {
+                format!("off (adapter {} lacks wgpu::Features::SUBGROUP)", ai.name)
+            },
+        ));
         let info = BackendInfo {
             backend: BackendKind::Wgpu,
             device: ai.name.clone(),
@@ -452,6 +480,12 @@ impl WgpuBackend {
                 timing: None,
             }),
         }))
+    }
+
+    /// Whether kernels run with the subgroup lanes (the device has
+    /// `wgpu::Features::SUBGROUP` and [`WgpuOptions::subgroups`] is set).
+    pub fn subgroups(&self) -> bool {
+        self.facts.subgroup_size > 1
     }
 
     /// Whether [`time_dispatches`](Self::time_dispatches) can time
@@ -623,8 +657,9 @@ impl WgpuBackend {
             )));
         }
         // naga first, for an error that names the file and line.
-        let composed = shader::compose(src).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
-        shader::validate_composed(src, &composed).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
+        let subgroups = self.subgroups();
+        let composed = shader::compose_variant(src, subgroups).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
+        shader::validate_composed(src, &composed, subgroups).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(src.path),

@@ -9,9 +9,16 @@ pub const BYTECOPY: Source = Source { path: "backend-wgpu/src/bytecopy.wgsl", te
 
 /// Prelude and kernel joined, with the kernel's `//! include` lines expanded
 /// (see [`sources::wgsl_expand`]); an unknown include is an error naming the
-/// file and line.
+/// file and line. The fallback lanes (no subgroup operations).
 pub fn compose(src: &Source) -> Result<Expanded, String> {
-    sources::wgsl_expand(src)
+    compose_variant(src, false)
+}
+
+/// [`compose`] with the subgroup lanes (`subgroups`: `Lanes`, `row_sum` and
+/// `row_best` through subgroup operations) or the fallback ones
+/// ([`sources::wgsl_expand_variant`]).
+pub fn compose_variant(src: &Source, subgroups: bool) -> Result<Expanded, String> {
+    sources::wgsl_expand_variant(src, subgroups)
 }
 
 /// `path:line:col` of a composed-source location, pointing into the prelude,
@@ -27,24 +34,34 @@ fn locate(src: &Source, composed: &Expanded, loc: Option<naga::SourceLocation>) 
 /// Parses and validates `src` (prelude prepended, includes expanded) with
 /// naga. The error names the file and line and carries naga's message.
 pub fn validate(src: &Source) -> Result<naga::Module, String> {
-    validate_composed(src, &compose(src)?)
+    validate_variant(src, false)
 }
 
-/// [`validate`] of text already [`compose`]d from `src`.
-pub fn validate_composed(src: &Source, composed: &Expanded) -> Result<naga::Module, String> {
+/// [`validate`] of the subgroup variant (`subgroups`, validated with
+/// `Capabilities::SUBGROUP`) or the fallback one.
+pub fn validate_variant(src: &Source, subgroups: bool) -> Result<naga::Module, String> {
+    validate_composed(src, &compose_variant(src, subgroups)?, subgroups)
+}
+
+/// [`validate`] of text already [`compose_variant`]d from `src`; `subgroups`
+/// allows subgroup operations.
+pub fn validate_composed(src: &Source, composed: &Expanded, subgroups: bool) -> Result<naga::Module, String> {
     let module = naga::front::wgsl::parse_str(&composed.text)
         .map_err(|e| format!("{}: {}", locate(src, composed, e.location(&composed.text)), e.message()))?;
-    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::default()).validate(&module).map_err(
-        |e| {
-            let mut msg = e.as_inner().to_string();
-            let mut cur: &dyn std::error::Error = e.as_inner();
-            while let Some(next) = cur.source() {
-                msg.push_str(": ");
-                msg.push_str(&next.to_string());
-                cur = next;
-            }
-            format!("{}: {msg}", locate(src, composed, e.location(&composed.text)))
-        },
-    )?;
+    let caps = if subgroups {
+        naga::valid::Capabilities::default() | naga::valid::Capabilities::SUBGROUP
+    } else {
+        naga::valid::Capabilities::default()
+    };
+    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&module).map_err(|e| {
+        let mut msg = e.as_inner().to_string();
+        let mut cur: &dyn std::error::Error = e.as_inner();
+        while let Some(next) = cur.source() {
+            msg.push_str(": ");
+            msg.push_str(&next.to_string());
+            cur = next;
+        }
+        format!("{}: {msg}", locate(src, composed, e.location(&composed.text)))
+    })?;
     Ok(module)
 }

@@ -20,8 +20,10 @@ pub struct DeviceFacts {
     pub multiprocessors: u32,
     /// Largest shared (workgroup) memory per block in bytes, opt-in limit on CUDA.
     pub max_shared_bytes: u32,
-    /// Threads per warp or subgroup (32 on CUDA; the adapter's minimum
-    /// subgroup size on wgpu, 1 where unknown).
+    /// Threads per warp or subgroup (32 on CUDA). On wgpu: the adapter's
+    /// minimum subgroup size when the device was opened with subgroup
+    /// operations and the shaders are composed with the subgroup lanes
+    /// (`prelude_subgroups.wgsl`), 1 otherwise (the fallback lanes).
     pub subgroup_size: u32,
     /// Largest grid dimension the plan may use for y and z (x on CUDA is 2^31 - 1).
     pub max_groups_per_dim: u32,

@@ -164,3 +164,15 @@ fn aligned4(a: u32, b: u32, c: u32, d: u32) -> bool {
     let x = select(a, 0u, a == NONE) | select(b, 0u, b == NONE) | select(c, 0u, c == NONE) | select(d, 0u, d == NONE);
     return (x & 3u) == 0u;
 }
+
+// Whether candidate (bi, bv) beats (ai, av) in an argmax: a larger value,
+// then the lower index; index -1 (nothing eligible) loses to everything.
+fn beats_best(bi: i32, bv: f32, ai: i32, av: f32) -> bool {
+    if (bi < 0) {
+        return false;
+    }
+    if (ai < 0) {
+        return true;
+    }
+    return bv > av || (bv == av && bi < ai);
+}

@@ -25,6 +25,14 @@ pub const CUDA_PRELUDE: Source = Source { path: "src/prelude.cuh", text: include
 /// Shared WGSL helpers (bf16 packing with round-to-nearest-even, fp8 decode), prepended to every kernel.
 pub const WGSL_PRELUDE: Source = Source { path: "src/prelude.wgsl", text: include_str!("prelude.wgsl") };
 
+/// The subgroup lanes of WGSL kernels (`Lanes`, `row_sum`, `row_best` through
+/// subgroup operations), composed after the prelude when the device has
+/// `wgpu::Features::SUBGROUP`; see [`wgsl_expand_variant`].
+pub const WGSL_SUBGROUPS: Source = Source { path: "src/prelude_subgroups.wgsl", text: include_str!("prelude_subgroups.wgsl") };
+/// The fallback lanes (the same names through workgroup-memory reductions),
+/// composed after the prelude otherwise.
+pub const WGSL_LANES: Source = Source { path: "src/prelude_lanes.wgsl", text: include_str!("prelude_lanes.wgsl") };
+
 /// CUDA sources by module: every `src/<family>/<module>.cu` (found by the build script).
 pub static CUDA: &[(&str, Source)] = include!(concat!(env!("OUT_DIR"), "/cuda_sources.rs"));
 
@@ -81,7 +89,13 @@ impl Expanded {
 /// an include cycle is an error). An unknown include or a malformed include
 /// line is an error naming the file and line.
 pub fn wgsl_expand(src: &Source) -> Result<Expanded, String> {
-    expand_with(src, &wgsl_fragment)
+    wgsl_expand_variant(src, false)
+}
+
+/// [`wgsl_expand`] with the lanes variant: [`WGSL_SUBGROUPS`] (`subgroups`)
+/// or [`WGSL_LANES`] between the prelude and the kernel.
+pub fn wgsl_expand_variant(src: &Source, subgroups: bool) -> Result<Expanded, String> {
+    expand_with(src, &wgsl_fragment, if subgroups { &WGSL_SUBGROUPS } else { &WGSL_LANES })
 }
 
 /// [`wgsl_expand`] of `kernel`'s source; `None` if it has none.
@@ -91,11 +105,13 @@ pub fn wgsl_expanded(kernel: &switchyard_core::KernelSig) -> Option<Result<Expan
 
 type Lookup<'a> = &'a dyn Fn(&str) -> Option<Source>;
 
-fn expand_with(src: &Source, lookup: Lookup) -> Result<Expanded, String> {
+fn expand_with(src: &Source, lookup: Lookup, lanes: &Source) -> Result<Expanded, String> {
     let mut out = Expanded { text: String::new(), origins: Vec::new() };
     let mut done = Vec::new();
     let prelude = Source { path: WGSL_PRELUDE.path, text: WGSL_PRELUDE.text.trim_end() };
     expand_into(&prelude, lookup, &mut out, &mut vec![prelude.path], &mut done)?;
+    let lanes = Source { path: lanes.path, text: lanes.text.trim_end() };
+    expand_into(&lanes, lookup, &mut out, &mut vec![lanes.path], &mut done)?;
     expand_into(src, lookup, &mut out, &mut vec![src.path], &mut done)?;
     Ok(out)
 }
@@ -156,13 +172,13 @@ mod tests {
     }
 
     fn expand(text: &'static str) -> Result<Expanded, String> {
-        expand_with(&Source { path: K, text }, &lookup)
+        expand_with(&Source { path: K, text }, &lookup, &WGSL_LANES)
     }
 
     #[test]
     fn includes_expand_and_lines_map_back() {
         let e = expand("k1\n    //! include \"a.wgsli\"\nk3\n//! include \"b.wgsli\"\n").unwrap();
-        let pl = WGSL_PRELUDE.text.trim_end().lines().count();
+        let pl = WGSL_PRELUDE.text.trim_end().lines().count() + WGSL_LANES.text.trim_end().lines().count();
         let lines: Vec<&str> = e.text.lines().skip(pl).collect();
         assert_eq!(lines, ["k1", "a1", "b1", "a2", "k3"], "b.wgsli is included once");
         assert_eq!(e.origin(1), Some((WGSL_PRELUDE.path, 1)));

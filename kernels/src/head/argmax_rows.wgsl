@@ -1,11 +1,15 @@
-// Two passes. argmax_rows: grid (chunks, m), each workgroup reduces 4096
-// logits of one row to (index, value) in the plan's workspace. When
-// vocab % 4 == 0 and logits sits at a word offset that is a multiple of 4,
-// an invocation loads its 16 logits as four independent vec4 loads issued in
-// one burst (64 bytes in flight, every access of the workgroup coalesced);
-// otherwise one word at a time. argmax_rows_final: one workgroup per row
-// reduces the chunks. Candidates compare by value, then lowest index; -1
-// (nothing eligible) loses to everything.
+// Two passes. argmax_rows: grid (chunks, m), each workgroup reduces a chunk of
+// 1024 · VECS logits of one row (VECS = 1, 2 or 4, an override constant the
+// plan picks so that small m still spreads a row over many workgroups) to
+// (index, value) in the plan's workspace. When vocab % 4 == 0 and logits sits
+// at a word offset that is a multiple of 4, an invocation loads its VECS
+// vectors of 4 logits as independent vec4 loads issued in one burst (every
+// access of the workgroup coalesced); otherwise one word at a time.
+// argmax_rows_final: one workgroup per row reduces the chunks. Candidates
+// compare by value, then lowest index; -1 (nothing eligible) loses to
+// everything. The workgroup reductions are row_best (the lanes: subgroupMax /
+// subgroupMin where the device has subgroups, a workgroup-memory tree
+// otherwise); a comparison, so the result does not depend on the order.
 struct Params {
     idx: u32, val: u32, logits: u32, m: i32, vocab: i32, ex0: i32, ex1: i32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -18,33 +22,9 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> d_scratch: array<u32>;
 
 const WG: u32 = 256u;
-const PER: u32 = 16u;
 const NEG_INF: u32 = 0xff800000u;
-
-var<workgroup> ri: array<i32, 256>;
-var<workgroup> rv: array<f32, 256>;
-
-fn beats(bi: i32, bv: f32, ai: i32, av: f32) -> bool {
-    if (bi < 0) {
-        return false;
-    }
-    if (ai < 0) {
-        return true;
-    }
-    return bv > av || (bv == av && bi < ai);
-}
-
-// Tree reduction of (ri, rv); the winner ends in slot 0.
-fn reduce(lid: u32) {
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s && beats(ri[lid + s], rv[lid + s], ri[lid], rv[lid])) {
-            ri[lid] = ri[lid + s];
-            rv[lid] = rv[lid + s];
-        }
-        workgroupBarrier();
-    }
-}
+// Vectors of 4 logits per invocation in the first pass (1, 2 or 4).
+override VECS: u32 = 4u;
 
 // Logit vector q of a row (zeros past nq; take() drops those indices).
 fn ld4(rq: u32, q: u32, nq: u32) -> vec4<f32> {
@@ -65,62 +45,55 @@ fn take(bi: ptr<function, i32>, bv: ptr<function, f32>, v: u32, x: f32, vocab: u
 }
 
 @compute @workgroup_size(256)
-fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-               @builtin(local_invocation_index) lid: u32) {
+fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    let lid = ln.lid;
     let c = group_x(wid, nwg, p.fold);
     let i = group_y(wid, p.fold);
     if (c >= p.gx || i >= p.gy || i >= u32(p.m)) {
         return;
     }
     let vocab = u32(p.vocab);
-    let row = p.logits + i * vocab;
     var bi = -1;
     var bv = bitcast<f32>(NEG_INF);
     if (vocab % 4u == 0u && aligned4(p.logits, NONE, NONE, NONE)) {
-        // Vectors q = c * 1024 + t * 256 + lid hold logits 4q..4q+3.
+        // Vectors q = c * WG * VECS + t * WG + lid hold logits 4q..4q+3.
         let nq = vocab / 4u;
-        let q0 = c * WG * 4u + lid;
+        let q0 = c * WG * VECS + lid;
         let rq = p.logits / 4u + i * nq;
-        let a = ld4(rq, q0, nq);
-        let b = ld4(rq, q0 + WG, nq);
-        let d = ld4(rq, q0 + 2u * WG, nq);
-        let e = ld4(rq, q0 + 3u * WG, nq);
+        var a: array<vec4<f32>, 4>;
+        for (var t = 0u; t < VECS; t++) {
+            a[t] = ld4(rq, q0 + t * WG, nq);
+        }
         // Indices rise along the loads, so strict > keeps the lowest on ties.
-        for (var k = 0u; k < 4u; k++) {
-            take(&bi, &bv, 4u * q0 + k, a[k], vocab);
-        }
-        for (var k = 0u; k < 4u; k++) {
-            take(&bi, &bv, 4u * (q0 + WG) + k, b[k], vocab);
-        }
-        for (var k = 0u; k < 4u; k++) {
-            take(&bi, &bv, 4u * (q0 + 2u * WG) + k, d[k], vocab);
-        }
-        for (var k = 0u; k < 4u; k++) {
-            take(&bi, &bv, 4u * (q0 + 3u * WG) + k, e[k], vocab);
+        for (var t = 0u; t < VECS; t++) {
+            let v = a[t];
+            let q = q0 + t * WG;
+            take(&bi, &bv, 4u * q, v.x, vocab);
+            take(&bi, &bv, 4u * q + 1u, v.y, vocab);
+            take(&bi, &bv, 4u * q + 2u, v.z, vocab);
+            take(&bi, &bv, 4u * q + 3u, v.w, vocab);
         }
     } else {
         let row = p.logits + i * vocab;
-        for (var t = 0u; t < PER; t++) {
-            let v = c * WG * PER + t * WG + lid;
+        for (var t = 0u; t < 4u * VECS; t++) {
+            let v = c * WG * 4u * VECS + t * WG + lid;
             if (v < vocab) {
                 let w = row + v;
                 take(&bi, &bv, v, bitcast<f32>(d_logits[w >> 2u][w & 3u]), vocab);
             }
         }
     }
-    ri[lid] = bi;
-    rv[lid] = bv;
-    reduce(lid);
+    let b = row_best(bi, bv, ln);
     if (lid == 0u) {
         let s = 2u * (i * p.x0 + c);
-        d_scratch[s] = bitcast<u32>(ri[0]);
-        d_scratch[s + 1u] = bitcast<u32>(rv[0]);
+        d_scratch[s] = b.x;
+        d_scratch[s + 1u] = b.y;
     }
 }
 
 @compute @workgroup_size(256)
-fn argmax_rows_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                     @builtin(local_invocation_index) lid: u32) {
+fn argmax_rows_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    let lid = ln.lid;
     let i = group_x(wid, nwg, p.fold);
     if (i >= p.gx || i >= u32(p.m)) {
         return;
@@ -131,16 +104,14 @@ fn argmax_rows_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         let s = 2u * (i * p.x0 + c);
         let ci = bitcast<i32>(d_scratch[s]);
         let cv = bitcast<f32>(d_scratch[s + 1u]);
-        if (beats(ci, cv, bi, bv)) {
+        if (beats_best(ci, cv, bi, bv)) {
             bi = ci;
             bv = cv;
         }
     }
-    ri[lid] = bi;
-    rv[lid] = bv;
-    reduce(lid);
+    let b = row_best(bi, bv, ln);
     if (lid == 0u) {
-        d_idx[p.idx + i] = bitcast<u32>(ri[0]);
-        d_val[p.val + i] = bitcast<u32>(rv[0]);
+        d_idx[p.idx + i] = b.x;
+        d_val[p.val + i] = b.y;
     }
 }

@@ -153,18 +153,39 @@ fn cuda_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
     })
 }
 
-/// Logits per first-pass workgroup of the WGSL argmax (`WG · PER` in argmax_rows.wgsl).
-const WGSL_ARGMAX_CHUNK: u64 = 256 * 16;
+/// Logits per vector of the WGSL argmax's first pass, times its 256 invocations.
+const WGSL_ARGMAX_VEC_LOGITS: u64 = 256 * 4;
+/// First-pass workgroups, all rows together, below which the WGSL argmax
+/// cuts rows into shorter chunks (about one resident wave of 256-invocation
+/// workgroups on a large GPU).
+pub const WGSL_ARGMAX_TARGET_GROUPS: u64 = 1024;
 
-/// Two passes: `argmax_rows` reduces each 4096-logit chunk of a row to an
-/// (index, value) pair in the workspace (grid chunks × m), then
-/// `argmax_rows_final` reduces a row's pairs (grid m). `x0` = chunks per row.
+/// Vectors of 4 logits per invocation of the WGSL argmax's first pass (the
+/// shader's `VECS`): 4 (4096-logit chunks) when those chunks already give
+/// [`WGSL_ARGMAX_TARGET_GROUPS`] workgroups, else 2, else 1 (1024-logit
+/// chunks), so a decode row (m = 1, vocab 262144) runs as 256 workgroups
+/// instead of 64.
+pub fn wgsl_argmax_vecs(m: u64, vocab: u64) -> u32 {
+    for vecs in [4u32, 2] {
+        if m.saturating_mul(vocab.div_ceil(WGSL_ARGMAX_VEC_LOGITS * vecs as u64)) >= WGSL_ARGMAX_TARGET_GROUPS {
+            return vecs;
+        }
+    }
+    1
+}
+
+/// Two passes: `argmax_rows` reduces each chunk of `1024 · VECS` logits of a
+/// row ([`wgsl_argmax_vecs`]) to an (index, value) pair in the workspace
+/// (grid chunks × m), then `argmax_rows_final` reduces a row's pairs (grid
+/// m). `x0` = chunks per row.
 fn wgsl_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     let rows = a.u32("m")?;
-    let chunks = groups(a.kernel, a.u32("vocab")? as u64, WGSL_ARGMAX_CHUNK)?;
+    let vocab = a.u32("vocab")? as u64;
+    let vecs = wgsl_argmax_vecs(rows as u64, vocab);
+    let chunks = groups(a.kernel, vocab, WGSL_ARGMAX_VEC_LOGITS * vecs as u64)?;
     Ok(WgslPlan {
         passes: vec![
-            WgslPass { entry: "argmax_rows", grid: [chunks, rows, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
+            WgslPass { entry: "argmax_rows", grid: [chunks, rows, 1], consts: vec![("VECS", vecs)], extra: [chunks, 0, 0, 0] },
             WgslPass { entry: "argmax_rows_final", grid: [rows, 1, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
         ],
         // Two words per pair.
@@ -513,5 +534,28 @@ mod tests {
         let plan = cuda_argmax_rows(&PlanArgs::new(&ARGMAX_ROWS, &args), &facts).unwrap();
         assert_eq!((plan.passes[0].grid, plan.passes[1].grid, plan.passes[1].block), ([16, 32, 1], [16, 1, 1], [32, 1, 1]));
         assert_eq!(plan.workspace_bytes, 16 * 32 * 8);
+    }
+
+    #[test]
+    fn wgsl_argmax_spreads_short_batches_over_more_chunks() {
+        assert_eq!(wgsl_argmax_vecs(16, 262_144), 4);
+        assert_eq!(wgsl_argmax_vecs(8, 262_144), 2);
+        assert_eq!(wgsl_argmax_vecs(1, 262_144), 1);
+        assert_eq!(wgsl_argmax_vecs(1, 1), 1);
+        let args = [P(0x1000), P(0x2000), P(0x3000), I(1), I(262_144), I(0), I(1)];
+        let plan = wgsl_argmax_rows(
+            &PlanArgs::new(&ARGMAX_ROWS, &args),
+            &DeviceFacts {
+                multiprocessors: 0,
+                max_shared_bytes: 49_152,
+                subgroup_size: 32,
+                max_groups_per_dim: 65535,
+                max_binding_bytes: 2 << 30,
+                cuda_sm90a: false,
+            },
+        )
+        .unwrap();
+        assert_eq!((plan.passes[0].grid, plan.passes[0].consts.clone()), ([256, 1, 1], vec![("VECS", 1)]));
+        assert_eq!(plan.workspace_bytes, 256 * 8);
     }
 }

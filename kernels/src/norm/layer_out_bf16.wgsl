@@ -1,4 +1,5 @@
-// One workgroup of 256 per row: t = bf16(rmsnorm(x; w)), s = bf16(mid + t),
+// One workgroup of 256 per row (Σ x² through row_sum: subgroupAdd where the
+// device has subgroups, a workgroup-memory tree otherwise): t = bf16(rmsnorm(x; w)), s = bf16(mid + t),
 // out = bf16(s * layer_scalar).
 //
 // Fast path (dim % 8 == 0 and out, mid, x, w at word offsets that are
@@ -67,7 +68,8 @@ fn store1(row: u32, j: u32, v: u32, inv: f32, ls: f32) {
 
 @compute @workgroup_size(256)
 fn layer_out_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                  @builtin(local_invocation_index) lid: u32) {
+                  ln: Lanes) {
+    let lid = ln.lid;
     let r = group_x(wid, nwg, p.fold);
     if (r >= p.gx) {
         return;
@@ -83,7 +85,7 @@ fn layer_out_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
             let v2 = ldx(row, lid + 2u * WG, n);
             let v3 = ldx(row, lid + 3u * WG, n);
             let ss = (sq_bf16x4(v0) + sq_bf16x4(v1)) + (sq_bf16x4(v2) + sq_bf16x4(v3));
-            let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
             store4(row, lid, n, v0, inv, ls);
             store4(row, lid + WG, n, v1, inv, ls);
             store4(row, lid + 2u * WG, n, v2, inv, ls);
@@ -94,7 +96,7 @@ fn layer_out_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         for (var j = lid; j < n; j += WG) {
             ss += sq_bf16x4(d_x[p.x / 4u + row + j]);
         }
-        let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+        let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
         for (var j = lid; j < n; j += WG) {
             store4(row, j, n, d_x[p.x / 4u + row + j], inv, ls);
         }
@@ -109,7 +111,7 @@ fn layer_out_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         let b = bf16_hi(v);
         ss += a * a + b * b;
     }
-    let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+    let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
     for (var j = lid; j < hw; j += WG) {
         store1(row, j, word_x(p.x + row + j), inv, ls);
     }

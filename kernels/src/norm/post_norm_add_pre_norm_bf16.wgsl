@@ -1,4 +1,5 @@
-// One workgroup of 256 per row: resid_out = bf16(resid + bf16(rmsnorm(x;
+// One workgroup of 256 per row (Σ x² through row_sum: subgroupAdd where the
+// device has subgroups, a workgroup-memory tree otherwise): resid_out = bf16(resid + bf16(rmsnorm(x;
 // w_post))), then normed = bf16(rmsnorm(resid_out; w_pre)).
 //
 // Fast path (dim % 8 == 0 and every view at a word offset that is a multiple
@@ -93,7 +94,8 @@ fn store_pre(row: u32, j: u32, s: u32, inv: f32) {
 
 @compute @workgroup_size(256)
 fn post_norm_add_pre_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                               @builtin(local_invocation_index) lid: u32) {
+                               ln: Lanes) {
+    let lid = ln.lid;
     let r = group_x(wid, nwg, p.fold);
     if (r >= p.gx) {
         return;
@@ -108,7 +110,7 @@ fn post_norm_add_pre_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
             let v2 = ldx(row, lid + 2u * WG, n);
             let v3 = ldx(row, lid + 3u * WG, n);
             let ss = (sq_bf16x4(v0) + sq_bf16x4(v1)) + (sq_bf16x4(v2) + sq_bf16x4(v3));
-            let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
             let s0 = add_post4(row, lid, n, v0, inv);
             let s1 = add_post4(row, lid + WG, n, v1, inv);
             let s2 = add_post4(row, lid + 2u * WG, n, v2, inv);
@@ -117,7 +119,7 @@ fn post_norm_add_pre_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
                 return;
             }
             let ss2 = (sq_bf16x4(s0) + sq_bf16x4(s1)) + (sq_bf16x4(s2) + sq_bf16x4(s3));
-            let inv2 = inv_rms(wg_sum256(ss2, lid), dim, p.eps);
+            let inv2 = inv_rms(row_sum(ss2, ln), dim, p.eps);
             store_pre4(row, lid, n, s0, inv2);
             store_pre4(row, lid + WG, n, s1, inv2);
             store_pre4(row, lid + 2u * WG, n, s2, inv2);
@@ -128,7 +130,7 @@ fn post_norm_add_pre_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
         for (var j = lid; j < n; j += WG) {
             ss += sq_bf16x4(d_x[p.x / 4u + row + j]);
         }
-        let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+        let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
         var ss2 = 0.0;
         for (var j = lid; j < n; j += WG) {
             ss2 += sq_bf16x4(add_post4(row, j, n, d_x[p.x / 4u + row + j], inv));
@@ -136,7 +138,7 @@ fn post_norm_add_pre_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
         if (p.w_pre == NONE) {
             return;
         }
-        let inv2 = inv_rms(wg_sum256(ss2, lid), dim, p.eps);
+        let inv2 = inv_rms(row_sum(ss2, ln), dim, p.eps);
         for (var j = lid; j < n; j += WG) {
             store_pre4(row, j, n, d_resid_out[p.resid_out / 4u + row + j], inv2);
         }
@@ -148,7 +150,7 @@ fn post_norm_add_pre_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
     for (var j = lid; j < hw; j += WG) {
         ss += sq(word_x(p.x + row + j));
     }
-    let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+    let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
     var ss2 = 0.0;
     for (var j = lid; j < hw; j += WG) {
         ss2 += sq(add_post(row, j, word_x(p.x + row + j), inv));
@@ -156,7 +158,7 @@ fn post_norm_add_pre_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
     if (p.w_pre == NONE) {
         return;
     }
-    let inv2 = inv_rms(wg_sum256(ss2, lid), dim, p.eps);
+    let inv2 = inv_rms(row_sum(ss2, ln), dim, p.eps);
     for (var j = lid; j < hw; j += WG) {
         let oi = p.resid_out + row + j;
         store_pre(row, j, d_resid_out[oi >> 2u][oi & 3u], inv2);

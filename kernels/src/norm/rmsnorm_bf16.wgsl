@@ -1,5 +1,6 @@
-// One workgroup of 256 per row: sum of squares, workgroup reduction, then
-// the scaled store.
+// One workgroup of 256 per row: sum of squares, workgroup reduction
+// (row_sum: subgroupAdd where the device has subgroups, a workgroup-memory
+// tree otherwise; Σ x² in any order), then the scaled store.
 //
 // Fast path (dim % 8 == 0 and out, x, w at word offsets that are multiples
 // of 4): the row moves as vec4<u32> (8 bf16 per load). Rows up to 8192
@@ -61,7 +62,8 @@ fn store1(o: u32, j: u32, v: u32, inv: f32) {
 
 @compute @workgroup_size(256)
 fn rmsnorm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                @builtin(local_invocation_index) lid: u32) {
+                ln: Lanes) {
+    let lid = ln.lid;
     let r = group_x(wid, nwg, p.fold);
     if (r >= p.gx) {
         return;
@@ -77,7 +79,7 @@ fn rmsnorm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
             let v2 = ldx(xo, lid + 2u * WG, n);
             let v3 = ldx(xo, lid + 3u * WG, n);
             let ss = (sq_bf16x4(v0) + sq_bf16x4(v1)) + (sq_bf16x4(v2) + sq_bf16x4(v3));
-            let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
             store4(o, lid, n, v0, inv);
             store4(o, lid + WG, n, v1, inv);
             store4(o, lid + 2u * WG, n, v2, inv);
@@ -88,7 +90,7 @@ fn rmsnorm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         for (var j = lid; j < n; j += WG) {
             ss += sq_bf16x4(d_x[xo + j]);
         }
-        let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+        let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
         for (var j = lid; j < n; j += WG) {
             store4(o, j, n, d_x[xo + j], inv);
         }
@@ -104,7 +106,7 @@ fn rmsnorm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         let b = bf16_hi(v);
         ss += a * a + b * b;
     }
-    let inv = inv_rms(wg_sum256(ss, lid), dim, p.eps);
+    let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
     for (var j = lid; j < hw; j += WG) {
         store1(o, j, word_x(xo + j), inv);
     }
