@@ -2,9 +2,10 @@
 //! with random weights made on the device, set against the memory-bandwidth
 //! bound measured in the same run.
 //!
-//! Shapes ([`Shape`], `--shape`): `default`, a dense 7.08 GB model, and
+//! Shapes ([`Shape`], `--shape`): `default`, a dense 7.08 GB model,
 //! `26b-a4b`, the text decoder of Gemma 4 26B-A4B (128 experts, top-8,
-//! beside a dense MLP in every layer).
+//! beside a dense MLP in every layer), and `31b`, the text decoder of
+//! Gemma 4 31B (dense, 60 layers of width 5376, 61.4 GB).
 //!
 //! Decode is memory-bound: the fastest a step can run on a backend is (bytes
 //! the step must read) / (copy bandwidth). [`bound`] counts those bytes (every
@@ -24,6 +25,16 @@
 //! `layer_scalar` and the router's `per_expert_scale`. Random values do not
 //! change how fast a kernel runs; the MoE routing follows the random router
 //! weights, so which experts a token reads is as random as its prompt.
+//!
+//! Under `--tp N` each batch size's row also gives the all-reduce time
+//! ([`time_all_reduces`]): after the decode steps, every rank runs the
+//! sums one decode step makes ([`all_reduce_schedule`]: the embedding's,
+//! then two per layer, each a `[batch, hidden]` bf16 buffer, twice that
+//! where the MoE block's two outputs are summed together) on its own
+//! backend and communicator, `steps` times over, and the slowest rank's
+//! time per step is reported per token and as a share of the median step.
+//! On NCCL the loop is recorded and replayed, as the decode step is; on
+//! the thread communicator (cpu, wgpu) it is the host's exchange.
 pub mod bound;
 mod shape;
 
@@ -37,7 +48,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use switchyard_core::codec::{bf16_bits, bytes, nvfp4};
 use switchyard_core::comm::Communicator;
-use switchyard_core::{Backend, DeviceBuffer};
+use switchyard_core::{Backend, DType, DeviceBuffer};
 use switchyard_kernels::Ops;
 use switchyard_model::checkpoint::HostRows;
 use switchyard_model::config::ModelConfig;
@@ -263,6 +274,99 @@ pub struct Row {
     pub tokens_per_s: f64,
     /// What one timed step reads ([`bound`]).
     pub bytes: bound::StepBytes,
+    /// Under `--tp N > 1`: the all-reduce time of one step ([`time_all_reduces`]).
+    pub all_reduce: Option<AllReduceTime>,
+}
+
+/// The all-reduces of one decode step, timed apart from the step on every
+/// rank ([`time_all_reduces`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllReduceTime {
+    /// Calls per step (the embedding's and two per layer).
+    pub calls: usize,
+    /// bf16 elements summed per step, all calls.
+    pub elements: usize,
+    /// Per rank, in rank order: ms per step (the mean over the timed repetitions).
+    pub ms_per_step_by_rank: Vec<f64>,
+    /// How the loop ran: `recorded` (one step's sums recorded once and
+    /// replayed, as the decode step is) or `eager` (enqueued call by call).
+    pub mode: &'static str,
+}
+
+impl AllReduceTime {
+    /// The slowest rank's ms per step: the step waits for it.
+    pub fn ms_per_step(&self) -> f64 {
+        self.ms_per_step_by_rank.iter().copied().fold(0.0, f64::max)
+    }
+
+    /// Microseconds per generated token (a step yields `batch` tokens).
+    pub fn us_per_token(&self, batch: usize) -> f64 {
+        1e3 * self.ms_per_step() / batch as f64
+    }
+}
+
+/// A tensor-parallel rank's backend and communicator.
+pub type RankHandle = (Arc<dyn Backend>, Arc<dyn Communicator>);
+
+/// The bf16 element counts of the all-reduces one pass of `rows` rows
+/// makes on a tensor-parallel rank, in the graph's order: the embedding's
+/// `[rows, hidden]`, then per layer the attention output's `[rows, hidden]`
+/// and the MLP's (`[2, rows, hidden]` in an MoE layer: the dense MLP's and
+/// the experts' outputs side by side, summed by one call).
+pub fn all_reduce_schedule(cfg: &ModelConfig, rows: usize) -> Vec<usize> {
+    let x = rows * cfg.hidden_size;
+    let mut calls = vec![x];
+    for l in &ModelTensors::of(cfg).layers {
+        calls.push(x);
+        calls.push(if l.moe.is_some() { 2 * x } else { x });
+    }
+    calls
+}
+
+/// Times `schedule` (element counts, [`all_reduce_schedule`]) as bf16 sums
+/// on every rank of `ranks` (each rank's backend and communicator, in rank
+/// order), each rank on its own thread as the group's ranks are: one
+/// untimed repetition and a barrier, then `reps` repetitions timed by the
+/// rank's backend ([`Backend::time_ms`]: CUDA events on CUDA, the wall
+/// clock on the CPU reference). A communicator that is
+/// [`Communicator::capturable`] runs the repetitions as replays of one
+/// recorded repetition (as the decode step runs them; the mode follows rank
+/// 0's communicator, and a recording that fails fails the measurement);
+/// any other communicator enqueues the calls one by one.
+pub fn time_all_reduces(ranks: &[RankHandle], schedule: &[usize], reps: usize) -> Result<AllReduceTime> {
+    let largest = schedule.iter().copied().max().unwrap_or(0);
+    let record = ranks.first().is_some_and(|(_, c)| c.capturable());
+    let mode = if record { "recorded" } else { "eager" };
+    let one_rank = |be: &Arc<dyn Backend>, comm: &Arc<dyn Communicator>| -> Result<f64> {
+        let buf = DeviceBuffer::zeroed(be, 2 * largest.max(1))?;
+        let mut step = || -> switchyard_core::Result<()> {
+            for &n in schedule {
+                comm.all_reduce_sum(buf.region(), DType::BF16, n)?;
+            }
+            Ok(())
+        };
+        step()?;
+        be.synchronize()?;
+        let recording = if record { Some(be.record(&mut step).context("recording one step's all-reduces")?) } else { None };
+        comm.barrier()?;
+        let ms = be.time_ms(&mut || {
+            for _ in 0..reps {
+                match &recording {
+                    Some(r) => be.replay(r)?,
+                    None => step()?,
+                }
+            }
+            Ok(())
+        })?;
+        Ok(ms / reps.max(1) as f64)
+    };
+    let times: Vec<Result<f64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = ranks.iter().map(|(be, comm)| s.spawn(move || one_rank(be, comm))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a rank panicked timing the all-reduces")))).collect()
+    });
+    let ms_per_step_by_rank =
+        times.into_iter().enumerate().map(|(r, t)| t.with_context(|| format!("rank {r}"))).collect::<Result<Vec<_>>>()?;
+    Ok(AllReduceTime { calls: schedule.len(), elements: schedule.iter().sum(), ms_per_step_by_rank, mode })
 }
 
 impl Row {
@@ -323,6 +427,7 @@ pub fn run_batch(model: &dyn Engine, profiler: Option<&Arc<dyn Backend>>, batch:
         step_ms_max: sorted[sorted.len() - 1],
         tokens_per_s: (batch * times.len()) as f64 / (sum / 1e3),
         bytes: bound::step_bytes(model.config(), s.quant, batch, s.timed_positions()),
+        all_reduce: None,
     })
 }
 
@@ -347,6 +452,8 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// Tensor-parallel ranks (`--tp`), each on its own device.
     pub tp: usize,
+    /// Under `--tp N > 1`: the communicator's name (`nccl`, `threads`).
+    pub comm: Option<String>,
 }
 
 /// The bound's rule in words, for the reports.
@@ -355,6 +462,27 @@ pub const BOUND_RULE: &str = "bytes per step = every non-expert weight once (the
      + the KV cache read (mean over the timed steps); bound = batch · copy bandwidth / bytes per step";
 
 impl Report {
+    /// What the all-reduce figures measure, for the reports (`None` without `--tp`).
+    pub fn all_reduce_note(&self) -> Option<String> {
+        let comm = self.comm.as_deref()?;
+        let calls = self.rows.first().and_then(|r| r.all_reduce.as_ref()).map_or(0, |a| a.calls);
+        let mode = self.rows.first().and_then(|r| r.all_reduce.as_ref()).map_or("eager", |a| a.mode);
+        let what = if comm == "nccl" {
+            "a device figure (NCCL on each GPU's stream, timed by CUDA events)".to_string()
+        } else {
+            format!(
+                "a HOST figure: the {comm} communicator downloads each rank's buffer, sums in rank order on the host and uploads \
+                 the result, so this is not a device collective's cost"
+            )
+        };
+        Some(format!(
+            "{calls} bf16 all-reduces per step (the embedding's, then 2 per layer: [batch, hidden] each, [2, batch, hidden] for an \
+             MoE layer's MLP) over {} ranks, timed after the decode steps in a separate loop ({mode}, {} repetitions) on each \
+             rank's backend; the slowest rank per step, per token and as a share of the median step; {what}",
+            self.tp, self.settings.steps
+        ))
+    }
+
     /// Tokens per second the bandwidth allows for `row`'s traffic.
     pub fn bound_tokens_per_s(&self, row: &Row) -> f64 {
         // Under --tp the step's bytes are spread over tp devices' bandwidth.
@@ -380,14 +508,25 @@ impl Report {
             "- each sequence: {} random prompt tokens prefilled, {} warm-up steps, then {} timed decode steps (weights made in {:.0} ms)\n",
             self.settings.prompt_len, self.settings.warmup, self.settings.steps, self.build_ms
         );
+        let tp_cols = self.comm.is_some();
+        if let Some(note) = self.all_reduce_note() {
+            let _ = writeln!(
+                s,
+                "- tensor parallel: --tp {}, {} collectives; all-reduce: {note}\n",
+                self.tp,
+                self.comm.as_deref().unwrap_or("?")
+            );
+        }
         s.push_str(
-            "| batch | tokens/s | ms/token | ms/step (median, min..max) | MB read/step: weights + experts + KV | experts/layer | bound tokens/s | % of bound | prefill ms |\n\
-             |---|---|---|---|---|---|---|---|---|\n",
+            "| batch | tokens/s | ms/token | ms/step (median, min..max) | MB read/step: weights + experts + KV | experts/layer | bound tokens/s | % of bound | prefill ms |",
         );
+        s.push_str(if tp_cols { " all-reduce us/token | all-reduce % of step |\n" } else { "\n" });
+        s.push_str("|---|---|---|---|---|---|---|---|---|");
+        s.push_str(if tp_cols { "---|---|\n" } else { "\n" });
         for r in &self.rows {
             let bound = self.bound_tokens_per_s(r);
             let b = &r.bytes;
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 "| {} | {:.1} | {:.3} | {:.3} ({:.3}..{:.3}) | {:.1} = {:.1} + {:.1} + {:.1} | {} | {:.1} | {:.0}% | {:.1} |",
                 r.batch,
@@ -405,6 +544,13 @@ impl Report {
                 100.0 * r.tokens_per_s / bound,
                 r.prefill_ms
             );
+            match (&r.all_reduce, tp_cols) {
+                (Some(a), _) => {
+                    let _ = writeln!(s, " {:.1} | {:.1}% |", a.us_per_token(r.batch), 100.0 * a.ms_per_step() / r.step_ms_median);
+                }
+                (None, true) => s.push_str(" - | - |\n"),
+                (None, false) => s.push('\n'),
+            }
         }
         s
     }
@@ -426,6 +572,11 @@ impl Report {
                     },
                     "bound_tokens_per_s": bound, "fraction_of_bound": r.tokens_per_s / bound,
                     "prefill_ms": r.prefill_ms,
+                    "all_reduce": r.all_reduce.as_ref().map(|a| serde_json::json!({
+                        "calls_per_step": a.calls, "elements_per_step": a.elements, "mode": a.mode,
+                        "ms_per_step": a.ms_per_step(), "ms_per_step_by_rank": a.ms_per_step_by_rank,
+                        "us_per_token": a.us_per_token(r.batch), "fraction_of_step": a.ms_per_step() / r.step_ms_median,
+                    })),
                 })
             })
             .collect();
@@ -435,6 +586,7 @@ impl Report {
             "copy_gb_per_s": self.copy.best() / 1e9, "copy_note": self.copy.describe(), "bound_rule": BOUND_RULE,
             "prompt_len": self.settings.prompt_len, "warmup_steps": self.settings.warmup, "timed_steps": self.settings.steps,
             "build_ms": self.build_ms, "rows": rows, "hf_config": self.shape.hf_config(), "tp": self.tp,
+            "comm": self.comm, "all_reduce_note": self.all_reduce_note(),
         })
     }
 }
@@ -491,25 +643,41 @@ fn run_on(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings,
     }
     let copy = copy.context("measuring the copy ceiling")?;
     let t0 = Instant::now();
-    let (model, model_bytes, tp): (Box<dyn Engine>, usize, usize) = match ranks {
+    // Under --tp, each rank's backend and communicator, kept to time the
+    // all-reduces on after the decode steps (the ranks' threads are idle then).
+    let handles: std::sync::Mutex<Vec<RankHandle>> = Default::default();
+    let (model, model_bytes, tp, comm): (Box<dyn Engine>, usize, usize, Option<String>) = match ranks {
         None => {
-            let m = random_model(be, cfg, s.quant).context("making the random-weight model")?;
+            let m = random_model(be, cfg.clone(), s.quant).context("making the random-weight model")?;
             let bytes = m.weights.device_bytes;
-            (Box::new(m), bytes, 1)
+            (Box::new(m), bytes, 1, None)
         }
         Some(ranks) => {
             let tp = ranks.len();
             TpPlan::new(&cfg, 0, tp)?;
-            let g = TpGroup::start(ranks, &|be, comm| random_shard(&be, &cfg, s.quant, comm))
-                .with_context(|| format!("making the random-weight shards of --tp {tp}"))?;
+            let g = TpGroup::start(ranks, &|be, comm| {
+                handles.lock().unwrap_or_else(|e| e.into_inner()).push((be.clone(), comm.clone()));
+                random_shard(&be, &cfg, s.quant, comm)
+            })
+            .with_context(|| format!("making the random-weight shards of --tp {tp}"))?;
             let bytes = g.ranks.iter().map(|r| r.device_bytes).sum();
-            (Box::new(g), bytes, tp)
+            let comm = g.ranks[0].comm.clone();
+            (Box::new(g), bytes, tp, Some(comm))
         }
     };
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let mut handles = handles.into_inner().unwrap_or_else(|e| e.into_inner());
+    handles.sort_by_key(|(_, c)| c.rank());
     let mut rows = Vec::with_capacity(batches.len());
     for (i, &b) in batches.iter().enumerate() {
-        rows.push(run_batch(model.as_ref(), (tp == 1).then_some(be), b, s, i as u64).with_context(|| format!("--batch {b}"))?);
+        let mut row = run_batch(model.as_ref(), (tp == 1).then_some(be), b, s, i as u64).with_context(|| format!("--batch {b}"))?;
+        if tp > 1 {
+            row.all_reduce = Some(
+                time_all_reduces(&handles, &all_reduce_schedule(&cfg, b), s.steps)
+                    .with_context(|| format!("--batch {b}: timing the all-reduces"))?,
+            );
+        }
+        rows.push(row);
     }
     Ok(Report {
         backend: be.name().to_string(),
@@ -521,5 +689,152 @@ fn run_on(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings,
         settings: s.clone(),
         rows,
         tp,
+        comm,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use switchyard_core::Region;
+    use switchyard_model::tp::group::thread_ranks;
+
+    /// A communicator that records the element count of every all-reduce
+    /// rank 0 makes, then makes it on the thread communicator it wraps.
+    struct Counting {
+        inner: Arc<dyn Communicator>,
+        seen: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Communicator for Counting {
+        fn rank(&self) -> usize {
+            self.inner.rank()
+        }
+        fn world_size(&self) -> usize {
+            self.inner.world_size()
+        }
+        fn name(&self) -> &'static str {
+            self.inner.name()
+        }
+        fn all_reduce_sum(&self, buf: Region, dtype: DType, count: usize) -> switchyard_core::Result<()> {
+            if self.rank() == 0 {
+                assert_eq!(dtype, DType::BF16, "the graph sums bf16");
+                self.seen.lock().unwrap().push(count);
+            }
+            self.inner.all_reduce_sum(buf, dtype, count)
+        }
+        fn all_gather(&self, send: Region, recv: Region) -> switchyard_core::Result<()> {
+            self.inner.all_gather(send, recv)
+        }
+        fn barrier(&self) -> switchyard_core::Result<()> {
+            self.inner.barrier()
+        }
+    }
+
+    /// `world` CPU reference ranks over the thread communicator, each
+    /// wrapped in a [`Counting`] reporting to `seen`.
+    fn counting_ranks(world: usize, seen: &Arc<Mutex<Vec<usize>>>) -> Vec<RankSetup> {
+        let backends = (0..world).map(|_| crate::backends::open("cpu").unwrap()).collect();
+        thread_ranks(backends)
+            .unwrap()
+            .into_iter()
+            .map(|setup| {
+                let seen = seen.clone();
+                let wrapped: RankSetup = Box::new(move || {
+                    let (be, inner) = setup()?;
+                    Ok((be, Arc::new(Counting { inner, seen }) as Arc<dyn Communicator>))
+                });
+                wrapped
+            })
+            .collect()
+    }
+
+    /// Four layers (the last full), width 64, 4 query heads; with or
+    /// without an MoE block of 4 experts.
+    fn tiny(moe: bool) -> Shape {
+        Shape {
+            name: if moe { "tiny-moe" } else { "tiny-dense" }.into(),
+            layers: 4,
+            hidden: 64,
+            intermediate: 96,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 16,
+            global_head_dim: 32,
+            global_kv_heads: 2,
+            window: 4,
+            vocab: 256,
+            moe: moe.then_some(MoeShape { experts: 4, top_k: 2, intermediate: 32 }),
+        }
+    }
+
+    #[test]
+    fn the_schedule_is_the_all_reduces_a_decode_step_makes() {
+        for moe in [false, true] {
+            let cfg = tiny(moe).config().unwrap();
+            let want = all_reduce_schedule(&cfg, 3);
+            // 1 + 2 per layer; an MoE layer's MLP sum is twice as wide.
+            let x = 3 * 64;
+            let layer = if moe { [x, 2 * x] } else { [x, x] };
+            assert_eq!(want, [vec![x], layer.repeat(4)].concat());
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let g = TpGroup::start(counting_ranks(2, &seen), &|be, comm| random_shard(&be, &cfg, Quant::None, comm)).unwrap();
+            let mut session = g.open(3, 8, 4).unwrap();
+            for b in 0..3 {
+                session.prefill(b, &[1, 2, 3], 0, false).unwrap();
+            }
+            // A prefill pass of 3 rows makes the same calls at 3 rows.
+            assert_eq!(*seen.lock().unwrap(), want.repeat(3), "moe {moe}: prefill");
+            seen.lock().unwrap().clear();
+            session.decode(&[4, 5, 6], &[3, 3, 3], false).unwrap();
+            assert_eq!(*seen.lock().unwrap(), want, "moe {moe}: a decode step of 3 sequences");
+        }
+    }
+
+    #[test]
+    fn the_timed_loop_makes_the_schedule_reps_times_on_every_rank() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let handles: Vec<_> = counting_ranks(2, &seen).into_iter().map(|setup| setup().unwrap()).collect();
+        let t = time_all_reduces(&handles, &[4, 8, 4], 5).unwrap();
+        // One untimed repetition, then 5 timed ones.
+        assert_eq!(*seen.lock().unwrap(), [4, 8, 4].repeat(6));
+        assert_eq!((t.calls, t.elements, t.mode, t.ms_per_step_by_rank.len()), (3, 16, "eager", 2));
+        assert!(t.ms_per_step_by_rank.iter().all(|&ms| ms.is_finite() && ms > 0.0), "{t:?}");
+        assert_eq!(t.ms_per_step(), t.ms_per_step_by_rank.iter().copied().fold(0.0, f64::max));
+        assert_eq!(t.us_per_token(4), t.ms_per_step() * 1e3 / 4.0);
+    }
+
+    #[test]
+    fn a_tp_report_gives_the_all_reduce_time_per_token_as_a_host_figure() {
+        let be = crate::backends::open("cpu").unwrap();
+        let shape = tiny(true);
+        let s = Settings { prompt_len: 3, warmup: 1, steps: 2, profile_timed_steps: false, quant: Quant::None };
+        let ranks = crate::backends::tp_ranks("cpu", 2).unwrap();
+        let report = run_tp(&be, &shape, &[1, 2], &s, ranks).unwrap();
+        assert_eq!((report.tp, report.comm.as_deref()), (2, Some("threads")));
+        for r in &report.rows {
+            let a = r.all_reduce.as_ref().expect("a --tp 2 row times its all-reduces");
+            assert_eq!((a.calls, a.elements, a.mode), (9, r.batch * 64 * (1 + 4 * 3), "eager"));
+            assert!(a.ms_per_step() > 0.0 && a.ms_per_step().is_finite());
+        }
+        let md = report.markdown();
+        assert!(md.contains("all-reduce us/token | all-reduce % of step |") && md.contains("a HOST figure"), "{md}");
+        let r1 = &report.rows[0];
+        let a1 = r1.all_reduce.as_ref().unwrap();
+        let cells = format!(" {:.1} | {:.1}% |", a1.us_per_token(1), 100.0 * a1.ms_per_step() / r1.step_ms_median);
+        assert!(md.lines().any(|l| l.starts_with("| 1 |") && l.ends_with(&cells)), "{md}");
+        let doc = report.json();
+        assert_eq!(doc["comm"], "threads");
+        assert!(doc["all_reduce_note"].as_str().unwrap().contains("HOST figure"));
+        let j = &doc["rows"][1]["all_reduce"];
+        assert_eq!((j["calls_per_step"].as_u64(), j["mode"].as_str()), (Some(9), Some("eager")));
+        assert_eq!(j["us_per_token"].as_f64(), Some(report.rows[1].all_reduce.as_ref().unwrap().us_per_token(2)));
+        assert!((0.0..1.5).contains(&j["fraction_of_step"].as_f64().unwrap()), "{j}");
+        // Without --tp: no all-reduce columns, null in the JSON.
+        let single = run(&be, &shape, &[1], &s).unwrap();
+        assert!(single.rows[0].all_reduce.is_none() && single.all_reduce_note().is_none());
+        assert!(!single.markdown().contains("all-reduce"));
+        assert!(single.json()["rows"][0]["all_reduce"].is_null());
+    }
 }

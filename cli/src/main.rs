@@ -171,12 +171,13 @@ enum Command {
         /// Backend (default: SWITCHYARD_BACKEND or cpu).
         #[arg(long)]
         backend: Option<String>,
-        /// Model shape: `default` (dense, 30 layers of width 2560, 7.08 GB)
-        /// or `26b-a4b` (Gemma 4 26B-A4B's text decoder: 128 experts, top-8,
-        /// beside a dense MLP).
+        /// Model shape: `default` (dense, 30 layers of width 2560, 7.08 GB),
+        /// `26b-a4b` (Gemma 4 26B-A4B's text decoder: 128 experts, top-8,
+        /// beside a dense MLP) or `31b` (Gemma 4 31B's text decoder: dense,
+        /// 60 layers of width 5376, 61.4 GB).
         #[arg(long, default_value = "default")]
         shape: String,
-        /// Decoder layers (default: the shape's, 30).
+        /// Decoder layers (default: the shape's, 30; 60 for 31b).
         #[arg(long)]
         layers: Option<usize>,
         /// Residual width, `default` shape only: intermediate 4x, one query
@@ -210,7 +211,8 @@ enum Command {
         #[arg(long)]
         print_hf_config: bool,
         /// Tensor parallelism over N ranks, as `generate --tp` (cuda: GPUs
-        /// 0..N over NCCL); the bound counts N devices' copy bandwidth.
+        /// 0..N over NCCL); the bound counts N devices' copy bandwidth, and
+        /// each row adds the all-reduce time per token and its share of the step.
         #[arg(long, default_value_t = 1)]
         tp: usize,
     },

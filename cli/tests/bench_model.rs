@@ -1,7 +1,8 @@
 //! `bench-model` end to end on the CPU reference: a tiny MoE shape through
 //! `bench_model::run` (copy ceiling, random device weights, prefill, recorded
 //! decode steps at two batch sizes), its reports, `scripts/decode_tables.py`
-//! over its JSON, and the `--shape` / `--print-hf-config` flags of the binary.
+//! over its JSON, the `--shape` / `--print-hf-config` flags of the binary,
+//! and `--shape 31b --tp 2` (one layer of it) with its all-reduce timing.
 use serde_json::Value;
 mod support;
 use std::path::{Path, PathBuf};
@@ -165,4 +166,64 @@ fn print_hf_config_names_the_shape_and_opens_no_backend() {
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--hidden applies to --shape default only"));
     let out = switchyard(&["bench-model", "--shape", "7b", "--print-hf-config"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("expected one of default, 26b-a4b"));
+}
+
+#[test]
+fn the_31b_shape_runs_under_tp_2_on_cpu_with_its_all_reduce_time() {
+    // The whole 31b shape is 61 GB; one of its layers at full width (the
+    // last layer is full attention: head_dim 512, 4 KV heads, V = K) and a
+    // 512-row table is 1.07 GB, split over two CPU reference ranks.
+    let out = switchyard(&[
+        "bench-model",
+        "--backend",
+        "cpu",
+        "--shape",
+        "31b",
+        "--tp",
+        "2",
+        "--layers",
+        "1",
+        "--vocab",
+        "512",
+        "--batch",
+        "2",
+        "--prompt-len",
+        "1",
+        "--steps",
+        "1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((d["shape"].as_str(), d["tp"].as_u64(), d["comm"].as_str()), (Some("31b"), Some(2), Some("threads")));
+    let c = &d["hf_config"];
+    assert_eq!(
+        (
+            c["hidden_size"].as_u64(),
+            c["intermediate_size"].as_u64(),
+            c["num_attention_heads"].as_u64(),
+            c["num_global_key_value_heads"].as_u64()
+        ),
+        (Some(5376), Some(21504), Some(32), Some(4))
+    );
+    // Both shards' weights: q 16384·h, k 2048·h, o h·16384, the MLP 3·21504·h,
+    // the table 512·h, each once; the norms and the layer scalar on each rank.
+    let h = 5376u64;
+    let split = 2 * ((16384 + 2048 + 16384 + 3 * 21504 + 512) * h);
+    let replicated = 2 * (2 * (2 * 512 + 5 * h) + 4);
+    // Each rank's table has one zero row after its own (ARCHITECTURE.md).
+    assert_eq!(d["model_bytes"].as_u64(), Some(split + replicated + 2 * 2 * h));
+    let row = &d["rows"][0];
+    assert_eq!(row["batch"], 2);
+    assert!(row["tokens_per_s"].as_f64().unwrap() > 0.0);
+    let a = &row["all_reduce"];
+    // The embedding's and the layer's two, of [2, 5376] each.
+    assert_eq!(
+        (a["calls_per_step"].as_u64(), a["elements_per_step"].as_u64(), a["mode"].as_str()),
+        (Some(3), Some(3 * 2 * h), Some("eager"))
+    );
+    let (ms, us) = (a["ms_per_step"].as_f64().unwrap(), a["us_per_token"].as_f64().unwrap());
+    assert!(ms > 0.0 && (us - ms * 1e3 / 2.0).abs() < 1e-9, "{a}");
+    assert_eq!(a["ms_per_step_by_rank"].as_array().map(Vec::len), Some(2));
+    assert!(d["all_reduce_note"].as_str().unwrap().contains("HOST figure"), "{d}");
 }

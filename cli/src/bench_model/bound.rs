@@ -202,6 +202,45 @@ mod tests {
     }
 
     #[test]
+    fn the_31b_shape_reads_its_hand_counted_bytes() {
+        let cfg = Shape::gemma4_31b().config().unwrap();
+        // By hand, in bf16 elements unless said (h = 5376, 32 query heads):
+        //   table 262144·h, final norm h.
+        //   sliding layer (head_dim 256, 16 KV heads): q 8192·h, k and v
+        //     4096·h each, o h·8192; q_norm + k_norm 2·256; gate + up + down
+        //     3·21504·h; four norms 4·h; + layer_scalar (f32) 4 bytes.
+        //   full layer (head_dim 512, 4 KV heads, V = K): q 16384·h, k 2048·h,
+        //     o h·16384; q_norm + k_norm 2·512; the same MLP and norms.
+        let h = 5376usize;
+        let mlp = 3 * 21504 * h + 4 * h;
+        let sliding = 2 * ((8192 + 2 * 4096 + 8192) * h + 2 * 256 + mlp) + 4;
+        let full = 2 * ((16384 + 2048 + 16384) * h + 2 * 512 + mlp) + 4;
+        let weights = 2 * (262_144 * h + h) + 50 * sliding + 10 * full;
+        assert_eq!(weights, 61_394_690_800);
+        // 30.7 B parameters (Google: "31B"), near enough all of them bf16.
+        assert!((30.6e9..30.8e9).contains(&(weights as f64 / 2.0)));
+        let b1 = step_bytes(&cfg, Quant::None, 1, 127..128);
+        assert_eq!((b1.weights, b1.expert, b1.moe_layers, b1.experts()), (weights, 0, 0, 0.0));
+        // KV at position 127 (ctx 128, inside the 1024 window): K + V per
+        // sliding layer 2·128·16·256·2 bytes, per full layer 2·128·4·512·2.
+        let kv: usize = 50 * (2 * 128 * 16 * 256 * 2) + 10 * (2 * 128 * 4 * 512 * 2);
+        assert_eq!(b1.kv, kv as f64);
+        // Batch 16 past the window: sliding layers read 1024 positions.
+        let b16 = step_bytes(&cfg, Quant::None, 16, 2000..2001);
+        let kv16: usize = 16 * (50 * (2 * 1024 * 16 * 256 * 2) + 10 * (2 * 2001 * 4 * 512 * 2));
+        assert_eq!((b16.weights, b16.kv), (weights, kv16 as f64));
+        // --tp 2: the ranks' shards hold the split weights once and the
+        // replicated norms (and scalars) on both; every weight is counted.
+        let (mut split, replicated) = (0, 2 * (h + 60 * (4 * h)) + 60 * 4 + 2 * (50 * 2 * 256 + 10 * 2 * 512));
+        for rank in 0..2 {
+            let plan = switchyard_model::tp::TpPlan::new(&cfg, rank, 2).unwrap();
+            let local = plan.local_config(&cfg);
+            split += step_bytes(&local, Quant::None, 1, 127..128).weights;
+        }
+        assert_eq!(split, weights + replicated);
+    }
+
+    #[test]
     fn weights_plus_all_experts_is_every_tensor() {
         // At a batch large enough to select every expert the step reads the
         // whole model, which is what the tensor list sizes.

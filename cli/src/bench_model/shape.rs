@@ -1,12 +1,13 @@
 //! The shapes `bench-model` can build: `default` (dense, Gemma-4-shaped, the
-//! original 7.08 GB benchmark model) and `26b-a4b` (the text decoder of
-//! Gemma 4 26B-A4B: 128 experts, top-8, beside a dense MLP).
+//! original 7.08 GB benchmark model), `26b-a4b` (the text decoder of Gemma 4
+//! 26B-A4B: 128 experts, top-8, beside a dense MLP) and `31b` (the text
+//! decoder of Gemma 4 31B: dense, 60 layers of width 5376, 61.4 GB of bf16).
 use crate::synthetic::Spec;
 use anyhow::{bail, Context, Result};
 use switchyard_model::config::ModelConfig;
 
 /// The names `--shape` takes, in the order help lists them.
-pub const SHAPE_NAMES: [&str; 2] = ["default", "26b-a4b"];
+pub const SHAPE_NAMES: [&str; 3] = ["default", "26b-a4b", "31b"];
 
 /// The MoE branch of a shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +55,7 @@ impl Shape {
         match name {
             "default" => Ok(Shape::gemma4(30, 2560)),
             "26b-a4b" => Ok(Shape::gemma4_26b_a4b()),
+            "31b" => Ok(Shape::gemma4_31b()),
             other => bail!("--shape {}: expected one of {}", switchyard_model::text::clip(other), SHAPE_NAMES.join(", ")),
         }
     }
@@ -120,6 +122,43 @@ impl Shape {
             window: 1024,
             vocab: 262_144,
             moe: Some(MoeShape { experts: 128, top_k: 8, intermediate: 704 }),
+        }
+    }
+
+    /// The text decoder of Gemma 4 31B (`--shape 31b`).
+    ///
+    /// Source: the `text_config` of the release's `config.json`
+    /// (google/gemma-4-31B-it), as the repository ships it in
+    /// `tests/data/release-configs/gemma-4-31B-it/config.json` (SOURCES.md
+    /// there says where it was transcribed from; `tests/release_configs.rs`
+    /// parses it): hidden_size 5376, num_hidden_layers 60,
+    /// intermediate_size 21504, num_attention_heads 32,
+    /// num_key_value_heads 16, head_dim 256, global_head_dim 512,
+    /// num_global_key_value_heads 4, attention_k_eq_v true, sliding_window
+    /// 1024, layer_types five sliding to one full (layers 5, 11, .., 59
+    /// full), enable_moe_block false, vocab_size 262144,
+    /// final_logit_softcapping 30.0, rms_norm_eps 1e-6, hidden_activation
+    /// gelu_pytorch_tanh, rope_parameters sliding {default, theta 10000} and
+    /// full {proportional, partial_rotary_factor 0.25, theta 1e6},
+    /// hidden_size_per_layer_input 0, num_kv_shared_layers 0,
+    /// use_double_wide_mlp false, tied embeddings. As for 26B-A4B, the
+    /// benchmark's context (8192) and EOS (1) are its own. 30.7 B
+    /// parameters, 61.4 GB of bf16: it fits one H200, and `--tp 2` splits
+    /// every layer's heads (16 and 2 KV heads a rank), MLP and the table.
+    pub fn gemma4_31b() -> Self {
+        Shape {
+            name: "31b".into(),
+            layers: 60,
+            hidden: 5376,
+            intermediate: 21504,
+            heads: 32,
+            kv_heads: 16,
+            head_dim: 256,
+            global_head_dim: 512,
+            global_kv_heads: 4,
+            window: 1024,
+            vocab: 262_144,
+            moe: None,
         }
     }
 
@@ -221,7 +260,60 @@ mod tests {
         }
         assert_eq!(m.final_logit_softcapping, 30.0);
         let err = Shape::named("27b").unwrap_err().to_string();
-        assert!(err.contains("default, 26b-a4b"), "{err}");
+        assert!(err.contains("default, 26b-a4b, 31b"), "{err}");
+    }
+
+    /// The release's `config.json` that the repository ships (parsed by
+    /// `tests/release_configs.rs`), through the same parser.
+    fn release(name: &str) -> ModelConfig {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/release-configs").join(name).join("config.json");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        ModelConfig::from_json(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn release_presets_are_the_release_configs() {
+        // Everything the graph reads, layer by layer, but the two fields the
+        // benchmark sets for every shape: its context and its EOS.
+        for (preset, file) in [("31b", "gemma-4-31B-it"), ("26b-a4b", "gemma-4-26B-A4B-it")] {
+            let ours = Shape::named(preset).unwrap().config().unwrap();
+            let mut theirs = release(file);
+            assert_eq!(theirs.max_position_embeddings, 262_144, "{file}");
+            theirs.max_position_embeddings = ours.max_position_embeddings;
+            theirs.eos_token_ids = ours.eos_token_ids.clone();
+            assert_eq!(ours, theirs, "--shape {preset} against the {file} release config");
+        }
+        let c = Shape::named("31b").unwrap().config().unwrap();
+        assert_eq!((c.num_layers(), c.hidden_size, c.intermediate_size, c.num_heads, c.vocab_size), (60, 5376, 21504, 32, 262_144));
+        let full: Vec<usize> = c.layers.iter().enumerate().filter(|(_, l)| l.window == 0).map(|(i, _)| i).collect();
+        assert_eq!(full, [5, 11, 17, 23, 29, 35, 41, 47, 53, 59]);
+    }
+
+    #[test]
+    fn the_31b_preset_splits_over_2_and_4_ranks() {
+        use switchyard_model::tp::TpPlan;
+        let cfg = Shape::gemma4_31b().config().unwrap();
+        for world in [2, 4] {
+            for rank in 0..world {
+                let plan = TpPlan::new(&cfg, rank, world).unwrap_or_else(|e| panic!("--tp {world}: {e}"));
+                let local = plan.local_config(&cfg);
+                // 32 query heads; sliding layers 16 KV heads, full layers 4
+                // (V = K): all divide by 2 and 4, so no KV head is replicated.
+                assert_eq!((local.num_heads, local.vocab_size), (32 / world, 262_144 / world));
+                assert_eq!(plan.vocab, rank * 262_144 / world..(rank + 1) * 262_144 / world);
+                for (i, (l, s)) in local.layers.iter().zip(&plan.layers).enumerate() {
+                    let kv = if (i + 1) % 6 == 0 { 4 } else { 16 };
+                    assert_eq!(l.num_kv_heads, kv / world, "--tp {world} layer {i}");
+                    assert_eq!(s.kv_heads, rank * kv / world..(rank + 1) * kv / world, "--tp {world} layer {i}");
+                    assert_eq!(s.q_heads, rank * 32 / world..(rank + 1) * 32 / world);
+                    assert_eq!(l.intermediate, 21504 / world);
+                }
+            }
+        }
+        // 8 ranks would leave a full layer's 4 KV heads replicated on 2 ranks each.
+        let p8 = TpPlan::new(&cfg, 7, 8).unwrap();
+        assert_eq!((p8.layers[5].kv_heads.clone(), p8.layers[0].kv_heads.clone()), (3..4, 14..16));
+        assert!(TpPlan::new(&cfg, 0, 3).unwrap_err().to_string().contains("--tp 3"));
     }
 
     #[test]
