@@ -5,6 +5,15 @@
 //! (ARCHITECTURE.md, parity tolerances: per step, cosine >= 0.999 and max
 //! |tp - tp1| <= 2e-2 · max |tp1|) and with identical greedy tokens.
 //!
+//! On CUDA (`tp2_on_cuda_matches_tp1_on_cuda`): `--tp 2` over two GPUs
+//! joined by NCCL against `--tp 1` on one, on every fixture, under the same
+//! rule and with identical tokens. It needs two GPUs and libnccl (the probe
+//! `cuda-tp2` opens GPUs 0 and 1 and loads NCCL); without them it ends
+//! ignored with the reason, or failed when `SWITCHYARD_REQUIRE_CUDA_TP2=1`
+//! (scripts/h200_checks.sh's `tp` part sets it). This binary uses
+//! `switchyard-test-harness` for that, so its tests are registered with
+//! `tests!` (a test attribute would never run here).
+//!
 //! Run with `--nocapture` to see each comparison's summary line.
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -40,7 +49,6 @@ fn ulp_bf16(x: f64) -> f64 {
     2f64.powi(e.max(-133) - 7)
 }
 
-#[test]
 fn all_reduce_sums_f32_and_bf16_like_an_f64_sum() {
     const N: usize = 1000;
     for world in [2, 3, 4] {
@@ -92,7 +100,6 @@ fn all_reduce_sums_f32_and_bf16_like_an_f64_sum() {
     }
 }
 
-#[test]
 fn all_reduce_adds_in_rank_order_whatever_the_arrival_order() {
     // In f32, ((1e8 + 1) - 1e8) + 1 = 1 (1e8 + 1 rounds to 1e8), while any
     // order that meets -1e8 before the first 1 gives 2: the result shows
@@ -114,7 +121,6 @@ fn all_reduce_adds_in_rank_order_whatever_the_arrival_order() {
     }
 }
 
-#[test]
 fn all_gather_concatenates_in_rank_order() {
     for world in [1, 2, 4] {
         let results = on_ranks(world, |c| {
@@ -134,7 +140,6 @@ fn all_gather_concatenates_in_rank_order() {
     }
 }
 
-#[test]
 fn communicator_misuse_is_refused_with_its_reason() {
     // Ranks that disagree on the count: every rank is told, naming both calls.
     let errs = on_ranks(2, |c| {
@@ -188,8 +193,13 @@ use switchyard_model::tp::TpPlan;
 const MIN_COSINE: f64 = 0.999;
 const MAX_REL: f64 = 2e-2;
 
+/// The fixture `name`: under this crate where the binary was built, else
+/// under `tests/fixtures` of the current directory (a test binary carried
+/// to the GPU machine runs from the repository root there).
 fn dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let root = if built.is_dir() { built } else { PathBuf::from("tests/fixtures") };
+    root.join(name)
 }
 
 /// The fixture's HF prompt, and as many new tokens as HF generated.
@@ -204,10 +214,16 @@ fn open(name: &str) -> Checkpoint {
     Checkpoint::open(&dir(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// `--tp 1`: the model on one CPU reference backend.
+/// `--tp 1`: the model on one backend.
+fn run_single_on(name: &str, be: Arc<dyn Backend>) -> Generation {
+    let what = be.name();
+    let model = Model::load(&open(name), be, Quant::None).unwrap_or_else(|e| panic!("{name} {what} tp 1: loading: {e}"));
+    generate(&model, &request(name)).unwrap_or_else(|e| panic!("{name} {what} tp 1: {e}"))
+}
+
+/// `--tp 1` on one CPU reference backend.
 fn run_single(name: &str) -> Generation {
-    let model = Model::load(&open(name), switchyard_cpu_ref::cpu_backend(), Quant::None).unwrap();
-    generate(&model, &request(name)).unwrap_or_else(|e| panic!("{name} tp 1: {e}"))
+    run_single_on(name, switchyard_cpu_ref::cpu_backend())
 }
 
 /// A group of `tp` ranks, each a thread with its own CPU reference backend.
@@ -216,10 +232,15 @@ fn group(name: &str, tp: usize) -> switchyard_model::Result<TpGroup> {
     TpGroup::load(&open(name), Quant::None, thread_ranks(backends)?)
 }
 
-fn run_tp(name: &str, tp: usize) -> Generation {
-    let g = group(name, tp).unwrap_or_else(|e| panic!("{name} tp {tp}: loading: {e}"));
+/// Generation over a started group of `tp` ranks.
+fn run_group(name: &str, tp: usize, g: switchyard_model::Result<TpGroup>, what: &str) -> Generation {
+    let g = g.unwrap_or_else(|e| panic!("{name} {what} tp {tp}: loading: {e}"));
     assert_eq!(g.world(), tp);
-    generate(&g, &request(name)).unwrap_or_else(|e| panic!("{name} tp {tp}: {e}"))
+    generate(&g, &request(name)).unwrap_or_else(|e| panic!("{name} {what} tp {tp}: {e}"))
+}
+
+fn run_tp(name: &str, tp: usize) -> Generation {
+    run_group(name, tp, group(name, tp), "cpu")
 }
 
 /// Cosine and max |a - b| / max |b| of one step's logits.
@@ -237,33 +258,38 @@ fn step_diff(a: &[f32], b: &[f32]) -> (f64, f64) {
     (dot / (na.sqrt() * nb.sqrt()), max_abs / ref_max)
 }
 
-/// `--tp N` against `--tp 1` on fixture `name`: every step within the
-/// whole-model rule, and the same greedy tokens.
+/// A `--tp N` generation `g` against the `--tp 1` one, `single`, on
+/// fixture `name` (`what`: the backend, for the messages): every step
+/// within the whole-model rule, and the same greedy tokens.
+fn compare(name: &str, what: &str, tp: usize, g: &Generation, single: &Generation) {
+    assert_eq!(g.tokens, single.tokens, "{name} {what}: --tp {tp} chose other greedy tokens than --tp 1");
+    assert_eq!(g.logits.len(), single.logits.len(), "{name} {what} tp {tp}: one logit row per step");
+    assert!(!g.logits.is_empty(), "{name} {what} tp {tp}: no logits to compare");
+    let (mut min_cos, mut max_rel, mut exact) = (1f64, 0f64, true);
+    for (s, (ours, theirs)) in g.logits.iter().zip(&single.logits).enumerate() {
+        let (cos, rel) = step_diff(ours, theirs);
+        assert!(cos >= MIN_COSINE && rel <= MAX_REL, "{name} {what} tp {tp}: step {s}: cosine {cos:.6}, max rel err {rel:.3e}");
+        min_cos = min_cos.min(cos);
+        max_rel = max_rel.max(rel);
+        exact &= ours.iter().zip(theirs).all(|(a, b)| a.to_bits() == b.to_bits());
+    }
+    println!(
+        "{name} on {what}: --tp {tp} vs --tp 1: {} steps, min cosine {min_cos:.7}, max rel err {max_rel:.3e} (rule: cosine >= \
+         {MIN_COSINE}, rel <= {MAX_REL}), logits bit-identical: {}, greedy tokens identical: {:?}",
+        g.tokens.len(),
+        if exact { "yes" } else { "no" },
+        g.tokens
+    );
+}
+
+/// `--tp N` against `--tp 1` on fixture `name`, on the CPU reference.
 fn check_against_single(name: &str, tps: &[usize]) {
     let single = run_single(name);
     for &tp in tps {
-        let g = run_tp(name, tp);
-        assert_eq!(g.tokens, single.tokens, "{name}: --tp {tp} chose other greedy tokens than --tp 1");
-        assert_eq!(g.logits.len(), single.logits.len(), "{name} tp {tp}: one logit row per step");
-        let (mut min_cos, mut max_rel, mut exact) = (1f64, 0f64, true);
-        for (s, (ours, theirs)) in g.logits.iter().zip(&single.logits).enumerate() {
-            let (cos, rel) = step_diff(ours, theirs);
-            assert!(cos >= MIN_COSINE && rel <= MAX_REL, "{name} tp {tp}: step {s}: cosine {cos:.6}, max rel err {rel:.3e}");
-            min_cos = min_cos.min(cos);
-            max_rel = max_rel.max(rel);
-            exact &= ours.iter().zip(theirs).all(|(a, b)| a.to_bits() == b.to_bits());
-        }
-        println!(
-            "{name}: --tp {tp} vs --tp 1: {} steps, min cosine {min_cos:.7}, max rel err {max_rel:.3e} (rule: cosine >= {MIN_COSINE}, \
-             rel <= {MAX_REL}), logits bit-identical: {}, greedy tokens identical: {:?}",
-            g.tokens.len(),
-            if exact { "yes" } else { "no" },
-            g.tokens
-        );
+        compare(name, "cpu", tp, &run_tp(name, tp), &single);
     }
 }
 
-#[test]
 fn tp_matches_tp1_on_dense_fixtures() {
     // tiny-dense has 2 query heads, so 2 ranks at most; tiny-31b (4 heads,
     // 2 KV heads on sliding layers, 1 on its k = v global layer) takes 4,
@@ -272,7 +298,6 @@ fn tp_matches_tp1_on_dense_fixtures() {
     check_against_single("tiny-31b", &[2, 4]);
 }
 
-#[test]
 fn tp_matches_tp1_on_moe_fixtures() {
     // 8 experts, 2 or 4 per rank; tiny-moe's global layers have one KV head
     // and k = v.
@@ -280,7 +305,6 @@ fn tp_matches_tp1_on_moe_fixtures() {
     check_against_single("tiny-26b-a4b", &[2, 4]);
 }
 
-#[test]
 fn tp_runs_per_layer_inputs_and_kv_sharing() {
     // E2B's flags: per-layer inputs (replicated on every rank), KV-shared
     // layers (attending over their source's pool on each rank), a
@@ -288,7 +312,6 @@ fn tp_runs_per_layer_inputs_and_kv_sharing() {
     check_against_single("tiny-e2b", &[2]);
 }
 
-#[test]
 fn tp_runs_are_bit_identical_from_run_to_run() {
     let a = run_tp("tiny-moe", 4);
     let b = run_tp("tiny-moe", 4);
@@ -298,7 +321,6 @@ fn tp_runs_are_bit_identical_from_run_to_run() {
     }
 }
 
-#[test]
 fn a_config_that_does_not_split_is_refused_naming_tp_and_the_value() {
     let e = group("tiny-dense", 4).err().expect("2 heads over 4 ranks").to_string();
     assert!(e.contains("--tp 4: num_attention_heads = 2 is not a multiple of 4"), "{e}");
@@ -323,7 +345,6 @@ fn a_config_that_does_not_split_is_refused_naming_tp_and_the_value() {
     assert!(TpGroup::load(&open("tiny-moe"), Quant::None, Vec::new()).err().unwrap().to_string().contains("at least one rank"));
 }
 
-#[test]
 fn a_plan_splits_heads_kv_heads_vocabulary_and_experts() {
     let cfg = ModelConfig::from_json(&open("tiny-moe").config_json).unwrap();
     // 4 query heads; sliding layers 2 KV heads, global layers 1.
@@ -339,7 +360,6 @@ fn a_plan_splits_heads_kv_heads_vocabulary_and_experts() {
     assert_eq!((local.num_heads, local.layers[0].num_kv_heads, local.layers[3].num_kv_heads, local.vocab_size), (1, 1, 1, 128));
 }
 
-#[test]
 fn a_shard_reads_slices_of_the_checkpoint_tensors() {
     let ck = open("tiny-moe");
     // [hidden 128, heads 4 · hd 32]: columns 32..64 of o_proj, row by row.
@@ -359,3 +379,45 @@ fn a_shard_reads_slices_of_the_checkpoint_tensors() {
     let e = ck.tensor_slice("layers.0.self_attn.o_proj.weight", &[128, 64], &Slice::Cols(0..2)).unwrap_err().to_string();
     assert!(e.contains("has shape [128, 128], expected [128, 64]"), "{e}");
 }
+
+// ---- On two GPUs ----
+
+/// Every fixture: dense, MoE, the 31B and 26B-A4B flag sets, and E2B's
+/// per-layer inputs and KV sharing.
+const CUDA_FIXTURES: [&str; 5] = ["tiny-dense", "tiny-31b", "tiny-moe", "tiny-26b-a4b", "tiny-e2b"];
+
+fn tp2_on_cuda_matches_tp1_on_cuda() {
+    for name in CUDA_FIXTURES {
+        let be = switchyard_cli::backends::open("cuda").unwrap_or_else(|e| panic!("cuda: {e}"));
+        let single = run_single_on(name, be);
+        // GPUs 0 and 1, one thread each, joined by NCCL (NCCL_NVLS_ENABLE=0).
+        let ranks = switchyard_cli::backends::tp_ranks("cuda", 2).unwrap_or_else(|e| panic!("{name}: cuda --tp 2: {e:#}"));
+        let g = run_group(name, 2, TpGroup::load(&open(name), Quant::None, ranks), "cuda");
+        compare(name, "cuda (NCCL)", 2, &g, &single);
+    }
+}
+
+/// Opens backend `name`; `cuda-tp2` is two CUDA GPUs joined by NCCL (GPUs 0
+/// and 1 opened, libnccl loaded and checked, a group id made).
+fn probe(name: &str) -> Result<(), String> {
+    match name {
+        "cuda-tp2" => switchyard_cli::backends::tp_ranks("cuda", 2).map(drop).map_err(|e| format!("{e:#}")),
+        other => switchyard_cli::backends::open(other).map(drop).map_err(|e| e.to_string()),
+    }
+}
+
+switchyard_test_harness::tests!(
+    all_reduce_sums_f32_and_bf16_like_an_f64_sum,
+    all_reduce_adds_in_rank_order_whatever_the_arrival_order,
+    all_gather_concatenates_in_rank_order,
+    communicator_misuse_is_refused_with_its_reason,
+    tp_matches_tp1_on_dense_fixtures,
+    tp_matches_tp1_on_moe_fixtures,
+    tp_runs_per_layer_inputs_and_kv_sharing,
+    tp_runs_are_bit_identical_from_run_to_run,
+    a_config_that_does_not_split_is_refused_naming_tp_and_the_value,
+    a_plan_splits_heads_kv_heads_vocabulary_and_experts,
+    a_shard_reads_slices_of_the_checkpoint_tensors,
+);
+switchyard_test_harness::tests!(needs "cuda-tp2": tp2_on_cuda_matches_tp1_on_cuda);
+switchyard_test_harness::main!(probe);
