@@ -17,6 +17,15 @@
 #            the kernels matching DEEP_KERNELS in one default-shape decode
 #            step (DEEP_ARGS adds bench-model options, e.g. --quant nvfp4).
 #            Not in the default PARTS;
+#   tp:      for the two-GPU machine (device kind nvidia-h200-x2): the
+#            tensor_parallel test binary (cuda --tp 2 vs --tp 1 on every
+#            fixture over NCCL, with SWITCHYARD_REQUIRE_CUDA_TP2=1 so a
+#            missing GPU or libnccl fails it), then bench-model --tp 1 and
+#            --tp 2 on the TP_SHAPES at batch 1 and 16, the scaling and the
+#            all-reduce time per token in tp_scaling.md. NCCL_NVLS_ENABLE=0;
+#            libnccl is looked for in the system, then in python's
+#            site-packages (torch's nvidia nccl wheel), and linked as
+#            libnccl.so on LD_LIBRARY_PATH. Not in the default PARTS;
 #   train:   trains the built-in model (scripts/train_default_model.py
 #            --device cuda) in the background while the parts after it run
 #            (so put it before `checks`, whose figures are not timed), and
@@ -28,6 +37,9 @@
 #        (and for the split-table check: cp "$(cargo test --release -p switchyard-wgpu
 #        --test split_tables --no-run 2>&1 | grep -o 'target/release/deps/split_tables-[0-9a-f]*')" dist/split_tables)
 # There: bash scripts/h200_checks.sh     (carry dist and .device-vk; writes to $OUT)
+# The tp part needs dist/tensor_parallel: cp "$(cargo test --release -p switchyard-tests
+#        --test tensor_parallel --no-run 2>&1 | grep -o 'target/release/deps/tensor_parallel-[0-9a-f]*')"
+#        dist/tensor_parallel && strip dist/tensor_parallel; run PARTS=tp on an nvidia-h200-x2 machine.
 #
 # A device call runs 10 minutes at most, and the three parts together take
 # longer: run PARTS="checks kernels" in one call and PARTS=decode in another.
@@ -47,6 +59,7 @@
 #   SHAPES="default 26b-a4b"       the bench-model shapes of the decode and profile parts
 #   TRAIN_MINUTES=4                the training time box of the train part
 #   HF_MODES="eager compile"       HF's decode modes (compile is the peer)
+#   TP_SHAPES="31b 26b-a4b"        the bench-model shapes of the tp part
 #   BENCH_BACKENDS="cuda wgpu"     the kernel bench's backends (cuda first)
 # The device hands back at most 8 files from $OUT: when there are more, all
 # but summary.txt and decode_tables.md are packed into $OUT/raw.tar.gz.
@@ -206,6 +219,61 @@ DEEP_KERNELS=${DEEP_KERNELS:-regex:dense_gemv|attention_decode|post_norm|layer_o
 DEEP_COUNT=${DEEP_COUNT:-12}
 DEEP_ARGS=${DEEP_ARGS:-}
 
+tp() { # two GPUs: the cuda tp parity test, then bench-model --tp 1 / --tp 2 per shape at batch 1 and 16
+    local TPD=$OUT/tp shape t lib dir
+    mkdir -p "$TPD"
+    export NCCL_NVLS_ENABLE=0
+    nvidia-smi topo -m > "$TPD/topo.txt" 2>&1
+    # cudarc opens libnccl.so (or .so.<CUDA major>); a pip wheel ships libnccl.so.2 only.
+    if ! ldconfig -p 2>/dev/null | grep -q 'libnccl\.so '; then
+        lib=$(find $(python3 -c 'import site; print(*site.getsitepackages())' 2>/dev/null) /opt/torch/.venv \
+            -name 'libnccl.so*' 2>/dev/null | head -1)
+        if [ -n "$lib" ]; then
+            dir=/tmp/switchyard-nccl
+            mkdir -p "$dir" && ln -sf "$lib" "$dir/libnccl.so"
+            export LD_LIBRARY_PATH=$dir:$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        fi
+        echo "libnccl: ${lib:-not found}" | tee -a "$SUM"
+    fi
+    step "tensor_parallel test (cuda --tp 2 vs --tp 1)" 240 "$TPD/tensor_parallel.txt" \
+        env SWITCHYARD_REQUIRE_CUDA_TP2=1 dist/tensor_parallel --nocapture --test-threads 1
+    grep -E "^test result|on cuda \(NCCL\)|FAILED|panicked" "$TPD/tensor_parallel.txt" >> "$SUM"
+    for shape in $TP_SHAPES; do
+        for t in 1 2; do
+            step "bench-model cuda $shape --tp $t" 150 "$TPD/tp.log" bash -c '"$@" > "$0"' "$TPD/bm_${shape}_tp$t.json" \
+                "$S" bench-model --backend cuda --shape "$shape" --tp $t --batch 1,16 --steps 32 --json
+        done
+    done
+    python3 - "$TPD" $TP_SHAPES > "$OUT/tp_scaling.md" 2>&1 <<'PY'
+import json, os, sys
+d, shapes = sys.argv[1], sys.argv[2:]
+f = lambda x, fmt: fmt % x if x is not None else "-"
+print("| shape | batch | tp 1 tok/s | tp 2 tok/s | scaling | tp 2 % of bound | all-reduce us/token | all-reduce % of step | calls/step |")
+print("|---|---|---|---|---|---|---|---|---|")
+for shape in shapes:
+    runs = {}
+    for t in (1, 2):
+        p = os.path.join(d, f"bm_{shape}_tp{t}.json")
+        try:
+            runs[t] = {r["batch"]: r for r in json.load(open(p))["rows"]}
+        except Exception as e:
+            runs[t] = {}
+            print(f"| {shape} | - | {os.path.basename(p)}: {e} | | | | | | |")
+    for b in sorted(set(runs[1]) | set(runs[2])):
+        r1, r2 = runs[1].get(b), runs[2].get(b)
+        a = (r2 or {}).get("all_reduce") or {}
+        t1, t2 = r1 and r1["tokens_per_s"], r2 and r2["tokens_per_s"]
+        share = a.get("fraction_of_step")
+        print(f"| {shape} | {b} | {f(t1, '%.1f')} | {f(t2, '%.1f')} | {f(t1 and t2 and t2 / t1, '%.2fx')} | "
+              f"{f(r2 and 100 * r2['fraction_of_bound'], '%.0f%%')} | {f(a.get('us_per_token'), '%.1f')} | "
+              f"{f(share and 100 * share, '%.1f%%')} | {a.get('calls_per_step', '-')} |")
+print("\nTarget (issue 17): tp 2 >= 1.60x tp 1 tok/s at batch 1 on 31b. All-reduce: the step's NCCL bf16 sums, timed on each "
+      "GPU after the decode steps (recorded and replayed as the step is), the slowest rank's.")
+PY
+    cat "$OUT/tp_scaling.md" >> "$SUM"
+}
+TP_SHAPES=${TP_SHAPES:-31b 26b-a4b}
+
 TRAIN_PID=
 train() { # in the background; waited for at the end
     (
@@ -219,6 +287,7 @@ TRAIN_MINUTES=${TRAIN_MINUTES:-4}
 
 has profile && profile
 has deep && deep
+has tp && tp
 has train && train
 has checks && checks
 has kernels && kernels
