@@ -9,9 +9,12 @@
 //!   `max_ctx` = the context (one launch per length) and = the 32k capacity
 //!   (what a session passes, fixed across steps: idle chunks past ctx).
 //! - Prefill attention (causal, one 4096-token sequence, and sliding
-//!   window 1024): TFLOP/s counting only the unmasked score/value products
-//!   (4 · Σ keys_seen · hd · nh). `attn_sdpa.py` beside this file times
-//!   PyTorch's scaled_dot_product_attention on the same shapes for the ratio.
+//!   window 1024; hd 256 and hd 512, the latter also with V = K): TFLOP/s
+//!   counting only the unmasked score/value products (4 · Σ keys_seen · hd ·
+//!   nh), for attn.cu's kernel and the flash kernels (flash_prefill.cu) in
+//!   the same run, with the NMSE between their outputs. `attn_sdpa.py`
+//!   beside this file times PyTorch's scaled_dot_product_attention on the
+//!   same shapes for the ratio.
 //! - The MoE expert path at 128 experts, top-8, 4096 tokens: grouped GEMMs
 //!   (bf16 and NVFP4 weights) in TFLOP/s, and the gather / gelu / combine
 //!   kernels in GB/s.
@@ -161,17 +164,24 @@ fn main() -> Result<()> {
         }
     }
 
-    // ---- prefill: one sequence of L tokens, rows 0..L.
-    println!("\n| prefill attention | L | window | ms | TFLOP/s |\n|---|---|---|---|---|");
+    // ---- prefill: one sequence of L tokens, rows 0..L; attn.cu's kernel
+    // and the flash kernels (flash_prefill.cu) in the same run, and how far
+    // apart their outputs are (NMSE of flash against attn.cu's).
+    println!(
+        "\n| prefill attention | L | window | attn.cu ms | TFLOP/s | flash ms | TFLOP/s | flash / attn.cu | NMSE flash vs attn.cu |\n|---|---|---|---|---|---|---|---|---|"
+    );
     let l = 4096usize;
     let seq0 = b.region(&i32_bytes(&vec![0; l]))?;
     let posv = b.region(&i32_bytes(&(0..l as i32).collect::<Vec<_>>()))?;
     let qp = b.region(&bf16_bytes(l * nh * 512, &mut rng, 1.0))?;
     let op = b.zero_region(l * nh * 512 * 2)?;
-    for (nkv, hd, window) in [(16usize, 256usize, 0usize), (16, 256, 1024), (4, 512, 0)] {
+    let flash_default = switchyard_kernels::attn::flash_prefill();
+    for (nkv, hd, window, k_eq_v) in
+        [(16usize, 256usize, 0usize, false), (16, 256, 1024, false), (4, 512, 0, false), (4, 512, 0, true), (4, 512, 1024, true)]
+    {
         let kv = KvView {
             k_pool,
-            v_pool,
+            v_pool: if k_eq_v { k_pool } else { v_pool },
             block_table: bt,
             nkv,
             hd,
@@ -180,12 +190,107 @@ fn main() -> Result<()> {
             num_seqs: max_batch,
             num_slots: max_batch * max_pages * page,
         };
-        let p = AttnParams { nh, window, scale: 1.0 };
-        let ms = b.time(&mut || b.ops.attention_prefill(op, qp, seq0, posv, l, &kv, &p))?;
+        // hd 512's random scores are wider; scale them as a model would (1/sqrt(hd)) so the softmax is not one-hot.
+        let p = AttnParams { nh, window, scale: 1.0 / (hd as f32).sqrt() };
         let keys: f64 = (0..l).map(|i| if window > 0 { (i + 1).min(window) } else { i + 1 } as f64).sum();
         let flops = 4.0 * keys * (hd * nh) as f64;
-        println!("| nh={nh} nkv={nkv} hd={hd} | {l} | {window} | {ms:.3} | {:.1} |", flops / ms / 1e9);
+        let out_bytes = l * nh * hd * 2;
+        let run = |flash: bool| -> Result<(f64, Vec<f32>)> {
+            switchyard_kernels::attn::set_flash_prefill(flash);
+            let ms = b.time(&mut || b.ops.attention_prefill(op, qp, seq0, posv, l, &kv, &p))?;
+            let mut bytes = vec![0u8; out_bytes];
+            be.download(op.addr(), &mut bytes)?;
+            Ok((ms, bytes.chunks_exact(2).map(|c| switchyard_core::codec::bf16_value(u16::from_le_bytes([c[0], c[1]]))).collect()))
+        };
+        let (ms_old, old) = run(false)?;
+        let (ms_new, new) = run(true)?;
+        let (mut err, mut norm, mut nan) = (0.0f64, 0.0f64, 0usize);
+        for (a, r) in new.iter().zip(&old) {
+            if !a.is_finite() || !r.is_finite() {
+                nan += 1;
+                continue;
+            }
+            err += ((a - r) as f64).powi(2);
+            norm += (*r as f64).powi(2);
+        }
+        println!(
+            "| nh={nh} nkv={nkv} hd={hd}{} | {l} | {window} | {ms_old:.3} | {:.1} | {ms_new:.3} | {:.1} | {:.2}x | {:.2e}{} |",
+            if k_eq_v { " k=v" } else { "" },
+            flops / ms_old / 1e9,
+            flops / ms_new / 1e9,
+            ms_old / ms_new,
+            err / norm.max(f64::MIN_POSITIVE),
+            if nan > 0 { format!(" ({nan} non-finite)") } else { String::new() }
+        );
     }
+    switchyard_kernels::attn::set_flash_prefill(flash_default);
+
+    // ---- prefill edges, attn.cu's kernel against the flash kernels: an
+    // invalid page entry (-1), a page past the pool, a row of an unknown
+    // sequence and one past the table's capacity must give the same NaN rows
+    // (the reference's rule), and the other rows must agree.
+    println!("\n| prefill edges (flash vs attn.cu) | window | NaN rows attn.cu | NaN rows flash | differing NaN rows | NMSE of the rest |\n|---|---|---|---|---|---|");
+    let (emp, epage) = (32usize, 16usize);
+    let mut etable: Vec<i32> = (0..2 * emp as i32).collect();
+    etable[5] = -1; // sequence 0, keys 80..96
+    etable[emp + 3] = 1_000_000; // sequence 1, keys 48..64: a slot past num_slots
+    let ebt = b.region(&i32_bytes(&etable))?;
+    let (mut eseq, mut epos) = (Vec::new(), Vec::new());
+    for p in 0..300 {
+        eseq.push(0);
+        epos.push(p);
+        if p < 100 {
+            eseq.push(1);
+            epos.push(p);
+        }
+    }
+    eseq.extend([5, 0]);
+    epos.extend([3, 10_000]);
+    let erows = eseq.len();
+    let eseq_r = b.region(&i32_bytes(&eseq))?;
+    let epos_r = b.region(&i32_bytes(&epos))?;
+    for (nkv, hd, window, k_eq_v) in [(16usize, 256usize, 0usize, false), (16, 256, 64, false), (4, 512, 0, true), (4, 128, 40, false)] {
+        let kv = KvView {
+            k_pool,
+            v_pool: if k_eq_v { k_pool } else { v_pool },
+            block_table: ebt,
+            nkv,
+            hd,
+            page: epage,
+            max_pages: emp,
+            num_seqs: 2,
+            num_slots: 2 * emp * epage,
+        };
+        let p = AttnParams { nh, window, scale: 1.0 / (hd as f32).sqrt() };
+        let run = |flash: bool| -> Result<Vec<f32>> {
+            switchyard_kernels::attn::set_flash_prefill(flash);
+            b.ops.attention_prefill(op, qp, eseq_r, epos_r, erows, &kv, &p)?;
+            let mut bytes = vec![0u8; erows * nh * hd * 2];
+            be.download(op.addr(), &mut bytes)?;
+            Ok(bytes.chunks_exact(2).map(|c| switchyard_core::codec::bf16_value(u16::from_le_bytes([c[0], c[1]]))).collect())
+        };
+        let (old, new) = (run(false)?, run(true)?);
+        let nan_rows = |v: &[f32]| -> Vec<bool> { v.chunks_exact(nh * hd).map(|r| r.iter().any(|x| x.is_nan())).collect() };
+        let (no, nn) = (nan_rows(&old), nan_rows(&new));
+        let differ = no.iter().zip(&nn).filter(|(a, b)| a != b).count();
+        let (mut err, mut norm) = (0.0f64, 0.0f64);
+        for ((ro, rn), bad) in old.chunks_exact(nh * hd).zip(new.chunks_exact(nh * hd)).zip(&no) {
+            if !bad {
+                for (x, y) in ro.iter().zip(rn) {
+                    err += ((x - y) as f64).powi(2);
+                    norm += (*x as f64).powi(2);
+                }
+            }
+        }
+        println!(
+            "| nh={nh} nkv={nkv} hd={hd}{} rows={erows} | {window} | {} | {} | {differ} | {:.2e} |",
+            if k_eq_v { " k=v" } else { "" },
+            no.iter().filter(|&&x| x).count(),
+            nn.iter().filter(|&&x| x).count(),
+            err / norm.max(f64::MIN_POSITIVE)
+        );
+    }
+    switchyard_kernels::attn::set_flash_prefill(flash_default);
 
     // ---- MoE expert path: 128 experts, top-8, 4096 tokens.
     let (e, top_k, tokens, hidden, inter) = (128usize, 8usize, 4096usize, 2816usize, 704usize);

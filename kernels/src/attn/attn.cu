@@ -45,7 +45,10 @@ __device__ __forceinline__ long long key_slot(const int* trow, int j, int page, 
 
 // ================================================================ prefill
 
-// Plan: grid (ceil(rows/64), nh), block 128; hd % 8 == 0, hd <= 512.
+// Plan: grid (ceil(rows/64), nh), block 128; hd % 8 == 0, hd <= 512. The
+// plan runs this kernel for the head widths flash_prefill.cu does not take
+// (it takes 128, 256 and 512), for q or pools not 16-byte aligned, and when
+// SWITCHYARD_FLASH_PREFILL=0.
 //
 // Warp w of block (bx, h) owns query rows bx*64 + 16w .. +16 of head h and
 // runs flash attention on them with mma.sync m16n8k16 (bf16 in, f32 out):

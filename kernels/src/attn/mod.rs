@@ -15,6 +15,7 @@
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, LaunchArg, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{groups, positive, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use std::sync::atomic::{AtomicU8, Ordering};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
@@ -213,11 +214,88 @@ fn decode_layout(a: &PlanArgs) -> Result<(u32, u64)> {
     Ok((splits, bytes))
 }
 
-/// CUDA prefill: 64 query rows (4 warps of 16) per block and head.
-fn cuda_attention_prefill(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    head_dim(a)?;
+/// The flash prefill entries of `attn/flash_prefill.cu`: (hd, entry, warps
+/// of 16 query rows, keys per tile, pipeline stages), as its `FLASH_ENTRY`
+/// lines instantiate them.
+const FLASH_PREFILL: [(u32, &str, u32, u32, u32); 3] = [
+    (128, "flash_prefill::attention_prefill_flash_hd128", 8, 64, 3),
+    (256, "flash_prefill::attention_prefill_flash_hd256", 8, 32, 3),
+    (512, "flash_prefill::attention_prefill_flash_hd512", 8, 16, 3),
+];
+/// Static shared memory of a flash prefill block (row metadata, control
+/// words), an upper bound that the plan keeps free beside the dynamic part.
+const FLASH_STATIC_SHARED: u32 = 3072;
+
+/// Environment switch of the flash prefill plan: `0` keeps attn.cu's
+/// kernel for every shape; anything else (or unset) picks `flash_prefill.cu`
+/// where it applies.
+pub const FLASH_PREFILL_ENV: &str = "SWITCHYARD_FLASH_PREFILL";
+/// Whether the flash prefill plan is on when [`FLASH_PREFILL_ENV`] is unset:
+/// on since its parity run on the H200 (every attention case, replay
+/// identical, compute-sanitizer memcheck and racecheck clean; the NaN rows
+/// of invalid tables identical to attn.cu's at 4096 tokens). H200, one
+/// 4096-token sequence, nh 32, TFLOP/s of unmasked products, attn.cu's
+/// kernel → flash: hd 256 causal 27.2 → 151.0 (torch SDPA's flash backend
+/// 263.7, its default dispatch 525.0), hd 256 window 1024 31.1 → 141.9,
+/// hd 512 causal (nkv 4) 19.4 → 93.0 (SDPA 18.3), V = K 20.0 → 96.6, V = K
+/// window 1024 21.7 → 90.5.
+const FLASH_PREFILL_DEFAULT: bool = true;
+/// 0: not read yet; 1: off; 2: on.
+static FLASH_PREFILL_ON: AtomicU8 = AtomicU8::new(0);
+
+/// Whether the CUDA prefill plan uses the flash kernels where they apply:
+/// [`set_flash_prefill`]'s last word, else [`FLASH_PREFILL_ENV`], else the default.
+pub fn flash_prefill() -> bool {
+    match FLASH_PREFILL_ON.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let on = std::env::var(FLASH_PREFILL_ENV).map_or(FLASH_PREFILL_DEFAULT, |v| v.trim() != "0");
+            FLASH_PREFILL_ON.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+    }
+}
+
+/// Turns the flash prefill plan on or off for the process's later launches
+/// (benchmarks time both forms in one run).
+pub fn set_flash_prefill(on: bool) {
+    FLASH_PREFILL_ON.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+}
+
+/// Dynamic shared memory of a flash prefill entry: the Q tile (16 · warps
+/// rows of hd + 8) and `stages` K tiles (keys × (hd + 8)) and V tiles (keys
+/// × (min(hd, 256) + 8)), bf16.
+fn flash_shared_bytes(hd: u32, warps: u32, keys: u32, stages: u32) -> u32 {
+    let dv = hd.min(256);
+    (16 * warps * (hd + 8) + stages * keys * (hd + 8 + dv + 8)) * 2
+}
+
+/// CUDA prefill: [`flash_prefill`] permitting, the flash kernels of
+/// `flash_prefill.cu` for hd 128, 256 and 512 (16-byte aligned q and pools,
+/// the block's shared memory within the device's limit), grid (⌈rows / BM⌉,
+/// nh, hd / min(hd, 256)) with BM = 16 · warps; otherwise attn.cu's
+/// `attention_prefill`, 64 query rows (4 warps of 16) per block and head.
+fn cuda_attention_prefill(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    prefill_plan(a, f, flash_prefill())
+}
+
+fn prefill_plan(a: &PlanArgs, f: &DeviceFacts, flash: bool) -> Result<CudaPlan> {
+    let hd = head_dim(a)?;
     let (nh, _) = heads(a)?;
-    let rows = groups(a.kernel, positive(a, "rows")?.into(), CUDA_PREFILL_ROWS)?;
+    let rows = positive(a, "rows")?;
+    let aligned = ["q", "k_pool", "v_pool"].iter().try_fold(true, |ok, n| Ok::<_, Error>(ok && a.addr(n)? % 16 == 0))?;
+    if let Some(&(_, entry, warps, keys, stages)) = FLASH_PREFILL.iter().find(|e| e.0 == hd) {
+        let shared = flash_shared_bytes(hd, warps, keys, stages);
+        if flash && aligned && shared + FLASH_STATIC_SHARED <= f.max_shared_bytes && nh <= 65535 {
+            let grid = [rows.div_ceil(16 * warps), nh, hd / hd.min(256)];
+            return Ok(CudaPlan {
+                passes: vec![CudaPass { entry, grid, block: [32 * warps, 1, 1], shared_bytes: shared }],
+                workspace_bytes: 0,
+            });
+        }
+    }
+    let rows = groups(a.kernel, rows.into(), CUDA_PREFILL_ROWS)?;
     Ok(CudaPlan::single(a.kernel, [rows, nh, 1], [CUDA_THREADS, 1, 1]))
 }
 
@@ -499,17 +577,43 @@ fn view_of(a: &[Region], at: usize, s: &AttnShape, (max_pages, num_slots): (usiz
     }
 }
 
+/// Prefill only, for the CUDA flash kernels (`flash_prefill.cu`, hd 128 /
+/// 256 / 512): sequences longer than a 128-row block and a 64-key tile,
+/// ragged, so that a block holds rows of two sequences; GQA groups of 2 and
+/// 4; windows that leave whole tiles out; V aliasing K at hd 512; and (the
+/// `true` ones) rows of the sequences interleaved one by one, so that every
+/// warp takes each sequence in turn.
+static FLASH_SHAPES: [(AttnShape, bool); 5] = [
+    (AttnShape { lens: &[150, 70], nh: 4, nkv: 2, hd: 256, page: 16, window: 0, scale: 0.0625, k_eq_v: false }, false),
+    (AttnShape { lens: &[200], nh: 2, nkv: 1, hd: 256, page: 8, window: 48, scale: 0.07, k_eq_v: false }, false),
+    (AttnShape { lens: &[100, 37], nh: 4, nkv: 1, hd: 512, page: 4, window: 0, scale: 0.04, k_eq_v: true }, false),
+    (AttnShape { lens: &[90, 3], nh: 2, nkv: 2, hd: 512, page: 16, window: 40, scale: 0.05, k_eq_v: false }, true),
+    (AttnShape { lens: &[60, 45, 1], nh: 4, nkv: 4, hd: 128, page: 16, window: 0, scale: 0.09, k_eq_v: false }, true),
+];
+
 fn prefill_cases(g: &mut Gen) -> Vec<Case> {
     ATTN_SHAPES
         .iter()
-        .map(|s| {
+        .map(|s| (s, false))
+        .chain(FLASH_SHAPES.iter().map(|(s, i)| (s, *i)))
+        .map(|(s, interleave)| {
             let c = paged_cache(g, s.lens, s.nkv, s.hd, s.page, 0);
-            // Every position of every sequence, interleaved, like a batched prefill.
+            // Every position of every sequence, sequence after sequence, like
+            // a batched prefill, or interleaved row by row.
             let (mut seq_of_row, mut pos) = (Vec::new(), Vec::new());
-            for (b, &l) in s.lens.iter().enumerate() {
-                for p in 0..l {
-                    seq_of_row.push(b as i32);
-                    pos.push(p as i32);
+            if interleave {
+                for p in 0..*s.lens.iter().max().expect("non-empty") {
+                    for (b, _) in s.lens.iter().enumerate().filter(|&(_, &l)| p < l) {
+                        seq_of_row.push(b as i32);
+                        pos.push(p as i32);
+                    }
+                }
+            } else {
+                for (b, &l) in s.lens.iter().enumerate() {
+                    for p in 0..l {
+                        seq_of_row.push(b as i32);
+                        pos.push(p as i32);
+                    }
                 }
             }
             let rows = pos.len();
@@ -527,7 +631,7 @@ fn prefill_cases(g: &mut Gen) -> Vec<Case> {
             ];
             Case {
                 kernel: &ATTENTION_PREFILL,
-                label: label(s),
+                label: if interleave { format!("{} rows interleaved", label(s)) } else { label(s) },
                 buffers,
                 run: Box::new(move |o, a| o.attention_prefill(a[0], a[1], a[5], a[6], rows, &view_of(a, 2, s, sizes), &params)),
             }
@@ -679,10 +783,38 @@ mod tests {
     }
 
     #[test]
+    fn flash_prefill_plans_pick_the_entry_for_the_head_width() {
+        let cu = sources::cuda("flash_prefill").expect("flash_prefill.cu").text;
+        for &(hd, entry, warps, keys, stages) in &FLASH_PREFILL {
+            let (_, symbol) = entry.split_once("::").unwrap();
+            assert!(
+                cu.contains(&format!("FLASH_ENTRY({symbol}, {hd}, {warps}, {keys}, {stages})")),
+                "flash_prefill.cu must instantiate {entry}"
+            );
+            let a = args(&ATTENTION_PREFILL, &[("rows", 300), ("nh", 32), ("nkv", 16), ("hd", hd as i32)]);
+            let c = prefill_plan(&PlanArgs::new(&ATTENTION_PREFILL, &a), &FACTS, true).unwrap();
+            let p = &c.passes[0];
+            assert_eq!((p.entry, p.grid, p.block), (entry, [300u32.div_ceil(16 * warps), 32, hd / hd.min(256)], [32 * warps, 1, 1]));
+            assert!(p.shared_bytes + FLASH_STATIC_SHARED <= FACTS.max_shared_bytes, "{entry}: {} bytes", p.shared_bytes);
+            // Off, or on a device with less shared memory: attn.cu's kernel.
+            let old = prefill_plan(&PlanArgs::new(&ATTENTION_PREFILL, &a), &FACTS, false).unwrap();
+            assert_eq!(old.passes[0].entry, "attention_prefill");
+            let small = DeviceFacts { max_shared_bytes: 101_376, ..FACTS };
+            let c = prefill_plan(&PlanArgs::new(&ATTENTION_PREFILL, &a), &small, true).unwrap();
+            assert_eq!(c.passes[0].entry, "attention_prefill");
+        }
+        assert_eq!(flash_shared_bytes(256, 8, 32, 3), 168_960);
+        assert_eq!(flash_shared_bytes(512, 8, 16, 3), 208_384);
+        // Other head widths keep attn.cu's kernel.
+        let a = args(&ATTENTION_PREFILL, &[("rows", 300), ("nh", 8), ("nkv", 2), ("hd", 192)]);
+        assert_eq!(prefill_plan(&PlanArgs::new(&ATTENTION_PREFILL, &a), &FACTS, true).unwrap().passes[0].entry, "attention_prefill");
+    }
+
+    #[test]
     fn prefill_plans_keep_the_launcher_geometry() {
         let a = args(&ATTENTION_PREFILL, &[("rows", 130), ("nh", 8), ("nkv", 2), ("hd", 128)]);
         let pa = PlanArgs::new(&ATTENTION_PREFILL, &a);
-        let c = cuda_attention_prefill(&pa, &FACTS).unwrap();
+        let c = prefill_plan(&pa, &FACTS, false).unwrap();
         assert_eq!((c.passes[0].grid, c.passes[0].block, c.workspace_bytes), ([3, 8, 1], [128, 1, 1], 0));
         // hd 128: 16 rows per workgroup.
         let w = wgsl_attention_prefill(&pa, &FACTS).unwrap();

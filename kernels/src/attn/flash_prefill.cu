@@ -1,0 +1,415 @@
+// Flash prefill attention (FlashAttention-2 form) for attention_prefill at
+// hd 128, 256 and 512: the CUDA plan of attention_prefill (kernels/src/attn/
+// mod.rs, `cuda_attention_prefill`) picks these entries; other head widths,
+// and pointers that are not 16-byte aligned, keep attn.cu's kernel. Same
+// arguments and contract as attention_prefill (attn.cu's header).
+//
+// Grid (ceil(rows / BM), nh, hd / DV), block 32 * WARPS, dynamic shared
+// memory FlashCfg::SMEM_BYTES (the plan asks for it). DV = min(hd, 256)
+// output dims per block: hd 512 runs two blocks per (rows, head), each
+// computing all 512 dims of S = Q·Kᵀ and one 256-dim half of O (128 f32
+// accumulators a thread, which is what a thread can hold). Row blocks run
+// in reverse order so that the longest causal rows start first.
+//
+// Block: BM = 16 * WARPS query rows of head h (KV head h / (nh / nkv)); warp
+// w owns rows 16w .. 16w + 15. Rows are any mix of sequences: the block
+// takes one sequence at a time (the first pending row's), masking the rest,
+// over the key range that is the union of that sequence's rows' causal /
+// window ranges, in tiles of BN keys; tiles wholly outside a warp's rows'
+// ranges cost that warp nothing, and tiles outside every row's range are
+// never loaded. Per tile, everything on the tensor cores (mma.sync
+// m16n8k16, bf16 in, f32 accumulate):
+//   - the block's 2..4 warps' threads copy K (and V's DV-dim slice) rows
+//     into a STAGES-deep ring in shared memory with cp.async, one block-table
+//     lookup per key row and thread; rows padded by 16 bytes so ldmatrix is
+//     conflict-free. V aliasing K (the same pool, Gemma's attention_k_eq_v)
+//     reads V from the K tile;
+//   - S = Q·Kᵀ: Q (loaded once per block into shared memory) and K
+//     fragments by ldmatrix;
+//   - masks (only on tiles that are not wholly inside every row's range of
+//     the warp), online softmax in f32 with exp2 (scale·log2 e folded in);
+//   - O += P·V with V by ldmatrix.trans. P is split into bf16 hi + lo
+//     (lo = bf16(p − hi)) and both products are accumulated: a single bf16
+//     rounding of P (2^-9 relative) puts the output's NMSE near the 1e-6 the
+//     contract allows; hi + lo keeps P to about 2^-17 (as attn.cu's kernel).
+// Invalid slots: a key in the range whose page entry is negative or whose
+// slot is outside the pool gets zero K and V rows in shared memory, and the
+// thread that found it flags every row of the sequence with that key in its
+// range (s_rowbad): those rows are NaN, as the reference defines. Rows with
+// an invalid sequence or position are NaN.
+// nvrtc: one module, three entries (flash_prefill::attention_prefill_flash_hd*).
+
+#define FP_FULL 0xffffffffu
+
+__device__ __forceinline__ void fp_mma(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned fp_smem(const void* p) {
+    unsigned r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ void fp_ldsm(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+__device__ __forceinline__ void fp_ldsm_t(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+// 16 bytes global -> shared; zero-filled (nothing read) when !in.
+__device__ __forceinline__ void fp_cp16(unsigned dst, const void* src, bool in) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 16 : 0));
+}
+__device__ __forceinline__ void fp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void fp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ float fp_ex2(float x) {
+    float r;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
+// Slot of key j of the block-table row `trow`, or -1 when its page entry is
+// negative or the slot is outside the pool. j < max_pages * page is the caller's.
+__device__ __forceinline__ long long fp_slot(const int* trow, int j, int page, int num_slots) {
+    const int pg = trow[j / page];
+    if (pg < 0) return -1;
+    const long long s = (long long)pg * page + j % page;
+    return s < num_slots ? s : -1;
+}
+
+template <int HD, int WARPS, int BN, int STAGES>
+struct FlashCfg {
+    static constexpr int BM = 16 * WARPS;
+    static constexpr int THREADS = 32 * WARPS;
+    static constexpr int DV = HD < 256 ? HD : 256;
+    static constexpr int LDK = HD + 8; // Q and K row stride in shared memory (bf16)
+    static constexpr int LDV = DV + 8;
+    static constexpr int Q_ELEMS = BM * LDK;
+    static constexpr int K_ELEMS = BN * LDK;
+    static constexpr int STAGE_ELEMS = K_ELEMS + BN * LDV;
+    static constexpr int SMEM_BYTES = (Q_ELEMS + STAGES * STAGE_ELEMS) * 2;
+    static constexpr int TPK = THREADS / BN; // loader threads per key row
+    static_assert(THREADS % BN == 0 && (HD / 8) % TPK == 0 && (DV / 8) % TPK == 0, "loader split");
+    static_assert(BN % 16 == 0 && HD % DV == 0 && STAGES >= 2, "tile shape");
+};
+
+extern __shared__ __align__(128) bf16 fp_dyn[];
+
+template <int HD, int WARPS, int BN, int STAGES>
+__device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool,
+                                                   const bf16* __restrict__ v_pool, const int* __restrict__ block_table,
+                                                   const int* __restrict__ seq_of_row, const int* __restrict__ pos, int rows, int nh, int nkv,
+                                                   int hd, int page, int max_pages, int num_seqs, int num_slots, int window, float scale) {
+    typedef FlashCfg<HD, WARPS, BN, STAGES> C;
+    constexpr int BM = C::BM, THREADS = C::THREADS, DV = C::DV, LDK = C::LDK, TPK = C::TPK;
+    __shared__ int s_seq[BM], s_pos[BM], s_lo[BM];
+    __shared__ int s_ctl[3];
+    __shared__ int s_rowbad[BM]; // the row has a key with an invalid slot in its range
+
+    if (hd != HD || nkv <= 0 || nh % nkv != 0 || (int)blockIdx.y >= nh) return; // block-uniform: the plan never launches these
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int mi = lane >> 3, rr = lane & 7;
+    const int h = blockIdx.y, z = blockIdx.z;
+    const int r0 = (gridDim.x - 1 - blockIdx.x) * BM;
+    const int kvh = h / (nh / nkv);
+    const size_t width = (size_t)nh * HD;
+    const long long cap = (long long)max_pages * page;
+    const bool alias = k_pool == v_pool;
+    bf16* const qs = fp_dyn;
+    bf16* const ring = fp_dyn + C::Q_ELEMS;
+    const int ldv = alias ? LDK : C::LDV;
+
+    // ---- row metadata; rows with an invalid sequence or position are NaN (this block's DV dims).
+    for (int i = tid; i < BM; i += THREADS) {
+        const int r = r0 + i;
+        int sq = -1, p = 0, lo = 0;
+        if (r < rows) {
+            const int s_ = seq_of_row[r], pp = pos[r];
+            if (s_ >= 0 && s_ < num_seqs && pp >= 0 && pp < cap) {
+                sq = s_;
+                p = pp;
+                lo = window > 0 ? max(0, pp + 1 - window) : 0;
+            } else {
+                unsigned* o = reinterpret_cast<unsigned*>(out + (size_t)r * width + (size_t)h * HD + z * DV);
+                for (int d = 0; d < DV / 2; ++d) o[d] = 0x7fc07fc0u;
+            }
+        }
+        s_seq[i] = sq;
+        s_pos[i] = p;
+        s_lo[i] = lo;
+    }
+    // ---- Q tile, its own cp.async group (rows past `rows` are zeros).
+    for (int c = tid; c < BM * (HD / 8); c += THREADS) {
+        const int i = c / (HD / 8), col = (c % (HD / 8)) * 8;
+        const bool in = r0 + i < rows;
+        const bf16* src = in ? q + (size_t)(r0 + i) * width + (size_t)h * HD + col : q;
+        fp_cp16(fp_smem(qs + i * LDK + col), src, in);
+    }
+    fp_commit();
+
+    const float sc = scale * 1.4426950408889634f; // scores in the log2 domain
+    const int ra = warp * 16 + g, rb = ra + 8;    // this thread's fragment rows
+    int prev = -1;
+    for (;;) {
+        __syncthreads(); // the previous sequence's reads of s_seq / s_ctl and the ring are done
+        if (warp == 0) {
+            int first = BM;
+            for (int i = lane; i < BM; i += 32) {
+                if (prev >= 0 && s_seq[i] == prev) s_seq[i] = -1;
+                if (s_seq[i] >= 0) first = min(first, i);
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) first = min(first, __shfl_xor_sync(FP_FULL, first, o));
+            const int cur = first < BM ? s_seq[first] : -1;
+            int kmin = 0x7fffffff, kmax = -1;
+            for (int i = lane; i < BM; i += 32) {
+                if (cur >= 0 && s_seq[i] == cur) {
+                    kmin = min(kmin, s_lo[i]);
+                    kmax = max(kmax, s_pos[i]);
+                }
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                kmin = min(kmin, __shfl_xor_sync(FP_FULL, kmin, o));
+                kmax = max(kmax, __shfl_xor_sync(FP_FULL, kmax, o));
+            }
+            if (lane == 0) {
+                s_ctl[0] = cur;
+                s_ctl[1] = kmin;
+                s_ctl[2] = kmax;
+            }
+            for (int i = lane; i < BM; i += 32) s_rowbad[i] = 0;
+        }
+        __syncthreads();
+        const int cur = s_ctl[0];
+        if (cur < 0) break;
+        const int kmin = s_ctl[1], kmax = s_ctl[2];
+        prev = cur;
+        const int* trow = block_table + (size_t)cur * max_pages;
+
+        // This warp's rows: activity, ranges, and the span of keys where every row of the warp sees every key.
+        const bool aa = s_seq[ra] == cur, ab = s_seq[rb] == cur;
+        const int pa = s_pos[ra], la = s_lo[ra], pb = s_pos[rb], lb = s_lo[rb];
+        int wmin = 0x7fffffff, wmax = -1, full_lo = -1, full_hi = 0x7fffffff;
+        if (aa) {
+            wmin = min(wmin, la);
+            wmax = max(wmax, pa);
+            full_lo = max(full_lo, la);
+            full_hi = min(full_hi, pa);
+        }
+        if (ab) {
+            wmin = min(wmin, lb);
+            wmax = max(wmax, pb);
+            full_lo = max(full_lo, lb);
+            full_hi = min(full_hi, pb);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            wmin = min(wmin, __shfl_xor_sync(FP_FULL, wmin, o));
+            wmax = max(wmax, __shfl_xor_sync(FP_FULL, wmax, o));
+            full_lo = max(full_lo, __shfl_xor_sync(FP_FULL, full_lo, o));
+            full_hi = min(full_hi, __shfl_xor_sync(FP_FULL, full_hi, o));
+        }
+        if (__ballot_sync(FP_FULL, aa && ab) != FP_FULL) full_hi = -1; // some row inactive: no tile is full
+
+        const int kt0 = (kmin / BN) * BN;
+        const int ntiles = (kmax - kt0) / BN + 1;
+
+        // Copies tile `t` into ring stage `t % STAGES`.
+        auto load_tile = [&](int t) {
+            bf16* ks = ring + (t % STAGES) * C::STAGE_ELEMS;
+            bf16* vs = ks + C::K_ELEMS;
+            const int kr = tid / TPK, sub = tid % TPK;
+            const int key = kt0 + t * BN + kr;
+            long long slot = -1;
+            bool bad = false;
+            if (key >= kmin && key <= kmax) {
+                slot = fp_slot(trow, key, page, num_slots);
+                bad = slot < 0;
+            }
+            const size_t at = slot >= 0 ? ((size_t)slot * nkv + kvh) * HD : 0;
+            bf16* kd = ks + kr * LDK;
+            if (bad && sub == 0) {
+                for (int i = 0; i < BM; ++i) {
+                    if (s_seq[i] == cur && key >= s_lo[i] && key <= s_pos[i]) s_rowbad[i] = 1;
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < HD / 8 / TPK; ++c) {
+                const int col = (sub + c * TPK) * 8;
+                fp_cp16(fp_smem(kd + col), k_pool + at + col, slot >= 0);
+            }
+            if (!alias) {
+                bf16* vd = vs + kr * C::LDV;
+#pragma unroll
+                for (int c = 0; c < DV / 8 / TPK; ++c) {
+                    const int col = (sub + c * TPK) * 8;
+                    fp_cp16(fp_smem(vd + col), v_pool + at + z * DV + col, slot >= 0);
+                }
+            }
+        };
+
+#pragma unroll
+        for (int t = 0; t < STAGES - 1; ++t) {
+            if (t < ntiles) load_tile(t);
+            fp_commit();
+        }
+
+        float o[DV / 8][4];
+#pragma unroll
+        for (int i = 0; i < DV / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+        float m_a = -SY_INF, m_b = -SY_INF, l_a = 0.0f, l_b = 0.0f;
+
+        for (int t = 0; t < ntiles; ++t) {
+            fp_wait<STAGES - 2>();
+            __syncthreads(); // tile t landed for every thread; stage (t - 1) % STAGES is free
+            if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1);
+            fp_commit();
+
+            const int kt = kt0 + t * BN;
+            if (kt > wmax || kt + BN - 1 < wmin) continue; // warp-uniform: no key of this tile is seen by the warp's rows
+            const bf16* ks = ring + (t % STAGES) * C::STAGE_ELEMS;
+            const bf16* vs = alias ? ks + z * DV : ks + C::K_ELEMS;
+
+            // ---- S = Q · Kᵀ (16 rows x BN keys per warp).
+            float s[BN / 8][4];
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+            const unsigned qa_addr = fp_smem(qs + (warp * 16 + (mi & 1) * 8 + rr) * LDK + (mi >> 1) * 8);
+            const unsigned kb_addr = fp_smem(ks + ((mi >> 1) * 8 + rr) * LDK + (mi & 1) * 8);
+#pragma unroll 2
+            for (int kk = 0; kk < HD; kk += 16) {
+                unsigned a0, a1, a2, a3;
+                fp_ldsm(a0, a1, a2, a3, qa_addr + kk * 2);
+#pragma unroll
+                for (int nb = 0; nb < BN / 16; ++nb) {
+                    unsigned b0, b1, b2, b3;
+                    fp_ldsm(b0, b1, b2, b3, kb_addr + (nb * 16 * LDK + kk) * 2);
+                    fp_mma(s[2 * nb], a0, a1, a2, a3, b0, b1);
+                    fp_mma(s[2 * nb + 1], a0, a1, a2, a3, b2, b3);
+                }
+            }
+
+            // ---- masks, online softmax (log2 domain).
+            float mx_a = -SY_INF, mx_b = -SY_INF;
+            const bool full = kt >= full_lo && kt + BN - 1 <= full_hi;
+            if (full) {
+#pragma unroll
+                for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[nt][e] *= sc;
+                    mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
+                    mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
+                }
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int j = kt + nt * 8 + 2 * t4 + (e & 1);
+                        const bool rowa = e < 2;
+                        const bool inr = rowa ? (aa && j >= la && j <= pa) : (ab && j >= lb && j <= pb);
+                        const float v = inr ? s[nt][e] * sc : -SY_INF;
+                        s[nt][e] = v;
+                        if (rowa) mx_a = fmaxf(mx_a, v);
+                        else mx_b = fmaxf(mx_b, v);
+                    }
+                }
+            }
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(FP_FULL, mx_a, 1));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(FP_FULL, mx_b, 1));
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(FP_FULL, mx_a, 2));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(FP_FULL, mx_b, 2));
+            const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+            // A row that has seen no key yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN.
+            const float ua = mn_a == -SY_INF ? 0.0f : mn_a, ub = mn_b == -SY_INF ? 0.0f : mn_b;
+            const float al_a = fp_ex2(m_a - ua), al_b = fp_ex2(m_b - ub);
+            m_a = mn_a;
+            m_b = mn_b;
+            float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt) {
+                s[nt][0] = fp_ex2(s[nt][0] - ua);
+                s[nt][1] = fp_ex2(s[nt][1] - ua);
+                s[nt][2] = fp_ex2(s[nt][2] - ub);
+                s[nt][3] = fp_ex2(s[nt][3] - ub);
+                sum_a += s[nt][0] + s[nt][1];
+                sum_b += s[nt][2] + s[nt][3];
+            }
+            l_a = l_a * al_a + sum_a;
+            l_b = l_b * al_b + sum_b;
+#pragma unroll
+            for (int i = 0; i < DV / 8; ++i) {
+                o[i][0] *= al_a;
+                o[i][1] *= al_a;
+                o[i][2] *= al_b;
+                o[i][3] *= al_b;
+            }
+
+            // ---- O += P · V, 16 keys at a time; P as bf16 hi + lo.
+            const unsigned vb_addr = fp_smem(vs + ((mi & 1) * 8 + rr) * ldv + (mi >> 1) * 8);
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk) {
+                unsigned ph[4], pl[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int nt = 2 * kk + (i >> 1), e0 = (i & 1) * 2;
+                    const float x0 = s[nt][e0], x1 = s[nt][e0 + 1];
+                    ph[i] = pack_bf16_rn(x0, x1);
+                    pl[i] = pack_bf16_rn(x0 - bf16_lo(ph[i]), x1 - bf16_hi(ph[i]));
+                }
+#pragma unroll
+                for (int nb = 0; nb < DV / 16; ++nb) {
+                    unsigned v0, v1, v2, v3;
+                    fp_ldsm_t(v0, v1, v2, v3, vb_addr + (kk * 16 * ldv + nb * 16) * 2);
+                    fp_mma(o[2 * nb], ph[0], ph[1], ph[2], ph[3], v0, v1);
+                    fp_mma(o[2 * nb + 1], ph[0], ph[1], ph[2], ph[3], v2, v3);
+                    fp_mma(o[2 * nb], pl[0], pl[1], pl[2], pl[3], v0, v1);
+                    fp_mma(o[2 * nb + 1], pl[0], pl[1], pl[2], pl[3], v2, v3);
+                }
+            }
+        }
+        fp_wait<0>(); // nothing in flight into the ring before the next sequence reuses it
+
+        // ---- finish: row sums and NaN flags across the quad, store this block's DV dims.
+        l_a += __shfl_xor_sync(FP_FULL, l_a, 1);
+        l_b += __shfl_xor_sync(FP_FULL, l_b, 1);
+        l_a += __shfl_xor_sync(FP_FULL, l_a, 2);
+        l_b += __shfl_xor_sync(FP_FULL, l_b, 2);
+        const bool nan_a = s_rowbad[ra] != 0, nan_b = s_rowbad[rb] != 0;
+        const float ia = 1.0f / l_a, ib = 1.0f / l_b;
+        bf16* oa = out + (size_t)(r0 + ra) * width + (size_t)h * HD + z * DV;
+        bf16* ob = out + (size_t)(r0 + rb) * width + (size_t)h * HD + z * DV;
+#pragma unroll
+        for (int nt = 0; nt < DV / 8; ++nt) {
+            const int col = nt * 8 + 2 * t4;
+            if (aa) *reinterpret_cast<unsigned*>(oa + col) = nan_a ? 0x7fc07fc0u : pack_bf16(o[nt][0] * ia, o[nt][1] * ia);
+            if (ab) *reinterpret_cast<unsigned*>(ob + col) = nan_b ? 0x7fc07fc0u : pack_bf16(o[nt][2] * ib, o[nt][3] * ib);
+        }
+    }
+}
+
+// Entries: <hd, warps, keys per tile, stages>, which the plan's table in
+// kernels/src/attn/mod.rs (FLASH_PREFILL) restates with the shared-memory size.
+#define FLASH_ENTRY(NAME, HD, WARPS, BN, STAGES)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(32 * WARPS, 1)                                                                      \
+        NAME(bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool, \
+             const int* __restrict__ block_table, const int* __restrict__ seq_of_row, const int* __restrict__ pos, int rows, int nh, \
+             int nkv, int hd, int page, int max_pages, int num_seqs, int num_slots, int window, float scale) {                     \
+        flash_prefill_body<HD, WARPS, BN, STAGES>(out, q, k_pool, v_pool, block_table, seq_of_row, pos, rows, nh, nkv, hd, page,   \
+                                                  max_pages, num_seqs, num_slots, window, scale);                                  \
+    }
+
+FLASH_ENTRY(attention_prefill_flash_hd128, 128, 8, 64, 3)
+FLASH_ENTRY(attention_prefill_flash_hd256, 256, 8, 32, 3)
+FLASH_ENTRY(attention_prefill_flash_hd512, 512, 8, 16, 3)
