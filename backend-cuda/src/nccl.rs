@@ -55,8 +55,9 @@ pub fn available() -> Result<(i32, i32, i32)> {
     // SAFETY: only tries to open the library by its candidate names.
     if !unsafe { sys::is_culib_present() } {
         return Err(unavailable(
-            "libnccl could not be loaded: install NCCL (libnccl.so.2) or put its directory on LD_LIBRARY_PATH; tensor \
-             parallelism on cuda needs it",
+            "libnccl could not be loaded: the loader looks for libnccl.so (and numbered names such as libnccl.so.12), not NCCL's own \
+             soname libnccl.so.2, so link libnccl.so to libnccl.so.2 in a directory on LD_LIBRARY_PATH (a pip wheel \
+             ships it in site-packages/nvidia/nccl/lib); tensor parallelism on cuda needs it",
         ));
     }
     // SAFETY: the library is present (checked above); `culib` opens it once and keeps it loaded.
