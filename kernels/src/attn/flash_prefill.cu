@@ -47,20 +47,6 @@ __device__ __forceinline__ void fp_mma(float* c, unsigned a0, unsigned a1, unsig
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ unsigned fp_smem(const void* p) {
-    unsigned r;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-    return r;
-}
-
-__device__ __forceinline__ void fp_ldsm(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-__device__ __forceinline__ void fp_ldsm_t(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
 
 // 16 bytes global -> shared; zero-filled (nothing read) when !in.
 __device__ __forceinline__ void fp_cp16(unsigned dst, const void* src, bool in) {
@@ -153,7 +139,7 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
         const int i = c / (HD / 8), col = (c % (HD / 8)) * 8;
         const bool in = r0 + i < rows;
         const bf16* src = in ? q + (size_t)(r0 + i) * width + (size_t)h * HD + col : q;
-        fp_cp16(fp_smem(qs + i * LDK + col), src, in);
+        fp_cp16(smem_addr(qs + i * LDK + col), src, in);
     }
     fp_commit();
 
@@ -247,14 +233,14 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
 #pragma unroll
             for (int c = 0; c < HD / 8 / TPK; ++c) {
                 const int col = (sub + c * TPK) * 8;
-                fp_cp16(fp_smem(kd + col), k_pool + at + col, slot >= 0);
+                fp_cp16(smem_addr(kd + col), k_pool + at + col, slot >= 0);
             }
             if (!alias) {
                 bf16* vd = vs + kr * C::LDV;
 #pragma unroll
                 for (int c = 0; c < DV / 8 / TPK; ++c) {
                     const int col = (sub + c * TPK) * 8;
-                    fp_cp16(fp_smem(vd + col), v_pool + at + z * DV + col, slot >= 0);
+                    fp_cp16(smem_addr(vd + col), v_pool + at + z * DV + col, slot >= 0);
                 }
             }
         };
@@ -285,16 +271,16 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
             float s[BN / 8][4];
 #pragma unroll
             for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-            const unsigned qa_addr = fp_smem(qs + (warp * 16 + (mi & 1) * 8 + rr) * LDK + (mi >> 1) * 8);
-            const unsigned kb_addr = fp_smem(ks + ((mi >> 1) * 8 + rr) * LDK + (mi & 1) * 8);
+            const unsigned qa_addr = smem_addr(qs + (warp * 16 + (mi & 1) * 8 + rr) * LDK + (mi >> 1) * 8);
+            const unsigned kb_addr = smem_addr(ks + ((mi >> 1) * 8 + rr) * LDK + (mi & 1) * 8);
 #pragma unroll 2
             for (int kk = 0; kk < HD; kk += 16) {
                 unsigned a0, a1, a2, a3;
-                fp_ldsm(a0, a1, a2, a3, qa_addr + kk * 2);
+                ldsm_x4(a0, a1, a2, a3, qa_addr + kk * 2);
 #pragma unroll
                 for (int nb = 0; nb < BN / 16; ++nb) {
                     unsigned b0, b1, b2, b3;
-                    fp_ldsm(b0, b1, b2, b3, kb_addr + (nb * 16 * LDK + kk) * 2);
+                    ldsm_x4(b0, b1, b2, b3, kb_addr + (nb * 16 * LDK + kk) * 2);
                     fp_mma(s[2 * nb], a0, a1, a2, a3, b0, b1);
                     fp_mma(s[2 * nb + 1], a0, a1, a2, a3, b2, b3);
                 }
@@ -357,7 +343,7 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
             }
 
             // ---- O += P · V, 16 keys at a time; P as bf16 hi + lo.
-            const unsigned vb_addr = fp_smem(vs + ((mi & 1) * 8 + rr) * ldv + (mi >> 1) * 8);
+            const unsigned vb_addr = smem_addr(vs + ((mi & 1) * 8 + rr) * ldv + (mi >> 1) * 8);
 #pragma unroll
             for (int kk = 0; kk < BN / 16; ++kk) {
                 unsigned ph[4], pl[4];
@@ -371,7 +357,7 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
 #pragma unroll
                 for (int nb = 0; nb < DV / 16; ++nb) {
                     unsigned v0, v1, v2, v3;
-                    fp_ldsm_t(v0, v1, v2, v3, vb_addr + (kk * 16 * ldv + nb * 16) * 2);
+                    ldsm_x4_t(v0, v1, v2, v3, vb_addr + (kk * 16 * ldv + nb * 16) * 2);
                     fp_mma(o[2 * nb], ph[0], ph[1], ph[2], ph[3], v0, v1);
                     fp_mma(o[2 * nb + 1], ph[0], ph[1], ph[2], ph[3], v2, v3);
                     fp_mma(o[2 * nb], pl[0], pl[1], pl[2], pl[3], v0, v1);
