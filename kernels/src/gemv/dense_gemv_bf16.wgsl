@@ -2,7 +2,8 @@
 // the segmented layout. The weight stream, the reduction and the entries'
 // bodies are gemv_segmented.wgsli's (over gemv_common.wgsli): one chunk
 // (x1 = 1) runs dense_gemv_bf16; several run dense_gemv_bf16_partial, then
-// dense_gemv_bf16_reduce (x0 = chunks).
+// dense_gemv_bf16_reduce (x0 = chunks). m = 1 with enough rows runs
+// dense_gemv_bf16_m1 (gemv_m1.wgsli, eight rows a workgroup, one pass).
 struct Params {
     a: u32, b: u32, c: u32, m: u32, n: u32, k: u32, seg1: u32, seg2: u32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -44,4 +45,14 @@ fn dense_gemv_bf16_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
 fn dense_gemv_bf16_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                           @builtin(local_invocation_index) lid: u32) {
     seg_reduce(group_x(wid, nwg, p.fold) * 256u + lid);
+}
+
+@compute @workgroup_size(256)
+fn dense_gemv_bf16_m1(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) lid: u32) {
+    let g = group_x(wid, nwg, p.fold);
+    if (g >= p.gx) {
+        return;
+    }
+    seg_m1(g, lid);
 }

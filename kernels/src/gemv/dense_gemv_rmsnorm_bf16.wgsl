@@ -7,7 +7,9 @@
 // bf16(a · inv · norm_w), rmsnorm_bf16.wgsl's store4 products and rounding.
 // One chunk (x1 = 1) runs dense_gemv_rmsnorm_bf16; several run
 // dense_gemv_rmsnorm_bf16_partial, then dense_gemv_rmsnorm_bf16_reduce
-// (x0 = chunks), which reads only the partial sums.
+// (x0 = chunks), which reads only the partial sums. With enough rows,
+// dense_gemv_rmsnorm_bf16_m1: row_norm, then gemv_m1.wgsli's eight rows a
+// workgroup in one pass.
 struct Params {
     a: u32, b: u32, c: u32, m: u32, n: u32, k: u32, seg1: u32, seg2: u32, norm_w: u32, eps: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -73,4 +75,15 @@ fn dense_gemv_rmsnorm_bf16_partial(@builtin(workgroup_id) wid: vec3<u32>, @built
 fn dense_gemv_rmsnorm_bf16_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                                   @builtin(local_invocation_index) lid: u32) {
     seg_reduce(group_x(wid, nwg, p.fold) * 256u + lid);
+}
+
+@compute @workgroup_size(256)
+fn dense_gemv_rmsnorm_bf16_m1(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                              @builtin(local_invocation_index) lid: u32) {
+    let g = group_x(wid, nwg, p.fold);
+    if (g >= p.gx) {
+        return;
+    }
+    row_norm(lid);
+    seg_m1(g, lid);
 }

@@ -223,7 +223,30 @@ const WGSL_SHARED_BYTES: u32 = 2080 * 4;
 /// What the fused norm adds: the prelude's `wg_sum256` scratch (256 f32).
 const WGSL_NORM_SHARED_BYTES: u32 = 256 * 4;
 
-/// The WGSL geometry: `⌈rows / 128⌉` row blocks times K chunks, `M` (= m) a
+/// Weight rows a workgroup of the WGSL m = 1 path streams (gemv_m1.wgsli):
+/// eight slots of 32 lanes, one whole row each.
+const WGSL_M1_ROWS: u64 = 8;
+/// Shortest K the m = 1 path takes: every lane of a slot has at least one
+/// full round of eight 16-byte loads (32 lanes × 8 × 8 k). A shorter row
+/// leaves most lanes one or two loads, and the tiled design (128 rows a
+/// workgroup, eight loads per lane in flight at any K) keeps more bytes in
+/// flight per invocation (and on lavapipe it ran 3× faster at K = 160-336).
+const WGSL_M1_MIN_K: u64 = 2048;
+/// Fewest workgroups the m = 1 path runs with: below this the rows alone
+/// cannot keep enough loads in flight (128 workgroups × 256 lanes × 128
+/// bytes is 4 MiB, about a microsecond of H200 bandwidth), so the plan keeps
+/// the tiled design, which splits K.
+const WGSL_M1_MIN_GROUPS: u64 = 128;
+
+/// The WGSL geometry.
+///
+/// m = 1, K ≥ [`WGSL_M1_MIN_K`] and at least [`WGSL_M1_MIN_GROUPS`]
+/// workgroups of eight weight rows: one pass of `entries[2]` (`⌈rows / 8⌉`
+/// workgroups, a slot of 32 lanes per weight row over the whole of K, no
+/// workspace; the gated kernel's eight rows are the gate and up rows of four
+/// columns).
+///
+/// Otherwise `⌈rows / 128⌉` row blocks times K chunks, `M` (= m) a
 /// pipeline override. Row blocks alone rarely fill the GPU at decode sizes,
 /// so K is split until about [`WGSL_TARGET_GROUPS`] workgroups run, with
 /// chunks of at least 256 k (whole 128-k steps), and no more chunks than
@@ -232,7 +255,7 @@ const WGSL_NORM_SHARED_BYTES: u32 = 256 * 4;
 /// partials to workspace `[chunks, m, rows]` (x0 = chunk length, x1 =
 /// chunks) and `entries[1]` adds them in chunk order, an invocation per
 /// output word (x0 = chunks), applying the epilogue.
-fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, shared: u32, entries: [&'static str; 2]) -> Result<WgslPlan> {
+fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, shared: u32, entries: [&'static str; 3]) -> Result<WgslPlan> {
     let kernel = a.kernel;
     let m = positive(a, "m")?;
     if m > GEMV_MAX_M as u32 {
@@ -247,6 +270,10 @@ fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, shared: u32, entries: [&'
             "kernel {}: needs {shared} bytes of workgroup memory, the adapter allows {}",
             kernel.symbol, f.max_shared_bytes
         )));
+    }
+    if m == 1 && k >= WGSL_M1_MIN_K && rows.div_ceil(WGSL_M1_ROWS) >= WGSL_M1_MIN_GROUPS {
+        let pass = WgslPass { entry: entries[2], grid: [groups(kernel, rows, WGSL_M1_ROWS)?, 1, 1], consts: vec![], extra: [0; 4] };
+        return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 });
     }
     let m64 = u64::from(m);
     let blocks = groups(kernel, rows, WGSL_ROWS_PER_GROUP)?;
@@ -273,7 +300,7 @@ fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, shared: u32, entries: [&'
 }
 
 fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_gemv(a, f, u64::from(a.u32("n")?), WGSL_SHARED_BYTES, ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce"])
+    wgsl_gemv(a, f, u64::from(a.u32("n")?), WGSL_SHARED_BYTES, ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce", "dense_gemv_bf16_m1"])
 }
 
 /// The GEMV's plan at m = 1; each workgroup (of every K chunk) first reduces
@@ -281,12 +308,24 @@ fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
 fn wgsl_dense_gemv_rmsnorm(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     one_row(a)?;
     let shared = WGSL_SHARED_BYTES + WGSL_NORM_SHARED_BYTES;
-    wgsl_gemv(a, f, u64::from(a.u32("n")?), shared, ["dense_gemv_rmsnorm_bf16_partial", "dense_gemv_rmsnorm_bf16_reduce"])
+    wgsl_gemv(
+        a,
+        f,
+        u64::from(a.u32("n")?),
+        shared,
+        ["dense_gemv_rmsnorm_bf16_partial", "dense_gemv_rmsnorm_bf16_reduce", "dense_gemv_rmsnorm_bf16_m1"],
+    )
 }
 
 fn wgsl_dense_gemv_gelu_mul(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     let rows = 2 * u64::from(a.u32("n")?);
-    wgsl_gemv(a, f, rows, WGSL_SHARED_BYTES, ["dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce"])
+    wgsl_gemv(
+        a,
+        f,
+        rows,
+        WGSL_SHARED_BYTES,
+        ["dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce", "dense_gemv_gelu_mul_bf16_m1"],
+    )
 }
 
 wgsl_plan!(DENSE_GEMV_BF16, "gemv/dense_gemv_bf16.wgsl" => wgsl_dense_gemv);
@@ -373,14 +412,22 @@ impl Ops {
 
 /// (M, N, K, seg1, seg2): M = 1, 16 and ragged; K long enough that a CUDA
 /// plan splits it (K ≥ 512), K not a multiple of 32; N not a multiple of the
-/// 128-row block; three-segment (q, k, v) layouts, one with odd widths.
-const GEMV_SHAPES: [(usize, usize, usize, usize, usize); 6] = [
+/// 128-row block; three-segment (q, k, v) layouts, one with odd widths. The
+/// last three are the WGSL m = 1 path's (at least 1017 rows, K ≥ 2048),
+/// all with N not a multiple of its eight rows: K of 257 vectors (a full
+/// round of eight loads per lane, then one more for lane 0) with odd
+/// segments; 390 vectors (8 + 4 + 1 for lanes 0-5, 8 + 4 for the rest); 319
+/// (8 + single loads) with a one-column first segment.
+const GEMV_SHAPES: [(usize, usize, usize, usize, usize); 9] = [
     (1, 64, 1024, 64, 64),
     (5, 200, 776, 200, 200),
     (16, 130, 2048, 130, 130),
     (3, 96, 264, 64, 80),
     (16, 260, 1544, 128, 192),
     (3, 97, 264, 33, 70),
+    (1, 1031, 2056, 501, 777),
+    (1, 1100, 3120, 1100, 1100),
+    (1, 1027, 2552, 1, 1026),
 ];
 
 fn gemv_cases(g: &mut Gen) -> Vec<Case> {
@@ -403,7 +450,9 @@ fn gemv_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn gelu_mul_cases(g: &mut Gen) -> Vec<Case> {
-    [(1usize, 72usize, 520usize), (16, 40, 1032), (7, 136, 264)]
+    // The last two take the WGSL m = 1 path (at least 509 columns, K ≥
+    // 2048): N not a multiple of its four columns, K of 390 and 257 vectors.
+    [(1usize, 72usize, 520usize), (16, 40, 1032), (7, 136, 264), (1, 514, 3120), (1, 509, 2056)]
         .into_iter()
         .map(|(m, n, k)| {
             let (a, b) = operands(g, m, 2 * n, k);
@@ -425,9 +474,19 @@ fn gelu_mul_cases(g: &mut Gen) -> Vec<Case> {
 /// hidden 2560 and its q alone (a KV-shared layer); a K that is not a
 /// multiple of 256 (nor of 32), with an odd N and odd segment widths; a K
 /// long enough that the CUDA plan gives each output two warps (5376); the
-/// shortest K (one 16-byte vector).
-const NORM_GEMV_SHAPES: [(usize, usize, usize, usize); 6] =
-    [(4096, 2560, 2048, 3072), (2048, 2560, 2048, 2048), (97, 264, 33, 70), (131, 776, 131, 131), (390, 5376, 256, 320), (9, 8, 4, 9)];
+/// shortest K (one 16-byte vector). The first two and the last two take the
+/// WGSL m = 1 path (at least 1017 rows, K ≥ 2048), the last two with N not
+/// a multiple of its eight rows, odd segments and K of 390 and 257 vectors.
+const NORM_GEMV_SHAPES: [(usize, usize, usize, usize); 8] = [
+    (4096, 2560, 2048, 3072),
+    (2048, 2560, 2048, 2048),
+    (97, 264, 33, 70),
+    (131, 776, 131, 131),
+    (390, 5376, 256, 320),
+    (9, 8, 4, 9),
+    (1027, 3120, 301, 611),
+    (1019, 2056, 1019, 1019),
+];
 
 /// The fused norm's tolerance, ten times the GEMV's [`REORDERED_NMSE`]: a
 /// finding of its parity cases. An `xn` element one bf16 ulp from the
@@ -525,14 +584,18 @@ mod tests {
         let args = norm_args(1, 4096, 5376);
         let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
         assert_eq!((p.passes[0].grid, p.passes[0].block), ([1024, 1, 1], [32, 2, 4]));
-        // WGSL: the GEMV's m = 1 split (32 row blocks, 7 chunks of 384 k), its own entries.
+        // WGSL: the GEMV's m = 1 path (eight rows a workgroup, one pass), its own entry.
         let args = norm_args(1, 4096, 2560);
+        let p = wgsl_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &wgpu_facts(1 << 31)).unwrap();
+        assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_rmsnorm_bf16_m1", [512, 1, 1], vec![], [0; 4])], 0));
+        // Too few rows for it: the tiled split (8 row blocks, 10 chunks of 256 k).
+        let args = norm_args(1, 1000, 2560);
         let p = wgsl_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &wgpu_facts(1 << 31)).unwrap();
         assert_eq!(
             shape(&p),
             [
-                ("dense_gemv_rmsnorm_bf16_partial", [32, 7, 1], vec![("M", 1)], [384, 7, 0, 0]),
-                ("dense_gemv_rmsnorm_bf16_reduce", [8, 1, 1], vec![], [7, 0, 0, 0]),
+                ("dense_gemv_rmsnorm_bf16_partial", [8, 10, 1], vec![("M", 1)], [256, 10, 0, 0]),
+                ("dense_gemv_rmsnorm_bf16_reduce", [2, 1, 1], vec![], [10, 0, 0, 0]),
             ]
         );
         for m in [0, 2, 16] {
@@ -575,19 +638,53 @@ mod tests {
     }
 
     #[test]
-    fn wgsl_plans_split_k_toward_256_workgroups_of_128_weight_rows() {
+    fn wgsl_plans_stream_one_row_a_slot_at_m1() {
         let f = wgpu_facts(1 << 31);
-        // Gemma's q projection at hidden 2560: 16 row blocks; chunks of 256 k
-        // (the shortest) give 10 chunks, 160 workgroups, as the CUDA plan.
-        let p = wgsl(&DENSE_GEMV_BF16, 1, 2048, 2560, &f);
+        // (kernel, n, k, workgroups): eight weight rows each, whatever K; the
+        // gated kernel's are four columns' gate and up rows. Gemma's q, o,
+        // down and gate/up projections at hidden 2560, and a grid past 65535.
+        for (kernel, n, k, groups) in [
+            (&DENSE_GEMV_BF16, 2048, 2560, 256),
+            (&DENSE_GEMV_BF16, 2560, 2048, 320),
+            (&DENSE_GEMV_BF16, 2560, 10240, 320),
+            (&DENSE_GEMV_BF16, 1017, 2048, 128),
+            (&DENSE_GEMV_GELU_MUL_BF16, 10240, 2560, 2560),
+            (&DENSE_GEMV_GELU_MUL_BF16, 509, 2056, 128),
+            (&DENSE_GEMV_BF16, 1 << 20, 2048, 1 << 17),
+        ] {
+            let p = wgsl(kernel, 1, n, k, &f);
+            let entry = if std::ptr::eq(kernel, &DENSE_GEMV_BF16) { "dense_gemv_bf16_m1" } else { "dense_gemv_gelu_mul_bf16_m1" };
+            assert_eq!((shape(&p), p.workspace_bytes), (vec![(entry, [groups, 1, 1], vec![], [0; 4])], 0), "n={n} k={k}");
+        }
+        // Fewer than 128 workgroups' worth of rows: the tiled plan, which
+        // splits K (q alone at 1016 rows: 8 row blocks, 10 chunks of 256 k).
+        let p = wgsl(&DENSE_GEMV_BF16, 1, 1016, 2560, &f);
         assert_eq!(
             shape(&p),
             [
-                ("dense_gemv_bf16_partial", [16, 10, 1], vec![("M", 1)], [256, 10, 0, 0]),
-                ("dense_gemv_bf16_reduce", [4, 1, 1], vec![], [10, 0, 0, 0]),
+                ("dense_gemv_bf16_partial", [8, 10, 1], vec![("M", 1)], [256, 10, 0, 0]),
+                ("dense_gemv_bf16_reduce", [2, 1, 1], vec![], [10, 0, 0, 0]),
             ]
         );
-        assert_eq!(p.workspace_bytes, 10 * 2048 * 4);
+        // K < 2048 (less than a full round of loads per lane) or m ≥ 2 never takes it.
+        assert_eq!(wgsl(&DENSE_GEMV_BF16, 1, 4096, 2040, &f).passes[0].entry, "dense_gemv_bf16_partial");
+        assert_eq!(wgsl(&DENSE_GEMV_BF16, 2, 2048, 2560, &f).passes[0].entry, "dense_gemv_bf16_partial");
+    }
+
+    #[test]
+    fn wgsl_plans_split_k_toward_256_workgroups_of_128_weight_rows() {
+        let f = wgpu_facts(1 << 31);
+        // Gemma's q projection at hidden 2560, m = 2: 16 row blocks; chunks
+        // of 256 k (the shortest) give 10 chunks, 160 workgroups, as the CUDA plan.
+        let p = wgsl(&DENSE_GEMV_BF16, 2, 2048, 2560, &f);
+        assert_eq!(
+            shape(&p),
+            [
+                ("dense_gemv_bf16_partial", [16, 10, 1], vec![("M", 2)], [256, 10, 0, 0]),
+                ("dense_gemv_bf16_reduce", [8, 1, 1], vec![], [10, 0, 0, 0]),
+            ]
+        );
+        assert_eq!(p.workspace_bytes, 10 * 2 * 2048 * 4);
         // The down projection at m = 16: 20 row blocks want 13 chunks; 788 k
         // rounds up to 7 steps (896 k), so 12 chunks, 240 workgroups.
         let p = wgsl(&DENSE_GEMV_BF16, 16, 2560, 10240, &f);
@@ -599,18 +696,18 @@ mod tests {
             ]
         );
         assert_eq!(p.workspace_bytes, 12 * 16 * 2560 * 4);
-        // Gate/up at hidden 2560: 20480 weight rows in 160 blocks, two chunks.
-        let p = wgsl(&DENSE_GEMV_GELU_MUL_BF16, 1, 10240, 2560, &f);
+        // Gate/up at hidden 2560, m = 2: 20480 weight rows in 160 blocks, two chunks.
+        let p = wgsl(&DENSE_GEMV_GELU_MUL_BF16, 2, 10240, 2560, &f);
         assert_eq!(
             shape(&p),
             [
-                ("dense_gemv_gelu_mul_bf16_partial", [160, 2, 1], vec![("M", 1)], [1280, 2, 0, 0]),
-                ("dense_gemv_gelu_mul_bf16_reduce", [20, 1, 1], vec![], [2, 0, 0, 0]),
+                ("dense_gemv_gelu_mul_bf16_partial", [160, 2, 1], vec![("M", 2)], [1280, 2, 0, 0]),
+                ("dense_gemv_gelu_mul_bf16_reduce", [40, 1, 1], vec![], [2, 0, 0, 0]),
             ]
         );
-        assert_eq!(p.workspace_bytes, 2 * 20480 * 4);
+        assert_eq!(p.workspace_bytes, 2 * 2 * 20480 * 4);
         // Enough row blocks, or a K of one minimum chunk: one pass, no workspace.
-        for (m, n, k) in [(1, 65536, 4096), (3, 96, 264)] {
+        for (m, n, k) in [(2, 65536, 4096), (3, 96, 264), (1, 96, 264)] {
             let p = wgsl(&DENSE_GEMV_BF16, m, n, k, &f);
             let blocks = n.div_ceil(128);
             assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_bf16", [blocks, 1, 1], vec![("M", m)], [k, 1, 0, 0])], 0));
