@@ -237,14 +237,20 @@ const WGSL_M1_MIN_K: u64 = 2048;
 /// bytes is 4 MiB, about a microsecond of H200 bandwidth), so the plan keeps
 /// the tiled design, which splits K.
 const WGSL_M1_MIN_GROUPS: u64 = 128;
+/// Longest K the m = 1 path takes. On the H200 under Vulkan (GPU time,
+/// BENCHMARKS.md) it streamed 8192² at 1627 GB/s and 21504 × 5376 at 1728
+/// (the tiled plan: 783 and 1003), but 5376 × 21504 at 407 (773) and
+/// 2560 × 10240 at 373 (486): one slot walking a row of more than about 8K
+/// elements alone keeps too few rows in flight.
+const WGSL_M1_MAX_K: u64 = 8192;
 
 /// The WGSL geometry.
 ///
-/// m = 1, K ≥ [`WGSL_M1_MIN_K`] and at least [`WGSL_M1_MIN_GROUPS`]
-/// workgroups of eight weight rows: one pass of `entries[2]` (`⌈rows / 8⌉`
-/// workgroups, a slot of 32 lanes per weight row over the whole of K, no
-/// workspace; the gated kernel's eight rows are the gate and up rows of four
-/// columns).
+/// m = 1, K in [`WGSL_M1_MIN_K`]..=[`WGSL_M1_MAX_K`], a kernel with an
+/// `m1_entry` (the plain and the fused-norm GEMV) and at least
+/// [`WGSL_M1_MIN_GROUPS`] workgroups of eight weight rows: one pass of
+/// `m1_entry` (`⌈rows / 8⌉` workgroups, a slot of 32 lanes per weight row
+/// over the whole of K, no workspace).
 ///
 /// Otherwise `⌈rows / 128⌉` row blocks times K chunks, `M` (= m) a
 /// pipeline override. Row blocks alone rarely fill the GPU at decode sizes,
@@ -255,7 +261,14 @@ const WGSL_M1_MIN_GROUPS: u64 = 128;
 /// partials to workspace `[chunks, m, rows]` (x0 = chunk length, x1 =
 /// chunks) and `entries[1]` adds them in chunk order, an invocation per
 /// output word (x0 = chunks), applying the epilogue.
-fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, shared: u32, entries: [&'static str; 3]) -> Result<WgslPlan> {
+fn wgsl_gemv(
+    a: &PlanArgs,
+    f: &DeviceFacts,
+    rows: u64,
+    shared: u32,
+    entries: [&'static str; 2],
+    m1_entry: Option<&'static str>,
+) -> Result<WgslPlan> {
     let kernel = a.kernel;
     let m = positive(a, "m")?;
     if m > GEMV_MAX_M as u32 {
@@ -271,9 +284,11 @@ fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, shared: u32, entries: [&'
             kernel.symbol, f.max_shared_bytes
         )));
     }
-    if m == 1 && k >= WGSL_M1_MIN_K && rows.div_ceil(WGSL_M1_ROWS) >= WGSL_M1_MIN_GROUPS {
-        let pass = WgslPass { entry: entries[2], grid: [groups(kernel, rows, WGSL_M1_ROWS)?, 1, 1], consts: vec![], extra: [0; 4] };
-        return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 });
+    if let Some(m1) = m1_entry.filter(|_| m == 1 && (WGSL_M1_MIN_K..=WGSL_M1_MAX_K).contains(&k)) {
+        if rows.div_ceil(WGSL_M1_ROWS) >= WGSL_M1_MIN_GROUPS {
+            let pass = WgslPass { entry: m1, grid: [groups(kernel, rows, WGSL_M1_ROWS)?, 1, 1], consts: vec![], extra: [0; 4] };
+            return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 });
+        }
     }
     let m64 = u64::from(m);
     let blocks = groups(kernel, rows, WGSL_ROWS_PER_GROUP)?;
@@ -300,7 +315,14 @@ fn wgsl_gemv(a: &PlanArgs, f: &DeviceFacts, rows: u64, shared: u32, entries: [&'
 }
 
 fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_gemv(a, f, u64::from(a.u32("n")?), WGSL_SHARED_BYTES, ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce", "dense_gemv_bf16_m1"])
+    wgsl_gemv(
+        a,
+        f,
+        u64::from(a.u32("n")?),
+        WGSL_SHARED_BYTES,
+        ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce"],
+        Some("dense_gemv_bf16_m1"),
+    )
 }
 
 /// The GEMV's plan at m = 1; each workgroup (of every K chunk) first reduces
@@ -313,7 +335,8 @@ fn wgsl_dense_gemv_rmsnorm(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
         f,
         u64::from(a.u32("n")?),
         shared,
-        ["dense_gemv_rmsnorm_bf16_partial", "dense_gemv_rmsnorm_bf16_reduce", "dense_gemv_rmsnorm_bf16_m1"],
+        ["dense_gemv_rmsnorm_bf16_partial", "dense_gemv_rmsnorm_bf16_reduce"],
+        Some("dense_gemv_rmsnorm_bf16_m1"),
     )
 }
 
@@ -324,7 +347,10 @@ fn wgsl_dense_gemv_gelu_mul(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
         f,
         rows,
         WGSL_SHARED_BYTES,
-        ["dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce", "dense_gemv_gelu_mul_bf16_m1"],
+        ["dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce"],
+        // The m = 1 path measured slower for the gated kernel on the H200
+        // (10240 × 2560: 421 GB/s against the tiled plan's 713).
+        None,
     )
 }
 
@@ -450,8 +476,8 @@ fn gemv_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn gelu_mul_cases(g: &mut Gen) -> Vec<Case> {
-    // The last two take the WGSL m = 1 path (at least 509 columns, K ≥
-    // 2048): N not a multiple of its four columns, K of 390 and 257 vectors.
+    // The last two: m = 1 at K ≥ 2048 with ragged N, on the tiled plan
+    // everywhere (the WGSL m = 1 path is not used for the gated kernel).
     [(1usize, 72usize, 520usize), (16, 40, 1032), (7, 136, 264), (1, 514, 3120), (1, 509, 2056)]
         .into_iter()
         .map(|(m, n, k)| {
@@ -640,22 +666,15 @@ mod tests {
     #[test]
     fn wgsl_plans_stream_one_row_a_slot_at_m1() {
         let f = wgpu_facts(1 << 31);
-        // (kernel, n, k, workgroups): eight weight rows each, whatever K; the
-        // gated kernel's are four columns' gate and up rows. Gemma's q, o,
-        // down and gate/up projections at hidden 2560, and a grid past 65535.
-        for (kernel, n, k, groups) in [
-            (&DENSE_GEMV_BF16, 2048, 2560, 256),
-            (&DENSE_GEMV_BF16, 2560, 2048, 320),
-            (&DENSE_GEMV_BF16, 2560, 10240, 320),
-            (&DENSE_GEMV_BF16, 1017, 2048, 128),
-            (&DENSE_GEMV_GELU_MUL_BF16, 10240, 2560, 2560),
-            (&DENSE_GEMV_GELU_MUL_BF16, 509, 2056, 128),
-            (&DENSE_GEMV_BF16, 1 << 20, 2048, 1 << 17),
-        ] {
-            let p = wgsl(kernel, 1, n, k, &f);
-            let entry = if std::ptr::eq(kernel, &DENSE_GEMV_BF16) { "dense_gemv_bf16_m1" } else { "dense_gemv_gelu_mul_bf16_m1" };
-            assert_eq!((shape(&p), p.workspace_bytes), (vec![(entry, [groups, 1, 1], vec![], [0; 4])], 0), "n={n} k={k}");
+        // (n, k, workgroups): eight weight rows each. Gemma's q and o
+        // projections at hidden 2560, a ragged row count, and a grid past 65535.
+        for (n, k, groups) in [(2048, 2560, 256), (2560, 2048, 320), (1017, 2048, 128), (8192, 8192, 1024), (1 << 20, 2048, 1 << 17)] {
+            let p = wgsl(&DENSE_GEMV_BF16, 1, n, k, &f);
+            assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_bf16_m1", [groups, 1, 1], vec![], [0; 4])], 0), "n={n} k={k}");
         }
+        // K past 8192 (the down projection's 10240) and the gated kernel keep the tiled plan.
+        assert_eq!(wgsl(&DENSE_GEMV_BF16, 1, 2560, 10240, &f).passes[0].entry, "dense_gemv_bf16_partial");
+        assert_eq!(wgsl(&DENSE_GEMV_GELU_MUL_BF16, 1, 10240, 2560, &f).passes[0].entry, "dense_gemv_gelu_mul_bf16_partial");
         // Fewer than 128 workgroups' worth of rows: the tiled plan, which
         // splits K (q alone at 1016 rows: 8 row blocks, 10 chunks of 256 k).
         let p = wgsl(&DENSE_GEMV_BF16, 1, 1016, 2560, &f);
