@@ -441,14 +441,8 @@ fn bench_cmd(backend: Option<String>, json: bool, iters: usize, filter: Option<S
                     "bytes": m.bytes, "flops": m.flops, "gb_per_s": m.bytes_per_s() / 1e9,
                     "pct_of_copy": 100.0 * m.bytes_per_s() / ceilings.copy_bytes_per_s,
                     "vendor_gemm_ms": m.vendor_ms,
-                    "gpu_ms": match m.gpu {
-                        bench::GpuTime::Measured { median_ms, .. } => Some(median_ms),
-                        _ => None,
-                    },
-                    "gpu_dispatches": match m.gpu {
-                        bench::GpuTime::Measured { dispatches, .. } => Some(dispatches),
-                        _ => None,
-                    },
+                    "gpu_ms": m.gpu.measured().map(|(ms, _)| ms),
+                    "gpu_dispatches": m.gpu.measured().map(|(_, n)| n),
                 })
             })
             .collect();

@@ -43,6 +43,14 @@ pub enum GpuTime {
 }
 
 impl GpuTime {
+    /// `(median ms of a launch, dispatches a launch)` when measured.
+    pub fn measured(&self) -> Option<(f64, usize)> {
+        match *self {
+            GpuTime::Measured { median_ms, dispatches } => Some((median_ms, dispatches)),
+            _ => None,
+        }
+    }
+
     /// The report's cell.
     fn cell(&self) -> String {
         match self {

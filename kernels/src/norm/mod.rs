@@ -43,6 +43,11 @@ pub const ROW_MAX_THREADS: usize = 128;
 /// than one wave whatever the compiler allocates below the cap.
 pub const ROW_REG_CAP: u32 = 128;
 
+/// A row's chunks: 16-byte vectors when `dim % 8 == 0`, else 4-byte pairs.
+fn row_chunks(dim: usize) -> usize {
+    if dim.is_multiple_of(8) { dim / 8 } else { dim.div_ceil(2) }.max(1)
+}
+
 /// Threads per row block: the row's 16-byte chunks (4-byte pairs when
 /// `dim % 8 != 0`) split over `per` = 1..=8 chunks per thread (the CUDA
 /// kernels keep up to 8 per thread in registers), picking the split that
@@ -51,7 +56,7 @@ pub const ROW_REG_CAP: u32 = 128;
 /// faster on the H200); at most [`ROW_MAX_THREADS`].
 /// dim 5376 -> 96 threads x 7 chunks.
 pub fn norm_block(dim: usize) -> u32 {
-    let chunks = if dim.is_multiple_of(8) { dim / 8 } else { dim.div_ceil(2) }.max(1);
+    let chunks = row_chunks(dim);
     let mut best = (usize::MAX, 32usize);
     for per in (1..=8usize).rev() {
         let threads = chunks.div_ceil(per).next_multiple_of(32).clamp(32, ROW_MAX_THREADS);
@@ -72,7 +77,7 @@ pub fn norm_block(dim: usize) -> u32 {
 /// 10 cycles per instruction on one warp per scheduler), not bandwidth.
 /// dim 2560 -> 128 threads x 3 chunks.
 pub fn latency_row_block(dim: usize) -> u32 {
-    let chunks = if dim.is_multiple_of(8) { dim / 8 } else { dim.div_ceil(2) }.max(1);
+    let chunks = row_chunks(dim);
     let per = chunks.div_ceil(ROW_MAX_THREADS).clamp(1, 8);
     chunks.div_ceil(per).next_multiple_of(32).clamp(32, ROW_MAX_THREADS) as u32
 }
