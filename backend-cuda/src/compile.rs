@@ -84,10 +84,15 @@ pub(crate) fn dependent_entries(module: &str) -> Vec<String> {
     })
 }
 
-/// The program text NVRTC compiles for `src`.
+/// The program text NVRTC compiles for `src`: the prelude, the Hopper
+/// prelude when the source asks for `sm_90a`, then the source.
 pub(crate) fn program_text(src: &Source) -> String {
-    let pre = sources::CUDA_PRELUDE;
-    format!("#line 1 \"{}\"\n{}\n#line 1 \"{}\"\n{}\n", pre.path, pre.text, src.path, src.text)
+    let mut text = String::new();
+    let hopper = source_arch(src.text) == Some("sm_90a");
+    for part in [Some(sources::CUDA_PRELUDE), hopper.then_some(sources::CUDA_PRELUDE_SM90), Some(*src)].into_iter().flatten() {
+        text.push_str(&format!("#line 1 \"{}\"\n{}\n", part.path, part.text));
+    }
+    text
 }
 
 /// Everything that decides a module's cubin.

@@ -22,6 +22,10 @@ pub struct Source {
 
 /// Shared CUDA helpers (bf16/fp8 conversions, reductions), prepended to every module.
 pub const CUDA_PRELUDE: Source = Source { path: "src/prelude.cuh", text: include_str!("prelude.cuh") };
+/// Hopper helpers (mbarriers, TMA copies, wgmma), prepended after
+/// [`CUDA_PRELUDE`] to the modules compiled for `sm_90a` (those whose source
+/// has a `// nvrtc-arch: sm_90a` line).
+pub const CUDA_PRELUDE_SM90: Source = Source { path: "src/prelude_sm90.cuh", text: include_str!("prelude_sm90.cuh") };
 /// Shared WGSL helpers (bf16 packing with round-to-nearest-even, fp8 decode), prepended to every kernel.
 pub const WGSL_PRELUDE: Source = Source { path: "src/prelude.wgsl", text: include_str!("prelude.wgsl") };
 
