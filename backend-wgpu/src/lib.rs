@@ -19,7 +19,8 @@
 //!   a launch costs.
 //! - A [`Recording`] holds every dispatch already resolved (pipeline, bind
 //!   group over its own Params buffer, workgroup counts) and every copy and
-//!   clear; a replay checks liveness once and submits one command buffer.
+//!   clear; a replay checks liveness once and submits one command buffer,
+//!   then encodes the next replay's while the GPU runs this one.
 #![warn(missing_docs)]
 
 use std::collections::HashMap;
@@ -41,6 +42,10 @@ pub const ADAPTER_ENV: &str = "SWITCHYARD_WGPU_ADAPTER";
 /// Environment variable: `0` turns the subgroup shader variant off (the
 /// default of [`WgpuOptions::subgroups`]).
 pub const SUBGROUPS_ENV: &str = "SWITCHYARD_WGPU_SUBGROUPS";
+
+/// Environment variable: `0` turns the cooperative-matrix kernels off (the
+/// default of [`WgpuOptions::coopmat`]).
+pub const COOPMAT_ENV: &str = "SWITCHYARD_WGPU_COOPMAT";
 
 /// Bytes of one launch's Params slot (>= every adapter's uniform offset alignment).
 const SLOT: u64 = 256;
@@ -74,6 +79,16 @@ pub struct WgpuOptions {
     /// `subgroup_size` 1. Defaults to true unless `$SWITCHYARD_WGPU_SUBGROUPS`
     /// is `0`.
     pub subgroups: bool,
+    /// Opens the device with `wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX`
+    /// and `SHADER_F16` where the adapter lists the 16×16×16 f16 × f16 → f32
+    /// subgroup configuration and its subgroups are exactly 32 wide (the
+    /// cooperative-matrix kernels assume a subgroup is 32 consecutive
+    /// invocations), and composes the kernels' cooperative-matrix code
+    /// (`DeviceFacts::wgsl_coopmat`; the f16 contract is in
+    /// kernels/src/gemm/dense_coopmat.wgsli). `false`, or any of those
+    /// missing: today's f32 kernels. Defaults to true unless
+    /// `$SWITCHYARD_WGPU_COOPMAT` is `0`.
+    pub coopmat: bool,
 }
 
 impl Default for WgpuOptions {
@@ -84,6 +99,7 @@ impl Default for WgpuOptions {
             fold_limit: None,
             plan_binding_limit: None,
             subgroups: std::env::var(SUBGROUPS_ENV).map_or(true, |v| v.trim() != "0"),
+            coopmat: std::env::var(COOPMAT_ENV).map_or(true, |v| v.trim() != "0"),
         }
     }
 }
@@ -236,6 +252,11 @@ struct WgpuRecording {
     steps: Vec<Step>,
     _params: Option<wgpu::Buffer>,
     allocs: Vec<u64>,
+    /// The command buffer of the next replay, encoded right after the
+    /// previous replay's submit while the GPU runs it (a wgpu command buffer
+    /// is single-use, and encoding a decode step's ~400 dispatches takes
+    /// about a millisecond of CPU that would otherwise sit between tokens).
+    next: Mutex<Option<wgpu::CommandBuffer>>,
 }
 
 struct State {
@@ -323,6 +344,67 @@ fn pick_adapter(instance: &wgpu::Instance, wanted: Option<&str>) -> Result<wgpu:
     Ok(v.remove(0).1)
 }
 
+/// What the cooperative-matrix kernels need from the device.
+const COOPMAT_FEATURES: wgpu::Features = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX.union(wgpu::Features::SHADER_F16);
+
+/// Whether `props` lists the one configuration the kernels use: 16×16×16,
+/// f16 A and B, f32 accumulator and result.
+pub fn has_coopmat_f16_16(props: &[wgpu::CooperativeMatrixProperties]) -> bool {
+    props.iter().any(|c| {
+        (c.m_size, c.n_size, c.k_size) == (16, 16, 16)
+            && c.ab_type == wgpu::CooperativeScalarType::F16
+            && c.cr_type == wgpu::CooperativeScalarType::F32
+    })
+}
+
+/// Whether the device opens with the cooperative-matrix kernels
+/// ([`WgpuOptions::coopmat`]), or why not.
+fn coopmat_choice(adapter: &wgpu::Adapter, wanted: bool) -> std::result::Result<(), String> {
+    let ai = adapter.get_info();
+    if !wanted {
+        return Err(format!("WgpuOptions::coopmat false or {COOPMAT_ENV}=0"));
+    }
+    let missing = COOPMAT_FEATURES - adapter.features();
+    if !missing.is_empty() {
+        return Err(format!("adapter {} lacks {missing:?}", ai.name));
+    }
+    if !has_coopmat_f16_16(&adapter.cooperative_matrix_properties()) {
+        return Err(format!("adapter {} does not list the 16x16x16 f16 x f16 -> f32 configuration", ai.name));
+    }
+    if (ai.subgroup_min_size, ai.subgroup_max_size) != (32, 32) {
+        return Err(format!(
+            "adapter {} has subgroups of {}..{} invocations; the kernels assume exactly 32",
+            ai.name, ai.subgroup_min_size, ai.subgroup_max_size
+        ));
+    }
+    Ok(())
+}
+
+/// The adapter's cooperative-matrix configurations as wgpu reports them
+/// (subgroup scope, sizes 8 and 16 only), `MxNxK A/B -> C/result`.
+fn coopmat_configs(adapter: &wgpu::Adapter) -> String {
+    let v: Vec<String> = adapter
+        .cooperative_matrix_properties()
+        .iter()
+        .map(|c| {
+            format!(
+                "{}x{}x{} {:?}->{:?}{}",
+                c.m_size,
+                c.n_size,
+                c.k_size,
+                c.ab_type,
+                c.cr_type,
+                if c.saturating_accumulation { " sat" } else { "" }
+            )
+        })
+        .collect();
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
 fn limit_details(l: &wgpu::Limits) -> Vec<(String, String)> {
     [
         ("max_buffer_size", l.max_buffer_size),
@@ -361,11 +443,26 @@ impl WgpuBackend {
         // Subgroup operations where the adapter has them and they are not
         // turned off: every kernel then compiles with the subgroup lanes.
         let subgroups = opts.subgroups && adapter.features().contains(wgpu::Features::SUBGROUP);
-        let required_features = if subgroups { timestamps | wgpu::Features::SUBGROUP } else { timestamps };
+        let mut required_features = if subgroups { timestamps | wgpu::Features::SUBGROUP } else { timestamps };
+        let coop = coopmat_choice(&adapter, opts.coopmat);
+        if coop.is_ok() {
+            required_features |= COOPMAT_FEATURES;
+        }
+        let experimental_features = if coop.is_ok() {
+            // SAFETY: the token only acknowledges that wgpu's experimental
+            // cooperative-matrix support may have bugs. The shaders that use it
+            // are naga-validated like every other kernel, touch only workgroup
+            // arrays through coopLoad/coopStore at indices inside them, and
+            // run only where the adapter lists the configuration they use.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("switchyard"),
             required_features,
             required_limits: limits.clone(),
+            experimental_features,
             memory_hints: wgpu::MemoryHints::Performance,
             ..Default::default()
         }))
@@ -436,6 +533,7 @@ impl WgpuBackend {
                 .plan_binding_limit
                 .map_or(limits.max_storage_buffer_binding_size, |l| l.min(limits.max_storage_buffer_binding_size)),
             cuda_sm90a: false,
+            wgsl_coopmat: coop.is_ok(),
         };
         details.push((
             "subgroups".to_string(),
@@ -447,6 +545,14 @@ impl WgpuBackend {
                 format!("off (adapter {} lacks wgpu::Features::SUBGROUP)", ai.name)
             },
         ));
+        details.push((
+            "cooperative_matrix".to_string(),
+            match &coop {
+                Ok(()) => "on (16x16x16 f16 x f16 -> f32: dense_gemm_bf16_pipelined at M > 16)".to_string(),
+                Err(why) => format!("off ({why})"),
+            },
+        ));
+        details.push(("cooperative_matrix_configs".to_string(), coopmat_configs(&adapter)));
         let info = BackendInfo {
             backend: BackendKind::Wgpu,
             device: ai.name.clone(),
@@ -480,6 +586,12 @@ impl WgpuBackend {
                 timing: None,
             }),
         }))
+    }
+
+    /// Whether kernels are composed with their cooperative-matrix code and
+    /// plans may pick it ([`WgpuOptions::coopmat`]).
+    pub fn coopmat(&self) -> bool {
+        self.facts.wgsl_coopmat
     }
 
     /// Whether kernels run with the subgroup lanes (the device has
@@ -657,9 +769,9 @@ impl WgpuBackend {
             )));
         }
         // naga first, for an error that names the file and line.
-        let subgroups = self.subgroups();
-        let composed = shader::compose_variant(src, subgroups).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
-        shader::validate_composed(src, &composed, subgroups).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
+        let (subgroups, coopmat) = (self.subgroups(), self.coopmat());
+        let composed = shader::compose_coopmat(src, subgroups, coopmat).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
+        shader::validate_composed_coopmat(src, &composed, subgroups, coopmat).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(src.path),
@@ -989,7 +1101,7 @@ impl WgpuBackend {
         let mut allocs: Vec<u64> = cap.allocs.into_iter().map(|id| vaddr::pack(id, 0)).collect();
         allocs.sort_unstable();
         allocs.dedup();
-        WgpuRecording { steps, _params: params, allocs }
+        WgpuRecording { steps, _params: params, allocs, next: Mutex::new(None) }
     }
 
     /// Encodes a recording's steps into one encoder: consecutive dispatches
@@ -1254,11 +1366,15 @@ impl Backend for WgpuBackend {
         if rec.steps.is_empty() {
             return Ok(());
         }
-        let commands = self.encode(&rec.steps);
+        let ready = rec.next.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let commands = ready.unwrap_or_else(|| self.encode(&rec.steps));
         // Work enqueued before the replay runs before it.
         self.flush(&mut st);
         self.queue.submit([commands]);
         drop(st);
+        // The steps' buffers stay alive with the recording, and the next
+        // replay checks their allocations again before submitting this.
+        *rec.next.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.encode(&rec.steps));
         self.check("replay")
     }
 
