@@ -35,12 +35,19 @@
 //! time per step is reported per token and as a share of the median step.
 //! On NCCL the loop is recorded and replayed, as the decode step is; on
 //! the thread communicator (cpu, wgpu) it is the host's exchange.
+//!
+//! `--prefill-len P` adds a prefill measurement ([`prefill`]): one random
+//! prompt of P tokens prefilled in one pass, two warm-up passes (the first
+//! traced, naming the kernel entries it launches), then `--prefill-passes`
+//! timed ones; prompt tokens per second at the median pass, and the FLOPs
+//! the pass does over that time.
 pub mod bound;
+pub mod prefill;
 mod shape;
 
 pub use shape::{MoeShape, Shape, SHAPE_NAMES};
 
-use crate::bench;
+use crate::{bench, limits};
 use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -240,9 +247,54 @@ pub struct Settings {
     pub profile_timed_steps: bool,
     /// Weight storage (`--quant`).
     pub quant: Quant,
+    /// Prompt tokens of the prefill measurement, all in one pass (`--prefill-len`; 0: none).
+    pub prefill_len: usize,
+    /// Timed prefill passes (`--prefill-passes`); the median is reported.
+    pub prefill_passes: usize,
 }
 
+/// Timed prefill passes when `--prefill-passes` is not given.
+pub const DEFAULT_PREFILL_PASSES: usize = 5;
+
 impl Settings {
+    /// The decode settings of `prompt_len`, `steps` (after 3 warm-up steps)
+    /// and `quant`, with no prefill measurement and no profiler range.
+    pub fn decode(prompt_len: usize, steps: usize, quant: Quant) -> Self {
+        Settings { prompt_len, warmup: 3, steps, profile_timed_steps: false, quant, prefill_len: 0, prefill_passes: DEFAULT_PREFILL_PASSES }
+    }
+
+    /// Refuses settings the benchmark cannot run, naming the flag: an empty
+    /// prompt or no steps, a decode past the benchmark model's context, a
+    /// prefill longer than that context, or a prefill pass count outside
+    /// `1..=`[`limits::MAX_BENCH_PREFILL_PASSES`].
+    pub fn validate(&self) -> Result<()> {
+        let (prompt_len, steps) = (self.prompt_len, self.steps);
+        if prompt_len == 0 || steps == 0 {
+            bail!("--prompt-len and --steps must be at least 1");
+        }
+        match self.positions() {
+            Some(n) if n <= limits::BENCH_MODEL_CONTEXT => {}
+            n => bail!(
+                "--prompt-len {prompt_len} + --steps {steps} (+ {} warm-up and final positions) = {} positions, past the benchmark \
+                 model's context of {} (max_position_embeddings)",
+                self.warmup + 1,
+                n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+                limits::BENCH_MODEL_CONTEXT
+            ),
+        }
+        if self.prefill_len > limits::BENCH_MODEL_CONTEXT {
+            bail!(
+                "--prefill-len {}: at most the benchmark model's context of {} (max_position_embeddings)",
+                self.prefill_len,
+                limits::BENCH_MODEL_CONTEXT
+            );
+        }
+        if self.prefill_len > 0 && !(1..=limits::MAX_BENCH_PREFILL_PASSES).contains(&self.prefill_passes) {
+            bail!("--prefill-passes {}: expected 1..={}", self.prefill_passes, limits::MAX_BENCH_PREFILL_PASSES);
+        }
+        Ok(())
+    }
+
     /// Positions each sequence occupies: the prompt, every decode step, and
     /// the token the last step chooses (`None` past `usize`).
     pub fn positions(&self) -> Option<usize> {
@@ -454,6 +506,8 @@ pub struct Report {
     pub tp: usize,
     /// Under `--tp N > 1`: the communicator's name (`nccl`, `threads`).
     pub comm: Option<String>,
+    /// Under `--prefill-len`: the prefill measurement.
+    pub prefill: Option<prefill::PrefillRow>,
 }
 
 /// The bound's rule in words, for the reports.
@@ -552,6 +606,50 @@ impl Report {
                 (None, false) => s.push('\n'),
             }
         }
+        if let Some(p) = &self.prefill {
+            s.push_str(&self.prefill_markdown(p));
+        }
+        s
+    }
+
+    /// The prefill section of the markdown report.
+    fn prefill_markdown(&self, p: &prefill::PrefillRow) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let f = &p.flops;
+        let _ = writeln!(
+            s,
+            "\nprefill: one random prompt of {} tokens in one pass, {} warm-up passes (the first traced), then {} timed (wall \
+             clock, each ending in the download of the chosen token); median pass\n",
+            p.prompt_len,
+            prefill::WARMUP_PASSES,
+            p.passes_ms.len()
+        );
+        s.push_str("| prompt tokens | tokens/s | ms/pass (median, min..max) | GFLOP/pass = linear + attention + head | GFLOP/token | TFLOP/s | same token every pass |\n");
+        s.push_str("|---|---|---|---|---|---|---|\n");
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} | {:.2} ({:.2}..{:.2}) | {} = {} + {} + {} | {} | {} | {} |",
+            p.prompt_len,
+            p.tokens_per_s,
+            p.ms_median,
+            p.ms_min,
+            p.ms_max,
+            prefill::sig3(f.total() / 1e9),
+            prefill::sig3(f.linear / 1e9),
+            prefill::sig3(f.attention / 1e9),
+            prefill::sig3(f.head / 1e9),
+            prefill::sig3(f.per_token() / 1e9),
+            prefill::sig3(p.tflops()),
+            if p.same_token { "yes" } else { "NO" }
+        );
+        let _ = writeln!(s, "\n- FLOPs: {}", prefill::FLOPS_RULE);
+        if p.launches.is_empty() {
+            s.push_str("- kernels: not traced (under --tp each rank launches on its own backend)\n");
+        } else {
+            let list: Vec<String> = p.launches.iter().map(|(e, c)| format!("`{e}` x{c}")).collect();
+            let _ = writeln!(s, "- kernels of the first pass ({} launches): {}", p.launch_count(), list.join(", "));
+        }
         s
     }
 
@@ -587,6 +685,17 @@ impl Report {
             "prompt_len": self.settings.prompt_len, "warmup_steps": self.settings.warmup, "timed_steps": self.settings.steps,
             "build_ms": self.build_ms, "rows": rows, "hf_config": self.shape.hf_config(), "tp": self.tp,
             "comm": self.comm, "all_reduce_note": self.all_reduce_note(),
+            "prefill": self.prefill.as_ref().map(|p| serde_json::json!({
+                "prompt_len": p.prompt_len, "warmup_passes": prefill::WARMUP_PASSES, "timed_passes": p.passes_ms.len(),
+                "passes_ms": p.passes_ms, "ms_median": p.ms_median, "ms_min": p.ms_min, "ms_max": p.ms_max,
+                "tokens_per_s": p.tokens_per_s, "tflops_per_s": p.tflops(), "same_token": p.same_token,
+                "flops": {
+                    "linear": p.flops.linear, "attention": p.flops.attention, "head": p.flops.head,
+                    "total": p.flops.total(), "per_token": p.flops.per_token(),
+                },
+                "flops_rule": prefill::FLOPS_RULE,
+                "launches": p.launches.iter().map(|(e, c)| serde_json::json!({"entry": e, "count": c})).collect::<Vec<_>>(),
+            })),
         })
     }
 }
@@ -646,9 +755,16 @@ fn run_on(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings,
     // Under --tp, each rank's backend and communicator, kept to time the
     // all-reduces on after the decode steps (the ranks' threads are idle then).
     let handles: std::sync::Mutex<Vec<RankHandle>> = Default::default();
+    // The prefill measurement names the kernels of one pass: the model then
+    // launches through a tracing wrapper of `be` (off outside that pass).
+    let traced = (s.prefill_len > 0 && ranks.is_none()).then(|| prefill::Traced::new(be.clone()));
     let (model, model_bytes, tp, comm): (Box<dyn Engine>, usize, usize, Option<String>) = match ranks {
         None => {
-            let m = random_model(be, cfg.clone(), s.quant).context("making the random-weight model")?;
+            let model_be: Arc<dyn Backend> = match &traced {
+                Some(t) => t.clone(),
+                None => be.clone(),
+            };
+            let m = random_model(&model_be, cfg.clone(), s.quant).context("making the random-weight model")?;
             let bytes = m.weights.device_bytes;
             (Box::new(m), bytes, 1, None)
         }
@@ -668,6 +784,10 @@ fn run_on(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings,
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut handles = handles.into_inner().unwrap_or_else(|e| e.into_inner());
     handles.sort_by_key(|(_, c)| c.rank());
+    let prefill = match s.prefill_len {
+        0 => None,
+        p => Some(prefill::run_prefill(model.as_ref(), traced.as_deref(), s, 0x9e3779b9).with_context(|| format!("--prefill-len {p}"))?),
+    };
     let mut rows = Vec::with_capacity(batches.len());
     for (i, &b) in batches.iter().enumerate() {
         let mut row = run_batch(model.as_ref(), (tp == 1).then_some(be), b, s, i as u64).with_context(|| format!("--batch {b}"))?;
@@ -690,6 +810,7 @@ fn run_on(be: &Arc<dyn Backend>, shape: &Shape, batches: &[usize], s: &Settings,
         rows,
         tp,
         comm,
+        prefill,
     })
 }
 
@@ -809,7 +930,7 @@ mod tests {
     fn a_tp_report_gives_the_all_reduce_time_per_token_as_a_host_figure() {
         let be = crate::backends::open("cpu").unwrap();
         let shape = tiny(true);
-        let s = Settings { prompt_len: 3, warmup: 1, steps: 2, profile_timed_steps: false, quant: Quant::None };
+        let s = Settings { warmup: 1, ..Settings::decode(3, 2, Quant::None) };
         let ranks = crate::backends::tp_ranks("cpu", 2).unwrap();
         let report = run_tp(&be, &shape, &[1, 2], &s, ranks).unwrap();
         assert_eq!((report.tp, report.comm.as_deref()), (2, Some("threads")));
@@ -836,5 +957,77 @@ mod tests {
         assert!(single.rows[0].all_reduce.is_none() && single.all_reduce_note().is_none());
         assert!(!single.markdown().contains("all-reduce"));
         assert!(single.json()["rows"][0]["all_reduce"].is_null());
+    }
+
+    #[test]
+    fn settings_refuse_what_the_benchmark_cannot_run() {
+        let ok = Settings::decode(128, 64, Quant::None);
+        assert!(ok.validate().is_ok());
+        let err = |s: Settings| s.validate().unwrap_err().to_string();
+        assert!(err(Settings::decode(0, 64, Quant::None)).contains("--prompt-len and --steps must be at least 1"));
+        assert!(err(Settings::decode(8000, 500, Quant::None)).contains("8504 positions, past the benchmark model's context of 8192"));
+        // The prefill session holds the prompt alone: up to the whole context.
+        assert!(Settings { prefill_len: 8192, ..ok.clone() }.validate().is_ok());
+        assert!(
+            err(Settings { prefill_len: 8193, ..ok.clone() }).contains("--prefill-len 8193: at most the benchmark model's context of 8192")
+        );
+        assert!(err(Settings { prefill_len: 4096, prefill_passes: 0, ..ok.clone() }).contains("--prefill-passes 0: expected 1..=1000"));
+        assert!(err(Settings { prefill_len: 4096, prefill_passes: 1001, ..ok.clone() }).contains("--prefill-passes 1001"));
+        // Without a prefill measurement the pass count is not read.
+        assert!(Settings { prefill_len: 0, prefill_passes: 0, ..ok }.validate().is_ok());
+    }
+
+    #[test]
+    fn a_prefill_report_times_one_pass_and_names_its_kernels() {
+        let be = crate::backends::open("cpu").unwrap();
+        for moe in [false, true] {
+            let shape = tiny(moe);
+            let s = Settings { warmup: 1, prefill_len: 12, prefill_passes: 3, ..Settings::decode(3, 2, Quant::None) };
+            let report = run(&be, &shape, &[1], &s).unwrap();
+            let p = report.prefill.as_ref().expect("--prefill-len makes a prefill row");
+            assert_eq!((p.prompt_len, p.passes_ms.len()), (12, 3));
+            let mut sorted = p.passes_ms.clone();
+            sorted.sort_by(f64::total_cmp);
+            assert_eq!((p.ms_min, p.ms_median, p.ms_max), (sorted[0], sorted[1], sorted[2]));
+            assert_eq!(p.tokens_per_s, 12.0 / (p.ms_median * 1e-3));
+            assert_eq!(p.flops, prefill::prefill_flops(&shape.config().unwrap(), 12));
+            assert_eq!(p.tflops(), p.flops.total() / (p.ms_median * 1e-3) / 1e12);
+            // The same prompt on the same weights: the same token every pass.
+            assert!(p.same_token);
+            // One pass of 4 layers: the prefill attention once a layer, the
+            // head once, the experts' two grouped GEMMs a layer with an MoE block.
+            let count = |e: &str| p.launches.iter().find(|(n, _)| n == e).map_or(0, |(_, c)| *c);
+            assert_eq!(count("attn::attention_prefill"), 4, "{:?}", p.launches);
+            assert_eq!(count("attn::attention_decode"), 0);
+            assert_eq!(count("head::lm_head_logits_bf16"), 1);
+            assert_eq!(count("moe_expert::moe_grouped_gemm_bf16"), if moe { 8 } else { 0 });
+            assert!(p.launches.windows(2).all(|w| w[0].1 >= w[1].1), "most launched first: {:?}", p.launches);
+            let md = report.markdown();
+            let row = format!("| 12 | {:.0} | {:.2} ({:.2}..{:.2}) |", p.tokens_per_s, p.ms_median, p.ms_min, p.ms_max);
+            assert!(md.lines().any(|l| l.starts_with(&row) && l.ends_with("| yes |")), "{md}");
+            assert!(md.contains(&format!("kernels of the first pass ({} launches): ", p.launch_count())), "{md}");
+            assert!(md.contains("`attn::attention_prefill` x4"), "{md}");
+            let j = &report.json()["prefill"];
+            assert_eq!((j["prompt_len"].as_u64(), j["timed_passes"].as_u64(), j["warmup_passes"].as_u64()), (Some(12), Some(3), Some(2)));
+            assert_eq!(j["tokens_per_s"].as_f64(), Some(p.tokens_per_s));
+            assert_eq!(j["flops"]["total"].as_f64(), Some(p.flops.total()));
+            assert_eq!(j["launches"][0]["count"].as_u64(), Some(p.launches[0].1 as u64));
+            assert_eq!(j["same_token"], true);
+        }
+        // Without --prefill-len: no section, null in the JSON.
+        let report = run(&be, &tiny(false), &[1], &Settings { warmup: 1, ..Settings::decode(3, 2, Quant::None) }).unwrap();
+        assert!(
+            report.prefill.is_none() && report.json()["prefill"].is_null() && !report.markdown().contains("prefill: one random prompt")
+        );
+    }
+
+    #[test]
+    fn under_tp_the_prefill_is_timed_but_not_traced() {
+        let be = crate::backends::open("cpu").unwrap();
+        let s = Settings { warmup: 1, prefill_len: 5, prefill_passes: 1, ..Settings::decode(3, 1, Quant::None) };
+        let report = run_tp(&be, &tiny(true), &[1], &s, crate::backends::tp_ranks("cpu", 2).unwrap()).unwrap();
+        let p = report.prefill.as_ref().unwrap();
+        assert!(p.launches.is_empty() && p.tokens_per_s > 0.0 && p.same_token);
+        assert!(report.markdown().contains("kernels: not traced"));
     }
 }

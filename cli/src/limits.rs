@@ -21,3 +21,7 @@ pub const MAX_BENCH_BATCH: usize = 1024;
 /// `bench-model`'s context (`max_position_embeddings` of the benchmark
 /// model's config): `--prompt-len` + `--steps` + 4 positions must fit.
 pub const BENCH_MODEL_CONTEXT: usize = 8192;
+
+/// `bench-model --prefill-passes`: timed prefill passes. Each keeps one f64
+/// timing; a pass of 8192 tokens of the 31b shape takes about a second.
+pub const MAX_BENCH_PREFILL_PASSES: usize = 1000;

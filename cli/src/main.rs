@@ -196,6 +196,15 @@ enum Command {
         /// Timed decode steps (after 3 warm-up steps).
         #[arg(long, default_value_t = 64)]
         steps: usize,
+        /// Also time the prefill of one random prompt of this many tokens in
+        /// one pass (2 warm-up passes, the first naming the kernel entries it
+        /// launches, then --prefill-passes timed): tokens/s and TFLOP/s at
+        /// the median pass. At most the benchmark model's context, 8192.
+        #[arg(long)]
+        prefill_len: Option<usize>,
+        /// Timed prefill passes (with --prefill-len; default 5).
+        #[arg(long)]
+        prefill_passes: Option<usize>,
         /// Print JSON (with the HF config.json of the shape) instead of markdown.
         #[arg(long)]
         json: bool,
@@ -280,6 +289,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             batch,
             prompt_len,
             steps,
+            prefill_len,
+            prefill_passes,
             json,
             profile_timed_steps,
             quant,
@@ -291,7 +302,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print(&format!("{}\n", serde_json::to_string_pretty(&shape.hf_config())?))?;
                 return Ok(ExitCode::SUCCESS);
             }
-            let settings = bench_model::Settings { prompt_len, warmup: 3, steps, profile_timed_steps, quant: quant.parse()? };
+            let prefill_passes = match (prefill_len, prefill_passes) {
+                (None, Some(_)) => bail!("--prefill-passes applies to a prefill measurement: give --prefill-len too"),
+                (Some(0), _) => bail!("--prefill-len must be at least 1"),
+                (_, passes) => passes.unwrap_or(bench_model::DEFAULT_PREFILL_PASSES),
+            };
+            let settings = bench_model::Settings {
+                profile_timed_steps,
+                prefill_len: prefill_len.unwrap_or(0),
+                prefill_passes,
+                ..bench_model::Settings::decode(prompt_len, steps, quant.parse()?)
+            };
             bench_model_cmd(backend, &shape, &batch, settings, json, tp)
         }
         Command::Synthetic { out, preset, seed } => {
@@ -506,7 +527,6 @@ fn bench_model_cmd(
     json: bool,
     tp: usize,
 ) -> Result<ExitCode> {
-    let bench_model::Settings { prompt_len, steps, .. } = settings;
     let batches = batch
         .split(',')
         .map(|t| match t.trim().parse::<usize>() {
@@ -514,18 +534,7 @@ fn bench_model_cmd(
             _ => bail!("--batch: `{}` is not a batch size (an integer in 1..={})", text::clip(t.trim()), limits::MAX_BENCH_BATCH),
         })
         .collect::<Result<Vec<_>>>()?;
-    if prompt_len == 0 || steps == 0 {
-        bail!("--prompt-len and --steps must be at least 1");
-    }
-    match settings.positions() {
-        Some(n) if n <= limits::BENCH_MODEL_CONTEXT => {}
-        n => bail!(
-            "--prompt-len {prompt_len} + --steps {steps} (+ 4 warm-up and final positions) = {} positions, past the benchmark \
-             model's context of {} (max_position_embeddings)",
-            n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
-            limits::BENCH_MODEL_CONTEXT
-        ),
-    }
+    settings.validate()?;
     let name = backends::choose(backend.as_deref(), BackendKind::Cpu.name())?;
     let be = backends::open(&name)?;
     let report = match tp {

@@ -39,7 +39,7 @@ fn tiny_moe() -> Shape {
 fn tiny_moe_shape_runs_on_cpu_and_its_json_makes_a_decode_table() {
     let be = backends::open("cpu").unwrap();
     let shape = tiny_moe();
-    let settings = Settings { prompt_len: 6, warmup: 1, steps: 2, profile_timed_steps: false, quant: Quant::None };
+    let settings = Settings { warmup: 1, ..Settings::decode(6, 2, Quant::None) };
     let report = bench_model::run(&be, &shape, &[1, 3], &settings).unwrap();
     let cfg = shape.config().unwrap();
     assert_eq!(report.rows.len(), 2);
@@ -115,7 +115,7 @@ fn quantized_storage_runs_and_the_bound_counts_its_bytes() {
     let be = backends::open("cpu").unwrap();
     let shape = tiny_moe();
     for quant in [Quant::Nvfp4, Quant::Fp8Embed] {
-        let settings = Settings { prompt_len: 4, warmup: 1, steps: 1, profile_timed_steps: false, quant };
+        let settings = Settings { warmup: 1, ..Settings::decode(4, 1, quant) };
         let report = bench_model::run(&be, &shape, &[1], &settings).unwrap();
         let b = &report.rows[0].bytes;
         assert_eq!(b.weights + b.moe_layers * 8 * b.expert, report.model_bytes, "{quant}");
