@@ -16,6 +16,16 @@ Without a cuda file the wgpu run's bound is used, and the table says so.
     python3 scripts/decode_tables.py --shape 26b-a4b --cuda bm_cuda.json \\
         --wgpu bm_wgpu.json --hf hf.jsonl
     python3 scripts/decode_tables.py --self-test
+
+With --prefill it prints the prefill table of the shape instead: rows
+Switchyard cuda (the "prefill" section of `bench-model --prefill-len P
+--json`), HF eager and HF compile (hf_decode_bench.py --prefill-len P lines,
+modes prefill-eager / prefill-compile); the prompt length, the median pass in
+ms, prompt tokens/s, TFLOP/s (every row divided into the FLOPs bench-model
+counted for one pass: the same model) and Switchyard's tokens/s over the
+row's.
+
+    python3 scripts/decode_tables.py --prefill --shape default --cuda bm_prefill.json --hf hf_prefill.jsonl
 """
 import argparse
 import json
@@ -113,6 +123,105 @@ def table(shape, cuda_path=None, wgpu_path=None, hf_paths=None, batches=(1, 16))
     return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
 
 
+def prefill_table(shape, cuda_path=None, hf_paths=None):
+    """The prefill table of one shape (see the module docstring)."""
+    doc, _ = load_bench(cuda_path, shape)
+    hf = load_hf(hf_paths, shape)
+    sy = (doc or {}).get("prefill")
+    if cuda_path and not sy:
+        sys.exit(f"error: {cuda_path} has no prefill section (run bench-model with --prefill-len)")
+    flops = sy["flops"]["total"] if sy else None
+    sy_tps = sy["tokens_per_s"] if sy else None
+    lines = ["| | prompt tokens | prefill ms (median) | tokens/s | TFLOP/s | Switchyard / this |", "|---|---|---|---|---|---|"]
+
+    def row(label, p, ms, tps, failed=None):
+        if failed:
+            return f"| {label} | {p or '-'} | failed | - | - | - |"
+        if tps is None:
+            return f"| {label} | - | not run | - | - | - |"
+        tf = f"{flops / (ms * 1e-3) / 1e12:.1f}" if flops and ms else "-"
+        ratio = f"{sy_tps / tps:.2f}x" if sy_tps else "-"
+        return f"| {label} | {p} | {ms:.1f} | {tps:.0f} | {tf} | {ratio} |"
+
+    lines.append(row("Switchyard cuda", sy and sy["prompt_len"], sy and sy["ms_median"], sy_tps))
+    notes, failures = [], []
+    for mode in ("eager", "compile"):
+        r = hf.get((f"prefill-{mode}", 1))
+        err = r.get("error") if r else None
+        if err:
+            failures.append(f"HF {mode}: {err}")
+        if r and sy and r.get("prefill_len") != sy["prompt_len"]:
+            sys.exit(f"error: HF {mode} prefilled {r.get('prefill_len')} tokens, Switchyard {sy['prompt_len']}")
+        lines.append(row(f"HF {mode}", r and r.get("prefill_len"), r and r.get("ms"), r and r.get("tokens_per_s"), failed=err))
+        if r and r.get("note"):
+            notes.append(f"HF {mode}: transformers {r.get('transformers')}, torch {r.get('torch')}, {r['note']}.")
+    if sy:
+        f = sy["flops"]
+        head = (f"Shape `{shape}`, {doc['model_bytes'] / 1e9:.2f} GB of weights; one pass of {sy['prompt_len']} tokens is "
+                f"{f['total'] / 1e12:.2f} TFLOP ({f['linear'] / 1e12:.2f} linear + {f['attention'] / 1e12:.3f} attention + "
+                f"{f['head'] / 1e9:.2f} GFLOP head; {f['per_token'] / 1e9:.2f} GFLOP/token). Switchyard: median of "
+                f"{sy['timed_passes']} passes ({sy['ms_min']:.1f}..{sy['ms_max']:.1f} ms)"
+                + ("" if sy.get("same_token", True) else ", NOT the same token every pass") + ".")
+        notes.insert(0, head)
+        if sy.get("launches"):
+            n = sum(x["count"] for x in sy["launches"])
+            top = ", ".join(f"`{x['entry']}` x{x['count']}" for x in sy["launches"][:8])
+            notes.insert(1, f"Switchyard kernels of one pass ({n} launches, most launched first): {top}"
+                         + (", ..." if len(sy["launches"]) > 8 else "") + ".")
+    notes += [f"{f}." for f in failures]
+    return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
+
+
+def prefill_self_test(d):
+    """The prefill table of hand-written inputs."""
+    doc = {"shape": "default", "backend": "cuda", "copy_gb_per_s": 4000.0, "model_bytes": 7.08e9, "rows": [],
+           "prefill": {"prompt_len": 4096, "ms_median": 100.0, "ms_min": 99.0, "ms_max": 101.5, "tokens_per_s": 40960.0,
+                       "timed_passes": 5, "same_token": True,
+                       "flops": {"total": 25e12, "linear": 24e12, "attention": 0.9e12, "head": 1.3e9, "per_token": 6.1e9},
+                       "launches": [{"entry": "gemm_sm90::dense_gemm_wgmma_n256", "count": 120},
+                                    {"entry": "flash_prefill::attention_prefill_flash_hd256", "count": 25}]}}
+    cuda = os.path.join(d, "prefill.json")
+    with open(cuda, "w") as f:
+        json.dump(doc, f)
+    hf = os.path.join(d, "hf_prefill.jsonl")
+    with open(hf, "w") as f:
+        for mode, ms, err in [("prefill-eager", 400.0, None), ("prefill-compile", None, "CompileTimeout: past 100 s")]:
+            f.write(json.dumps({"shape": "default", "mode": mode, "batch": 1, "prefill_len": 4096, "ms": ms,
+                                "tokens_per_s": 4096 / (ms * 1e-3) if ms else None, "error": err,
+                                "note": "bf16, sdpa" if ms else None, "transformers": "5.17.0", "torch": "2.11"}) + "\n")
+        # A decode line of the same shape is not a prefill row.
+        f.write(json.dumps({"shape": "default", "mode": "eager", "batch": 1, "tokens_per_s": 9.0, "error": None}) + "\n")
+    got = prefill_table("default", cuda, [hf]).splitlines()
+    want = [
+        "| | prompt tokens | prefill ms (median) | tokens/s | TFLOP/s | Switchyard / this |",
+        "|---|---|---|---|---|---|",
+        # 25 TFLOP in 100 ms = 250 TFLOP/s; in 400 ms 62.5.
+        "| Switchyard cuda | 4096 | 100.0 | 40960 | 250.0 | 1.00x |",
+        "| HF eager | 4096 | 400.0 | 10240 | 62.5 | 4.00x |",
+        "| HF compile | 4096 | failed | - | - | - |",
+        "",
+        "Shape `default`, 7.08 GB of weights; one pass of 4096 tokens is 25.00 TFLOP (24.00 linear + 0.900 attention + "
+        "1.30 GFLOP head; 6.10 GFLOP/token). Switchyard: median of 5 passes (99.0..101.5 ms).",
+        "Switchyard kernels of one pass (145 launches, most launched first): `gemm_sm90::dense_gemm_wgmma_n256` x120, "
+        "`flash_prefill::attention_prefill_flash_hd256` x25.",
+        "HF eager: transformers 5.17.0, torch 2.11, bf16, sdpa.",
+        "HF compile: CompileTimeout: past 100 s.",
+    ]
+    assert got == want, "\n".join(["got:"] + got + ["want:"] + want)
+    # Without HF lines the rows say so; a file without a prefill section is refused.
+    got = prefill_table("default", cuda, []).splitlines()
+    assert got[3] == "| HF eager | - | not run | - | - | - |", got[3]
+    plain = os.path.join(d, "plain.json")
+    with open(plain, "w") as f:
+        json.dump(dict(doc, prefill=None), f)
+    try:
+        prefill_table("default", plain, [hf])
+    except SystemExit as e:
+        assert "no prefill section" in str(e), e
+    else:
+        raise AssertionError("a bench-model file without a prefill section made a prefill table")
+
+
 def self_test():
     """The table of hand-written inputs, checked cell by cell."""
     def bench(backend, copy, rows):
@@ -172,7 +281,8 @@ def self_test():
         assert "shape 'default', not '26b-a4b'" in str(e), e
     else:
         raise AssertionError("a default-shape file made a 26b-a4b table")
-    print("decode_tables self-test: 3 passed, 0 failed")
+    prefill_self_test(d)
+    print("decode_tables self-test: 4 passed, 0 failed")
 
 
 def main():
@@ -183,12 +293,16 @@ def main():
     ap.add_argument("--hf", action="append", help="hf_decode_bench.py JSON lines (repeatable)")
     ap.add_argument("--batches", default="1,16", help="batch sizes, the table's columns")
     ap.add_argument("--self-test", action="store_true", help="check the table on hand-written inputs")
+    ap.add_argument("--prefill", action="store_true", help="the prefill table (bench-model --prefill-len, HF --prefill-len)")
     a = ap.parse_args()
     if a.self_test:
         self_test()
         return 0
     if not a.shape:
         ap.error("--shape is required")
+    if a.prefill:
+        print(prefill_table(a.shape, a.cuda, a.hf), end="")
+        return 0
     print(table(a.shape, a.cuda, a.wgpu, a.hf, [int(b) for b in a.batches.split(",")]), end="")
     return 0
 

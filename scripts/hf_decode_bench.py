@@ -22,6 +22,19 @@ That matches bench-model, which times decode steps only, each ending in a
 device-to-host copy of the chosen tokens (generate() also syncs every step
 for its stopping check).
 
+With --prefill-len P the script times prefill instead of decode: one
+forward of a [1, P] random prompt (use_cache=False, logits_to_keep=1: the LM
+head scores only the last row, as a prefill does; no KV cache is kept),
+  - prefill-eager: the model as built;
+  - prefill-compile: torch.compile(model) (default mode, dynamic=False),
+    compiled by its first call at this shape (the compile time is reported,
+    and the compile is abandoned past --compile-timeout seconds and reported
+    as failed with the reason, as is any other failure);
+each warmed up, then timed --repeats times (synchronised, the median). The
+lines carry mode "prefill-eager" / "prefill-compile", batch 1, prefill_len,
+tokens_per_s (prompt tokens per second), ms (the median forward), ms_min,
+compile_s, note, error. decode_tables.py --prefill makes the table.
+
 Output: one JSON object per line on stdout (or appended to --out), one per
 (mode, batch):
   {"shape", "mode", "batch", "tokens_per_s", "ms_per_step", "steps",
@@ -35,10 +48,12 @@ Run on the GPU machine:
     python3 scripts/hf_decode_bench.py --shape 26b-a4b            # needs ./dist/switchyard
     python3 scripts/hf_decode_bench.py --hf-config cfg.json --shape default
     python3 scripts/hf_decode_bench.py --shape 26b-a4b --print-config   # the config only (no torch)
+    python3 scripts/hf_decode_bench.py --shape default --prefill-len 4096   # prefill, eager and compile
 """
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -83,7 +98,13 @@ def main():
     ap.add_argument("--modes", default="eager,compile", help="eager and/or compile")
     ap.add_argument("--out", help="append the JSON lines to this file instead of printing them")
     ap.add_argument("--print-config", action="store_true", help="print the config.json and exit")
+    ap.add_argument("--prefill-len", type=int, help="time prefill of a [1, P] prompt instead of decode")
+    ap.add_argument("--compile-timeout", type=int, default=240,
+                    help="prefill-compile: seconds the first (compiling) call may take before it is abandoned")
+    ap.add_argument("--device", default="cuda", help="torch device (cuda; cpu only to try the script on a tiny config)")
     a = ap.parse_args()
+    if a.prefill_len is not None and a.prefill_len < 1:
+        ap.error("--prefill-len must be at least 1")
 
     shape, cfg_dict = load_config(a)
     if a.print_config:
@@ -94,10 +115,10 @@ def main():
     import transformers
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
-    if not torch.cuda.is_available():
+    if a.device == "cuda" and not torch.cuda.is_available():
         print("error: no CUDA device", file=sys.stderr)
         return 1
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
     cfg = Gemma4TextConfig.from_dict({k: v for k, v in cfg_dict.items() if k not in ("architectures", "model_type")})
     cfg._attn_implementation = a.attn
     moe = bool(getattr(cfg, "enable_moe_block", False))
@@ -113,15 +134,19 @@ def main():
     # Every parameter once (the LM head is tied to the embedding).
     model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     experts_impl = getattr(model.config, "_experts_implementation", None) if moe else None
-    device = torch.cuda.get_device_name(0)
+    device = torch.cuda.get_device_name(0) if dev.type == "cuda" else a.device
     log(f"transformers {transformers.__version__}, torch {torch.__version__}, {device}")
     moe_words = (f", MoE {cfg.num_experts} experts top-{cfg.top_k_experts} (moe_intermediate {cfg.moe_intermediate_size}), "
                  f"experts_implementation {experts_impl}") if moe else ""
     log(f"shape {shape}: {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, intermediate {cfg.intermediate_size}, "
         f"vocab {cfg.vocab_size}{moe_words}: {model_bytes / 1e9:.2f} GB bf16 weights; attn_implementation {a.attn}")
+    out = open(a.out, "a") if a.out else sys.stdout
+    if a.prefill_len is not None:
+        return prefill(a, shape, cfg, model, dev, out, dict(
+            model_bytes=model_bytes, transformers=transformers.__version__, torch=torch.__version__, device=device,
+            experts=experts_impl if moe else None))
     log(f"each sequence: {a.prompt_len} random prompt tokens, then {a.steps} timed decode steps (median of {a.repeats} runs)\n")
 
-    out = open(a.out, "a") if a.out else sys.stdout
     batches = [int(b) for b in a.batch.split(",")]
     rows = []
     for mode in [m.strip() for m in a.modes.split(",") if m.strip()]:
@@ -182,6 +207,81 @@ def main():
             log(f"| {shape} | HF {r['mode']} | {r['batch']} | - | - | failed: {r['error']} |")
         else:
             log(f"| {shape} | HF {r['mode']} | {r['batch']} | {r['tokens_per_s']:.1f} | {r['ms_per_step']:.3f} | {r['note']} |")
+    return 0
+
+
+class CompileTimeout(Exception):
+    pass
+
+
+def prefill(a, shape, cfg, model, dev, out, info):
+    """Times one forward of a [1, P] prompt per mode; one JSON line per mode."""
+    import torch
+
+    p = a.prefill_len
+    log(f"prefill: one random prompt of {p} tokens, one forward (use_cache=False, logits_to_keep=1), "
+        f"median of {a.repeats} timed runs after warm-up\n")
+    g = torch.Generator(device=dev).manual_seed(p)
+    ids = torch.randint(3, cfg.vocab_size, (1, p), device=dev, generator=g)
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    def timed(fn):
+        sync()
+        t = time.perf_counter()
+        with torch.no_grad():
+            logits = fn(input_ids=ids, use_cache=False, logits_to_keep=1).logits
+        sync()
+        assert logits.shape[1] == 1, f"logits of {logits.shape[1]} rows, wanted the last one only"
+        return time.perf_counter() - t
+
+    def on_alarm(signum, frame):
+        raise CompileTimeout(f"the compiling call ran past --compile-timeout {a.compile_timeout} s")
+
+    rows = []
+    for mode in [m.strip() for m in a.modes.split(",") if m.strip()]:
+        row = {
+            "shape": shape, "mode": f"prefill-{mode}", "batch": 1, "prefill_len": p, "tokens_per_s": None, "ms": None,
+            "ms_min": None, "repeats": a.repeats, "compile_s": None, "note": None, "error": None, **info,
+        }
+        note = f"bf16, {a.attn}, use_cache=False, logits_to_keep=1"
+        if info.get("experts"):
+            note += f", experts {info['experts']}"
+        try:
+            if mode == "eager":
+                fn = model
+                timed(fn)  # warm-up: allocations, cuBLAS heuristics
+            elif mode == "compile":
+                fn = torch.compile(model, dynamic=False)
+                old = signal.signal(signal.SIGALRM, on_alarm)
+                signal.alarm(a.compile_timeout)
+                try:
+                    row["compile_s"] = timed(fn)  # the compiling call
+                finally:
+                    signal.alarm(0)
+                    signal.signal(signal.SIGALRM, old)
+                timed(fn)  # warm-up of the compiled code
+                note += f", torch.compile(model, dynamic=False), compiled in {row['compile_s']:.1f} s"
+            else:
+                raise ValueError(f"unknown mode {mode!r} (eager or compile)")
+            runs = [timed(fn) for _ in range(a.repeats)]
+            d = statistics.median(runs)
+            row.update(tokens_per_s=p / d, ms=1e3 * d, ms_min=1e3 * min(runs), note=note)
+        except Exception as e:  # report and go on: compile may not work everywhere
+            row["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+        rows.append(row)
+        print(json.dumps(row), file=out, flush=True)
+        log(f"  prefill {mode}: " + (f"{row['tokens_per_s']:.0f} tokens/s, {row['ms']:.1f} ms" if row["tokens_per_s"]
+                                      else f"failed ({row['error']})"))
+
+    log("\n| shape | mode | prompt tokens | prefill tokens/s | ms | note |\n|---|---|---|---|---|---|")
+    for r in rows:
+        if r["tokens_per_s"] is None:
+            log(f"| {shape} | HF {r['mode']} | {p} | - | - | failed: {r['error']} |")
+        else:
+            log(f"| {shape} | HF {r['mode']} | {p} | {r['tokens_per_s']:.0f} | {r['ms']:.1f} | {r['note']} |")
     return 0
 
 

@@ -93,6 +93,8 @@ row "$C" "bench-model --hidden 2^64-8" refuse file "$BIN" bench-model --hidden 1
 row "$C" "bench-model --vocab 2^64-1" refuse file "$BIN" bench-model --vocab 18446744073709551615
 row "$C" "bench-model --layers 2^64-1" refuse file "$BIN" bench-model --layers 18446744073709551615
 row "$C" "bench-model --batch 2^64-1" refuse file "$BIN" bench-model --batch 18446744073709551615
+row "$C" "bench-model --prefill-len 2^64-1" refuse file "$BIN" bench-model --prefill-len 18446744073709551615
+row "$C" "bench-model --prefill-passes 2^64-1" refuse file "$BIN" bench-model --prefill-len 8 --prefill-passes 18446744073709551615
 row "$C" "parity --seed 2^64" refuse file "$BIN" parity --seed 18446744073709551616
 fixture ctx64; edit_config ctx64 'c["max_position_embeddings"] = 2**64 - 1'
 row "$C" "max_position_embeddings 2^64-1, --max-new-tokens 2^59 (KV slots)" refuse file "$BIN" generate --model "$W/ctx64" --max-new-tokens 576460752303423488

@@ -109,6 +109,62 @@ fn tiny_moe_shape_runs_on_cpu_and_its_json_makes_a_decode_table() {
 }
 
 #[test]
+fn a_prefill_measurement_makes_the_prefill_table() {
+    // --prefill-len on the MoE shape: one pass of 10 rows through the
+    // prefill attention and the grouped expert GEMMs; decode_tables.py
+    // --prefill sets it beside HF's prefill lines.
+    let be = backends::open("cpu").unwrap();
+    let shape = tiny_moe();
+    let settings = Settings { warmup: 1, prefill_len: 10, prefill_passes: 3, ..Settings::decode(4, 1, Quant::None) };
+    let report = bench_model::run(&be, &shape, &[1], &settings).unwrap();
+    let p = report.prefill.as_ref().unwrap();
+    assert_eq!(p.flops, bench_model::prefill::prefill_flops(&shape.config().unwrap(), 10));
+    let count = |e: &str| p.launches.iter().find(|(n, _)| n == e).map_or(0, |(_, c)| *c);
+    assert_eq!((count("attn::attention_prefill"), count("moe_expert::moe_grouped_gemm_bf16")), (6, 12), "{:?}", p.launches);
+    let tmp = Tmp::new("bench-model", "prefill");
+    let json = tmp.0.join("bm.json");
+    std::fs::write(&json, serde_json::to_string(&report.json()).unwrap()).unwrap();
+    let hf = tmp.0.join("hf.jsonl");
+    let line = |mode: &str, ms: f64| {
+        serde_json::json!({"shape": "tiny-moe", "mode": mode, "batch": 1, "prefill_len": 10, "ms": ms, "tokens_per_s": 10.0 / (ms * 1e-3),
+            "error": null, "note": "x", "transformers": "t", "torch": "t"})
+        .to_string()
+    };
+    std::fs::write(&hf, [line("prefill-eager", 50.0), line("prefill-compile", 20.0)].join("\n")).unwrap();
+    let out = Command::new("python3")
+        .arg(repo().join("scripts/decode_tables.py"))
+        .args(["--prefill", "--shape", "tiny-moe", "--cuda"])
+        .arg(&json)
+        .arg("--hf")
+        .arg(&hf)
+        .output()
+        .expect("python3 runs scripts/decode_tables.py");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    let tf = |ms: f64| p.flops.total() / (ms * 1e-3) / 1e12;
+    assert_eq!(lines[2], format!("| Switchyard cuda | 10 | {:.1} | {:.0} | {:.1} | 1.00x |", p.ms_median, p.tokens_per_s, tf(p.ms_median)));
+    assert_eq!(lines[3], format!("| HF eager | 10 | 50.0 | 200 | {:.1} | {:.2}x |", tf(50.0), p.tokens_per_s / 200.0), "{text}");
+    assert_eq!(lines[4], format!("| HF compile | 10 | 20.0 | 500 | {:.1} | {:.2}x |", tf(20.0), p.tokens_per_s / 500.0), "{text}");
+    assert!(text.contains(&format!("Switchyard kernels of one pass ({} launches", p.launch_count())), "{text}");
+}
+
+#[test]
+fn prefill_flags_are_checked_before_a_backend_opens() {
+    // --backend nosuch would be refused if a backend were opened first.
+    for (args, needle) in [
+        (&["--prefill-passes", "3"][..], "--prefill-passes applies to a prefill measurement: give --prefill-len too"),
+        (&["--prefill-len", "0"][..], "--prefill-len must be at least 1"),
+        (&["--prefill-len", "8193"][..], "--prefill-len 8193: at most the benchmark model's context of 8192"),
+        (&["--prefill-len", "4096", "--prefill-passes", "0"][..], "--prefill-passes 0: expected 1..=1000"),
+    ] {
+        let out = switchyard(&[&["bench-model", "--backend", "nosuch"][..], args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
 fn quantized_storage_runs_and_the_bound_counts_its_bytes() {
     // --quant nvfp4 / fp8-embed: the weights are made in the loader's
     // storage, and the bound's bytes are what was placed on the device.
@@ -140,7 +196,7 @@ fn quantized_storage_runs_and_the_bound_counts_its_bytes() {
 fn decode_tables_self_test_passes() {
     let out = Command::new("python3").arg(repo().join("scripts/decode_tables.py")).arg("--self-test").output().expect("python3 runs");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && text.contains("3 passed, 0 failed"), "{text}");
+    assert!(out.status.success() && text.contains("4 passed, 0 failed"), "{text}");
 }
 
 fn switchyard(args: &[&str]) -> std::process::Output {

@@ -165,6 +165,14 @@ fn integer_flags_at_their_extremes() {
     refused(&["bench-model", "--vocab", "18446744073709551615"], "--vocab 18446744073709551615: at most");
     refused(&["bench-model", "--layers", "18446744073709551615"], "--layers 18446744073709551615: at most 4096");
     refused(&["bench-model", "--batch", "1,18446744073709551615"], "--batch: `18446744073709551615` is not a batch size");
+    refused(
+        &["bench-model", "--prefill-len", "18446744073709551615"],
+        "--prefill-len 18446744073709551615: at most the benchmark model's context of 8192",
+    );
+    refused(
+        &["bench-model", "--prefill-len", "8", "--prefill-passes", "18446744073709551615"],
+        "--prefill-passes 18446744073709551615: expected 1..=1000",
+    );
     refused(&["parity", "--seed", "18446744073709551616"], "invalid value");
 }
 
