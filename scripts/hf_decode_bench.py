@@ -210,8 +210,10 @@ def main():
     return 0
 
 
-class CompileTimeout(Exception):
-    pass
+class CompileTimeout(BaseException):
+    """Raised by the alarm in the compiling call. A BaseException, as
+    KeyboardInterrupt is, so that no `except Exception` on the way (torch's
+    compile falls back to eager on many of those) swallows it."""
 
 
 def prefill(a, shape, cfg, model, dev, out, info):
@@ -269,7 +271,7 @@ def prefill(a, shape, cfg, model, dev, out, info):
             runs = [timed(fn) for _ in range(a.repeats)]
             d = statistics.median(runs)
             row.update(tokens_per_s=p / d, ms=1e3 * d, ms_min=1e3 * min(runs), note=note)
-        except Exception as e:  # report and go on: compile may not work everywhere
+        except (Exception, CompileTimeout) as e:  # report and go on: compile may not work everywhere
             row["error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
         rows.append(row)
         print(json.dumps(row), file=out, flush=True)
