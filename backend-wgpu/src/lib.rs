@@ -178,7 +178,7 @@ fn arena_size(current: u64, bytes: u64, limit: u64) -> std::result::Result<Optio
 
 /// A dispatch, copy or clear captured while a recording is open.
 enum Captured {
-    Dispatch { prog: ProgKey, program: Arc<Program>, pipe: wgpu::ComputePipeline, binds: Vec<Bind>, offset: u32, size: [u32; 3] },
+    Dispatch { entry: &'static str, prog: ProgKey, program: Arc<Program>, pipe: wgpu::ComputePipeline, binds: Vec<Bind>, offset: u32, size: [u32; 3] },
     Copy { src: wgpu::Buffer, src_off: u64, dst: wgpu::Buffer, dst_off: u64, bytes: u64 },
     Clear { buf: wgpu::Buffer, off: u64, bytes: u64 },
 }
@@ -225,6 +225,7 @@ enum Step {
     /// `_binds` keeps every buffer alive (the workspace arena may be replaced
     /// after recording) for as long as the recording exists.
     Dispatch {
+        entry: &'static str,
         pipe: wgpu::ComputePipeline,
         group: wgpu::BindGroup,
         offset: u32,
@@ -364,9 +365,13 @@ fn coopmat_choice(adapter: &wgpu::Adapter, wanted: bool) -> std::result::Result<
     if !wanted {
         return Err(format!("WgpuOptions::coopmat false or {COOPMAT_ENV}=0"));
     }
-    let missing = COOPMAT_FEATURES - adapter.features();
+    let missing: Vec<&str> = [(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX, "EXPERIMENTAL_COOPERATIVE_MATRIX"), (wgpu::Features::SHADER_F16, "SHADER_F16")]
+        .into_iter()
+        .filter(|(f, _)| !adapter.features().contains(*f))
+        .map(|(_, name)| name)
+        .collect();
     if !missing.is_empty() {
-        return Err(format!("adapter {} lacks {missing:?}", ai.name));
+        return Err(format!("adapter {} lacks wgpu::Features::{}", ai.name, missing.join(" and ")));
     }
     if !has_coopmat_f16_16(&adapter.cooperative_matrix_properties()) {
         return Err(format!("adapter {} does not list the 16x16x16 f16 x f16 -> f32 configuration", ai.name));
@@ -610,8 +615,10 @@ impl WgpuBackend {
     /// time of every dispatch it enqueued, in order: timestamp queries
     /// written at the beginning and end of each dispatch's compute pass
     /// (`wgpu::Features::TIMESTAMP_QUERY`). Work enqueued before is
-    /// submitted first and not timed; replays of recordings are not timed
-    /// (their dispatches share one pass). Refused while recording, and
+    /// submitted first and not timed. A replay of a recording is timed the
+    /// same way, each of its dispatches in a pass of its own (an untimed
+    /// replay shares one pass between consecutive dispatches, so its wall
+    /// time can be lower than the sum). Refused while recording, and
     /// where the adapter has no timestamp queries ([`Error::Unsupported`]).
     pub fn time_dispatches(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<Vec<DispatchTime>> {
         let timer = self.timer.as_ref().map_err(|e| Error::Unsupported(format!("per-dispatch GPU time: {e}")))?;
@@ -693,20 +700,8 @@ impl WgpuBackend {
                 self.queue.write_buffer(&st.params_buf, 0, &st.params[..st.slots * SLOT as usize]);
             }
             if let (Some(t), Ok(timer)) = (st.timing.as_mut(), &self.timer) {
-                if !t.batch.is_empty() {
-                    // Dispatch k wrote queries 2k and 2k + 1 (its Params slot k).
-                    let n = t.batch.len() as u32;
-                    let bytes = 16 * n as u64;
-                    enc.resolve_query_set(&timer.queries, 0..2 * n, &timer.resolve, 0);
-                    let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("timestamps readback"),
-                        size: bytes,
-                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    });
-                    enc.copy_buffer_to_buffer(&timer.resolve, 0, &readback, 0, bytes);
-                    t.done.push((std::mem::take(&mut t.batch), readback));
-                }
+                // Dispatch k wrote queries 2k and 2k + 1 (its Params slot k).
+                self.read_back_timestamps(&mut enc, timer, t);
             }
             self.queue.submit([enc.finish()]);
             st.slots = 0;
@@ -897,7 +892,7 @@ impl WgpuBackend {
             cap.params.extend_from_slice(bytes);
             cap.params.resize(at + SLOT as usize, 0);
             cap.allocs.extend(binds.iter().map(|b| b.id).filter(|&id| is_alloc(id)));
-            cap.steps.push(Captured::Dispatch { prog: key, program: prog, pipe, binds: binds.to_vec(), offset, size });
+            cap.steps.push(Captured::Dispatch { entry, prog: key, program: prog, pipe, binds: binds.to_vec(), offset, size });
             return Ok(());
         }
         if st.slots == self.max_batch {
@@ -1084,7 +1079,7 @@ impl WgpuBackend {
             .steps
             .into_iter()
             .map(|s| match s {
-                Captured::Dispatch { prog, program, pipe, binds, offset, size } => {
+                Captured::Dispatch { entry, prog, program, pipe, binds, offset, size } => {
                     let key = (prog.0, binds.iter().map(|b| (b.id, b.base, b.size)).collect());
                     let group = groups
                         .entry(key)
@@ -1092,7 +1087,7 @@ impl WgpuBackend {
                             self.bind_group("recording", &program, params.as_ref().expect("a dispatch wrote params"), &binds)
                         })
                         .clone();
-                    Step::Dispatch { pipe, group, offset, size, _binds: binds }
+                    Step::Dispatch { entry, pipe, group, offset, size, _binds: binds }
                 }
                 Captured::Copy { src, src_off, dst, dst_off, bytes } => Step::Copy { src, src_off, dst, dst_off, bytes },
                 Captured::Clear { buf, off, bytes } => Step::Clear { buf, off, bytes },
@@ -1128,6 +1123,65 @@ impl WgpuBackend {
             i += 1;
         }
         enc.finish()
+    }
+
+    /// Resolves the timestamps of `timing`'s batch (dispatch k of the batch
+    /// wrote queries 2k and 2k + 1) into a new readback buffer, kept with the
+    /// batch's entries in `timing.done`.
+    fn read_back_timestamps(&self, enc: &mut wgpu::CommandEncoder, timer: &Timer, timing: &mut Timing) {
+        let n = timing.batch.len() as u32;
+        if n == 0 {
+            return;
+        }
+        let bytes = 16 * n as u64;
+        enc.resolve_query_set(&timer.queries, 0..2 * n, &timer.resolve, 0);
+        let readback = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("timestamps readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        enc.copy_buffer_to_buffer(&timer.resolve, 0, &readback, 0, bytes);
+        timing.done.push((std::mem::take(&mut timing.batch), readback));
+    }
+
+    /// Submits a recording's steps with every dispatch in its own compute
+    /// pass between two timestamp queries (inside `time_dispatches`), in
+    /// command buffers of at most `max_batch` dispatches (the query set's
+    /// size), each resolving its queries into a readback buffer of `timing`.
+    fn submit_timed(&self, steps: &[Step], timer: &Timer, timing: &mut Timing) {
+        let mut enc = None;
+        let close = |enc: Option<wgpu::CommandEncoder>, timing: &mut Timing| {
+            let Some(mut enc) = enc else { return };
+            self.read_back_timestamps(&mut enc, timer, timing);
+            self.queue.submit([enc.finish()]);
+        };
+        for step in steps {
+            if timing.batch.len() == self.max_batch {
+                close(enc.take(), timing);
+            }
+            let e = enc.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("timed replay") }));
+            match step {
+                Step::Dispatch { entry, pipe, group, offset, size, .. } => {
+                    let k = timing.batch.len() as u32;
+                    timing.batch.push(entry);
+                    let mut pass = e.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some(entry),
+                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                            query_set: &timer.queries,
+                            beginning_of_pass_write_index: Some(2 * k),
+                            end_of_pass_write_index: Some(2 * k + 1),
+                        }),
+                    });
+                    pass.set_pipeline(pipe);
+                    pass.set_bind_group(0, group, &[*offset]);
+                    pass.dispatch_workgroups(size[0], size[1], size[2]);
+                }
+                Step::Copy { src, src_off, dst, dst_off, bytes } => e.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes),
+                Step::Clear { buf, off, bytes } => e.clear_buffer(buf, *off, Some(*bytes)),
+            }
+        }
+        close(enc, timing);
     }
 }
 
@@ -1366,10 +1420,15 @@ impl Backend for WgpuBackend {
         if rec.steps.is_empty() {
             return Ok(());
         }
-        let ready = rec.next.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let commands = ready.unwrap_or_else(|| self.encode(&rec.steps));
         // Work enqueued before the replay runs before it.
         self.flush(&mut st);
+        if let (Some(timing), Ok(timer)) = (st.timing.as_mut(), &self.timer) {
+            self.submit_timed(&rec.steps, timer, timing);
+            drop(st);
+            return self.check("replay");
+        }
+        let ready = rec.next.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let commands = ready.unwrap_or_else(|| self.encode(&rec.steps));
         self.queue.submit([commands]);
         drop(st);
         // The steps' buffers stay alive with the recording, and the next

@@ -68,10 +68,27 @@ fn dispatches_are_timed_in_order_across_batches() {
     ops.argmax_rows(idx.region(), val.region(), l.region(), m, vocab, -1, -1).unwrap();
     be.synchronize().unwrap();
 
-    // Replays are not timed (their dispatches share one pass); recording inside is allowed.
-    let rec = be.record(&mut || ops.argmax_rows(idx.region(), val.region(), l.region(), m, vocab, -1, -1)).unwrap();
+    // A replay is timed dispatch by dispatch, across submits of max_batch
+    // (8) dispatches, and computes what the untimed replay computes.
+    let rec = be
+        .record(&mut || {
+            for _ in 0..6 {
+                ops.argmax_rows(idx.region(), val.region(), l.region(), m, vocab, -1, -1)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    be.replay(&rec).unwrap();
+    idx.write(&vec![0xffu8; 4 * m]).unwrap();
     let replayed = w.time_dispatches(&mut || be.replay(&rec)).unwrap();
-    assert!(replayed.is_empty(), "{replayed:?}");
+    assert_eq!(replayed.len(), 12, "{replayed:?}");
+    for (k, t) in replayed.iter().enumerate() {
+        assert_eq!(t.entry, ["argmax_rows", "argmax_rows_final"][k % 2]);
+        assert!(t.ms.is_finite() && t.ms >= 0.0 && t.ms < 10_000.0, "{t:?}");
+    }
+    assert_eq!(bytes::i32_from_bytes(&idx.to_vec().unwrap()), got, "a timed replay's argmax");
+    be.replay(&rec).unwrap();
+    be.synchronize().unwrap();
 
     // Refused while recording, and not nested.
     let e = be.record(&mut || w.time_dispatches(&mut || Ok(())).map(drop)).unwrap_err();
