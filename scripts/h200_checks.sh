@@ -9,6 +9,18 @@
 #            (scripts/hf_decode_bench.py) eager and torch.compile, the default
 #            shape with --quant nvfp4 on cuda, then the
 #            BENCHMARKS.md table per shape (scripts/decode_tables.py);
+#   prefill: issue 13 item 6, end to end: for each of SHAPES, bench-model
+#            --backend cuda --prefill-len PREFILL_LEN (one pass of the
+#            prompt, 2 warm-up passes naming the kernel entries it runs, 5
+#            timed; batch 1 decode kept short), then HF transformers'
+#            prefill of the same prompt length (hf_decode_bench.py
+#            --prefill-len), eager on every shape first, then
+#            torch.compile'd shape by shape, each compile given what the
+#            deadline leaves (at most PREFILL_COMPILE_S; a failure or a
+#            timeout is reported as such, a shape with too little time left
+#            is skipped and the summary says so);
+#            then the prefill table per shape (decode_tables.py --prefill)
+#            in prefill_tables.md. Not in the default PARTS;
 #   profile: Nsight Compute over the timed decode steps of bench-model
 #            (each shape at batch 1, the default shape at batch 16 too),
 #            summarised per kernel by scripts/ncu_summary.py;
@@ -60,6 +72,8 @@
 #   TRAIN_MINUTES=4                the training time box of the train part
 #   HF_MODES="eager compile"       HF's decode modes (compile is the peer)
 #   TP_SHAPES="31b 26b-a4b"        the bench-model shapes of the tp part
+#   PREFILL_LEN=4096               the prompt length of the prefill part
+#   PREFILL_COMPILE_S=150          the most seconds HF's compiling prefill call may take
 #   BENCH_BACKENDS="cuda wgpu"     the kernel bench's backends (cuda first)
 # The device hands back at most 8 files from $OUT: when there are more, all
 # but summary.txt and decode_tables.md are packed into $OUT/raw.tar.gz.
@@ -104,7 +118,7 @@ has_mode() { case " $HF_MODES " in *" $1 "*) return 0 ;; esac; return 1; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$SUM"
 # The Vulkan loader and NVIDIA's ICD for wgpu (harmless for CUDA).
-source .device-vk/env.sh
+[ -f .device-vk/env.sh ] && source .device-vk/env.sh
 
 checks() { # correctness (not timed); the three sanitizers run meanwhile, side by side
     local SANS=() TOOLS=${SANITIZERS-memcheck racecheck initcheck} tool be fx
@@ -190,6 +204,42 @@ decode() { # both shapes, in order of priority; wgpu decodes ~4 tok/s, so fewer 
         { echo "### \`$shape\`"; echo; python3 scripts/decode_tables.py "${args[@]}" 2>&1; echo; } >> "$OUT/decode_tables.md"
     done
     cat "$OUT/decode_tables.md" >> "$SUM"
+}
+
+PREFILL_LEN=${PREFILL_LEN:-4096}
+PREFILL_COMPILE_S=${PREFILL_COMPILE_S:-150}
+prefill() { # in order of priority: Switchyard (seconds a shape), HF eager, HF compile
+    local PRE=$OUT/prefill shape ct overhead=45
+    mkdir -p "$PRE"
+    for shape in $SHAPES; do
+        step "bench-model cuda $shape --prefill-len $PREFILL_LEN" 120 "$PRE/prefill.log" bash -c '"$@" > "$0"' "$PRE/bm_$shape.json" \
+            "$S" bench-model --backend cuda --shape "$shape" --prefill-len "$PREFILL_LEN" --batch 1 --steps 8 --json
+        python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["prefill"]; print("switchyard %s prefill %d: %.0f tok/s, %.1f ms, %.1f TFLOP/s, %d launches, same token %s" % (sys.argv[2], p["prompt_len"], p["tokens_per_s"], p["ms_median"], p["tflops_per_s"], sum(x["count"] for x in p["launches"]), p["same_token"]))' \
+            "$PRE/bm_$shape.json" "$shape" >> "$SUM" 2>&1
+    done
+    for shape in $SHAPES; do
+        step "hf prefill eager $shape" 90 "$PRE/prefill.log" python3 scripts/hf_decode_bench.py \
+            --shape "$shape" --prefill-len "$PREFILL_LEN" --modes eager --repeats 3 --out "$PRE/hf_prefill.jsonl"
+    done
+    for shape in $SHAPES; do
+        # HF's import, model build, and the compiled warm-up and timed runs
+        # take about $overhead s besides the compile itself, which gets the rest.
+        ct=$((DEADLINE - SECONDS - overhead - 10))
+        [ "$ct" -gt "$PREFILL_COMPILE_S" ] && ct=$PREFILL_COMPILE_S
+        if [ "$ct" -lt 30 ]; then
+            echo "hf prefill compile $shape: not run ($((DEADLINE - SECONDS)) s left before DEADLINE=$DEADLINE)" | tee -a "$SUM"
+            continue
+        fi
+        step "hf prefill compile $shape (compile limit $ct s)" $((ct + overhead)) "$PRE/prefill.log" python3 scripts/hf_decode_bench.py \
+            --shape "$shape" --prefill-len "$PREFILL_LEN" --modes compile --repeats 3 --compile-timeout "$ct" --out "$PRE/hf_prefill.jsonl"
+    done
+    for shape in $SHAPES; do
+        local args=(--prefill --shape "$shape")
+        [ -s "$PRE/bm_$shape.json" ] && args+=(--cuda "$PRE/bm_$shape.json")
+        [ -s "$PRE/hf_prefill.jsonl" ] && args+=(--hf "$PRE/hf_prefill.jsonl")
+        { echo "### \`$shape\`: prefill of $PREFILL_LEN tokens"; echo; python3 scripts/decode_tables.py "${args[@]}" 2>&1; echo; } >> "$OUT/prefill_tables.md"
+    done
+    cat "$OUT/prefill_tables.md" >> "$SUM"
 }
 
 profile() { # serialised per-kernel times: not a throughput figure, a map of where a step goes
@@ -292,11 +342,12 @@ has train && train
 has checks && checks
 has kernels && kernels
 has decode && decode
+has prefill && prefill
 [ -n "$TRAIN_PID" ] && wait "$TRAIN_PID" && tail -5 "$OUT/train.log" >> "$SUM"
 
 # At most 8 files come back from the device.
 if [ "$(find "$OUT" -type f | wc -l)" -gt 8 ]; then
-    (cd "$OUT" && find . -type f ! -name summary.txt ! -name decode_tables.md ! -name raw.tar.gz -print0 |
+    (cd "$OUT" && find . -type f ! -name summary.txt ! -name decode_tables.md ! -name prefill_tables.md ! -name raw.tar.gz -print0 |
         tar -czf raw.tar.gz --null -T - --remove-files) && echo "raw outputs packed into raw.tar.gz" >> "$SUM"
 fi
 cat "$SUM"
