@@ -216,6 +216,7 @@ impl CudaBackend {
                 max_groups_per_dim: 65535,
                 max_binding_bytes: u64::MAX,
                 cuda_sm90a: sm90a,
+                wgsl_coopmat: false,
             };
             Ok(CudaBackend {
                 device,

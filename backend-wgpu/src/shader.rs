@@ -21,6 +21,12 @@ pub fn compose_variant(src: &Source, subgroups: bool) -> Result<Expanded, String
     sources::wgsl_expand_variant(src, subgroups)
 }
 
+/// [`compose_variant`], and with `coopmat` the cooperative-matrix code of
+/// kernels that have it ([`sources::wgsl_expand_coopmat`]).
+pub fn compose_coopmat(src: &Source, subgroups: bool, coopmat: bool) -> Result<Expanded, String> {
+    sources::wgsl_expand_coopmat(src, subgroups, coopmat)
+}
+
 /// `path:line:col` of a composed-source location, pointing into the prelude,
 /// the kernel file or the fragment the line came from, plus the offending
 /// line's text.
@@ -43,16 +49,29 @@ pub fn validate_variant(src: &Source, subgroups: bool) -> Result<naga::Module, S
     validate_composed(src, &compose_variant(src, subgroups)?, subgroups)
 }
 
+/// [`validate_variant`] of the cooperative-matrix variant (`coopmat`,
+/// validated with `Capabilities::SHADER_FLOAT16 | COOPERATIVE_MATRIX`).
+pub fn validate_coopmat(src: &Source, subgroups: bool, coopmat: bool) -> Result<naga::Module, String> {
+    validate_composed_coopmat(src, &compose_coopmat(src, subgroups, coopmat)?, subgroups, coopmat)
+}
+
 /// [`validate`] of text already [`compose_variant`]d from `src`; `subgroups`
 /// allows subgroup operations.
 pub fn validate_composed(src: &Source, composed: &Expanded, subgroups: bool) -> Result<naga::Module, String> {
+    validate_composed_coopmat(src, composed, subgroups, false)
+}
+
+/// [`validate_coopmat`] of text already [`compose_coopmat`]d from `src`.
+pub fn validate_composed_coopmat(src: &Source, composed: &Expanded, subgroups: bool, coopmat: bool) -> Result<naga::Module, String> {
     let module = naga::front::wgsl::parse_str(&composed.text)
         .map_err(|e| format!("{}: {}", locate(src, composed, e.location(&composed.text)), e.message()))?;
-    let caps = if subgroups {
-        naga::valid::Capabilities::default() | naga::valid::Capabilities::SUBGROUP
-    } else {
-        naga::valid::Capabilities::default()
-    };
+    let mut caps = naga::valid::Capabilities::default();
+    if subgroups {
+        caps |= naga::valid::Capabilities::SUBGROUP;
+    }
+    if coopmat {
+        caps |= naga::valid::Capabilities::SHADER_FLOAT16 | naga::valid::Capabilities::COOPERATIVE_MATRIX;
+    }
     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&module).map_err(|e| {
         let mut msg = e.as_inner().to_string();
         let mut cur: &dyn std::error::Error = e.as_inner();

@@ -34,6 +34,14 @@ pub struct DeviceFacts {
     /// capability 9.0 and the backend has not turned them off (the CUDA
     /// backend's `WGMMA_ENV`). False on every other GPU and on wgpu.
     pub cuda_sm90a: bool,
+    /// wgpu: the shaders are composed with their cooperative-matrix code
+    /// (`//! coopmat` lines, `sources::wgsl_expand_coopmat`) and plans may
+    /// pick those entries: the device was opened with
+    /// `EXPERIMENTAL_COOPERATIVE_MATRIX` and `SHADER_F16`, the adapter lists
+    /// the 16×16×16 f16 × f16 → f32 subgroup configuration, its subgroups are
+    /// exactly 32 wide, and the backend has not turned it off (`COOPMAT_ENV`).
+    /// False on CUDA.
+    pub wgsl_coopmat: bool,
 }
 
 /// A launch's arguments as its plan reads them: by declared name.

@@ -37,6 +37,18 @@ pub const WGSL_SUBGROUPS: Source = Source { path: "src/prelude_subgroups.wgsl", 
 /// composed after the prelude otherwise.
 pub const WGSL_LANES: Source = Source { path: "src/prelude_lanes.wgsl", text: include_str!("prelude_lanes.wgsl") };
 
+/// The enables of the cooperative-matrix variant
+/// ([`wgsl_expand_coopmat`]), leading the composed text of a kernel that has
+/// a [`WGSL_COOPMAT_INCLUDE`] line.
+pub const WGSL_COOPMAT: Source = Source { path: "src/prelude_coopmat.wgsl", text: include_str!("prelude_coopmat.wgsl") };
+
+/// The marker of a cooperative-matrix include: `//! coopmat "<path>"`,
+/// expanded like an include in the cooperative-matrix variant only (a plain
+/// comment in the others), for code that needs `f16` and
+/// `wgpu_cooperative_matrix` (`wgpu::Features::SHADER_F16` and
+/// `EXPERIMENTAL_COOPERATIVE_MATRIX`).
+pub const WGSL_COOPMAT_INCLUDE: &str = "//! coopmat";
+
 /// CUDA sources by module: every `src/<family>/<module>.cu` (found by the build script).
 pub static CUDA: &[(&str, Source)] = include!(concat!(env!("OUT_DIR"), "/cuda_sources.rs"));
 
@@ -99,7 +111,23 @@ pub fn wgsl_expand(src: &Source) -> Result<Expanded, String> {
 /// [`wgsl_expand`] with the lanes variant: [`WGSL_SUBGROUPS`] (`subgroups`)
 /// or [`WGSL_LANES`] between the prelude and the kernel.
 pub fn wgsl_expand_variant(src: &Source, subgroups: bool) -> Result<Expanded, String> {
-    expand_with(src, &wgsl_fragment, if subgroups { &WGSL_SUBGROUPS } else { &WGSL_LANES })
+    wgsl_expand_coopmat(src, subgroups, false)
+}
+
+/// [`wgsl_expand_variant`], and with `coopmat` the cooperative-matrix
+/// variant: a kernel with a [`WGSL_COOPMAT_INCLUDE`] line gets
+/// [`WGSL_COOPMAT`] (its enables) first and that line expanded like an
+/// include; without `coopmat`, or for a kernel without such a line, the text
+/// is exactly [`wgsl_expand_variant`]'s.
+pub fn wgsl_expand_coopmat(src: &Source, subgroups: bool, coopmat: bool) -> Result<Expanded, String> {
+    let coopmat = coopmat && has_coopmat(src);
+    expand_with(src, &wgsl_fragment, if subgroups { &WGSL_SUBGROUPS } else { &WGSL_LANES }, coopmat)
+}
+
+/// Whether `src` itself has a [`WGSL_COOPMAT_INCLUDE`] line (fragments are
+/// not searched: the kernel file names its cooperative-matrix code).
+pub fn has_coopmat(src: &Source) -> bool {
+    src.text.lines().any(|l| l.trim().starts_with(WGSL_COOPMAT_INCLUDE))
 }
 
 /// [`wgsl_expand`] of `kernel`'s source; `None` if it has none.
@@ -109,9 +137,18 @@ pub fn wgsl_expanded(kernel: &switchyard_core::KernelSig) -> Option<Result<Expan
 
 type Lookup<'a> = &'a dyn Fn(&str) -> Option<Source>;
 
-fn expand_with(src: &Source, lookup: Lookup, lanes: &Source) -> Result<Expanded, String> {
+fn expand_with(src: &Source, lookup: Lookup, lanes: &Source, coopmat: bool) -> Result<Expanded, String> {
     let mut out = Expanded { text: String::new(), origins: Vec::new() };
     let mut done = Vec::new();
+    if coopmat {
+        for (i, line) in WGSL_COOPMAT.text.trim_end().lines().enumerate() {
+            out.text.push_str(line);
+            out.text.push('\n');
+            out.origins.push((WGSL_COOPMAT.path, i as u32 + 1));
+        }
+    }
+    let ctx = Ctx { lookup, coopmat };
+    let lookup = &ctx;
     let prelude = Source { path: WGSL_PRELUDE.path, text: WGSL_PRELUDE.text.trim_end() };
     expand_into(&prelude, lookup, &mut out, &mut vec![prelude.path], &mut done)?;
     let lanes = Source { path: lanes.path, text: lanes.text.trim_end() };
@@ -120,16 +157,26 @@ fn expand_with(src: &Source, lookup: Lookup, lanes: &Source) -> Result<Expanded,
     Ok(out)
 }
 
+/// What an expansion looks fragments up with, and whether
+/// [`WGSL_COOPMAT_INCLUDE`] lines expand.
+struct Ctx<'a> {
+    lookup: Lookup<'a>,
+    coopmat: bool,
+}
+
 fn expand_into(
     src: &Source,
-    lookup: Lookup,
+    ctx: &Ctx,
     out: &mut Expanded,
     stack: &mut Vec<&'static str>,
     done: &mut Vec<&'static str>,
 ) -> Result<(), String> {
+    let lookup = ctx.lookup;
     for (i, line) in src.text.lines().enumerate() {
         let at = || format!("{}:{}", src.path, i + 1);
-        let Some(rest) = line.trim().strip_prefix(WGSL_INCLUDE) else {
+        let t = line.trim();
+        let rest = t.strip_prefix(WGSL_INCLUDE).or_else(|| t.strip_prefix(WGSL_COOPMAT_INCLUDE).filter(|_| ctx.coopmat));
+        let Some(rest) = rest else {
             out.text.push_str(line);
             out.text.push('\n');
             out.origins.push((src.path, i as u32 + 1));
@@ -149,7 +196,7 @@ fn expand_into(
             continue;
         }
         stack.push(frag.path);
-        expand_into(&frag, lookup, out, stack, done)?;
+        expand_into(&frag, ctx, out, stack, done)?;
         stack.pop();
         done.push(frag.path);
     }
@@ -176,7 +223,7 @@ mod tests {
     }
 
     fn expand(text: &'static str) -> Result<Expanded, String> {
-        expand_with(&Source { path: K, text }, &lookup, &WGSL_LANES)
+        expand_with(&Source { path: K, text }, &lookup, &WGSL_LANES, false)
     }
 
     #[test]
@@ -193,6 +240,30 @@ mod tests {
         }
         assert_eq!(e.origin(pl + 6), None);
         assert_eq!(e.origin(0), None);
+    }
+
+    #[test]
+    fn coopmat_lines_expand_in_their_variant_only() {
+        let src = Source { path: K, text: "k1\n//! coopmat \"b.wgsli\"\nk3\n" };
+        let plain = expand_with(&src, &lookup, &WGSL_LANES, false).unwrap();
+        let coop = expand_with(&src, &lookup, &WGSL_LANES, true).unwrap();
+        let pl = WGSL_PRELUDE.text.trim_end().lines().count() + WGSL_LANES.text.trim_end().lines().count();
+        let plain_lines: Vec<&str> = plain.text.lines().skip(pl).collect();
+        assert_eq!(plain_lines, ["k1", "//! coopmat \"b.wgsli\"", "k3"]);
+        let head = WGSL_COOPMAT.text.trim_end().lines().count();
+        assert!(coop.text.starts_with("enable f16;\nenable wgpu_cooperative_matrix;\n"), "{}", &coop.text[..80]);
+        let coop_lines: Vec<&str> = coop.text.lines().skip(head + pl).collect();
+        assert_eq!(coop_lines, ["k1", "b1", "k3"]);
+        assert_eq!(coop.origin(1), Some((WGSL_COOPMAT.path, 1)));
+        assert_eq!(coop.origin((head + pl + 2) as u32), Some(("src/b.wgsli", 1)));
+        assert!(has_coopmat(&src));
+        // The public entry composes the header only for kernels that have the line.
+        let dense = wgsl(&crate::gemm::DENSE_GEMM_BF16_PIPELINED).unwrap();
+        assert!(has_coopmat(&dense));
+        assert!(wgsl_expand_coopmat(&dense, false, true).unwrap().text.contains("fn dense_gemm_coop("));
+        assert!(!wgsl_expand_coopmat(&dense, false, false).unwrap().text.contains("fn dense_gemm_coop("));
+        let norm = Source { path: K, text: "k1\n" };
+        assert_eq!(wgsl_expand_coopmat(&norm, false, true).unwrap().text, wgsl_expand_variant(&norm, false).unwrap().text);
     }
 
     #[test]

@@ -744,6 +744,7 @@ mod tests {
         max_groups_per_dim: 65535,
         max_binding_bytes: u64::MAX,
         cuda_sm90a: false,
+        wgsl_coopmat: false,
     };
 
     #[test]

@@ -8,6 +8,9 @@
 // (gemm/mod.rs) launches a (⌈N/128⌉, ⌈M/128⌉) grid of tiles, or
 // for M ≤ 16 ⌈N/32⌉ workgroups of the small path (dense_gemm_small); the
 // router takes its decode entry (dense_gemm_router_chain, below) for M ≤ 64.
+// On adapters with cooperative matrices, dense_gemm_bf16_pipelined at M > 16
+// runs the f16 matrix-unit path instead (dense_coopmat.wgsli, composed only
+// into that variant of this file; its numeric contract is stated there).
 struct Params {
     a: u32, b: u32, c: u32, m: u32, n: u32, k: u32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -18,6 +21,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> d_c: array<u32>;
 
 //! include "gemm/dense_tile_core.wgsli"
+//! coopmat "gemm/dense_coopmat.wgsli"
 
 // c = bf16(acc); N is even, so every column pair is one output word.
 fn dense(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) {

@@ -372,6 +372,27 @@ fn wgsl_dense(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_small", 1)?], workspace_bytes: 0 })
 }
 
+/// `dense_gemm_bf16_pipelined`: where the device has cooperative matrices
+/// ([`DeviceFacts::wgsl_coopmat`]) and M > 16, the f16 matrix-unit path of
+/// dense_coopmat.wgsli: `dense_coop_scales` (a workgroup per row of A and of
+/// B, M + N of them, writing the rows' power-of-two exponents to the
+/// workspace) then `dense_gemm_coop` over (⌈N/128⌉, ⌈M/128⌉) tiles. Its
+/// contract (both operands to f16 after exact per-row power-of-two scaling,
+/// f32 accumulation) keeps the catalogue's NMSE ≤ 1e-6. Otherwise, and for
+/// the small path, today's f32 tiles.
+fn wgsl_dense_gemm_pipelined(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    let k = a.kernel;
+    let (m, n) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?));
+    if !f.wgsl_coopmat || m <= u64::from(WGSL_SMALL_M) {
+        return wgsl_dense(a, f);
+    }
+    let rows = m + n;
+    let scales = WgslPass { entry: "dense_coop_scales", grid: [groups(k, rows, 1)?, 1, 1], consts: vec![], extra: [0; 4] };
+    let grid = [groups(k, n, WGSL_TILE)?, groups(k, m, WGSL_TILE)?, 1];
+    let gemm = WgslPass { entry: "dense_gemm_coop", grid, consts: vec![], extra: [0; 4] };
+    Ok(WgslPlan { passes: vec![scales, gemm], workspace_bytes: rows * 4 })
+}
+
 fn wgsl_dense_gemm_tc_scaled_acc(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_tc_scaled_acc_small", 1)?], workspace_bytes: 0 })
 }
@@ -408,7 +429,7 @@ fn wgsl_dense_gemm_splitk_bf16(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan
 wgsl_plan!(DENSE_GEMM_BF16, "gemm/dense_gemm.wgsl" => wgsl_dense);
 wgsl_plan!(DENSE_GEMM_ROUTER, "gemm/dense_gemm.wgsl" => wgsl_dense_gemm_router);
 wgsl_plan!(DENSE_GEMM_TC, "gemm/dense_gemm.wgsl" => wgsl_dense);
-wgsl_plan!(DENSE_GEMM_BF16_PIPELINED, "gemm/dense_gemm.wgsl" => wgsl_dense);
+wgsl_plan!(DENSE_GEMM_BF16_PIPELINED, "gemm/dense_gemm.wgsl" => wgsl_dense_gemm_pipelined);
 wgsl_plan!(DENSE_GEMM_TC_SCALED_ACC, "gemm/dense_gemm_tc_scaled_acc.wgsl" => wgsl_dense_gemm_tc_scaled_acc);
 wgsl_plan!(SCALED_ADD_BF16, "gemm/scaled_add_bf16.wgsl" => wgsl_scaled_add_bf16);
 wgsl_plan!(DENSE_GEMM_SPLITK_BF16, "gemm/dense_gemm_splitk_bf16.wgsl" => wgsl_dense_gemm_splitk_bf16);
@@ -582,7 +603,45 @@ fn pipelined_cases(g: &mut Gen) -> Vec<Case> {
             run: Box::new(move |o, x| o.dense_gemm_bf16_pipelined(x[0], x[1], x[2], m, n, k)),
         });
     }
+    // The range protection of the f16 path (wgpu with cooperative matrices,
+    // M > 16; dense_coopmat.wgsli): operands far outside f16's range, each
+    // case on its own so that NMSE sees the rows it is about. Whole A below
+    // f16's smallest subnormal (2^-24) or past its largest value (65504), B
+    // with rows 2^24 apart, and rows of A 2^±40 from one another with a
+    // 2^-24 element spread inside each row (still exact after the row's
+    // scaling). Ragged in M, N and K (K % 32 = 8).
+    let (m, n, k) = (150, 136, 264);
+    let stress: [(&str, fn(usize) -> i32, fn(usize) -> i32, fn(usize) -> i32); 4] = [
+        ("a·2^-40", |_| -40, |_| 0, |_| 0),
+        ("a·2^24", |_| 24, |_| 0, |_| 0),
+        ("b rows 2^-12 / 2^12", |_| 0, |r| if r % 2 == 0 { -12 } else { 12 }, |_| 0),
+        ("a rows 2^-40..2^40, 2^-24 spread in a row", |r| (r % 5) as i32 * 20 - 40, |_| 0, |c| -((c % 4) as i32) * 8),
+    ];
+    for (what, a_row, b_row, a_col) in stress {
+        let (mut a, mut b) = operands(g, m, n, k);
+        scale_bf16(&mut a, k, |r, c| a_row(r) + a_col(c));
+        scale_bf16(&mut b, k, |r, _| b_row(r));
+        v.push(Case {
+            kernel: &DENSE_GEMM_BF16_PIPELINED,
+            label: format!("m={m} n={n} k={k} {what}"),
+            buffers: vec![
+                Buffer::input("a", a),
+                Buffer::input("b", b),
+                Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
+            ],
+            run: Box::new(move |o, x| o.dense_gemm_bf16_pipelined(x[0], x[1], x[2], m, n, k)),
+        });
+    }
     v
+}
+
+/// Multiplies element (r, c) of a row-major bf16 matrix with `cols` columns
+/// by `2^e(r, c)`: exact for the normal results the cases ask for.
+fn scale_bf16(bytes: &mut [u8], cols: usize, e: impl Fn(usize, usize) -> i32) {
+    for (i, h) in bytes.chunks_exact_mut(2).enumerate() {
+        let x = f32::from_bits(u32::from(u16::from_le_bytes([h[0], h[1]])) << 16) * 2f32.powi(e(i / cols, i % cols));
+        h.copy_from_slice(&((x.to_bits() >> 16) as u16).to_le_bytes());
+    }
 }
 
 fn scaled_acc_cases(g: &mut Gen) -> Vec<Case> {
@@ -666,6 +725,7 @@ mod tests {
         max_groups_per_dim: 65535,
         max_binding_bytes: 1 << 31,
         cuda_sm90a: false,
+        wgsl_coopmat: false,
     };
 
     fn args(sig: &'static KernelSig, m: u32, n: u32, k: u32, splits: u32) -> Vec<switchyard_core::Arg> {
@@ -781,6 +841,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// WGSL `dense_gemm_bf16_pipelined`: with cooperative matrices and M > 16,
+    /// the row-exponent pass over M + N rows then the f16 tiles, with M + N
+    /// words of workspace; without them, or at M ≤ 16, today's single pass.
+    #[test]
+    fn wgsl_pipelined_takes_the_coopmat_path_where_the_device_has_it() {
+        let plain = DeviceFacts { multiprocessors: 0, max_shared_bytes: 49152, ..FACTS };
+        let coop = DeviceFacts { wgsl_coopmat: true, ..plain };
+        let plan = |m, n, k, f: &DeviceFacts| {
+            let a = args(&DENSE_GEMM_BF16_PIPELINED, m, n, k, 1);
+            (wgsl_kernel(&DENSE_GEMM_BF16_PIPELINED).unwrap().plan)(&PlanArgs::new(&DENSE_GEMM_BF16_PIPELINED, &a), f).unwrap()
+        };
+        let geo = |p: &WgslPlan| p.passes.iter().map(|q| (q.entry, q.grid)).collect::<Vec<_>>();
+        let p = plan(4096, 8192, 8192, &coop);
+        assert_eq!(geo(&p), [("dense_coop_scales", [12288, 1, 1]), ("dense_gemm_coop", [64, 32, 1])]);
+        assert_eq!(p.workspace_bytes, 12288 * 4);
+        let p = plan(150, 136, 264, &coop);
+        assert_eq!(geo(&p), [("dense_coop_scales", [286, 1, 1]), ("dense_gemm_coop", [2, 2, 1])]);
+        assert_eq!(plan(17, 40, 72, &coop).passes[1].entry, "dense_gemm_coop");
+        // The small path keeps its strict-order tiles; no cooperative matrices, today's tiles.
+        assert_eq!(geo(&plan(16, 64, 64, &coop)), [("dense_gemm_small", [2, 1, 1])]);
+        assert_eq!(plan(16, 64, 64, &coop).workspace_bytes, 0);
+        assert_eq!(geo(&plan(4096, 8192, 8192, &plain)), [("dense_gemm_bf16_pipelined", [64, 32, 1])]);
+        assert_eq!(plan(4096, 8192, 8192, &plain).workspace_bytes, 0);
+        // Only the pipelined kernel changes: dense_gemm_tc keeps one K order with its scaled-add twin.
+        let a = args(&DENSE_GEMM_TC, 4096, 8192, 8192, 1);
+        let tc = (wgsl_kernel(&DENSE_GEMM_TC).unwrap().plan)(&PlanArgs::new(&DENSE_GEMM_TC, &a), &coop).unwrap();
+        assert_eq!(geo(&tc), [("dense_gemm_tc", [64, 32, 1])]);
     }
 
     /// On a device that runs sm_90a entries, prefill sizes take the wgmma

@@ -334,6 +334,7 @@ mod tests {
         max_groups_per_dim: 65535,
         max_binding_bytes: 1 << 31,
         cuda_sm90a: false,
+        wgsl_coopmat: false,
     };
 
     /// The grids and blocks the launchers computed before plans existed, and

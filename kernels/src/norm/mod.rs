@@ -419,6 +419,7 @@ mod tests {
         max_groups_per_dim: 65535,
         max_binding_bytes: u64::MAX,
         cuda_sm90a: false,
+        wgsl_coopmat: false,
     };
 
     /// Arguments for `kernel`: every pointer at `ptr` (16-byte aligned unless told), rows and dim as given.
