@@ -16,8 +16,11 @@
 //!   beside this file times PyTorch's scaled_dot_product_attention on the
 //!   same shapes for the ratio.
 //! - The MoE expert path at 128 experts, top-8, 4096 tokens: grouped GEMMs
-//!   (bf16 and NVFP4 weights) in TFLOP/s, and the gather / gelu / combine
-//!   kernels in GB/s.
+//!   (bf16 and NVFP4 weights) in TFLOP/s, the bf16 ones beside cuBLAS (a
+//!   call per expert segment, and one dense GEMM of the same FLOPs) with
+//!   the NMSE against cuBLAS's output, and the gather / gelu / combine
+//!   kernels in GB/s. `--moe` runs only this part (libcublas on
+//!   LD_LIBRARY_PATH).
 use std::sync::Arc;
 use switchyard_core::{Backend, DeviceBuffer, Region, Result};
 use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
@@ -98,14 +101,113 @@ impl Bench {
 }
 
 fn main() -> Result<()> {
+    // --moe: only the MoE expert path (and no preload: the other modules are
+    // compiled only if used).
+    let moe_only = std::env::args().skip(1).any(|a| a == "--moe");
     let cb = Arc::new(switchyard_cuda::CudaBackend::open(0)?);
-    cb.preload()?;
-    let be: Arc<dyn Backend> = cb;
+    if !moe_only {
+        cb.preload()?;
+    }
+    let be: Arc<dyn Backend> = cb.clone();
     let info = be.info();
     println!("device: {} ({}) {:?}", info.device, info.driver, info.details);
     let mut b = Bench { be: be.clone(), ops: Ops::new(be.clone()), bufs: Vec::new(), owned: Vec::new() };
     let mut rng = Lcg(11);
 
+    if !moe_only {
+        attention(&mut b, &be, &mut rng)?;
+    }
+    // ---- MoE expert path: 128 experts, top-8, 4096 tokens.
+    let (e, top_k, tokens, hidden, inter) = (128usize, 8usize, 4096usize, 2816usize, 704usize);
+    let rows = tokens * top_k;
+    let mut offsets = vec![0i32; e + 1];
+    // Uneven segments (a token's experts spread round-robin with a skew).
+    let mut counts = vec![0usize; e];
+    for p in 0..rows {
+        counts[(p * 7 + (p / 13)) % e] += 1;
+    }
+    for x in 0..e {
+        offsets[x + 1] = offsets[x] + counts[x] as i32;
+    }
+    // The MoE launchers take regions: these buffers are freed when dropped.
+    let big = |bytes: usize, rng: &mut Lcg| -> Result<DeviceBuffer> {
+        let d = DeviceBuffer::new(&be, bytes)?;
+        fill_random(&be, d.addr(), bytes, rng)?;
+        Ok(d)
+    };
+    let offs_buf = DeviceBuffer::from_bytes(&be, &i32_bytes(&offsets))?;
+    let offs = offs_buf.region();
+    let a_gu = DeviceBuffer::from_bytes(&be, &bf16_bytes(rows * hidden, &mut rng, 1.0))?;
+    let gu = DeviceBuffer::zeroed(&be, rows * 2 * inter * 2)?;
+    let act = DeviceBuffer::zeroed(&be, rows * inter * 2)?;
+    let y = DeviceBuffer::zeroed(&be, rows * hidden * 2)?;
+    let w_gu = big(e * 2 * inter * hidden * 2, &mut rng)?;
+    let w_dn = big(e * hidden * inter * 2, &mut rng)?;
+    println!("\n| MoE expert path (e=128, top-8, 4096 tokens, hidden {hidden}, inter {inter}) | ms | TFLOP/s | GB/s |\n|---|---|---|---|");
+    let gemm = |name: &str, ms: f64, big_n: usize, big_k: usize, wbytes: usize| {
+        let flops = 2.0 * (rows * big_n * big_k) as f64;
+        let bytes = (wbytes + rows * (big_k + big_n) * 2) as f64;
+        println!("| {name} | {ms:.3} | {:.1} | {:.0} |", flops / ms / 1e9, bytes / ms / 1e6);
+    };
+    // The bf16 grouped GEMMs beside cuBLAS in the same process: one cuBLAS
+    // call per expert segment (what the grouped kernel replaces) and one
+    // dense GEMM of the same FLOPs (M = all rows, expert 0's weights); then
+    // the NMSE of the grouped output against the per-expert cuBLAS one over
+    // all rows (the outputs start zeroed, so a row the kernel never wrote
+    // shows).
+    let blas = switchyard_cuda::Cublas::new(&cb)?;
+    fill_random(&be, act.addr(), rows * inter * 2, &mut rng)?;
+    let reference = DeviceBuffer::zeroed(&be, rows * hidden.max(2 * inter) * 2)?;
+    for (name, out, a, w, big_n, big_k) in [("gate_up", &gu, &a_gu, &w_gu, 2 * inter, hidden), ("down", &y, &act, &w_dn, hidden, inter)] {
+        let wb = ExpertWeights::Bf16 { w: w.region() };
+        let ms = b.time(&mut || b.ops.moe_grouped_gemm(out.region(), a.region(), &wb, offs, rows, e, big_n, big_k))?;
+        gemm(&format!("grouped bf16 {name}"), ms, big_n, big_k, e * big_n * big_k * 2);
+        let per_expert = || -> Result<()> {
+            for x in 0..e {
+                let (lo, hi) = (offsets[x] as usize, offsets[x + 1] as usize);
+                if hi > lo {
+                    let (a_x, w_x) = (a.addr() + (lo * big_k * 2) as u64, w.addr() + (x * big_n * big_k * 2) as u64);
+                    blas.gemm_bf16(a_x, w_x, reference.addr() + (lo * big_n * 2) as u64, hi - lo, big_n, big_k)?;
+                }
+            }
+            Ok(())
+        };
+        let ms = b.time(&mut || per_expert())?;
+        gemm(&format!("cuBLAS, a call per expert ({e}) {name}"), ms, big_n, big_k, e * big_n * big_k * 2);
+        let ms = b.time(&mut || blas.gemm_bf16(a.addr(), w.addr(), reference.addr(), rows, big_n, big_k))?;
+        gemm(&format!("cuBLAS dense {rows} x {big_n} x {big_k} {name}"), ms, big_n, big_k, big_n * big_k * 2);
+        per_expert()?;
+        let nmse = nmse_bf16(&be, out.addr(), reference.addr(), rows * big_n)?;
+        println!("| grouped bf16 {name} vs cuBLAS per expert: NMSE {nmse:.2e} ({}) | | | |", if nmse <= 1e-5 { "ok" } else { "MISMATCH" });
+    }
+    drop(blas);
+    // NVFP4: random codes; scales drawn from small positive e4m3 codes.
+    let wq = big(e * hidden / 2 * 2 * inter, &mut rng)?;
+    let scales: Vec<u8> = (0..e * hidden / 16 * 2 * inter).map(|_| 0x30 + (rng.next() % 8) as u8).collect();
+    let wsc = DeviceBuffer::from_bytes(&be, &scales)?;
+    let s2 = DeviceBuffer::from_bytes(&be, &(0..e).flat_map(|_| 0.01f32.to_le_bytes()).collect::<Vec<u8>>())?;
+    let fp4 = ExpertWeights::Nvfp4 { wq: wq.region(), ws: wsc.region(), scale2: s2.region() };
+    let ms = b.time(&mut || b.ops.moe_grouped_gemm(gu.region(), a_gu.region(), &fp4, offs, rows, e, 2 * inter, hidden))?;
+    gemm("grouped nvfp4 gate_up", ms, 2 * inter, hidden, e * 2 * inter * hidden * 9 / 16);
+    let ms = b.time(&mut || b.ops.gelu_mul_bf16(act.region(), gu.region(), rows, inter))?;
+    println!("| gelu_mul | {ms:.3} | | {:.0} |", (rows * 3 * inter * 2) as f64 / ms / 1e6);
+    let x = DeviceBuffer::from_bytes(&be, &bf16_bytes(tokens * hidden, &mut rng, 1.0))?;
+    let pairs: Vec<i32> = (0..rows as i32).collect();
+    let pos = DeviceBuffer::from_bytes(&be, &i32_bytes(&pairs))?;
+    let ms = b.time(&mut || b.ops.moe_gather_bf16(a_gu.region(), x.region(), pos.region(), rows, top_k, hidden, tokens))?;
+    println!("| moe_gather | {ms:.3} | | {:.0} |", (2 * rows * hidden * 2) as f64 / ms / 1e6);
+    let tw = DeviceBuffer::from_bytes(&be, &(0..rows).flat_map(|_| 0.125f32.to_le_bytes()).collect::<Vec<u8>>())?;
+    let ms = b.time(&mut || b.ops.moe_combine_bf16(x.region(), y.region(), pos.region(), tw.region(), tokens, top_k, hidden, rows))?;
+    println!("| moe_combine | {ms:.3} | | {:.0} |", ((rows + tokens) * hidden * 2) as f64 / ms / 1e6);
+
+    for a in std::mem::take(&mut b.bufs) {
+        be.free(a)?;
+    }
+    Ok(())
+}
+
+/// The decode and prefill attention tables.
+fn attention(b: &mut Bench, be: &Arc<dyn Backend>, rng: &mut Lcg) -> Result<()> {
     let n = 1usize << 30;
     let (src, dst) = (b.zeros(n)?, b.zeros(n)?);
     let copy_ms = b.time(&mut || be.copy(dst, src, n))?;
@@ -115,8 +217,8 @@ fn main() -> Result<()> {
     // ---- decode
     let (page, max_batch, max_ctx) = (16usize, 16usize, 32768usize);
     let pool_bytes = max_batch * max_ctx * 4096 * 2; // nkv·hd = 4096 (16·256) or 2048 (4·512)
-    let k_pool = b.random_region(pool_bytes, &mut rng)?;
-    let v_pool = b.random_region(pool_bytes, &mut rng)?;
+    let k_pool = b.random_region(pool_bytes, rng)?;
+    let v_pool = b.random_region(pool_bytes, rng)?;
     let max_pages = max_ctx / page;
     // Sequence b owns pages b·max_pages.., in an interleaved order so that
     // consecutive pages are not adjacent in the pool.
@@ -128,7 +230,7 @@ fn main() -> Result<()> {
         .collect();
     let bt = b.region(&i32_bytes(&table))?;
     let nh = 32usize;
-    let q = b.region(&bf16_bytes(max_batch * nh * 512, &mut rng, 1.0))?;
+    let q = b.region(&bf16_bytes(max_batch * nh * 512, rng, 1.0))?;
     let out = b.zero_region(max_batch * nh * 512 * 2)?;
     println!(
         "| decode attention | batch | ctx | ms | KV MB | GB/s | of copy | ms at max_ctx {max_ctx} |\n|---|---|---|---|---|---|---|---|"
@@ -173,7 +275,7 @@ fn main() -> Result<()> {
     let l = 4096usize;
     let seq0 = b.region(&i32_bytes(&vec![0; l]))?;
     let posv = b.region(&i32_bytes(&(0..l as i32).collect::<Vec<_>>()))?;
-    let qp = b.region(&bf16_bytes(l * nh * 512, &mut rng, 1.0))?;
+    let qp = b.region(&bf16_bytes(l * nh * 512, rng, 1.0))?;
     let op = b.zero_region(l * nh * 512 * 2)?;
     let flash_default = switchyard_kernels::attn::flash_prefill();
     for (nkv, hd, window, k_eq_v) in
@@ -291,66 +393,23 @@ fn main() -> Result<()> {
         );
     }
     switchyard_kernels::attn::set_flash_prefill(flash_default);
-
-    // ---- MoE expert path: 128 experts, top-8, 4096 tokens.
-    let (e, top_k, tokens, hidden, inter) = (128usize, 8usize, 4096usize, 2816usize, 704usize);
-    let rows = tokens * top_k;
-    let mut offsets = vec![0i32; e + 1];
-    // Uneven segments (a token's experts spread round-robin with a skew).
-    let mut counts = vec![0usize; e];
-    for p in 0..rows {
-        counts[(p * 7 + (p / 13)) % e] += 1;
-    }
-    for x in 0..e {
-        offsets[x + 1] = offsets[x] + counts[x] as i32;
-    }
-    // The MoE launchers take regions: these buffers are freed when dropped.
-    let big = |bytes: usize, rng: &mut Lcg| -> Result<DeviceBuffer> {
-        let d = DeviceBuffer::new(&be, bytes)?;
-        fill_random(&be, d.addr(), bytes, rng)?;
-        Ok(d)
-    };
-    let offs_buf = DeviceBuffer::from_bytes(&be, &i32_bytes(&offsets))?;
-    let offs = offs_buf.region();
-    let a_gu = DeviceBuffer::from_bytes(&be, &bf16_bytes(rows * hidden, &mut rng, 1.0))?;
-    let gu = DeviceBuffer::zeroed(&be, rows * 2 * inter * 2)?;
-    let act = DeviceBuffer::zeroed(&be, rows * inter * 2)?;
-    let y = DeviceBuffer::zeroed(&be, rows * hidden * 2)?;
-    let w_gu = big(e * 2 * inter * hidden * 2, &mut rng)?;
-    let w_dn = big(e * hidden * inter * 2, &mut rng)?;
-    println!("\n| MoE expert path (e=128, top-8, 4096 tokens, hidden {hidden}, inter {inter}) | ms | TFLOP/s | GB/s |\n|---|---|---|---|");
-    let gemm = |name: &str, ms: f64, big_n: usize, big_k: usize, wbytes: usize| {
-        let flops = 2.0 * (rows * big_n * big_k) as f64;
-        let bytes = (wbytes + rows * (big_k + big_n) * 2) as f64;
-        println!("| {name} | {ms:.3} | {:.1} | {:.0} |", flops / ms / 1e9, bytes / ms / 1e6);
-    };
-    let bf16_gu = ExpertWeights::Bf16 { w: w_gu.region() };
-    let ms = b.time(&mut || b.ops.moe_grouped_gemm(gu.region(), a_gu.region(), &bf16_gu, offs, rows, e, 2 * inter, hidden))?;
-    gemm("grouped bf16 gate_up", ms, 2 * inter, hidden, e * 2 * inter * hidden * 2);
-    let bf16_dn = ExpertWeights::Bf16 { w: w_dn.region() };
-    let ms = b.time(&mut || b.ops.moe_grouped_gemm(y.region(), act.region(), &bf16_dn, offs, rows, e, hidden, inter))?;
-    gemm("grouped bf16 down", ms, hidden, inter, e * hidden * inter * 2);
-    // NVFP4: random codes; scales drawn from small positive e4m3 codes.
-    let wq = big(e * hidden / 2 * 2 * inter, &mut rng)?;
-    let scales: Vec<u8> = (0..e * hidden / 16 * 2 * inter).map(|_| 0x30 + (rng.next() % 8) as u8).collect();
-    let wsc = DeviceBuffer::from_bytes(&be, &scales)?;
-    let s2 = DeviceBuffer::from_bytes(&be, &(0..e).flat_map(|_| 0.01f32.to_le_bytes()).collect::<Vec<u8>>())?;
-    let fp4 = ExpertWeights::Nvfp4 { wq: wq.region(), ws: wsc.region(), scale2: s2.region() };
-    let ms = b.time(&mut || b.ops.moe_grouped_gemm(gu.region(), a_gu.region(), &fp4, offs, rows, e, 2 * inter, hidden))?;
-    gemm("grouped nvfp4 gate_up", ms, 2 * inter, hidden, e * 2 * inter * hidden * 9 / 16);
-    let ms = b.time(&mut || b.ops.gelu_mul_bf16(act.region(), gu.region(), rows, inter))?;
-    println!("| gelu_mul | {ms:.3} | | {:.0} |", (rows * 3 * inter * 2) as f64 / ms / 1e6);
-    let x = DeviceBuffer::from_bytes(&be, &bf16_bytes(tokens * hidden, &mut rng, 1.0))?;
-    let pairs: Vec<i32> = (0..rows as i32).collect();
-    let pos = DeviceBuffer::from_bytes(&be, &i32_bytes(&pairs))?;
-    let ms = b.time(&mut || b.ops.moe_gather_bf16(a_gu.region(), x.region(), pos.region(), rows, top_k, hidden, tokens))?;
-    println!("| moe_gather | {ms:.3} | | {:.0} |", (2 * rows * hidden * 2) as f64 / ms / 1e6);
-    let tw = DeviceBuffer::from_bytes(&be, &(0..rows).flat_map(|_| 0.125f32.to_le_bytes()).collect::<Vec<u8>>())?;
-    let ms = b.time(&mut || b.ops.moe_combine_bf16(x.region(), y.region(), pos.region(), tw.region(), tokens, top_k, hidden, rows))?;
-    println!("| moe_combine | {ms:.3} | | {:.0} |", ((rows + tokens) * hidden * 2) as f64 / ms / 1e6);
-
-    for a in std::mem::take(&mut b.bufs) {
-        be.free(a)?;
-    }
     Ok(())
+}
+
+/// Σ(x − y)² / Σ y² over `n` bf16 values at `x` and `y` (y the reference);
+/// infinite where x holds a non-finite value.
+fn nmse_bf16(be: &Arc<dyn Backend>, x: u64, y: u64, n: usize) -> Result<f64> {
+    let (mut xb, mut yb) = (vec![0u8; 2 * n], vec![0u8; 2 * n]);
+    be.download(x, &mut xb)?;
+    be.download(y, &mut yb)?;
+    let v = |c: &[u8]| switchyard_core::codec::bf16_value(u16::from_le_bytes([c[0], c[1]])) as f64;
+    let (mut err, mut norm) = (0f64, 0f64);
+    for (a, r) in xb.chunks_exact(2).map(v).zip(yb.chunks_exact(2).map(v)) {
+        if !a.is_finite() {
+            return Ok(f64::INFINITY);
+        }
+        err += (a - r).powi(2);
+        norm += r * r;
+    }
+    Ok(err / norm.max(f64::MIN_POSITIVE))
 }

@@ -6,7 +6,7 @@ use crate::gemm::w4a16::random_weight;
 use crate::gemm::REORDERED_NMSE;
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{groups, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan};
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
@@ -160,13 +160,117 @@ const SEGMENT_GEMV_MAX_SLOTS: u32 = 256;
 /// `SEG_COLS` in moe_grouped_gemm_bf16.wgsl).
 const SEGMENT_GEMV_COLS: u64 = 32;
 
+/// Fewest slots that take the Hopper plan of [`MOE_GROUPED_GEMM_BF16`]
+/// (prefill: 512 slots are 64 tokens at top-8), as the dense GEMM's M ≥ 512.
+pub const GROUPED_WGMMA_MIN_SLOTS: u32 = 512;
+/// Most experts the Hopper plan takes (its tile list lives in shared memory).
+const GROUPED_WGMMA_MAX_EXPERTS: u32 = 1024;
+/// The wgmma entries of `moe_sm90.cu`: (entry, columns per tile BN, ring
+/// stages). 176 fits the gate_up width 1408 = 8 · 176 exactly.
+const GROUPED_WGMMA_ENTRIES: [(&str, u32, u32); 3] = [
+    ("moe_sm90::moe_grouped_gemm_wgmma_n256", 256, 4),
+    ("moe_sm90::moe_grouped_gemm_wgmma_n192", 192, 5),
+    ("moe_sm90::moe_grouped_gemm_wgmma_n176", 176, 5),
+];
+/// Rows per tile (two consumer warpgroups of 64), and K per ring stage.
+const GROUPED_WGMMA_BM: u32 = 128;
+const GROUPED_WGMMA_BK: u32 = 64;
+/// Epilogue staging: 8 consumer warps × 16 rows × 72 bf16.
+const GROUPED_WGMMA_STAGING: u64 = 8 * 16 * 72 * 2;
+
+/// Dynamic shared memory of a grouped wgmma entry (`moe_wgmma` in
+/// moe_sm90.cu): the ring, the epilogue staging, 2·stages mbarriers, the
+/// tile prefix and segment starts (e + 1 i32 each), and 1024 bytes to align
+/// the ring to the 128-byte swizzle's atom.
+fn grouped_wgmma_shared_bytes(bn: u32, stages: u32, e: u32) -> u64 {
+    u64::from(stages) * u64::from(GROUPED_WGMMA_BM + bn) * u64::from(GROUPED_WGMMA_BK) * 2
+        + GROUPED_WGMMA_STAGING
+        + 16 * u64::from(stages)
+        + 8 * (u64::from(e) + 1)
+        + 1024
+}
+
+/// The Hopper pass of [`MOE_GROUPED_GEMM_BF16`], or `None` where it does not
+/// apply: the device runs sm_90a entries, n ≥ [`GROUPED_WGMMA_MIN_SLOTS`],
+/// e ≤ 1024, N % 8 == 0 (16-byte stores), a, w and out 16-byte aligned (TMA
+/// and the stores; K % 8 == 0 is the contract's), rows, weight rows `e · N`
+/// and every tile index inside i32 with room to spare. Among the entries
+/// whose shared memory fits, the one whose tiles pad N least, the wider on
+/// a tie; a persistent grid of at most one block an SM (and no more than
+/// the tiles there can be).
+fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>> {
+    let (n, e, big_n, big_k) = (a.u32("n")?, a.u32("e")?, a.u32("big_n")?, a.u32("big_k")?);
+    let aligned = a.addr("a")? % 16 == 0 && a.addr("w")? % 16 == 0 && a.addr("out")? % 16 == 0;
+    if !f.cuda_sm90a
+        || f.multiprocessors == 0
+        || n < GROUPED_WGMMA_MIN_SLOTS
+        || e == 0
+        || e > GROUPED_WGMMA_MAX_EXPERTS
+        || big_n == 0
+        || big_n % 8 != 0
+        || big_k == 0
+        || big_k % 8 != 0
+        || !aligned
+        || u64::from(e) * u64::from(big_n) + 256 > i32::MAX as u64
+        || u64::from(n) + 256 > i32::MAX as u64
+    {
+        return Ok(None);
+    }
+    let fits = |&&(_, bn, stages): &&(&str, u32, u32)| grouped_wgmma_shared_bytes(bn, stages, e) <= u64::from(f.max_shared_bytes);
+    let Some(&(entry, bn, stages)) =
+        GROUPED_WGMMA_ENTRIES.iter().filter(fits).min_by_key(|&&(_, bn, _)| (big_n.div_ceil(bn) * bn, u32::MAX - bn))
+    else {
+        return Ok(None);
+    };
+    // Tiles of rows: Σ_x ⌈len_x / 128⌉, at most ⌈n / 128⌉ + e for sorted
+    // offsets; the kernel clamps unsorted ones segment by segment, each
+    // at most n rows. Times ⌈N / BN⌉ n-tiles; the bound leaves room for a
+    // block's `t += gridDim.x` past the last tile.
+    let n_tiles = u64::from(big_n.div_ceil(bn));
+    let row_tiles = u64::from(n.div_ceil(GROUPED_WGMMA_BM));
+    if u64::from(e) * (row_tiles + 1) * n_tiles > (i32::MAX as u64) / 2 {
+        return Ok(None);
+    }
+    let sorted_tiles = (row_tiles + u64::from(e)) * n_tiles;
+    let grid = u32::try_from(sorted_tiles.min(u64::from(f.multiprocessors))).expect("at most the SM count");
+    let shared_bytes = u32::try_from(grouped_wgmma_shared_bytes(bn, stages, e)).expect("checked against max_shared_bytes");
+    Ok(Some(CudaPass { entry, grid: [grid, 1, 1], block: [384, 1, 1], shared_bytes }))
+}
+
+/// The grouped wgmma entries' tensor maps: a (`n × K`) in 128 × 64 boxes,
+/// w as one `e·N × K` matrix in BN × 64 boxes (expert x's rows start at
+/// x·N).
+fn grouped_wgmma_maps(a: &PlanArgs, bn: u32) -> Result<Vec<TensorMap2d>> {
+    let (n, e, big_n, big_k) = (a.u32("n")?, a.u32("e")?, a.u32("big_n")?, a.u32("big_k")?);
+    Ok(vec![
+        TensorMap2d { arg: "a", rows: u64::from(n), cols: u64::from(big_k), box_rows: GROUPED_WGMMA_BM, box_cols: GROUPED_WGMMA_BK },
+        TensorMap2d { arg: "w", rows: u64::from(e) * u64::from(big_n), cols: u64::from(big_k), box_rows: bn, box_cols: GROUPED_WGMMA_BK },
+    ])
+}
+fn grouped_wgmma_maps_n256(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
+    grouped_wgmma_maps(a, 256)
+}
+fn grouped_wgmma_maps_n192(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
+    grouped_wgmma_maps(a, 192)
+}
+fn grouped_wgmma_maps_n176(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
+    grouped_wgmma_maps(a, 176)
+}
+inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n256", maps: grouped_wgmma_maps_n256 } }
+inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n192", maps: grouped_wgmma_maps_n192 } }
+inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n176", maps: grouped_wgmma_maps_n176 } }
+
 /// At decode sizes, `moe_grouped_gemm_bf16_seg`: a block per (32 weight
 /// rows, slot), where only the block of a segment's first slot computes it,
-/// so each selected expert streams once over N / 32 blocks. Past that, the
-/// tensor-core tiles.
+/// so each selected expert streams once over N / 32 blocks. At prefill sizes
+/// on Hopper, the wgmma/TMA kernel of `moe_sm90.cu` ([`grouped_wgmma_pass`]);
+/// otherwise the mma.sync tiles.
 fn cuda_moe_grouped_bf16(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let n = a.u32("n")?;
     if n > SEGMENT_GEMV_MAX_SLOTS {
+        if let Some(pass) = grouped_wgmma_pass(a, facts)? {
+            return Ok(CudaPlan { passes: vec![pass], workspace_bytes: 0 });
+        }
         return cuda_moe_grouped(a, facts);
     }
     let cols = groups(a.kernel, u64::from(a.u32("big_n")?), SEGMENT_GEMV_COLS)?;
@@ -614,8 +718,44 @@ fn grouped_case(g: &mut Gen, (rows, k, e, big_n, big_k): (usize, usize, usize, u
     }
 }
 
+/// Prefill-sized bf16 cases with explicit segments: (offsets, n, N, K). At
+/// n ≥ 512 they take the Hopper plan on an sm_90a device, one case per tile
+/// width (N = 424 → 256 columns, ragged last n-tile; 352 → 176; 384 → 192).
+/// Segments start off tile boundaries; one is empty, one is 40 rows (the
+/// second consumer warpgroup idle), tails of 44, 64 and 5 rows; rows before
+/// offsets[0] and past offsets[e] are zero; the last segment of the third
+/// runs to n (TMA zero-fills past it); K = 200 and 136 end mid-slice. The
+/// last has 204 tiles (N = 1056 = 6 · 176), more than one a block on the
+/// H200's 132 SMs, so blocks walk several tiles and the ring wraps across
+/// tiles (K = 64: one slice a tile).
+const GROUPED_WGMMA_CASES: [(&[i32], usize, usize, usize); 4] = [
+    (&[0, 300, 300, 340, 600], 606, 424, 200),
+    (&[0, 0, 200, 264, 391, 512], 515, 352, 136),
+    (&[5, 70, 454, 523], 523, 384, 72),
+    (&[0, 610, 610, 1500, 2222, 2300, 3100, 3901, 4000], 4004, 1056, 64),
+];
+
+fn grouped_offsets_case(g: &mut Gen, offsets: &[i32], n: usize, big_n: usize, big_k: usize) -> Case {
+    let e = offsets.len() - 1;
+    let (_, a) = g.bf16(n * big_k, 0.01, 1.0);
+    let (_, w) = g.bf16(e * big_n * big_k, 0.01, 0.5);
+    Case {
+        kernel: &MOE_GROUPED_GEMM_BF16,
+        label: format!("offsets={offsets:?} n={n} N={big_n} K={big_k}"),
+        buffers: vec![
+            Buffer::output("out", DType::BF16, n * big_n, Tolerance::Nmse(REORDERED_NMSE)),
+            Buffer::input("a", a),
+            Buffer::input("w", w),
+            Buffer::input("offsets", bytes::i32_bytes(offsets)),
+        ],
+        run: Box::new(move |o, x| o.moe_grouped_gemm(x[0], x[1], &ExpertWeights::Bf16 { w: x[2] }, x[3], n, e, big_n, big_k)),
+    }
+}
+
 fn grouped_bf16_cases(g: &mut Gen) -> Vec<Case> {
-    GROUPED_SHAPES.iter().map(|&s| grouped_case(g, s, false)).collect()
+    let mut cases: Vec<Case> = GROUPED_SHAPES.iter().map(|&s| grouped_case(g, s, false)).collect();
+    cases.extend(GROUPED_WGMMA_CASES.iter().map(|&(offsets, n, big_n, big_k)| grouped_offsets_case(g, offsets, n, big_n, big_k)));
+    cases
 }
 
 fn grouped_fp4_cases(g: &mut Gen) -> Vec<Case> {
