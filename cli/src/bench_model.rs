@@ -42,6 +42,7 @@
 //! timed ones; prompt tokens per second at the median pass, and the FLOPs
 //! the pass does over that time.
 pub mod bound;
+pub mod gpu_profile;
 pub mod prefill;
 mod shape;
 
@@ -328,6 +329,9 @@ pub struct Row {
     pub bytes: bound::StepBytes,
     /// Under `--tp N > 1`: the all-reduce time of one step ([`time_all_reduces`]).
     pub all_reduce: Option<AllReduceTime>,
+    /// Under `--profile-timed-steps` on wgpu: the GPU time by kernel of one
+    /// more step, timed dispatch by dispatch ([`gpu_profile`]).
+    pub gpu_profile: Option<gpu_profile::StepProfile>,
 }
 
 /// The all-reduces of one decode step, timed apart from the step on every
@@ -469,6 +473,18 @@ pub fn run_batch(model: &dyn Engine, profiler: Option<&Arc<dyn Backend>>, batch:
         next = out.into_iter().map(|r| r.token).collect();
     }
     let sum: f64 = times.iter().sum();
+    // One more step (the session holds a position past the timed ones),
+    // outside the timed figures: its dispatches run in passes of their own.
+    #[cfg(feature = "wgpu")]
+    let gpu_profile = match profiler.filter(|_| s.profile_timed_steps).and_then(gpu_profile::timed_wgpu) {
+        Some(w) => {
+            let positions = vec![s.prompt_len + s.warmup + s.steps; batch];
+            Some(gpu_profile::profile_step(w, &mut || session.decode(&next, &positions, false).map(drop).map_err(Into::into))?)
+        }
+        None => None,
+    };
+    #[cfg(not(feature = "wgpu"))]
+    let gpu_profile = None;
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     Ok(Row {
@@ -480,6 +496,7 @@ pub fn run_batch(model: &dyn Engine, profiler: Option<&Arc<dyn Backend>>, batch:
         tokens_per_s: (batch * times.len()) as f64 / (sum / 1e3),
         bytes: bound::step_bytes(model.config(), s.quant, batch, s.timed_positions()),
         all_reduce: None,
+        gpu_profile,
     })
 }
 
@@ -606,6 +623,11 @@ impl Report {
                 (None, false) => s.push('\n'),
             }
         }
+        for r in &self.rows {
+            if let Some(p) = &r.gpu_profile {
+                let _ = write!(s, "\nbatch {}: {}", r.batch, p.markdown(r.step_ms_median));
+            }
+        }
         if let Some(p) = &self.prefill {
             s.push_str(&self.prefill_markdown(p));
         }
@@ -674,6 +696,10 @@ impl Report {
                         "calls_per_step": a.calls, "elements_per_step": a.elements, "mode": a.mode,
                         "ms_per_step": a.ms_per_step(), "ms_per_step_by_rank": a.ms_per_step_by_rank,
                         "us_per_token": a.us_per_token(r.batch), "fraction_of_step": a.ms_per_step() / r.step_ms_median,
+                    })),
+                    "gpu_profile": r.gpu_profile.as_ref().map(|p| serde_json::json!({
+                        "total_us": p.total_us,
+                        "entries": p.entries.iter().map(|e| serde_json::json!({"entry": e.entry, "dispatches": e.dispatches, "us": e.us})).collect::<Vec<_>>(),
                     })),
                 })
             })

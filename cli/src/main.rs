@@ -209,7 +209,9 @@ enum Command {
         #[arg(long)]
         json: bool,
         /// Open the profiler's collection around the timed decode steps only
-        /// (for `ncu --profile-from-start off`; CUDA).
+        /// (for `ncu --profile-from-start off`; CUDA). On wgpu: one more
+        /// step after the timed ones, timed dispatch by dispatch (timestamp
+        /// queries), reported as GPU time per kernel.
         #[arg(long)]
         profile_timed_steps: bool,
         /// Weight storage, as `generate --quant` loads it: none, fp8-embed, nvfp4.
