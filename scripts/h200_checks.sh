@@ -188,7 +188,15 @@ decode() { # both shapes, in order of priority; wgpu decodes ~4 tok/s, so fewer 
         done
     fi
     for shape in $SHAPES; do
-        jstep "bench-model wgpu $shape" 150 "$DEC/bm_wgpu_$shape.json" "$S" bench-model --backend wgpu --shape $shape --steps 8 --json
+        # --profile-timed-steps: one more step timed dispatch by dispatch (GPU time per kernel, outside the timed figures).
+        jstep "bench-model wgpu $shape" 150 "$DEC/bm_wgpu_$shape.json" "$S" bench-model --backend wgpu --shape $shape --steps 8 --profile-timed-steps --json
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+for r in d["rows"]:
+    p = r.get("gpu_profile")
+    if not p: continue
+    print("wgpu %s b%d: one step %.0f us of GPU time (%.0f us wall a step untimed); top kernels:" % (d["shape"], r["batch"], p["total_us"], 1e3 * r["step_ms_median"]))
+    for e in p["entries"][:10]: print("  %-40s x%-3d %8.1f us  %4.1f%%" % (e["entry"], e["dispatches"], e["us"], 100 * e["us"] / p["total_us"]))' \
+            "$DEC/bm_wgpu_$shape.json" >> "$SUM" 2>&1
     done
     if [ -z "$QUICK" ] && has_mode compile; then
         for shape in $SHAPES; do
