@@ -148,7 +148,7 @@ impl Traced {
             }
         }
         // A stable sort keeps the launch order among equal counts.
-        counts.sort_by(|a, b| b.1.cmp(&a.1));
+        counts.sort_by_key(|c| std::cmp::Reverse(c.1));
         counts
     }
 
