@@ -50,7 +50,7 @@ fn coopmat_variant_validates_and_lowers_to_spirv() {
             | naga::valid::Capabilities::SHADER_FLOAT16
             | naga::valid::Capabilities::COOPERATIVE_MATRIX;
         let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps).validate(&module).unwrap();
-        for entry in ["dense_coop_scales", "dense_gemm_coop"] {
+        for entry in ["dense_coop_scales", "dense_coop_convert", "dense_gemm_coop"] {
             let ep = Some((naga::ShaderStage::Compute, entry));
             let (m, i) = naga::back::pipeline_constants::process_overrides(&module, &info, ep, &Default::default())
                 .unwrap_or_else(|e| panic!("{entry}: {e:?}"));

@@ -372,25 +372,37 @@ fn wgsl_dense(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_small", 1)?], workspace_bytes: 0 })
 }
 
+/// Workspace bytes of the cooperative-matrix path of
+/// `dense_gemm_bf16_pipelined` (dense_coopmat.wgsli): the M + N row
+/// exponents as f16 rounded up to a vec4, then the f16 copies of A and B.
+fn coopmat_workspace(m: u64, n: u64, k: u64) -> u64 {
+    (m + n).div_ceil(4) * 8 + (m + n) * k * 2
+}
+
 /// `dense_gemm_bf16_pipelined`: where the device has cooperative matrices
 /// ([`DeviceFacts::wgsl_coopmat`]) and M > 16, the f16 matrix-unit path of
 /// dense_coopmat.wgsli: `dense_coop_scales` (a workgroup per row of A and of
 /// B, M + N of them, writing the rows' power-of-two exponents to the
-/// workspace) then `dense_gemm_coop` over (⌈N/128⌉, ⌈M/128⌉) tiles. Its
-/// contract (both operands to f16 after exact per-row power-of-two scaling,
-/// f32 accumulation) keeps the catalogue's NMSE ≤ 1e-6. Otherwise, and for
-/// the small path, today's f32 tiles.
+/// workspace), `dense_coop_convert` (the scaled f16 copies of A and B, an
+/// invocation per 8 halves) and `dense_gemm_coop` over (⌈N/128⌉, ⌈M/128⌉)
+/// tiles. Its contract (both operands to f16 after exact per-row
+/// power-of-two scaling, f32 accumulation) keeps the catalogue's NMSE ≤ 1e-6.
+/// Otherwise, for the small path, and where the copies do not fit one
+/// storage binding (the shaders address the workspace in u32 indices of
+/// vec4<f16> too): today's f32 tiles.
 fn wgsl_dense_gemm_pipelined(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
-    let k = a.kernel;
-    let (m, n) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?));
-    if !f.wgsl_coopmat || m <= u64::from(WGSL_SMALL_M) {
+    let kernel = a.kernel;
+    let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
+    let workspace_bytes = coopmat_workspace(m, n, k);
+    if !f.wgsl_coopmat || m <= u64::from(WGSL_SMALL_M) || workspace_bytes > f.max_binding_bytes || workspace_bytes / 8 > u64::from(u32::MAX) {
         return wgsl_dense(a, f);
     }
     let rows = m + n;
-    let scales = WgslPass { entry: "dense_coop_scales", grid: [groups(k, rows, 1)?, 1, 1], consts: vec![], extra: [0; 4] };
-    let grid = [groups(k, n, WGSL_TILE)?, groups(k, m, WGSL_TILE)?, 1];
+    let scales = WgslPass { entry: "dense_coop_scales", grid: [groups(kernel, rows, 1)?, 1, 1], consts: vec![], extra: [0; 4] };
+    let convert = WgslPass { entry: "dense_coop_convert", grid: [groups(kernel, rows * k / 8, 256)?, 1, 1], consts: vec![], extra: [0; 4] };
+    let grid = [groups(kernel, n, WGSL_TILE)?, groups(kernel, m, WGSL_TILE)?, 1];
     let gemm = WgslPass { entry: "dense_gemm_coop", grid, consts: vec![], extra: [0; 4] };
-    Ok(WgslPlan { passes: vec![scales, gemm], workspace_bytes: rows * 4 })
+    Ok(WgslPlan { passes: vec![scales, convert, gemm], workspace_bytes })
 }
 
 fn wgsl_dense_gemm_tc_scaled_acc(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
@@ -856,11 +868,18 @@ mod tests {
         };
         let geo = |p: &WgslPlan| p.passes.iter().map(|q| (q.entry, q.grid)).collect::<Vec<_>>();
         let p = plan(4096, 8192, 8192, &coop);
-        assert_eq!(geo(&p), [("dense_coop_scales", [12288, 1, 1]), ("dense_gemm_coop", [64, 32, 1])]);
-        assert_eq!(p.workspace_bytes, 12288 * 4);
+        assert_eq!(
+            geo(&p),
+            [("dense_coop_scales", [12288, 1, 1]), ("dense_coop_convert", [49152, 1, 1]), ("dense_gemm_coop", [64, 32, 1])]
+        );
+        assert_eq!(p.workspace_bytes, 12288 * 2 + 12288 * 8192 * 2);
         let p = plan(150, 136, 264, &coop);
-        assert_eq!(geo(&p), [("dense_coop_scales", [286, 1, 1]), ("dense_gemm_coop", [2, 2, 1])]);
-        assert_eq!(plan(17, 40, 72, &coop).passes[1].entry, "dense_gemm_coop");
+        assert_eq!(geo(&p), [("dense_coop_scales", [286, 1, 1]), ("dense_coop_convert", [37, 1, 1]), ("dense_gemm_coop", [2, 2, 1])]);
+        assert_eq!(p.workspace_bytes, 72 * 8 + 286 * 264 * 2);
+        assert_eq!(plan(17, 40, 72, &coop).passes[2].entry, "dense_gemm_coop");
+        // Copies past one binding: today's tiles (M + N = 266240 rows of K = 5376 need 2.86 GB).
+        let lm_head = plan(4096, 262144, 5376, &DeviceFacts { max_binding_bytes: (1 << 31) - 1, ..coop });
+        assert_eq!(geo(&lm_head), [("dense_gemm_bf16_pipelined", [2048, 32, 1])]);
         // The small path keeps its strict-order tiles; no cooperative matrices, today's tiles.
         assert_eq!(geo(&plan(16, 64, 64, &coop)), [("dense_gemm_small", [2, 1, 1])]);
         assert_eq!(plan(16, 64, 64, &coop).workspace_bytes, 0);
