@@ -153,22 +153,15 @@ fn main() -> Result<()> {
     // call per expert segment (what the grouped kernel replaces) and one
     // dense GEMM of the same FLOPs (M = all rows, expert 0's weights); then
     // the NMSE of the grouped output against the per-expert cuBLAS one over
-    // all rows. Both tile heights of the Hopper plan (the same kernel
-    // elsewhere, where the toggle changes nothing).
+    // all rows (the outputs start zeroed, so a row the kernel never wrote
+    // shows).
     let blas = switchyard_cuda::Cublas::new(&cb)?;
     fill_random(&be, act.addr(), rows * inter * 2, &mut rng)?;
     let reference = DeviceBuffer::zeroed(&be, rows * hidden.max(2 * inter) * 2)?;
-    let wide_default = switchyard_kernels::moe::expert::grouped_wide();
     for (name, out, a, w, big_n, big_k) in [("gate_up", &gu, &a_gu, &w_gu, 2 * inter, hidden), ("down", &y, &act, &w_dn, hidden, inter)] {
         let wb = ExpertWeights::Bf16 { w: w.region() };
-        // On sm_90a: 128-row tiles, then 256-row tiles (the default last,
-        // so its output is the one compared below).
-        for wide in [!wide_default, wide_default] {
-            switchyard_kernels::moe::expert::set_grouped_wide(wide);
-            let ms = b.time(&mut || b.ops.moe_grouped_gemm(out.region(), a.region(), &wb, offs, rows, e, big_n, big_k))?;
-            let rows_a_tile = if wide { "256" } else { "128" };
-            gemm(&format!("grouped bf16 {name} (Hopper tiles of {rows_a_tile} rows)"), ms, big_n, big_k, e * big_n * big_k * 2);
-        }
+        let ms = b.time(&mut || b.ops.moe_grouped_gemm(out.region(), a.region(), &wb, offs, rows, e, big_n, big_k))?;
+        gemm(&format!("grouped bf16 {name}"), ms, big_n, big_k, e * big_n * big_k * 2);
         let per_expert = || -> Result<()> {
             for x in 0..e {
                 let (lo, hi) = (offsets[x] as usize, offsets[x + 1] as usize);
@@ -184,20 +177,9 @@ fn main() -> Result<()> {
         let ms = b.time(&mut || blas.gemm_bf16(a.addr(), w.addr(), reference.addr(), rows, big_n, big_k))?;
         gemm(&format!("cuBLAS dense {rows} x {big_n} x {big_k} {name}"), ms, big_n, big_k, big_n * big_k * 2);
         per_expert()?;
-        for wide in [!wide_default, wide_default] {
-            // Fresh zeros, so a row the kernel never writes shows.
-            be.memset0(out.addr(), rows * big_n * 2)?;
-            switchyard_kernels::moe::expert::set_grouped_wide(wide);
-            b.ops.moe_grouped_gemm(out.region(), a.region(), &wb, offs, rows, e, big_n, big_k)?;
-            let nmse = nmse_bf16(&be, out.addr(), reference.addr(), rows * big_n)?;
-            let verdict = if nmse <= 1e-5 { "ok" } else { "MISMATCH" };
-            println!(
-                "| grouped bf16 {name} ({} rows) vs cuBLAS per expert: NMSE {nmse:.2e} ({verdict}) | | | |",
-                if wide { 256 } else { 128 }
-            );
-        }
+        let nmse = nmse_bf16(&be, out.addr(), reference.addr(), rows * big_n)?;
+        println!("| grouped bf16 {name} vs cuBLAS per expert: NMSE {nmse:.2e} ({}) | | | |", if nmse <= 1e-5 { "ok" } else { "MISMATCH" });
     }
-    switchyard_kernels::moe::expert::set_grouped_wide(wide_default);
     drop(blas);
     // NVFP4: random codes; scales drawn from small positive e4m3 codes.
     let wq = big(e * hidden / 2 * 2 * inter, &mut rng)?;

@@ -9,7 +9,7 @@ use switchyard_core::compare::nmse;
 use switchyard_core::{Arg, DeviceBuffer};
 use switchyard_cuda::CudaBackend;
 use switchyard_kernels::gemm::REORDERED_NMSE;
-use switchyard_kernels::moe::expert::{set_grouped_wide, ExpertWeights, MOE_GROUPED_GEMM_BF16};
+use switchyard_kernels::moe::expert::{ExpertWeights, MOE_GROUPED_GEMM_BF16};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::plan::{cuda_kernel, DeviceFacts, PlanArgs};
 use switchyard_kernels::Ops;
@@ -35,43 +35,33 @@ fn entry(f: &DeviceFacts, n: i32, e: i32, big_n: i32, big_k: i32, addr: u64) -> 
 }
 
 /// On this device's facts: the wgmma entries at the issue-13 MoE shapes
-/// when it runs sm_90a entries (gate_up N = 1408 and down N = 2816 on
-/// 256 × 176 tiles; with the 256-row tiles off, 128 × 176 and 128 × 256);
-/// decode sizes, misaligned operands, N % 8 != 0 and a device without sm_90a
-/// keep the other plans.
+/// (gate_up N = 1408 → 176-column tiles, down N = 2816 → 256) when it runs
+/// sm_90a entries; decode sizes, misaligned operands, N % 8 != 0 and a
+/// device without sm_90a keep the other plans.
 fn grouped_plan_picks_the_wgmma_entries_at_prefill_sizes() {
     let cb = CudaBackend::open(0).unwrap_or_else(|e| panic!("opening CUDA device 0: {e}"));
     let f = cb.device_facts();
     println!("{}: cuda_sm90a {}, {} SMs", cb.arch(), f.cuda_sm90a, f.multiprocessors);
     let tiles = "moe_grouped_gemm_bf16";
     let plain = DeviceFacts { cuda_sm90a: false, ..f };
-    for wide in [false, true] {
-        set_grouped_wide(wide);
-        assert_eq!(entry(&plain, 32768, 128, 1408, 2816, 256).0, tiles);
-        assert_eq!(entry(&f, 128, 128, 1408, 2816, 256).0, "moe_grouped_gemm_bf16_seg");
-        if f.cuda_sm90a {
-            let wg = |name: &'static str| (name, [f.multiprocessors, 1, 1], [384, 1, 1]);
-            let (gate_up, down) = if wide {
-                ("moe_sm90::moe_grouped_gemm_wgmma_m256n176", "moe_sm90::moe_grouped_gemm_wgmma_m256n176")
-            } else {
-                ("moe_sm90::moe_grouped_gemm_wgmma_n176", "moe_sm90::moe_grouped_gemm_wgmma_n256")
-            };
-            assert_eq!(entry(&f, 32768, 128, 1408, 2816, 256), wg(gate_up));
-            assert_eq!(entry(&f, 32768, 128, 2816, 704, 256), wg(down));
-            assert_eq!(entry(&f, 32768, 128, 1408, 2816, 264).0, tiles, "8-byte aligned operands");
-            assert_eq!(entry(&f, 32768, 128, 1410, 2816, 256).0, tiles, "N % 8 != 0");
-        } else {
-            assert_eq!(entry(&f, 32768, 128, 1408, 2816, 256).0, tiles);
-        }
+    assert_eq!(entry(&plain, 32768, 128, 1408, 2816, 256).0, tiles);
+    assert_eq!(entry(&f, 128, 128, 1408, 2816, 256).0, "moe_grouped_gemm_bf16_seg");
+    if f.cuda_sm90a {
+        let wg = |name: &'static str| (name, [f.multiprocessors, 1, 1], [384, 1, 1]);
+        assert_eq!(entry(&f, 32768, 128, 1408, 2816, 256), wg("moe_sm90::moe_grouped_gemm_wgmma_n176"));
+        assert_eq!(entry(&f, 32768, 128, 2816, 704, 256), wg("moe_sm90::moe_grouped_gemm_wgmma_n256"));
+        assert_eq!(entry(&f, 32768, 128, 1408, 2816, 264).0, tiles, "8-byte aligned operands");
+        assert_eq!(entry(&f, 32768, 128, 1410, 2816, 256).0, tiles, "N % 8 != 0");
+    } else {
+        assert_eq!(entry(&f, 32768, 128, 1408, 2816, 256).0, tiles);
     }
 }
 
 /// 32 experts over 6280 slots (segments of 0 to 399 rows, three empty,
 /// the last among them; the first starting at row 2, three zero rows past
-/// the last), N = 1056 (176-column tiles), K = 256: 384 tiles of 128 rows
-/// or 216 of 256, so each of the H200's 132 blocks walks several and the
-/// ring's phases carry across tiles. Both tile heights, against the CPU
-/// reference, on NaN-poisoned outputs, each launched twice.
+/// the last), N = 1056 (176-column tiles), K = 256: 384 tiles, so each of
+/// the H200's 132 blocks walks about three and the ring's phases carry
+/// across tiles. Against the CPU reference, on NaN-poisoned outputs, twice.
 fn grouped_wgmma_matches_the_reference_over_many_tiles() {
     let cb = CudaBackend::open(0).unwrap_or_else(|e| panic!("opening CUDA device 0: {e}"));
     let (e, big_n, big_k) = (32usize, 1056usize, 256usize);
@@ -82,6 +72,9 @@ fn grouped_wgmma_matches_the_reference_over_many_tiles() {
     }
     let n = offsets[e] as usize + 3;
     let facts = cb.device_facts();
+    let picked = entry(&facts, n as i32, e as i32, big_n as i32, big_k as i32, 256).0;
+    println!("n = {n}: {picked}");
+    assert!(!facts.cuda_sm90a || picked.starts_with("moe_sm90::"), "{picked}");
     let mut gen = Gen::new(0x13e5);
     let (_, a) = gen.bf16(n * big_k, 0.01, 1.0);
     let (_, w) = gen.bf16(e * big_n * big_k, 0.01, 0.5);
@@ -95,29 +88,19 @@ fn grouped_wgmma_matches_the_reference_over_many_tiles() {
         out.to_vec().unwrap()
     };
     let cuda: std::sync::Arc<dyn switchyard_core::Backend> = std::sync::Arc::new(cb);
+    let (got, again) = (run(&cuda), run(&cuda));
     let want = run(&switchyard_cpu_ref::cpu_backend());
+    assert!(got == again, "two launches differ");
     let f64s = |b: &[u8]| b.chunks_exact(2).map(|c| bf16_value(u16::from_le_bytes([c[0], c[1]])) as f64).collect::<Vec<_>>();
-    let r = f64s(&want);
-    for wide in [false, true] {
-        set_grouped_wide(wide);
-        let picked = entry(&facts, n as i32, e as i32, big_n as i32, big_k as i32, 256).0;
-        println!("n = {n}, 256-row tiles {wide}: {picked}");
-        assert!(!facts.cuda_sm90a || picked.starts_with("moe_sm90::"), "{picked}");
-        let (got, again) = (run(&cuda), run(&cuda));
-        assert!(got == again, "{picked}: two launches differ");
-        let g = f64s(&got);
-        assert!(g.iter().all(|v| v.is_finite()), "{picked}: an output never written (NaN poison) or a non-finite value");
-        let outside = |row: usize| row < offsets[0] as usize || row >= offsets[e] as usize;
-        for row in (0..n).filter(|&r| outside(r)) {
-            assert!(
-                got[row * big_n * 2..(row + 1) * big_n * 2].iter().all(|&b| b == 0),
-                "{picked}: row {row} outside every segment is not +0"
-            );
-        }
-        let err = nmse(&g, &r);
-        println!("{picked}: NMSE vs cpu-ref {err:.2e}");
-        assert!(err <= REORDERED_NMSE, "{picked}: NMSE {err:.2e}");
+    let (g, r) = (f64s(&got), f64s(&want));
+    assert!(g.iter().all(|v| v.is_finite()), "an output the kernel never wrote (NaN poison) or a non-finite value");
+    let outside = |row: usize| row < offsets[0] as usize || row >= offsets[e] as usize;
+    for row in (0..n).filter(|&r| outside(r)) {
+        assert!(got[row * big_n * 2..(row + 1) * big_n * 2].iter().all(|&b| b == 0), "row {row} outside every segment is not +0");
     }
+    let err = nmse(&g, &r);
+    println!("NMSE vs cpu-ref {err:.2e}");
+    assert!(err <= REORDERED_NMSE, "NMSE {err:.2e}");
 }
 
 switchyard_test_harness::tests!(needs "cuda": grouped_plan_picks_the_wgmma_entries_at_prefill_sizes, grouped_wgmma_matches_the_reference_over_many_tiles);

@@ -7,7 +7,6 @@ use crate::gemm::REORDERED_NMSE;
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{groups, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan};
-use std::sync::atomic::{AtomicU8, Ordering};
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
@@ -166,55 +165,25 @@ const SEGMENT_GEMV_COLS: u64 = 32;
 pub const GROUPED_WGMMA_MIN_SLOTS: u32 = 512;
 /// Most experts the Hopper plan takes (its tile list lives in shared memory).
 const GROUPED_WGMMA_MAX_EXPERTS: u32 = 1024;
-/// The wgmma entries of `moe_sm90.cu`: (entry, rows per tile BM, columns
-/// BN, ring stages). 176 fits the gate_up width 1408 = 8 · 176 exactly; the
-/// 256-row entry gives each consumer warpgroup two m64 row blocks.
-const GROUPED_WGMMA_ENTRIES: [(&str, u32, u32, u32); 4] = [
-    ("moe_sm90::moe_grouped_gemm_wgmma_n256", 128, 256, 4),
-    ("moe_sm90::moe_grouped_gemm_wgmma_n192", 128, 192, 5),
-    ("moe_sm90::moe_grouped_gemm_wgmma_n176", 128, 176, 5),
-    ("moe_sm90::moe_grouped_gemm_wgmma_m256n176", 256, 176, 3),
+/// The wgmma entries of `moe_sm90.cu`: (entry, columns per tile BN, ring
+/// stages). 176 fits the gate_up width 1408 = 8 · 176 exactly.
+const GROUPED_WGMMA_ENTRIES: [(&str, u32, u32); 3] = [
+    ("moe_sm90::moe_grouped_gemm_wgmma_n256", 256, 4),
+    ("moe_sm90::moe_grouped_gemm_wgmma_n192", 192, 5),
+    ("moe_sm90::moe_grouped_gemm_wgmma_n176", 176, 5),
 ];
-/// K per ring stage.
+/// Rows per tile (two consumer warpgroups of 64), and K per ring stage.
+const GROUPED_WGMMA_BM: u32 = 128;
 const GROUPED_WGMMA_BK: u32 = 64;
 /// Epilogue staging: 8 consumer warps × 16 rows × 72 bf16.
 const GROUPED_WGMMA_STAGING: u64 = 8 * 16 * 72 * 2;
-
-/// Environment variable that, set to `0`, keeps the grouped Hopper plan on
-/// its 128-row tiles; anything else (or unset) lets it take the 256-row
-/// entry where that pads N least ([`grouped_wide`]).
-pub const GROUPED_WIDE_ENV: &str = "SWITCHYARD_MOE_WIDE";
-/// Whether the 256-row tiles are on when [`GROUPED_WIDE_ENV`] is unset.
-const GROUPED_WIDE_DEFAULT: bool = true;
-/// 0: not read yet; 1: off; 2: on.
-static GROUPED_WIDE_ON: AtomicU8 = AtomicU8::new(0);
-
-/// Whether the grouped Hopper plan may take 256-row tiles:
-/// [`set_grouped_wide`]'s last word, else [`GROUPED_WIDE_ENV`], else the default.
-pub fn grouped_wide() -> bool {
-    match GROUPED_WIDE_ON.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let on = std::env::var(GROUPED_WIDE_ENV).map_or(GROUPED_WIDE_DEFAULT, |v| v.trim() != "0");
-            GROUPED_WIDE_ON.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-            on
-        }
-    }
-}
-
-/// Turns the 256-row tiles on or off for the process's later launches
-/// (benchmarks and tests run both forms in one process).
-pub fn set_grouped_wide(on: bool) {
-    GROUPED_WIDE_ON.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-}
 
 /// Dynamic shared memory of a grouped wgmma entry (`moe_wgmma` in
 /// moe_sm90.cu): the ring, the epilogue staging, 2·stages mbarriers, the
 /// tile prefix and segment starts (e + 1 i32 each), and 1024 bytes to align
 /// the ring to the 128-byte swizzle's atom.
-fn grouped_wgmma_shared_bytes(bm: u32, bn: u32, stages: u32, e: u32) -> u64 {
-    u64::from(stages) * u64::from(bm + bn) * u64::from(GROUPED_WGMMA_BK) * 2
+fn grouped_wgmma_shared_bytes(bn: u32, stages: u32, e: u32) -> u64 {
+    u64::from(stages) * u64::from(GROUPED_WGMMA_BM + bn) * u64::from(GROUPED_WGMMA_BK) * 2
         + GROUPED_WGMMA_STAGING
         + 16 * u64::from(stages)
         + 8 * (u64::from(e) + 1)
@@ -226,10 +195,9 @@ fn grouped_wgmma_shared_bytes(bm: u32, bn: u32, stages: u32, e: u32) -> u64 {
 /// e ≤ 1024, N % 8 == 0 (16-byte stores), a, w and out 16-byte aligned (TMA
 /// and the stores; K % 8 == 0 is the contract's), rows, weight rows `e · N`
 /// and every tile index inside i32 with room to spare. Among the entries
-/// whose shared memory fits (the 256-row one only while [`grouped_wide`]),
-/// the one whose tiles pad N least, then the 256-row one, then the wider; a
-/// persistent grid of at most one block an SM (and no more than the tiles
-/// there can be).
+/// whose shared memory fits, the one whose tiles pad N least, the wider on
+/// a tie; a persistent grid of at most one block an SM (and no more than
+/// the tiles there can be).
 fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>> {
     let (n, e, big_n, big_k) = (a.u32("n")?, a.u32("e")?, a.u32("big_n")?, a.u32("big_k")?);
     let aligned = a.addr("a")? % 16 == 0 && a.addr("w")? % 16 == 0 && a.addr("out")? % 16 == 0;
@@ -244,60 +212,53 @@ fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>>
         || big_k % 8 != 0
         || !aligned
         || u64::from(e) * u64::from(big_n) + 256 > i32::MAX as u64
-        || u64::from(n) + 512 > i32::MAX as u64
+        || u64::from(n) + 256 > i32::MAX as u64
     {
         return Ok(None);
     }
-    let wide = grouped_wide();
-    let usable = |&&(_, bm, bn, stages): &&(&str, u32, u32, u32)| {
-        (wide || bm == 128) && grouped_wgmma_shared_bytes(bm, bn, stages, e) <= u64::from(f.max_shared_bytes)
-    };
-    let Some(&(entry, bm, bn, stages)) =
-        GROUPED_WGMMA_ENTRIES.iter().filter(usable).min_by_key(|&&(_, bm, bn, _)| (big_n.div_ceil(bn) * bn, u32::MAX - bm, u32::MAX - bn))
+    let fits = |&&(_, bn, stages): &&(&str, u32, u32)| grouped_wgmma_shared_bytes(bn, stages, e) <= u64::from(f.max_shared_bytes);
+    let Some(&(entry, bn, stages)) =
+        GROUPED_WGMMA_ENTRIES.iter().filter(fits).min_by_key(|&&(_, bn, _)| (big_n.div_ceil(bn) * bn, u32::MAX - bn))
     else {
         return Ok(None);
     };
-    // Tiles of rows: Σ_x ⌈len_x / BM⌉, at most ⌈n / BM⌉ + e for sorted
+    // Tiles of rows: Σ_x ⌈len_x / 128⌉, at most ⌈n / 128⌉ + e for sorted
     // offsets; the kernel clamps unsorted ones segment by segment, each
     // at most n rows. Times ⌈N / BN⌉ n-tiles; the bound leaves room for a
     // block's `t += gridDim.x` past the last tile.
     let n_tiles = u64::from(big_n.div_ceil(bn));
-    let row_tiles = u64::from(n.div_ceil(bm));
+    let row_tiles = u64::from(n.div_ceil(GROUPED_WGMMA_BM));
     if u64::from(e) * (row_tiles + 1) * n_tiles > (i32::MAX as u64) / 2 {
         return Ok(None);
     }
     let sorted_tiles = (row_tiles + u64::from(e)) * n_tiles;
     let grid = u32::try_from(sorted_tiles.min(u64::from(f.multiprocessors))).expect("at most the SM count");
-    let shared_bytes = u32::try_from(grouped_wgmma_shared_bytes(bm, bn, stages, e)).expect("checked against max_shared_bytes");
+    let shared_bytes = u32::try_from(grouped_wgmma_shared_bytes(bn, stages, e)).expect("checked against max_shared_bytes");
     Ok(Some(CudaPass { entry, grid: [grid, 1, 1], block: [384, 1, 1], shared_bytes }))
 }
 
-/// The grouped wgmma entries' tensor maps: a (`n × K`) in BM × 64 boxes,
+/// The grouped wgmma entries' tensor maps: a (`n × K`) in 128 × 64 boxes,
 /// w as one `e·N × K` matrix in BN × 64 boxes (expert x's rows start at
 /// x·N).
-fn grouped_wgmma_maps(a: &PlanArgs, bm: u32, bn: u32) -> Result<Vec<TensorMap2d>> {
+fn grouped_wgmma_maps(a: &PlanArgs, bn: u32) -> Result<Vec<TensorMap2d>> {
     let (n, e, big_n, big_k) = (a.u32("n")?, a.u32("e")?, a.u32("big_n")?, a.u32("big_k")?);
     Ok(vec![
-        TensorMap2d { arg: "a", rows: u64::from(n), cols: u64::from(big_k), box_rows: bm, box_cols: GROUPED_WGMMA_BK },
+        TensorMap2d { arg: "a", rows: u64::from(n), cols: u64::from(big_k), box_rows: GROUPED_WGMMA_BM, box_cols: GROUPED_WGMMA_BK },
         TensorMap2d { arg: "w", rows: u64::from(e) * u64::from(big_n), cols: u64::from(big_k), box_rows: bn, box_cols: GROUPED_WGMMA_BK },
     ])
 }
 fn grouped_wgmma_maps_n256(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    grouped_wgmma_maps(a, 128, 256)
+    grouped_wgmma_maps(a, 256)
 }
 fn grouped_wgmma_maps_n192(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    grouped_wgmma_maps(a, 128, 192)
+    grouped_wgmma_maps(a, 192)
 }
 fn grouped_wgmma_maps_n176(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    grouped_wgmma_maps(a, 128, 176)
-}
-fn grouped_wgmma_maps_m256n176(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    grouped_wgmma_maps(a, 256, 176)
+    grouped_wgmma_maps(a, 176)
 }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n256", maps: grouped_wgmma_maps_n256 } }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n192", maps: grouped_wgmma_maps_n192 } }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n176", maps: grouped_wgmma_maps_n176 } }
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_m256n176", maps: grouped_wgmma_maps_m256n176 } }
 
 /// At decode sizes, `moe_grouped_gemm_bf16_seg`: a block per (32 weight
 /// rows, slot), where only the block of a segment's first slot computes it,
@@ -758,22 +719,20 @@ fn grouped_case(g: &mut Gen, (rows, k, e, big_n, big_k): (usize, usize, usize, u
 }
 
 /// Prefill-sized bf16 cases with explicit segments: (offsets, n, N, K). At
-/// n ≥ 512 they take the Hopper plan on an sm_90a device: N = 424 the
-/// 128 × 256 tiles (ragged last n-tile), 384 the 128 × 192 ones, 352 and
-/// 1584 the 256 × 176 ones (128 × 176 under `SWITCHYARD_MOE_WIDE=0`).
-/// Segments start off tile boundaries; one is empty, others leave a
-/// warpgroup or a row block idle (40, 64, 78, 98 and 121 rows past a tile
-/// boundary); rows before offsets[0] and past offsets[e] are zero; the last
-/// segment of the third runs to n (TMA zero-fills past it); K = 200 and 136
-/// end mid-slice. The last has 180 (256 rows) or 306 (128 rows) tiles (N =
-/// 1584 = 9 · 176), more than one a block on the H200's 132 SMs, so blocks
-/// walk several tiles and the ring wraps across tiles (K = 64: one slice a
-/// tile).
+/// n ≥ 512 they take the Hopper plan on an sm_90a device, one case per tile
+/// width (N = 424 → 256 columns, ragged last n-tile; 352 → 176; 384 → 192).
+/// Segments start off tile boundaries; one is empty, one is 40 rows (the
+/// second consumer warpgroup idle), tails of 44, 64 and 5 rows; rows before
+/// offsets[0] and past offsets[e] are zero; the last segment of the third
+/// runs to n (TMA zero-fills past it); K = 200 and 136 end mid-slice. The
+/// last has 204 tiles (N = 1056 = 6 · 176), more than one a block on the
+/// H200's 132 SMs, so blocks walk several tiles and the ring wraps across
+/// tiles (K = 64: one slice a tile).
 const GROUPED_WGMMA_CASES: [(&[i32], usize, usize, usize); 4] = [
     (&[0, 300, 300, 340, 600], 606, 424, 200),
     (&[0, 0, 200, 264, 391, 512], 515, 352, 136),
     (&[5, 70, 454, 523], 523, 384, 72),
-    (&[0, 610, 610, 1500, 2222, 2300, 3100, 3901, 4000], 4004, 1584, 64),
+    (&[0, 610, 610, 1500, 2222, 2300, 3100, 3901, 4000], 4004, 1056, 64),
 ];
 
 fn grouped_offsets_case(g: &mut Gen, offsets: &[i32], n: usize, big_n: usize, big_k: usize) -> Case {
@@ -859,3 +818,91 @@ inventory::submit! { CaseSet { kernel: &MOE_GROUPED_GEMM_BF16, cases: grouped_bf
 inventory::submit! { CaseSet { kernel: &MOE_GROUPED_W4A16, cases: grouped_fp4_cases } }
 inventory::submit! { CaseSet { kernel: &GELU_MUL_BF16, cases: gelu_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_COMBINE_BF16, cases: combine_cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::cuda_kernel;
+
+    const HOPPER: DeviceFacts = DeviceFacts {
+        multiprocessors: 132,
+        max_shared_bytes: 232448,
+        subgroup_size: 32,
+        max_groups_per_dim: 65535,
+        max_binding_bytes: u64::MAX,
+        cuda_sm90a: true,
+        wgsl_coopmat: false,
+    };
+
+    fn plan(f: &DeviceFacts, n: i32, e: i32, big_n: i32, big_k: i32, addr: u64) -> CudaPass {
+        let args: Vec<switchyard_core::Arg> = MOE_GROUPED_GEMM_BF16
+            .args
+            .iter()
+            .map(|a| match a.name {
+                "n" => I(n),
+                "e" => I(e),
+                "big_n" => I(big_n),
+                "big_k" => I(big_k),
+                _ => P(addr),
+            })
+            .collect();
+        let p = (cuda_kernel(&MOE_GROUPED_GEMM_BF16).unwrap().plan)(&PlanArgs::new(&MOE_GROUPED_GEMM_BF16, &args), f).unwrap();
+        assert_eq!((p.passes.len(), p.workspace_bytes), (1, 0));
+        p.passes[0].clone()
+    }
+
+    /// The issue-13 shapes take the wgmma entries (gate_up 1408 = 8 · 176,
+    /// down 2816 = 11 · 256), one block an SM, shared memory as the kernel
+    /// lays it out; every prefill parity case takes one; decode sizes,
+    /// n < 512, misaligned operands, N % 8 != 0, too many experts and a
+    /// device without sm_90a keep the other plans.
+    #[test]
+    fn grouped_bf16_takes_the_wgmma_plan_at_prefill_sizes_on_hopper() {
+        let ring = |bn: u64, stages: u64| stages * (128 + bn) * 128 + 8 * 16 * 72 * 2 + 16 * stages + 8 * 129 + 1024;
+        let gate_up = plan(&HOPPER, 32768, 128, 1408, 2816, 256);
+        assert_eq!(gate_up.entry, "moe_sm90::moe_grouped_gemm_wgmma_n176");
+        assert_eq!((gate_up.grid, gate_up.block, u64::from(gate_up.shared_bytes)), ([132, 1, 1], [384, 1, 1], ring(176, 5)));
+        let down = plan(&HOPPER, 32768, 128, 2816, 704, 256);
+        assert_eq!((down.entry, u64::from(down.shared_bytes)), ("moe_sm90::moe_grouped_gemm_wgmma_n256", ring(256, 4)));
+        for (offsets, n, big_n, big_k) in GROUPED_WGMMA_CASES {
+            let e = offsets.len() as i32 - 1;
+            assert!(plan(&HOPPER, n as i32, e, big_n as i32, big_k as i32, 256).entry.starts_with("moe_sm90::"), "{offsets:?}");
+        }
+        assert_eq!(plan(&HOPPER, 606, 4, 384, 72, 256).entry, "moe_sm90::moe_grouped_gemm_wgmma_n192");
+        let tiles = "moe_grouped_gemm_bf16";
+        assert_eq!(plan(&HOPPER, 128, 128, 1408, 2816, 256).entry, "moe_grouped_gemm_bf16_seg");
+        assert_eq!(plan(&HOPPER, 511, 4, 1408, 2816, 256).entry, tiles);
+        assert_eq!(plan(&HOPPER, 32768, 128, 1408, 2816, 264).entry, tiles);
+        assert_eq!(plan(&HOPPER, 32768, 128, 1410, 2816, 256).entry, tiles);
+        assert_eq!(plan(&HOPPER, 32768, 1025, 1408, 2816, 256).entry, tiles);
+        assert_eq!(plan(&DeviceFacts { cuda_sm90a: false, ..HOPPER }, 32768, 128, 1408, 2816, 256).entry, tiles);
+        // Few tiles: no more blocks than tiles there can be.
+        assert_eq!(plan(&HOPPER, 512, 1, 176, 64, 256).grid, [5, 1, 1]);
+    }
+
+    /// The tensor maps: a in 128-row boxes, w as one e·N-row matrix in
+    /// BN-row boxes.
+    #[test]
+    fn grouped_wgmma_maps_view_the_weights_as_one_matrix() {
+        for (entry, bn) in
+            [("moe_grouped_gemm_wgmma_n256", 256), ("moe_grouped_gemm_wgmma_n192", 192), ("moe_grouped_gemm_wgmma_n176", 176)]
+        {
+            let args: Vec<switchyard_core::Arg> = MOE_GROUPED_GEMM_BF16
+                .args
+                .iter()
+                .map(|a| match a.name {
+                    "n" => I(600),
+                    "e" => I(4),
+                    "big_n" => I(424),
+                    "big_k" => I(200),
+                    _ => P(256),
+                })
+                .collect();
+            let maps =
+                (crate::plan::cuda_tensor_maps("moe_sm90", entry).expect("registered").maps)(&PlanArgs::new(&MOE_GROUPED_GEMM_BF16, &args))
+                    .unwrap();
+            assert_eq!(maps[0], TensorMap2d { arg: "a", rows: 600, cols: 200, box_rows: 128, box_cols: 64 });
+            assert_eq!(maps[1], TensorMap2d { arg: "w", rows: 4 * 424, cols: 200, box_rows: bn, box_cols: 64 });
+        }
+    }
+}

@@ -15,7 +15,7 @@
 // index and weight row fits an int.
 //
 // Work items: a persistent grid (at most one block an SM) walks tiles
-// (expert x, m-tile, n-tile) of BM = 128 (or 256, below) rows x BN columns. Each block derives
+// (expert x, m-tile, n-tile) of 128 rows x BN columns. Each block derives
 // the list from `offsets` itself before it starts (segment starts clamped
 // to [0, n], a warp scan of the per-expert tile counts into shared memory),
 // so every block sees the same list and the result does not depend on
@@ -26,38 +26,35 @@
 //
 // Block 384 = three warpgroups, as the dense kernel:
 // - warpgroup 0: one thread issues the TMA copies of each 64-wide K slice
-//   (a: the BM rows from the tile's first row, w: BN rows of the 2-D view
+//   (a: the 128 rows from the tile's first row, w: BN rows of the 2-D view
 //   [e * N, K] starting at x * N + column) into a STAGES-deep ring. Rows of
 //   a past the segment belong to the next expert (or, past n, arrive as
 //   zeros): they are multiplied but never stored. Weight rows past N of an
 //   expert likewise give columns that are never stored. The other three
 //   warps write the zero rows (before offsets[0], at or past offsets[e]).
-// - warpgroups 1 and 2: each owns BM / 2 rows of the tile. A warpgroup whose
-//   rows all lie past the segment's end (the last tile of a segment's
-//   ragged tail) skips its wgmma and only keeps the ring moving (waits
-//   `full`, arrives on `empty`), so a ragged tail costs half a tile. The epilogue stages each warp's 16 x 64 bf16 pieces in shared
+// - warpgroups 1 and 2: each owns 64 rows of the tile. A warpgroup whose
+//   64 rows all lie past the segment's end (the last tile of a segment of
+//   at most 64 leftover rows) skips its wgmma and only keeps the ring
+//   moving (waits `full`, arrives on `empty`), so a ragged tail costs half
+//   a tile. The epilogue stages each warp's 16 x 64 bf16 pieces in shared
 //   memory (rows padded to 72 elements: conflict-free on both sides) and
 //   stores rows inside the segment as 16-byte vectors; a store straight
 //   from the fragment would write 4 bytes of 8 rows an instruction.
 //
-// Wide tiles (moe_grouped_gemm_wgmma_m256n176): 256 rows a tile, each
-// consumer warpgroup two m64 row blocks of 176 columns (176 f32 accumulators
-// a thread), so each weight slice read from L2 feeds twice the rows (L2 was
-// the busiest unit of the 128-row kernel: 83-91% of its peak in ncu). The
-// producer warpgroup gives registers back (setmaxnreg 40) and the consumers
-// take them (232); a row block past the segment's end skips its wgmma, so
-// a ragged tail still costs whole 64-row blocks only. 3 stages fit.
+// Measured and dropped: tiles of 256 rows x 176 (two m64 row blocks a
+// consumer warpgroup, setmaxnreg 40/232, 3 stages) cut ncu's L2 throughput
+// from 91% to 81% of peak at the gate_up shape but left the tensor pipe no
+// busier (76% of active cycles), and ran slower in the same call (gate_up
+// 503 against 528 TFLOP/s, down 409 against 473).
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
+#define MG_BM 128
 #define MG_BK 64
+#define MG_A_BYTES (MG_BM * MG_BK * 2)
 // Epilogue staging of one consumer warp: 16 rows of 64 bf16, padded to 72.
 #define MG_ST_LD 72
 #define MG_ST_BYTES (16 * MG_ST_LD * 2)
-
-template <int V> struct MgConst {
-    static constexpr int value = V;
-};
 
 // Tile t's expert, m-tile and n-tile: x is the last expert whose first tile
 // is at or before t (so never an empty one), then n-tile outer, m-tile inner.
@@ -80,13 +77,10 @@ __device__ __forceinline__ void mg_tile(int t, const int* pre, int e, int ntc, i
 // grouped_wgmma_shared_bytes): up to 1023 bytes to align the ring to 1024
 // (the 128-byte swizzle's atom), STAGES x (a slice + w slice), the eight
 // consumer warps' staging, 2 * STAGES mbarriers, then pre[e + 1] and
-// start[e + 1] (segment starts clamped to [0, n]). SUB: m64 row blocks a
-// consumer warpgroup (tiles of 128 * SUB rows).
-template <int BN, int STAGES, int SUB>
+// start[e + 1] (segment starts clamped to [0, n]).
+template <int BN, int STAGES>
 __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, const int* __restrict__ offsets, int n, int e,
                                           int big_n, int big_k) {
-    constexpr int MG_BM = 128 * SUB;
-    constexpr int MG_A_BYTES = MG_BM * MG_BK * 2;
     constexpr int B_BYTES = BN * MG_BK * 2;
     constexpr int STAGE_BYTES = MG_A_BYTES + B_BYTES;
     extern __shared__ __align__(1024) unsigned char mg_raw[];
@@ -136,7 +130,6 @@ __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf
     const int KT = (big_k + MG_BK - 1) / MG_BK;
 
     if (wg == 0) {
-        if constexpr (SUB == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (tid == 0) {
             int s = 0;
             unsigned phase = 0;
@@ -169,62 +162,17 @@ __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf
         return;
     }
 
-    // Consumers: warpgroup cw owns tile rows 64·SUB·cw .. + 64·SUB - 1, in
-    // SUB row blocks of 64.
-    if constexpr (SUB == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    // Consumers: warpgroup cw owns tile rows 64·cw .. 64·cw + 63.
     const int cw = wg - 1, warp = (tid & 127) >> 5, g = lane >> 2, q = lane & 3;
     unsigned char* stg = staging + (cw * 4 + warp) * MG_ST_BYTES;
-    float acc[SUB][BN / 2];
+    float acc[BN / 2];
     int s = 0;
     unsigned phase = 0;
-    // One tile's K loop with the first ACT row blocks multiplying (the
-    // others lie past the segment's end).
-    auto k_loop = [&](auto act_c) {
-        constexpr int ACT = decltype(act_c)::value;
-#pragma unroll
-        for (int b = 0; b < ACT; ++b)
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) acc[b][i] = 0.0f;
-        int prev = -1;
-        for (int kt = 0; kt < KT; ++kt) {
-            mbar_wait(full(s), phase);
-            const unsigned a_addr = ring + s * STAGE_BYTES + cw * SUB * 64 * (MG_BK * 2);
-            const unsigned b_addr = ring + s * STAGE_BYTES + MG_A_BYTES;
-#pragma unroll
-            for (int b = 0; b < ACT; ++b)
-#pragma unroll
-                for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[b][i]);
-            wgmma_fence();
-#pragma unroll
-            for (int j = 0; j < MG_BK / 16; ++j)
-#pragma unroll
-                for (int b = 0; b < ACT; ++b) wgmma_tile<BN>(acc[b], wg_desc(a_addr + b * 64 * (MG_BK * 2) + 32 * j), wg_desc(b_addr + 32 * j));
-            wgmma_commit();
-#pragma unroll
-            for (int b = 0; b < ACT; ++b)
-#pragma unroll
-                for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[b][i]);
-            // The slice before this one is finished with: free its stage.
-            wgmma_wait<1>();
-            if (prev >= 0 && lane == 0) mbar_arrive(empty(prev));
-            prev = s;
-            if (++s == STAGES) {
-                s = 0;
-                phase ^= 1u;
-            }
-        }
-        wgmma_wait<0>();
-#pragma unroll
-        for (int b = 0; b < ACT; ++b)
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[b][i]);
-        if (prev >= 0 && lane == 0) mbar_arrive(empty(prev));
-    };
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int x, mt, nt;
         mg_tile(t, pre, e, ntc, x, mt, nt);
         const int seg_hi = max(start[x + 1], start[x]);
-        const int r0 = start[x] + mt * MG_BM + cw * SUB * 64;
+        const int r0 = start[x] + mt * MG_BM + cw * 64;
         if (r0 >= seg_hi) {
             // Nothing of ours in the segment: release each stage once it has
             // landed (waiting keeps our arrivals in step with the ring).
@@ -238,46 +186,63 @@ __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf
             }
             continue;
         }
-        if constexpr (SUB == 2) {
-            if (r0 + 64 < seg_hi) k_loop(MgConst<2>{});
-            else k_loop(MgConst<1>{});
-        } else {
-            k_loop(MgConst<1>{});
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+        int prev = -1;
+        for (int kt = 0; kt < KT; ++kt) {
+            mbar_wait(full(s), phase);
+            const unsigned a_addr = ring + s * STAGE_BYTES + cw * 64 * (MG_BK * 2);
+            const unsigned b_addr = ring + s * STAGE_BYTES + MG_A_BYTES;
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[i]);
+            wgmma_fence();
+#pragma unroll
+            for (int j = 0; j < MG_BK / 16; ++j) wgmma_tile<BN>(acc, wg_desc(a_addr + 32 * j), wg_desc(b_addr + 32 * j));
+            wgmma_commit();
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[i]);
+            // The slice before this one is finished with: free its stage.
+            wgmma_wait<1>();
+            if (prev >= 0 && lane == 0) mbar_arrive(empty(prev));
+            prev = s;
+            if (++s == STAGES) {
+                s = 0;
+                phase ^= 1u;
+            }
         }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[i]);
+        if (prev >= 0 && lane == 0) mbar_arrive(empty(prev));
 
         // Fragment layout: n8 block j holds (row g, cols 8j + 2q, +1) in
-        // acc[b][4j], acc[b][4j+1] and row g + 8 in acc[b][4j+2], [4j+3];
-        // this warp's rows of row block b are r0 + 64·b + 16·warp .. + 15.
+        // acc[4j], acc[4j+1] and row g + 8 in acc[4j+2], acc[4j+3]; this
+        // warp's rows are r0 + 16·warp .. + 15.
+        const int row0 = r0 + warp * 16;
 #pragma unroll
-        for (int b = 0; b < SUB; ++b) {
-            const int row0 = r0 + 64 * b + warp * 16;
-            if (r0 + 64 * b >= seg_hi) break; // warpgroup-uniform
+        for (int c = 0; c < (BN + 63) / 64; ++c) {
+            const int blocks = min(8, BN / 8 - 8 * c); // n8 blocks in this 64-column piece
 #pragma unroll
-            for (int c = 0; c < (BN + 63) / 64; ++c) {
-                const int blocks = min(8, BN / 8 - 8 * c); // n8 blocks in this 64-column piece
-#pragma unroll
-                for (int jj = 0; jj < 8; ++jj) {
-                    if (jj >= blocks) break;
-                    const int j = 8 * c + jj;
-                    *reinterpret_cast<unsigned*>(stg + (g * MG_ST_LD + 8 * jj + 2 * q) * 2) = pack_bf16(acc[b][4 * j], acc[b][4 * j + 1]);
-                    *reinterpret_cast<unsigned*>(stg + ((g + 8) * MG_ST_LD + 8 * jj + 2 * q) * 2) =
-                        pack_bf16(acc[b][4 * j + 2], acc[b][4 * j + 3]);
-                }
-                __syncwarp();
-                // 16 rows x `blocks` 16-byte pieces; N % 8 == 0, so a piece is
-                // all inside N or all outside.
-#pragma unroll
-                for (int p0 = 0; p0 < 16 * blocks; p0 += 32) {
-                    const int p = p0 + lane;
-                    const int r = p / blocks, pc = p - r * blocks;
-                    const int row = row0 + r, col = nt * BN + 64 * c + 8 * pc;
-                    if (p < 16 * blocks && row < seg_hi && col < big_n) {
-                        const uint4 v = *reinterpret_cast<const uint4*>(stg + (r * MG_ST_LD + 8 * pc) * 2);
-                        *reinterpret_cast<uint4*>(out + (size_t)row * big_n + col) = v;
-                    }
-                }
-                __syncwarp();
+            for (int jj = 0; jj < 8; ++jj) {
+                if (jj >= blocks) break;
+                const int j = 8 * c + jj;
+                *reinterpret_cast<unsigned*>(stg + (g * MG_ST_LD + 8 * jj + 2 * q) * 2) = pack_bf16(acc[4 * j], acc[4 * j + 1]);
+                *reinterpret_cast<unsigned*>(stg + ((g + 8) * MG_ST_LD + 8 * jj + 2 * q) * 2) = pack_bf16(acc[4 * j + 2], acc[4 * j + 3]);
             }
+            __syncwarp();
+            // 16 rows x `blocks` 16-byte pieces; N % 8 == 0, so a piece is
+            // all inside N or all outside.
+#pragma unroll
+            for (int p0 = 0; p0 < 16 * blocks; p0 += 32) {
+                const int p = p0 + lane;
+                const int r = p / blocks, pc = p - r * blocks;
+                const int row = row0 + r, col = nt * BN + 64 * c + 8 * pc;
+                if (p < 16 * blocks && row < seg_hi && col < big_n) {
+                    const uint4 v = *reinterpret_cast<const uint4*>(stg + (r * MG_ST_LD + 8 * pc) * 2);
+                    *reinterpret_cast<uint4*>(out + (size_t)row * big_n + col) = v;
+                }
+            }
+            __syncwarp();
         }
     }
 }
@@ -285,25 +250,19 @@ __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_grouped_gemm_wgmma_n256(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
                                 int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
-    moe_wgmma<256, 4, 1>(&ta, &tw, out, offsets, n, e, big_n, big_k);
+    moe_wgmma<256, 4>(&ta, &tw, out, offsets, n, e, big_n, big_k);
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_grouped_gemm_wgmma_n192(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
                                 int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
-    moe_wgmma<192, 5, 1>(&ta, &tw, out, offsets, n, e, big_n, big_k);
+    moe_wgmma<192, 5>(&ta, &tw, out, offsets, n, e, big_n, big_k);
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_grouped_gemm_wgmma_n176(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
                                 int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
-    moe_wgmma<176, 5, 1>(&ta, &tw, out, offsets, n, e, big_n, big_k);
-}
-
-extern "C" __global__ void __launch_bounds__(384, 1)
-    moe_grouped_gemm_wgmma_m256n176(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
-                                    int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
-    moe_wgmma<176, 3, 2>(&ta, &tw, out, offsets, n, e, big_n, big_k);
+    moe_wgmma<176, 5>(&ta, &tw, out, offsets, n, e, big_n, big_k);
 }
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
