@@ -394,7 +394,8 @@ fn wgsl_dense_gemm_pipelined(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> 
     let kernel = a.kernel;
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
     let workspace_bytes = coopmat_workspace(m, n, k);
-    if !f.wgsl_coopmat || m <= u64::from(WGSL_SMALL_M) || workspace_bytes > f.max_binding_bytes || workspace_bytes / 8 > u64::from(u32::MAX) {
+    let fits = workspace_bytes <= f.max_binding_bytes && workspace_bytes / 8 <= u64::from(u32::MAX);
+    if !f.wgsl_coopmat || m <= u64::from(WGSL_SMALL_M) || !fits {
         return wgsl_dense(a, f);
     }
     let rows = m + n;
