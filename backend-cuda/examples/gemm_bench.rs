@@ -2,18 +2,22 @@
 //! prefill M in {512, 4096} and decode M in {1, 16}, (N, K) in
 //! {(8192, 8192), (21504, 5376), (5376, 21504)}.
 //!
-//! `cargo run --release -p switchyard-cuda --example gemm_bench`
-//! (libcublas and libnvrtc on LD_LIBRARY_PATH).
+//! `cargo run --release -p switchyard-cuda --example gemm_bench [-- --w4a16-prefill]`
+//! (libcublas and libnvrtc on LD_LIBRARY_PATH); `--w4a16-prefill` times
+//! only cuBLAS and the W4A16 kernels at the prefill sizes.
 //!
 //! Dense rows: TFLOP/s (2·M·N·K over the median time) and the ratio to
 //! cuBLAS bf16 (f32 compute) at the same shape. W4A16 rows: GB/s over the
 //! weight bytes (codes K/2·N + scales K/16·N), the ratio to a 1 GiB
 //! device-to-device copy (read + write) measured in the same run, and the
-//! speed-up over cuBLAS bf16 at the same (M, N, K). Every timing is the
+//! speed-up over cuBLAS bf16 at the same (M, N, K); at M = 512 the W4A16
+//! output is also compared (NMSE) with cuBLAS over the same weights
+//! dequantised to bf16. Every timing is the
 //! median over batches of launches that rotate among several operand sets
 //! whose total exceeds L2, so weights stream from HBM; inputs are random,
 //! never zeros.
 use std::sync::Arc;
+use switchyard_core::codec::{bf16::bf16_bits, fp8, nvfp4};
 use switchyard_core::{Backend, DeviceBuffer, Region, Result};
 use switchyard_cuda::{Cublas, CudaBackend};
 use switchyard_kernels::gemm::w4a16::{random_weight, Fp4Weight};
@@ -101,6 +105,8 @@ fn main() -> Result<()> {
     );
     let mut worst_nmse = 0f64;
     let mut w4_prefill = Vec::new();
+    // `--w4a16-prefill`: only cuBLAS and the W4A16 kernels at M = 512 and 4096.
+    let prefill_only = std::env::args().any(|a| a == "--w4a16-prefill");
     for &(n, k) in &SHAPES {
         let bs = b.bf16_sets(&mut g, n * k, 1)?;
         for m in [512usize, 4096] {
@@ -109,6 +115,11 @@ fn main() -> Result<()> {
             let flop = 2.0 * (m * n * k) as f64;
             let tf = |ms: f64| flop / ms / 1e9;
             let t_blas = b.time(10, &mut |_| blas.gemm_bf16(asets[0].addr(), bs[0].addr(), c.addr(), m, n, k))?;
+            w4_prefill.push((m, n, k, t_blas));
+            if prefill_only {
+                println!("| {m} | {n} | {k} | {:.0} | - | - | - | - | - |", tf(t_blas));
+                continue;
+            }
             let t_pl = b.time(10, &mut |_| ops.dense_gemm_bf16_pipelined(asets[0], bs[0], c, m, n, k))?;
             // The pipelined output against cuBLAS's at this shape (both f32
             // accumulation, different K orders): NMSE over the whole output.
@@ -128,7 +139,6 @@ fn main() -> Result<()> {
                 tf(t_tc),
                 100.0 * t_blas / t_tc
             );
-            w4_prefill.push((m, n, k, t_blas));
         }
         b.bufs.clear();
     }
@@ -137,6 +147,7 @@ fn main() -> Result<()> {
     println!(
         "\n## W4A16 (NVFP4 weights)\n\n| M | N | K | kernel | us | weight GB/s | % of copy | cuBLAS bf16 us | speed-up vs cuBLAS |\n|---|---|---|---|---|---|---|---|---|"
     );
+    let mut w4_nmse = 0f64;
     for &(n, k) in &SHAPES {
         // Rotate weight sets so their total (>= 150 MB) exceeds L2 (50 MB).
         let wbytes = k / 2 * n + k / 16 * n;
@@ -150,7 +161,8 @@ fn main() -> Result<()> {
             ws.push(Fp4Weight { bq: b.buf(&q)?, bs: b.buf(&bs0)?, scale2, ldb: n });
         }
         let bsets = b.bf16_sets(&mut g, n * k, 2)?;
-        for m in [1usize, 16] {
+        for m in if prefill_only { &[][..] } else { &[1usize, 16][..] } {
+            let m = *m;
             let a = b.bf16_sets(&mut g, m * k, 1)?[0];
             let c = b.bf16_sets(&mut g, m * n, 1)?[0];
             let t_blas = b.time(20, &mut |i| blas.gemm_bf16(a.addr(), bsets[i % 2].addr(), c.addr(), m, n, k))?;
@@ -173,22 +185,61 @@ fn main() -> Result<()> {
             let a = b.bf16_sets(&mut g, m * k, 1)?[0];
             let c = b.bf16_sets(&mut g, m * n, 1)?[0];
             let t_blas = w4_prefill.iter().find(|x| x.0 == m && x.1 == n && x.2 == k).map(|x| x.3).unwrap_or(f64::NAN);
-            let t = b.time(4, &mut |i| ops.w4a16_gemm_n128_m128(a, &ws[i % sets], c, m, n, k))?;
-            let flop = 2.0 * (m * n * k) as f64;
-            println!(
-                "| {m} | {n} | {k} | w4a16_gemm_n128_m128 ({:.0} TFLOP/s) | {:.1} | {:.0} | {:.0}% | {:.1} | {:.2}x |",
-                flop / t / 1e9,
-                t * 1e3,
-                wbytes as f64 / t / 1e6,
-                100.0 * wbytes as f64 / t / 1e6 / copy_gbs,
-                t_blas * 1e3,
-                t_blas / t
-            );
+            type W4 = fn(&Ops, Region, &Fp4Weight, Region, usize, usize, usize) -> Result<()>;
+            // The prefill entry of the kernel table and the one the model calls
+            // (on an sm_90a device both take the wgmma plan at these sizes).
+            let kernels: [(&str, W4); 2] = [("w4a16_gemm_n128_m128", Ops::w4a16_gemm_n128_m128), ("w4a16_gemm", Ops::w4a16_gemm)];
+            for (name, f) in kernels {
+                let t = b.time(4, &mut |i| f(&ops, a, &ws[i % sets], c, m, n, k))?;
+                let flop = 2.0 * (m * n * k) as f64;
+                println!(
+                    "| {m} | {n} | {k} | {name} ({:.0} TFLOP/s) | {:.1} | {:.0} | {:.0}% | {:.1} | {:.2}x |",
+                    flop / t / 1e9,
+                    t * 1e3,
+                    wbytes as f64 / t / 1e6,
+                    100.0 * wbytes as f64 / t / 1e6 / copy_gbs,
+                    t_blas * 1e3,
+                    t_blas / t
+                );
+            }
+            if m == 512 {
+                // The output against cuBLAS over the same weights dequantised
+                // to bf16 (exact) with scale2 = 1, so both sides round once
+                // from f32 sums in different K orders.
+                let (bq, bs) = (&bq0, &bs0);
+                let one = Fp4Weight { bq: b.buf(bq)?, bs: b.buf(bs)?, scale2: 1.0, ldb: n };
+                let dense = b.buf(&dequantize_bf16(bq, bs, n, k))?;
+                let (c_ref, c_chk) = (b.bf16_sets(&mut g, m * n, 1)?[0], b.bf16_sets(&mut g, m * n, 1)?[0]);
+                blas.gemm_bf16(a.addr(), dense.addr(), c_ref.addr(), m, n, k)?;
+                ops.w4a16_gemm_n128_m128(a, &one, c_chk, m, n, k)?;
+                let e = nmse_bf16(&be, c_chk, c_ref)?;
+                w4_nmse = if e.is_nan() { f64::INFINITY } else { w4_nmse.max(e) };
+            }
         }
         b.bufs.clear();
     }
+    println!(
+        "\nw4a16 prefill vs cuBLAS on the dequantised weights: worst NMSE {w4_nmse:.2e} ({})",
+        if w4_nmse <= 1e-5 { "ok" } else { "MISMATCH: above 1e-5" }
+    );
     drop(blas);
     Ok(())
+}
+
+/// The K-major NVFP4 weight (`[k/2, n]` codes, `[k/16, n]` e4m3 scales)
+/// as a row-major `[n, k]` bf16 matrix without the global scale: every
+/// `e2m1 · e4m3` product is exact in bf16.
+fn dequantize_bf16(bq: &[u8], bs: &[u8], n: usize, k: usize) -> Vec<u8> {
+    let mut out = vec![0u8; n * k * 2];
+    for (col, row) in out.chunks_exact_mut(2 * k).enumerate() {
+        for kk in 0..k {
+            let byte = bq[kk / 2 * n + col];
+            let code = if kk % 2 == 0 { byte & 0xf } else { byte >> 4 };
+            let w = nvfp4::e2m1_to_f32(code) * fp8::e4m3_to_f32(bs[kk / nvfp4::BLOCK * n + col]);
+            row[2 * kk..2 * kk + 2].copy_from_slice(&bf16_bits(w).to_le_bytes());
+        }
+    }
+    out
 }
 
 /// Σ(x − y)² / Σ y² over two bf16 outputs on the device (y the reference).

@@ -4,7 +4,7 @@
 //! against cuBLAS, the decode kernel against the tensor-core base, and the
 //! `_ldb` variant at a real vocabulary width (N = 248077).
 use std::sync::Arc;
-use switchyard_core::codec::bf16_value;
+use switchyard_core::codec::{bf16_value, nvfp4};
 use switchyard_core::compare::nmse;
 use switchyard_core::{Backend, DeviceBuffer};
 use switchyard_cuda::{Cublas, CudaBackend};
@@ -144,7 +144,10 @@ fn lossless_w4a16_equals_the_base_kernel_bit_for_bit() {
     let be = dyn_be(&cb);
     let ops = Ops::new(be.clone());
     let mut gen = Gen::new(13);
-    for &(m, n, k) in &[(1usize, 64usize, 64usize), (17, 128, 96), (130, 192, 160), (257, 384, 1040), (64, 256, 2048)] {
+    // The last two take the wgmma plan on an sm_90a device (M >= 512).
+    for &(m, n, k) in
+        &[(1usize, 64usize, 64usize), (17, 128, 96), (130, 192, 160), (257, 384, 1040), (64, 256, 2048), (600, 528, 208), (512, 256, 1024)]
+    {
         let (_, a) = gen.bf16(m * k, 0.01, 1.0);
         let (bq, bs, scale2) = w4a16::random_weight(&mut gen, n, k, n);
         let (a, bq, bs) = (up(&be, &a), up(&be, &bq), up(&be, &bs));
@@ -204,6 +207,47 @@ fn decode_matches_the_base_kernel_at_model_widths() {
     }
 }
 
+/// Prefill sizes (the Hopper wgmma plan on an sm_90a device, mma.sync
+/// elsewhere) against the CPU reference: full tiles with a long K, an output
+/// ragged in M, N and K (K one 16-wide step past whole 64-wide slices), and
+/// a weight whose blocks span seven decades, so that many block scales are
+/// e4m3 subnormals or zero.
+fn w4a16_prefill_matches_the_reference() {
+    let cb = cuda();
+    let be = dyn_be(&cb);
+    let ops = Ops::new(be.clone());
+    let reference = Ops::new(switchyard_cpu_ref::cpu_backend());
+    let mut gen = Gen::new(17);
+    for &(m, n, k, graded) in &[(512usize, 1024usize, 2048usize, false), (777, 784, 1040, false), (512, 256, 512, true)] {
+        let (_, a) = gen.bf16(m * k, -1.0, 1.0);
+        let (bq, bs, scale2) = if graded {
+            let (mut v, _) = gen.f32(n * k, -0.5, 0.5);
+            for (i, x) in v.iter_mut().enumerate() {
+                *x *= 10f32.powi(-((i / 16 % 8) as i32));
+            }
+            let q = nvfp4::quantize(&v, n, k).unwrap();
+            assert!(q.scales.iter().any(|&s| s != 0 && s & 0x78 == 0), "no subnormal scale");
+            let (p, s) = q.k_major(n);
+            (p, s, q.global_scale)
+        } else {
+            w4a16::random_weight(&mut gen, n, k, n)
+        };
+        let run = |o: &Ops| {
+            let (a, bq, bs) = (up(&o.be, &a), up(&o.be, &bq), up(&o.be, &bs));
+            let w = Fp4Weight { bq: bq.region(), bs: bs.region(), scale2, ldb: n };
+            let c = poisoned(&o.be, m * n * 2);
+            o.w4a16_gemm_n128_m128(a.region(), &w, c.region(), m, n, k).unwrap();
+            down(&c)
+        };
+        let (got, want) = (run(&ops), run(&reference));
+        let e = nmse(&bf16s_f64(&got), &bf16s_f64(&want));
+        println!("w4a16_gemm_n128_m128 m={m} n={n} k={k} graded={graded}: NMSE vs cpu-ref {e:.2e}");
+        assert!(e <= REORDERED_NMSE, "m={m} n={n} k={k}: NMSE {e:.2e}");
+        // Every output was written (the poison is NaN).
+        assert!(got.chunks_exact(2).all(|c| !bf16_value(u16::from_le_bytes([c[0], c[1]])).is_nan()), "m={m} n={n} k={k}");
+    }
+}
+
 fn ldb_variant_at_a_real_vocabulary_width() {
     let cb = cuda();
     let be = dyn_be(&cb);
@@ -229,6 +273,6 @@ fn ldb_variant_at_a_real_vocabulary_width() {
     assert!(got.chunks_exact(2).all(|c| !bf16_value(u16::from_le_bytes([c[0], c[1]])).is_nan()));
 }
 
-switchyard_test_harness::tests!(needs "cuda": gemm_family_parity_with_the_cpu_reference, scaled_acc_equals_tc_then_scaled_add_bit_for_bit, router_equals_the_scalar_gemm_bit_for_bit, router_decode_entry_takes_unaligned_operands, lossless_w4a16_equals_the_base_kernel_bit_for_bit, decode_matches_the_base_kernel_at_model_widths, ldb_variant_at_a_real_vocabulary_width);
+switchyard_test_harness::tests!(needs "cuda": gemm_family_parity_with_the_cpu_reference, scaled_acc_equals_tc_then_scaled_add_bit_for_bit, router_equals_the_scalar_gemm_bit_for_bit, router_decode_entry_takes_unaligned_operands, lossless_w4a16_equals_the_base_kernel_bit_for_bit, w4a16_prefill_matches_the_reference, decode_matches_the_base_kernel_at_model_widths, ldb_variant_at_a_real_vocabulary_width);
 switchyard_test_harness::tests!(needs "cublas": pipelined_matches_cublas_at_full_tiles);
 switchyard_test_harness::main!(common::probe);

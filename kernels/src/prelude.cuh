@@ -54,6 +54,37 @@ __device__ __forceinline__ float e4m3_byte_nonan(unsigned w, int i) {
     return __uint_as_float(__float_as_uint(v) | ((b & 0x80u) << 24));
 }
 
+// ---------------------------------------------------------------- NVFP4 (e2m1 codes, e4m3 scales) to bf16
+
+// Four e2m1 codes (the low 16 bits of w: nibbles n0..n3) to bf16 pairs
+// p01 = (n0, n1), p23 = (n2, n3), by table lookup with byte permutes: the
+// low and high bytes of the bf16 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6} are
+// two 8-byte tables indexed by the 3 magnitude bits; the sign (nibble bit 3)
+// goes to bf16 bit 15. The four sign bits (w bits 3, 7, 11, 15) reach bits
+// 15 and 31 of their pair by one multiply each: s · (2^12 + 2^24) puts bit
+// 3 at 15 and bit 7 at 31, s · (2^4 + 2^16) bit 11 at 15 and bit 15 at 31;
+// the other shifted copies of s land on bits 7 to 27, where the only two
+// that meet (at bit 27, or at bit 19) carry into bit 28 or 20, never into
+// 15 or 31. About four integer ops per pair instead of a float decode.
+__device__ __forceinline__ void e2m1x4_bf16(unsigned w, unsigned& p01, unsigned& p23) {
+    const unsigned sel = w & 0x7777u, s = w & 0x8888u;
+    const unsigned lo = __byte_perm(0xc0800000u, 0xc0804000u, sel);
+    const unsigned hi = __byte_perm(0x3f3f3f00u, 0x40404040u, sel);
+    p01 = __byte_perm(lo, hi, 0x5140) | ((s * 0x01001000u) & 0x80008000u);
+    p23 = __byte_perm(lo, hi, 0x7362) | ((s * 0x00010010u) & 0x80008000u);
+}
+
+// An e4m3 scale as a bf16 pair (s, s); exact (e4m3 fits in bf16), NaN stays NaN.
+__device__ __forceinline__ unsigned e4m3_bf16x2(unsigned byte) { return __byte_perm(__float_as_uint(e4m3_to_f32(byte)), 0u, 0x3232); }
+
+// x * s for bf16 pairs. Exact here (the product fits in bf16), so rounding
+// plays no part; adding -0 keeps the sign of a zero product.
+__device__ __forceinline__ unsigned bf16x2_mul(unsigned x, unsigned s) {
+    unsigned d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(x), "r"(s), "r"(0x80008000u));
+    return d;
+}
+
 // ---------------------------------------------------------------- misc
 
 __device__ __forceinline__ float softcap_f32(float x, float c) { return c > 0.0f ? c * tanhf(x / c) : x; }

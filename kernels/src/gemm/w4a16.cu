@@ -41,30 +41,6 @@ __device__ __forceinline__ void w_mma(float* d, const unsigned* a, const unsigne
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Four e2m1 codes (the low 16 bits of w: nibbles n0..n3) to bf16 pairs
-// p01 = (n0, n1), p23 = (n2, n3), by table lookup with byte permutes: the
-// low and high bytes of the bf16 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6} are
-// two 8-byte tables indexed by the 3 magnitude bits; the sign (nibble bit 3)
-// goes to bf16 bit 15. Five integer ops per pair instead of a float decode.
-__device__ __forceinline__ void e2m1x4_bf16(unsigned w, unsigned& p01, unsigned& p23) {
-    const unsigned sel = w & 0x7777u;
-    const unsigned lo = __byte_perm(0xc0800000u, 0xc0804000u, sel);
-    const unsigned hi = __byte_perm(0x3f3f3f00u, 0x40404040u, sel);
-    p01 = __byte_perm(lo, hi, 0x5140) | ((w << 12) & 0x8000u) | ((w << 24) & 0x80000000u);
-    p23 = __byte_perm(lo, hi, 0x7362) | ((w << 4) & 0x8000u) | ((w << 16) & 0x80000000u);
-}
-
-// An e4m3 scale as a bf16 pair (s, s); exact (e4m3 fits in bf16), NaN stays NaN.
-__device__ __forceinline__ unsigned e4m3_bf16x2(unsigned byte) { return __byte_perm(__float_as_uint(e4m3_to_f32(byte)), 0u, 0x3232); }
-
-// x * s for bf16 pairs. Exact here (the product fits in bf16), so rounding
-// plays no part; adding -0 keeps the sign of a zero product.
-__device__ __forceinline__ unsigned bf16x2_mul(unsigned x, unsigned s) {
-    unsigned d;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(x), "r"(s), "r"(0x80008000u));
-    return d;
-}
-
 // 8 bytes of streamed weights, not kept in L1 (each is read once).
 __device__ __forceinline__ uint2 ld_stream8(const void* p) {
     uint2 r;

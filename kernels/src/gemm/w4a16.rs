@@ -13,10 +13,17 @@
 //! K order of the backend's choosing (parity: NMSE ≤ 1e-6 against the
 //! reference). [`W4A16_GEMM_N128_M128_BF16`] additionally equals
 //! [`W4A16_GEMM`] bit for bit on the same backend.
+//!
+//! On a Hopper device at prefill sizes ([`super::WGMMA_MIN_M`]) the CUDA
+//! plans of [`W4A16_GEMM`], [`W4A16_GEMM_N128`], [`W4A16_GEMM_N128_M128`] and
+//! [`W4A16_GEMM_N128_M128_BF16`] all take one wgmma entry
+//! (`w4a16_sm90.cu`; aligned operands, `N % 16 == 0`), whose K order differs from the
+//! mma.sync kernels'; since the base and lossless variants pick it under the
+//! same conditions, they stay bit-identical to each other.
 use super::{operands, REORDERED_NMSE};
 use crate::ops::{bf16s, region, require, saturating_product, scalar, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{groups, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan};
 use switchyard_core::codec::nvfp4;
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, KernelSig, Region, Result};
@@ -65,19 +72,95 @@ fn cuda_tiles(a: &PlanArgs, cols: u64, rows: u64, threads: u32) -> Result<CudaPl
     Ok(CudaPlan::single(a.kernel, [groups(a.kernel, n, cols)?, groups(a.kernel, m, rows)?, 1], [threads, 1, 1]))
 }
 
-/// 64 × 64 tiles, four warps.
-fn cuda_w4a16_gemm(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    cuda_tiles(a, 64, 64, 128)
+/// The Hopper entry of `w4a16_sm90.cu`.
+const WGMMA_ENTRY: &str = "w4a16_sm90::w4a16_gemm_wgmma";
+/// Its output tile: tokens (rows of A and c) and weight columns.
+const WGMMA_BM: u32 = 256;
+const WGMMA_BN: u32 = 128;
+/// Its ring depth.
+const WGMMA_STAGES: u32 = 5;
+/// Its dynamic shared memory: per ring stage the activations (256 × 64
+/// bf16), the slice's codes (32 K-pair rows × 128 bytes) and its scales (a
+/// 4 × 128-byte box on its own 1024-byte swizzle atom); 2·stages
+/// mbarriers; 1024 bytes to align the ring to the swizzle atom.
+const WGMMA_SHARED_BYTES: u32 = WGMMA_STAGES * (WGMMA_BM * 64 * 2 + 32 * WGMMA_BN + 1024) + 16 * WGMMA_STAGES + 1024;
+// Within the opt-in limit of a compute-capability 9.0 device (227 KiB).
+const _: () = assert!(WGMMA_SHARED_BYTES <= 227 * 1024);
+
+/// Whether the Hopper plan takes this launch: the device runs sm_90a
+/// entries, M is a prefill size, and the operands suit TMA (A rows
+/// `2K` bytes and weight rows `N` bytes apart, multiples of 16 given
+/// `K % 16 == 0` and `N % 16 == 0`; a, bq, bs 16-byte aligned) and the
+/// epilogue's bf16 pair stores (c 4-byte aligned).
+fn wgmma_fits(a: &PlanArgs, f: &DeviceFacts) -> Result<bool> {
+    let (m, n, k) = (a.u32("m")?, a.u32("n")?, a.u32("k")?);
+    Ok(f.cuda_sm90a
+        && f.multiprocessors > 0
+        && WGMMA_SHARED_BYTES <= f.max_shared_bytes
+        && m >= super::WGMMA_MIN_M
+        && n > 0
+        && n % 16 == 0
+        && k > 0
+        && k % 16 == 0
+        && a.addr("a")? % 16 == 0
+        && a.addr("bq")? % 16 == 0
+        && a.addr("bs")? % 16 == 0
+        && a.addr("c")? % 4 == 0)
 }
 
-/// 128-column × 64-row tiles (w4a16_gemm_n128 and its `_ldb` twin).
-fn cuda_n128(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+/// Hopper (see [`wgmma_fits`]): a persistent grid of at most one block per
+/// SM, 384 threads (a TMA producer warpgroup and two consumer warpgroups
+/// that dequantise the weights into wgmma's register operand, over tiles of
+/// 256 tokens × 128 columns). Otherwise the mma.sync plan `other`.
+fn hopper_or(a: &PlanArgs, f: &DeviceFacts, other: fn(&PlanArgs) -> Result<CudaPlan>) -> Result<CudaPlan> {
+    if !wgmma_fits(a, f)? {
+        return other(a);
+    }
+    let (m, n) = (a.u32("m")?, a.u32("n")?);
+    let tiles = u64::from(m.div_ceil(WGMMA_BM)) * u64::from(n.div_ceil(WGMMA_BN));
+    let grid = u32::try_from(tiles.min(u64::from(f.multiprocessors))).expect("at most the SM count");
+    let pass = CudaPass { entry: WGMMA_ENTRY, grid: [grid, 1, 1], block: [384, 1, 1], shared_bytes: WGMMA_SHARED_BYTES };
+    Ok(CudaPlan { passes: vec![pass], workspace_bytes: 0 })
+}
+
+/// The wgmma entry's tensor maps: the activations (`m × k` bf16) in
+/// 256 × 64 boxes; the codes (`k/2 × n` bytes) in 32 × 128-byte boxes and
+/// the scales (`k/16 × n` bytes) in 4 × 128-byte boxes, both read as `n/2`
+/// bf16 pairs a row (the backend encodes bf16 maps, and TMA copies bits).
+fn wgmma_maps(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
+    let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
+    Ok(vec![
+        TensorMap2d { arg: "a", rows: m, cols: k, box_rows: WGMMA_BM, box_cols: 64 },
+        TensorMap2d { arg: "bq", rows: k / 2, cols: n / 2, box_rows: 32, box_cols: 64 },
+        TensorMap2d { arg: "bs", rows: k / nvfp4::BLOCK as u64, cols: n / 2, box_rows: 4, box_cols: 64 },
+    ])
+}
+inventory::submit! { CudaTensorMaps { module: "w4a16_sm90", entry: "w4a16_gemm_wgmma", maps: wgmma_maps } }
+
+/// 64 × 64 tiles, four warps; the Hopper plan at prefill sizes.
+fn cuda_w4a16_gemm(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    hopper_or(a, f, |a| cuda_tiles(a, 64, 64, 128))
+}
+
+/// 128-column × 64-row tiles (w4a16_gemm_n128's mma.sync plan and the `_ldb` twin's only one).
+fn cuda_n128_tiles(a: &PlanArgs) -> Result<CudaPlan> {
     cuda_tiles(a, 128, 64, 128)
 }
 
-/// 128 × 128 tiles: two 64-row chunks per block (w4a16_gemm_n128_m128 and its lossless twin).
-fn cuda_n128_m128(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    cuda_tiles(a, 128, 128, 128)
+/// w4a16_gemm_n128: 128-column × 64-row tiles, or the Hopper plan at prefill sizes.
+fn cuda_n128(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    hopper_or(a, f, cuda_n128_tiles)
+}
+
+/// The `_ldb` variant keeps mma.sync (its odd N and padded rows are not the wgmma entry's).
+fn cuda_n128_ldb(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_n128_tiles(a)
+}
+
+/// 128 × 128 tiles: two 64-row chunks per block (w4a16_gemm_n128_m128 and
+/// its lossless twin); the Hopper plan at prefill sizes.
+fn cuda_n128_m128(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    hopper_or(a, f, |a| cuda_tiles(a, 128, 128, 128))
 }
 
 /// 64 columns per block with all M ≤ 16 rows live, eight warps splitting K.
@@ -122,7 +205,7 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
 
 cuda_plan!(W4A16_GEMM => cuda_w4a16_gemm);
 cuda_plan!(W4A16_GEMM_N128 => cuda_n128);
-cuda_plan!(W4A16_GEMM_N128_LDB => cuda_n128);
+cuda_plan!(W4A16_GEMM_N128_LDB => cuda_n128_ldb);
 cuda_plan!(W4A16_GEMM_N128_M128 => cuda_n128_m128);
 cuda_plan!(W4A16_GEMM_N128_M128_BF16 => cuda_n128_m128);
 cuda_plan!(W4A16_GEMM_DECODE => cuda_w4a16_gemm_decode);
@@ -279,8 +362,12 @@ fn cases_for(g: &mut Gen, sig: &'static KernelSig, shapes: &[(usize, usize, usiz
         .collect()
 }
 
-/// (M, N, K, ldb): M = 1, M not a multiple of 16, K not a multiple of 64, two M chunks.
-const SHAPES: [(usize, usize, usize, usize); 4] = [(1, 64, 64, 64), (17, 128, 96, 128), (33, 256, 208, 256), (130, 192, 160, 192)];
+/// (M, N, K, ldb): M = 1, M not a multiple of 16, K not a multiple of 64,
+/// two M chunks, and a prefill M that takes the Hopper plan on an sm_90a
+/// device (3 × 3 tiles of 256 tokens × 128 columns, the last of each
+/// ragged; K two 64-wide slices and a 16-wide one).
+const SHAPES: [(usize, usize, usize, usize); 5] =
+    [(1, 64, 64, 64), (17, 128, 96, 128), (33, 256, 208, 256), (130, 192, 160, 192), (520, 272, 144, 272)];
 
 fn base_cases(g: &mut Gen) -> Vec<Case> {
     cases_for(g, &W4A16_GEMM, &SHAPES, Ops::w4a16_gemm)
@@ -360,5 +447,50 @@ mod tests {
             let w = (wgsl_kernel(sig).unwrap().plan)(&pa, &FACTS).unwrap();
             assert_eq!((w.passes.len(), w.passes[0].entry, w.passes[0].grid), (1, sig.symbol, wgrid), "{}", sig.symbol);
         }
+    }
+
+    /// On a device that runs sm_90a entries, prefill sizes of the four
+    /// packed-row variants take the one wgmma entry (so the lossless variant
+    /// still equals the base kernel); the `_ldb` and decode variants, M below
+    /// 512 and a misaligned operand keep mma.sync.
+    #[test]
+    fn prefill_sizes_take_the_wgmma_plan_on_hopper() {
+        let hopper = DeviceFacts { cuda_sm90a: true, ..FACTS };
+        let plan = |sig: &'static KernelSig, m: u32, n: u32, k: u32, bq: u64, f: &DeviceFacts| {
+            let mut a = vec![P(256), P(bq), P(512), F(1.0), P(768), U(m), U(n), U(k)];
+            if std::ptr::eq(sig, &W4A16_GEMM_N128_LDB) {
+                a.push(U(n));
+            }
+            let c = (cuda_kernel(sig).unwrap().plan)(&PlanArgs::new(sig, &a), f).unwrap();
+            (c.passes.len(), c.passes[0].entry, c.passes[0].grid, c.passes[0].block, c.passes[0].shared_bytes, c.workspace_bytes)
+        };
+        let entry = WGMMA_ENTRY;
+        let wg = |grid: u32| (1, entry, [grid, 1, 1], [384, 1, 1], 5 * (32768 + 4096 + 1024) + 80 + 1024, 0);
+        for sig in [&W4A16_GEMM, &W4A16_GEMM_N128, &W4A16_GEMM_N128_M128, &W4A16_GEMM_N128_M128_BF16] {
+            // The issue-5 shapes at M = 512 and 4096 (the same tile counts
+            // either way), and the parity case.
+            assert_eq!(plan(sig, 512, 8192, 8192, 256, &hopper), wg(128), "{}", sig.symbol);
+            assert_eq!(plan(sig, 4096, 8192, 8192, 256, &hopper), wg(132), "{}", sig.symbol);
+            assert_eq!(plan(sig, 512, 21504, 5376, 256, &hopper), wg(132), "{}", sig.symbol);
+            assert_eq!(plan(sig, 512, 5376, 21504, 256, &hopper), wg(84), "{}", sig.symbol);
+            // The parity case: 3 x 3 tiles of 256 tokens x 128 columns.
+            assert_eq!(plan(sig, 520, 272, 144, 256, &hopper), wg(9), "{}", sig.symbol);
+            assert_ne!(plan(sig, 511, 8192, 8192, 256, &hopper).1, entry, "{}", sig.symbol);
+            assert_ne!(plan(sig, 512, 8192, 8192, 264, &hopper).1, entry, "{}", sig.symbol);
+            assert_ne!(plan(sig, 512, 8192, 8192, 256, &FACTS).1, entry, "{}", sig.symbol);
+        }
+        assert_eq!(plan(&W4A16_GEMM_N128_LDB, 512, 8192, 8192, 256, &hopper).1, "w4a16_gemm_n128_ldb");
+        assert_eq!(plan(&W4A16_GEMM_DECODE, 16, 8192, 8192, 256, &hopper).1, "w4a16_gemm_decode");
+        let maps = crate::plan::cuda_tensor_maps("w4a16_sm90", "w4a16_gemm_wgmma").expect("registered");
+        let a = [P(256), P(256), P(512), F(1.0), P(768), U(520), U(272), U(144)];
+        let m = (maps.maps)(&PlanArgs::new(&W4A16_GEMM, &a)).unwrap();
+        assert_eq!(
+            m,
+            [
+                TensorMap2d { arg: "a", rows: 520, cols: 144, box_rows: 256, box_cols: 64 },
+                TensorMap2d { arg: "bq", rows: 72, cols: 136, box_rows: 32, box_cols: 64 },
+                TensorMap2d { arg: "bs", rows: 9, cols: 136, box_rows: 4, box_cols: 64 },
+            ]
+        );
     }
 }

@@ -1,0 +1,291 @@
+// W4A16 GEMM on Hopper (sm_90a): c[m, n] = bf16(scale2 * sum_k a[m, k] *
+// w(n, k)), w = e2m1(code) * e4m3(scale), with the weights in w4a16.cu's
+// K-major layout (bq u8 [K/2, ldb], two codes per byte along K, low nibble
+// = even k; bs u8 [K/16, ldb]). The CUDA plans of w4a16_gemm, _n128,
+// _n128_m128 and _n128_m128_bf16 pick this entry at prefill sizes on a
+// compute-capability 9.0 device (kernels/src/gemm/w4a16.rs); every one of
+// them takes it at the same shapes, so the lossless variant still equals the
+// base kernel bit for bit. The module is compiled for the arch-specific
+// target (below) and is empty elsewhere.
+//
+// nvrtc-arch: sm_90a
+//
+// Contract (w4a16.rs): w is exact in bf16, the products on the tensor cores
+// are exact, f32 accumulation in this kernel's K order, then scale2 and one
+// rounding to bf16. The plan requires ldb = n, n % 16 == 0, k % 16 == 0,
+// a, bq, bs 16-byte aligned and c 4-byte aligned.
+//
+// w4a16_gemm_wgmma: the persistent layout of gemm_sm90.cu (at most one
+// block per SM walking output tiles in its grouped order), block 384 =
+// three warpgroups, with the output tile computed transposed: the
+// dequantised weights are wgmma's A operand, straight from registers, and
+// the activations its B operand from shared memory. A tile is 256 tokens x
+// 128 weight columns.
+// - warpgroup 0, one thread: per 64-wide K slice, three TMA copies into the
+//   next stage of a 5-deep ring: the activations (256 token rows x 64 bf16,
+//   128-byte swizzle, as gemm_sm90.cu's B), the slice's codes (32 K-pair
+//   rows x 128 bytes) and its scales (4 rows x 128 bytes). The weight maps
+//   view the u8 matrices as bf16 pairs (the backend encodes bf16 maps
+//   only); TMA copies bits, so only the byte addressing matters. Past M, N
+//   or K the boxes arrive as zeros: zero codes with zero scales are +0
+//   weights.
+// - warpgroups 1 and 2, the consumers: warpgroup cw owns weight columns
+//   64·cw .. +63 (the m64 of its wgmma m64n256k16, all 256 tokens as N),
+//   warp w of it rows 16w .. 16w+15, and lane (g, q) the A fragment rows g
+//   and g+8, which it maps to columns 16w + 2g and 16w + 2g + 1: then one
+//   16-bit load from the code tile (K-pair row kp, those two columns) is a
+//   whole pair of fragment registers: byte 0 = column 16w + 2g at k = 2kp,
+//   2kp+1 (a0a1 for kp = 8j + q, a4a5 for kp = 8j + q + 4, in k16 step j),
+//   byte 1 the next column (a2a3, a6a7). Nothing dequantised goes through
+//   shared memory: a slice costs the ring's TMA writes, the two
+//   warpgroups' reads of the activation tile and 2 bytes of codes per 4
+//   weights. The fragments are double-buffered in registers: slice i+1 is
+//   decoded while slice i's wgmma runs, once wgmma.wait_group 1 has proved
+//   that slice i-1's, the last reader of that buffer, finished. The
+//   warpgroups share nothing but the ring, so no barrier joins them.
+// - Epilogue: accumulator row g / g+8 is the column pair (16w + 2g, +1),
+//   accumulator columns 8j + 2q, +1 are tokens, so each thread stores bf16
+//   pairs along N, scale2 applied before the rounding.
+// A 128 x 256 tile of dequantised bf16 weights in shared memory, read by
+// wgmma with the B-transpose bit, measured 0.40-0.65x cuBLAS bf16 and a
+// 256 x 128 one 0.46-0.77x (BENCHMARKS.md): writing and re-reading the
+// dequantised tile put shared memory past its bandwidth.
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+#define W4_BM 256 // tokens per tile
+#define W4_BN 128 // weight columns per tile
+#define W4_BK 64
+#define W4_STAGES 5
+#define W4_A_BYTES (W4_BM * W4_BK * 2) // activations: 32768
+#define W4_Q_BYTES (32 * W4_BN)        // codes: 32 K-pair rows x 128 bytes
+// Codes, then the scale box (4 x 128 bytes) on its own 1024-byte swizzle atom.
+#define W4_STAGE_BYTES (W4_A_BYTES + W4_Q_BYTES + 1024)
+#define W4_STAGE_TX (W4_A_BYTES + W4_Q_BYTES + 4 * 128)
+#define W4_GROUP_M 16
+
+// Same grouped tile order as gemm_sm90.cu's wg_tile.
+__device__ __forceinline__ void w4_tile(int t, int tiles_m, int tiles_n, int& mt, int& nt) {
+    const int per_group = W4_GROUP_M * tiles_n;
+    const int g = t / per_group, first = g * W4_GROUP_M;
+    const int rows = min(tiles_m - first, W4_GROUP_M);
+    const int r = t - g * per_group;
+    mt = first + r % rows;
+    nt = r / rows;
+}
+
+// d += A(64 x 16 bf16, in registers: the mma.m16n8k16 A fragment of each
+// warp's 16 rows) . B(16 x 256, K-major in shared memory, descriptor db).
+__device__ __forceinline__ void w4_wgmma_n256_rs(float* d, const unsigned* a, unsigned long long db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+        "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+        "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+        "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,"
+        "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+        "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,"
+        "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,"
+        "%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+        "}, {%128,%129,%130,%131}, %132, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ unsigned w4_lds16(unsigned addr) {
+    unsigned short v;
+    asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
+    return v;
+}
+// Two e4m3 scale bytes (bits 0-7 and 8-15 of b) as a bf16 pair, exactly.
+// Without NaN codes: each code's 7 magnitude bits placed at bf16 bits 4..10
+// (sign at 15) read as its value times 2^-120, subnormal codes as bf16
+// subnormals, and one bf16 multiply by 2^120 restores the value (as
+// e4m3_to_f32 does in f32). With a NaN code (0x7f / 0xff, rare): the f32
+// decode, which keeps it NaN.
+__device__ __forceinline__ unsigned w4_scale_pair(unsigned b, bool nan) {
+    if (nan) return __byte_perm(__float_as_uint(e4m3_to_f32(b & 0xffu)), __float_as_uint(e4m3_to_f32((b >> 8) & 0xffu)), 0x7632);
+    const unsigned y = __byte_perm(b, 0u, 0x4140); // [b0, 0, b1, 0]
+    const unsigned bits = ((y << 4) & 0x07f007f0u) | ((y << 8) & 0x80008000u);
+    return bf16x2_mul(bits, 0x7b807b80u); // 2^120 in both halves
+}
+
+// This thread's A fragments of one slice (4 k16 steps x 4 registers) from
+// the stage's code box q and scale box s (128-byte swizzled: 16-byte chunk
+// c of row r at r·128 + ((c ^ r % 8) · 16)), for columns cc and cc + 1 of
+// the tile (chunk = cc / 16, off = cc % 16, cc even).
+__device__ __forceinline__ void w4_decode(unsigned q, unsigned s, int chunk, int off, int lq, unsigned* f) {
+    unsigned sr[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) sr[j] = w4_lds16(s + j * 128 + ((chunk ^ j) << 4) + off);
+    // One NaN test for the slice's 8 scale bytes.
+    const bool nan = e4m3x4_has_nan(sr[0] | (sr[1] << 16)) || e4m3x4_has_nan(sr[2] | (sr[3] << 16));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int kp0 = 8 * j + lq, kp1 = kp0 + 4;
+        const unsigned c0 = w4_lds16(q + kp0 * 128 + ((chunk ^ (kp0 & 7)) << 4) + off);
+        const unsigned c1 = w4_lds16(q + kp1 * 128 + ((chunk ^ (kp1 & 7)) << 4) + off);
+        const unsigned sp = w4_scale_pair(sr[j], nan);
+        const unsigned sa = __byte_perm(sp, 0u, 0x1010), sb = __byte_perm(sp, 0u, 0x3232);
+        unsigned x0, y0, x1, y1;
+        e2m1x4_bf16(c0, x0, y0); // column cc at k = 2·kp0, +1; column cc + 1
+        e2m1x4_bf16(c1, x1, y1);
+        f[4 * j + 0] = bf16x2_mul(x0, sa);
+        f[4 * j + 1] = bf16x2_mul(y0, sb);
+        f[4 * j + 2] = bf16x2_mul(x1, sa);
+        f[4 * j + 3] = bf16x2_mul(y1, sb);
+    }
+}
+
+__device__ __forceinline__ void w4_fence16(unsigned* f) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) asm volatile("" : "+r"(f[i])::"memory");
+}
+
+// Dynamic shared memory: the ring (W4_STAGES x (activations, codes,
+// scales)), 2·W4_STAGES mbarriers, and up to 1023 bytes to align the ring
+// to 1024 (w4a16.rs's WGMMA_SHARED_BYTES says the same).
+extern "C" __global__ void __launch_bounds__(384, 1)
+    w4a16_gemm_wgmma(const bf16* __restrict__ a, const u8* __restrict__ bq, const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
+                     unsigned m, unsigned n, unsigned k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tq,
+                     const __grid_constant__ TmaMap ts) {
+    extern __shared__ __align__(1024) unsigned char w4_raw[];
+    const int M = m, N = n, K = k;
+    const unsigned raw = wg_smem(w4_raw);
+    const unsigned ring = (raw + 1023u) & ~1023u;
+    const unsigned bars = ring + W4_STAGES * W4_STAGE_BYTES;
+    auto full = [&](int st) { return bars + 8u * st; };
+    auto empty = [&](int st) { return bars + 8u * (W4_STAGES + st); };
+
+    const int tid = threadIdx.x, wg = tid >> 7;
+    if (tid == 0) {
+        for (int st = 0; st < W4_STAGES; ++st) {
+            mbar_init(full(st), 1);
+            mbar_init(empty(st), 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&ta)) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&tq)) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&ts)) : "memory");
+    }
+    __syncthreads();
+
+    const int tiles_m = (M + W4_BM - 1) / W4_BM, tiles_n = (N + W4_BN - 1) / W4_BN, tiles = tiles_m * tiles_n;
+    const int KT = (K + W4_BK - 1) / W4_BK;
+
+    if (wg == 0) {
+        // The producer needs few registers; the consumers get them
+        // (40 + 2 x 232 per thread of 128 fits the 64K register file).
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (tid == 0) {
+            int st = 0;
+            unsigned phase = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                int mt, nt;
+                w4_tile(t, tiles_m, tiles_n, mt, nt);
+                for (int kt = 0; kt < KT; ++kt) {
+                    mbar_wait(empty(st), phase ^ 1u);
+                    mbar_expect_tx(full(st), W4_STAGE_TX);
+                    const unsigned dst = ring + st * W4_STAGE_BYTES;
+                    tma_load_2d(dst, &ta, full(st), kt * W4_BK, mt * W4_BM);
+                    // Weight maps count columns in byte pairs: 128 columns = 64 of them.
+                    tma_load_2d(dst + W4_A_BYTES, &tq, full(st), nt * 64, kt * 32);
+                    tma_load_2d(dst + W4_A_BYTES + W4_Q_BYTES, &ts, full(st), nt * 64, kt * 4);
+                    if (++st == W4_STAGES) {
+                        st = 0;
+                        phase ^= 1u;
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, lg = lane >> 2, lq = lane & 3;
+    const int cc = cw * 64 + warp * 16 + 2 * lg; // this thread's first column in the tile
+    const int chunk = cc >> 4, off = cc & 15;
+    float acc[128];
+    unsigned f0[16], f1[16];
+    int st = 0;
+    unsigned phase = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int mt, nt;
+        w4_tile(t, tiles_m, tiles_n, mt, nt);
+#pragma unroll
+        for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+        mbar_wait(full(st), phase);
+        w4_decode(ring + st * W4_STAGE_BYTES + W4_A_BYTES, ring + st * W4_STAGE_BYTES + W4_A_BYTES + W4_Q_BYTES, chunk, off, lq, f0);
+        int prev = -1;
+        // One slice: wgmma on fragments `cur` (decoded), then, while it
+        // runs, the next slice's fragments into `nxt`.
+        auto slice = [&](int kt, unsigned* cur, unsigned* nxt) {
+            const unsigned b_addr = ring + st * W4_STAGE_BYTES;
+#pragma unroll
+            for (int i = 0; i < 128; ++i) wg_fence_operand(acc[i]);
+            w4_fence16(cur);
+            wgmma_fence();
+#pragma unroll
+            for (int j = 0; j < W4_BK / 16; ++j) w4_wgmma_n256_rs(acc, cur + 4 * j, wg_desc(b_addr + 32 * j));
+            wgmma_commit();
+#pragma unroll
+            for (int i = 0; i < 128; ++i) wg_fence_operand(acc[i]);
+            w4_fence16(cur);
+            const int used = st;
+            if (++st == W4_STAGES) {
+                st = 0;
+                phase ^= 1u;
+            }
+            // Slice kt - 1's wgmma, the last reader of `nxt` and of stage prev, is done.
+            wgmma_wait<1>();
+            w4_fence16(nxt);
+            if (prev >= 0 && lane == 0) mbar_arrive(empty(prev));
+            prev = used;
+            if (kt + 1 < KT) {
+                mbar_wait(full(st), phase);
+                w4_decode(ring + st * W4_STAGE_BYTES + W4_A_BYTES, ring + st * W4_STAGE_BYTES + W4_A_BYTES + W4_Q_BYTES, chunk, off, lq, nxt);
+            }
+        };
+        for (int kt = 0; kt < KT; kt += 2) {
+            slice(kt, f0, f1);
+            if (kt + 1 < KT) slice(kt + 1, f1, f0);
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 128; ++i) wg_fence_operand(acc[i]);
+        if (prev >= 0 && lane == 0) mbar_arrive(empty(prev));
+
+        // acc[4j], acc[4j+1]: column cc at tokens 8j + 2q, +1; acc[4j+2],
+        // acc[4j+3]: column cc + 1 at the same tokens.
+        const int col = nt * W4_BN + cc;
+        if (col < N) {
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                const int row = mt * W4_BM + 8 * j + 2 * lq;
+                if (row < M)
+                    *reinterpret_cast<unsigned*>(c + (size_t)row * N + col) = pack_bf16(__fmul_rn(scale2, acc[4 * j]), __fmul_rn(scale2, acc[4 * j + 2]));
+                if (row + 1 < M)
+                    *reinterpret_cast<unsigned*>(c + (size_t)(row + 1) * N + col) =
+                        pack_bf16(__fmul_rn(scale2, acc[4 * j + 1]), __fmul_rn(scale2, acc[4 * j + 3]));
+            }
+        }
+    }
+}
+
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
