@@ -47,6 +47,10 @@ pub const SUBGROUPS_ENV: &str = "SWITCHYARD_WGPU_SUBGROUPS";
 /// default of [`WgpuOptions::coopmat`]).
 pub const COOPMAT_ENV: &str = "SWITCHYARD_WGPU_COOPMAT";
 
+/// Environment variable: `1` compiles kernels with naga's loop bounding
+/// (the default of [`WgpuOptions::loop_bounding`] is off).
+pub const LOOP_BOUNDING_ENV: &str = "SWITCHYARD_WGPU_LOOP_BOUNDING";
+
 /// Bytes of one launch's Params slot (>= every adapter's uniform offset alignment).
 const SLOT: u64 = 256;
 /// Words in the Params tail: gx, gy, gz, fold, x0..x3.
@@ -89,6 +93,15 @@ pub struct WgpuOptions {
     /// missing: today's f32 kernels. Defaults to true unless
     /// `$SWITCHYARD_WGPU_COOPMAT` is `0`.
     pub coopmat: bool,
+    /// Lets naga wrap every shader loop in a 64-bit iteration counter
+    /// (`wgpu::ShaderRuntimeChecks::force_loop_bounding`, wgpu's default,
+    /// which guards against drivers exploiting infinite loops). The
+    /// catalogue's loops all run to counts the host validated, so it is off
+    /// by default: the counter keeps drivers from unrolling the kernels'
+    /// fixed-count loops, whose per-lane arrays (loads in flight,
+    /// accumulators) then live in local memory. Bounds checks stay on either
+    /// way. Defaults to false unless `$SWITCHYARD_WGPU_LOOP_BOUNDING` is `1`.
+    pub loop_bounding: bool,
 }
 
 impl Default for WgpuOptions {
@@ -100,6 +113,7 @@ impl Default for WgpuOptions {
             plan_binding_limit: None,
             subgroups: std::env::var(SUBGROUPS_ENV).map_or(true, |v| v.trim() != "0"),
             coopmat: std::env::var(COOPMAT_ENV).map_or(true, |v| v.trim() != "0"),
+            loop_bounding: std::env::var(LOOP_BOUNDING_ENV).is_ok_and(|v| v.trim() == "1"),
         }
     }
 }
@@ -294,6 +308,8 @@ pub struct WgpuBackend {
     limits: wgpu::Limits,
     info: BackendInfo,
     max_batch: usize,
+    /// [`WgpuOptions::loop_bounding`].
+    loop_bounding: bool,
     /// Workgroups per dimension before folding.
     max_groups: u32,
     /// What launch plans may know about this device.
@@ -558,6 +574,10 @@ impl WgpuBackend {
             },
         ));
         details.push(("cooperative_matrix_configs".to_string(), coopmat_configs(&adapter)));
+        details.push((
+            "loop_bounding".to_string(),
+            if opts.loop_bounding { format!("on ({LOOP_BOUNDING_ENV}=1)") } else { "off (the catalogue's loops are bounded by validated launch parameters)".to_string() },
+        ));
         let info = BackendInfo {
             backend: BackendKind::Wgpu,
             device: ai.name.clone(),
@@ -571,6 +591,7 @@ impl WgpuBackend {
             limits,
             info,
             max_batch,
+            loop_bounding: opts.loop_bounding,
             max_groups,
             facts,
             dummy,
@@ -768,10 +789,15 @@ impl WgpuBackend {
         let composed = shader::compose_coopmat(src, subgroups, coopmat).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
         shader::validate_composed_coopmat(src, &composed, subgroups, coopmat).map_err(|e| driver(format!("kernel {kernel}: {e}")))?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(src.path),
-            source: wgpu::ShaderSource::Wgsl(composed.text.into()),
-        });
+        let descriptor = wgpu::ShaderModuleDescriptor { label: Some(src.path), source: wgpu::ShaderSource::Wgsl(composed.text.into()) };
+        let mut checks = wgpu::ShaderRuntimeChecks::checked();
+        checks.force_loop_bounding = self.loop_bounding;
+        // SAFETY: only the loop bounding may be off (bounds and division
+        // checks stay on), and it may be off only for shaders without
+        // infinite loops: every loop of the catalogue's WGSL counts up to a
+        // bound from its launch parameters, which the host validated against
+        // the bound buffers (sizes below 2^32 words, so no counter wraps).
+        let module = unsafe { self.device.create_shader_module_trusted(descriptor, checks) };
         let mut entries = vec![wgpu::BindGroupLayoutEntry {
             binding: 0,
             visibility: wgpu::ShaderStages::COMPUTE,
