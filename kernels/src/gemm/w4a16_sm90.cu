@@ -46,10 +46,11 @@
 // - Epilogue: accumulator row g / g+8 is the column pair (16w + 2g, +1),
 //   accumulator columns 8j + 2q, +1 are tokens, so each thread stores bf16
 //   pairs along N, scale2 applied before the rounding.
-// A 128 x 256 tile of dequantised bf16 weights in shared memory, read by
-// wgmma with the B-transpose bit, measured 0.40-0.65x cuBLAS bf16 and a
-// 256 x 128 one 0.46-0.77x (BENCHMARKS.md): writing and re-reading the
-// dequantised tile put shared memory past its bandwidth.
+// Measured and withdrawn (BENCHMARKS.md): dequantising into a bf16 tile in
+// shared memory that wgmma reads with the B-transpose bit ran 0.40-0.65x
+// cuBLAS bf16 with 128 x 256 tiles and 0.46-0.77x with 256 x 128; by count,
+// writing and re-reading that tile brings a slice's shared-memory traffic
+// to about 150 KB against the ~131 KB its tensor time leaves.
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
