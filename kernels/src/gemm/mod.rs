@@ -372,6 +372,10 @@ fn wgsl_dense(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_small", 1)?], workspace_bytes: 0 })
 }
 
+/// Workgroup memory of `dense_gemm_coop`: two stages of A and B tiles
+/// (2 · 2 · 128 rows · 80 bytes) and the 8 subgroups' 16 × 16 f32 blocks.
+const COOPMAT_SHARED_BYTES: u32 = 2 * 2 * 128 * 80 + 8 * 16 * 16 * 4;
+
 /// Workspace bytes of the cooperative-matrix path of
 /// `dense_gemm_bf16_pipelined` (dense_coopmat.wgsli): the M + N row
 /// exponents as f16 rounded up to a vec4, then the f16 copies of A and B.
@@ -387,7 +391,8 @@ fn coopmat_workspace(m: u64, n: u64, k: u64) -> u64 {
 /// invocation per 8 halves) and `dense_gemm_coop` over (⌈N/128⌉, ⌈M/128⌉)
 /// tiles. Its contract (both operands to f16 after exact per-row
 /// power-of-two scaling, f32 accumulation) keeps the catalogue's NMSE ≤ 1e-6.
-/// Otherwise, for the small path, and where the copies do not fit one
+/// Otherwise, for the small path, on an adapter with less workgroup memory
+/// than [`COOPMAT_SHARED_BYTES`], and where the copies do not fit one
 /// storage binding (the shaders address the workspace in u32 indices of
 /// vec4<f16> too): today's f32 tiles.
 fn wgsl_dense_gemm_pipelined(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
@@ -395,7 +400,7 @@ fn wgsl_dense_gemm_pipelined(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> 
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
     let workspace_bytes = coopmat_workspace(m, n, k);
     let fits = workspace_bytes <= f.max_binding_bytes && workspace_bytes / 8 <= u64::from(u32::MAX);
-    if !f.wgsl_coopmat || m <= u64::from(WGSL_SMALL_M) || !fits {
+    if !f.wgsl_coopmat || m <= u64::from(WGSL_SMALL_M) || f.max_shared_bytes < COOPMAT_SHARED_BYTES || !fits {
         return wgsl_dense(a, f);
     }
     let rows = m + n;
@@ -881,6 +886,10 @@ mod tests {
         // Copies past one binding: today's tiles (M + N = 266240 rows of K = 5376 need 2.86 GB).
         let lm_head = plan(4096, 262144, 5376, &DeviceFacts { max_binding_bytes: (1 << 31) - 1, ..coop });
         assert_eq!(geo(&lm_head), [("dense_gemm_bf16_pipelined", [2048, 32, 1])]);
+        // 48 KiB of workgroup memory is what the tiles take (the H200 under Vulkan has exactly that).
+        assert_eq!(COOPMAT_SHARED_BYTES, 49152);
+        let small = DeviceFacts { max_shared_bytes: 32768, ..coop };
+        assert_eq!(geo(&plan(4096, 8192, 8192, &small)), [("dense_gemm_bf16_pipelined", [64, 32, 1])]);
         // The small path keeps its strict-order tiles; no cooperative matrices, today's tiles.
         assert_eq!(geo(&plan(16, 64, 64, &coop)), [("dense_gemm_small", [2, 1, 1])]);
         assert_eq!(plan(16, 64, 64, &coop).workspace_bytes, 0);
