@@ -629,7 +629,9 @@ fn pipelined_cases(g: &mut Gen) -> Vec<Case> {
     // 2^-24 element spread inside each row (still exact after the row's
     // scaling). Ragged in M, N and K (K % 32 = 8).
     let (m, n, k) = (150, 136, 264);
-    let stress: [(&str, fn(usize) -> i32, fn(usize) -> i32, fn(usize) -> i32); 4] = [
+    // (label, exponent of A's row r, of B's row r, of A's column c)
+    type Exp = fn(usize) -> i32;
+    let stress: [(&str, Exp, Exp, Exp); 4] = [
         ("a·2^-40", |_| -40, |_| 0, |_| 0),
         ("a·2^24", |_| 24, |_| 0, |_| 0),
         ("b rows 2^-12 / 2^12", |_| 0, |r| if r % 2 == 0 { -12 } else { 12 }, |_| 0),
