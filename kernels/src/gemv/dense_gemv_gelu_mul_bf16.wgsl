@@ -12,6 +12,9 @@
 // [chunks, m, 2n] (gate sums at column j, up sums at n + j), and
 // dense_gemv_gelu_mul_bf16_reduce (an invocation per output word, x0 =
 // chunks) adds them from the first chunk in order and applies the epilogue.
+// m = 1 with enough rows: dense_gemv_gelu_mul_bf16_m1 (gemv_m1.wgsli), one
+// pass; workgroup g owns columns [4 g, +4), slots 0..3 their gate rows and
+// 4..7 their up rows.
 struct Params {
     a: u32, b: u32, c: u32, m: u32, n: u32, k: u32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -22,7 +25,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> d_c: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> d_workspace: array<u32>;
 
-//! include "gemv/gemv_common.wgsli"
+//! include "gemv/gemv_m1.wgsli"
 
 // Vector c of activation row i, as stored.
 fn activation(i: u32, c: u32) -> vec4<u32> {
@@ -38,6 +41,13 @@ const NC: u32 = 64u;
 fn weight_row(g: u32, lr: u32) -> u32 {
     let j = min(g * NC + lr % NC, p.n - 1u);
     return select(j, p.n + j, lr >= NC);
+}
+
+// Slot r of workgroup g on the m = 1 path: gate row of column 4 g + r
+// (r < 4), else up row of column 4 g + r - 4; past n the last column's.
+fn m1_row(g: u32, r: u32) -> u32 {
+    let j = min(g * 4u + r % 4u, p.n - 1u);
+    return select(j, p.n + j, r >= 4u);
 }
 
 // The reference's gelu_tanh in its f32 operation order; tanh through
@@ -148,4 +158,22 @@ fn dense_gemv_gelu_mul_bf16_reduce(@builtin(workgroup_id) wid: vec3<u32>, @built
     let e = 2u * w;
     let has1 = e + 1u < total;
     store_two(e, reduced(e), e + 1u, select(0.0, reduced(min(e + 1u, total - 1u)), has1), has1);
+}
+
+@compute @workgroup_size(256)
+fn dense_gemv_gelu_mul_bf16_m1(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                               @builtin(local_invocation_index) lid: u32) {
+    let g = group_x(wid, nwg, p.fold);
+    if (g >= p.gx) {
+        return;
+    }
+    m1_rows(g, lid);
+    // Invocation t < 2: columns 4 g + 2t and the next.
+    let j = g * 4u + 2u * lid;
+    if (lid < 2u && j < p.n) {
+        let has1 = j + 1u < p.n;
+        let x0 = gelu_mul(m1_slot_sum(2u * lid), m1_slot_sum(4u + 2u * lid));
+        let x1 = gelu_mul(m1_slot_sum(2u * lid + 1u), m1_slot_sum(5u + 2u * lid));
+        store_two(j, x0, j + 1u, x1, has1);
+    }
 }

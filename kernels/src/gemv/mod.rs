@@ -241,13 +241,16 @@ const WGSL_M1_MIN_GROUPS: u64 = 128;
 /// BENCHMARKS.md) it streamed 8192² at 1627 GB/s and 21504 × 5376 at 1728
 /// (the tiled plan: 783 and 1003), but 5376 × 21504 at 407 (773) and
 /// 2560 × 10240 at 373 (486): one slot walking a row of more than about 8K
-/// elements alone keeps too few rows in flight.
+/// elements alone keeps too few rows in flight. With naga's loop bounding
+/// off (the backend's default) the path still lost at K = 10240: the down
+/// projection took about 34 us a launch against the tiled plan's 30
+/// (partials and reduce) in a decode step.
 const WGSL_M1_MAX_K: u64 = 8192;
 
 /// The WGSL geometry.
 ///
 /// m = 1, K in [`WGSL_M1_MIN_K`]..=[`WGSL_M1_MAX_K`], a kernel with an
-/// `m1_entry` (the plain and the fused-norm GEMV) and at least
+/// `m1_entry` (the plain, the fused-norm and the gated GEMV) and at least
 /// [`WGSL_M1_MIN_GROUPS`] workgroups of eight weight rows: one pass of
 /// `m1_entry` (`⌈rows / 8⌉` workgroups, a slot of 32 lanes per weight row
 /// over the whole of K, no workspace).
@@ -348,9 +351,7 @@ fn wgsl_dense_gemv_gelu_mul(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
         rows,
         WGSL_SHARED_BYTES,
         ["dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce"],
-        // The m = 1 path measured slower for the gated kernel on the H200
-        // (10240 × 2560: 421 GB/s against the tiled plan's 713).
-        None,
+        Some("dense_gemv_gelu_mul_bf16_m1"),
     )
 }
 
@@ -477,7 +478,7 @@ fn gemv_cases(g: &mut Gen) -> Vec<Case> {
 
 fn gelu_mul_cases(g: &mut Gen) -> Vec<Case> {
     // The last two: m = 1 at K ≥ 2048 with ragged N, on the tiled plan
-    // everywhere (the WGSL m = 1 path is not used for the gated kernel).
+    // everywhere but WGSL, whose m = 1 path takes them (2n ≥ 1024 rows).
     [(1usize, 72usize, 520usize), (16, 40, 1032), (7, 136, 264), (1, 514, 3120), (1, 509, 2056)]
         .into_iter()
         .map(|(m, n, k)| {
@@ -674,9 +675,11 @@ mod tests {
             let p = wgsl(&DENSE_GEMV_BF16, 1, n, k, &f);
             assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_bf16_m1", [groups, 1, 1], vec![], [0; 4])], 0), "n={n} k={k}");
         }
-        // K past 8192 (the down projection's 10240) and the gated kernel keep the tiled plan.
+        // K past 8192 (the down projection's 10240) keeps the tiled plan; the
+        // gated kernel's workgroup streams the gate and up rows of four columns.
         assert_eq!(wgsl(&DENSE_GEMV_BF16, 1, 2560, 10240, &f).passes[0].entry, "dense_gemv_bf16_partial");
-        assert_eq!(wgsl(&DENSE_GEMV_GELU_MUL_BF16, 1, 10240, 2560, &f).passes[0].entry, "dense_gemv_gelu_mul_bf16_partial");
+        let p = wgsl(&DENSE_GEMV_GELU_MUL_BF16, 1, 10240, 2560, &f);
+        assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_gelu_mul_bf16_m1", [2560, 1, 1], vec![], [0; 4])], 0));
         // Fewer than 128 workgroups' worth of rows: the tiled plan, which
         // splits K (q alone at 1016 rows: 8 row blocks, 10 chunks of 256 k).
         let p = wgsl(&DENSE_GEMV_BF16, 1, 1016, 2560, &f);
