@@ -192,9 +192,27 @@ fn arena_size(current: u64, bytes: u64, limit: u64) -> std::result::Result<Optio
 
 /// A dispatch, copy or clear captured while a recording is open.
 enum Captured {
-    Dispatch { entry: &'static str, prog: ProgKey, program: Arc<Program>, pipe: wgpu::ComputePipeline, binds: Vec<Bind>, offset: u32, size: [u32; 3] },
-    Copy { src: wgpu::Buffer, src_off: u64, dst: wgpu::Buffer, dst_off: u64, bytes: u64 },
-    Clear { buf: wgpu::Buffer, off: u64, bytes: u64 },
+    Dispatch {
+        entry: &'static str,
+        prog: ProgKey,
+        program: Arc<Program>,
+        pipe: wgpu::ComputePipeline,
+        binds: Vec<Bind>,
+        offset: u32,
+        size: [u32; 3],
+    },
+    Copy {
+        src: wgpu::Buffer,
+        src_off: u64,
+        dst: wgpu::Buffer,
+        dst_off: u64,
+        bytes: u64,
+    },
+    Clear {
+        buf: wgpu::Buffer,
+        off: u64,
+        bytes: u64,
+    },
 }
 
 /// GPU time of one dispatch, from timestamp queries written at the
@@ -381,11 +399,12 @@ fn coopmat_choice(adapter: &wgpu::Adapter, wanted: bool) -> std::result::Result<
     if !wanted {
         return Err(format!("WgpuOptions::coopmat false or {COOPMAT_ENV}=0"));
     }
-    let missing: Vec<&str> = [(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX, "EXPERIMENTAL_COOPERATIVE_MATRIX"), (wgpu::Features::SHADER_F16, "SHADER_F16")]
-        .into_iter()
-        .filter(|(f, _)| !adapter.features().contains(*f))
-        .map(|(_, name)| name)
-        .collect();
+    let missing: Vec<&str> =
+        [(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX, "EXPERIMENTAL_COOPERATIVE_MATRIX"), (wgpu::Features::SHADER_F16, "SHADER_F16")]
+            .into_iter()
+            .filter(|(f, _)| !adapter.features().contains(*f))
+            .map(|(_, name)| name)
+            .collect();
     if !missing.is_empty() {
         return Err(format!("adapter {} lacks wgpu::Features::{}", ai.name, missing.join(" and ")));
     }
@@ -576,7 +595,11 @@ impl WgpuBackend {
         details.push(("cooperative_matrix_configs".to_string(), coopmat_configs(&adapter)));
         details.push((
             "loop_bounding".to_string(),
-            if opts.loop_bounding { format!("on ({LOOP_BOUNDING_ENV}=1)") } else { "off (the catalogue's loops are bounded by validated launch parameters)".to_string() },
+            if opts.loop_bounding {
+                format!("on ({LOOP_BOUNDING_ENV}=1)")
+            } else {
+                "off (the catalogue's loops are bounded by validated launch parameters)".to_string()
+            },
         ));
         let info = BackendInfo {
             backend: BackendKind::Wgpu,
@@ -1186,7 +1209,8 @@ impl WgpuBackend {
             if timing.batch.len() == self.max_batch {
                 close(enc.take(), timing);
             }
-            let e = enc.get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("timed replay") }));
+            let e = enc
+                .get_or_insert_with(|| self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("timed replay") }));
             match step {
                 Step::Dispatch { entry, pipe, group, offset, size, .. } => {
                     let k = timing.batch.len() as u32;
