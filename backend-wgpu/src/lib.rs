@@ -201,18 +201,22 @@ enum Captured {
         offset: u32,
         size: [u32; 3],
     },
-    Copy {
-        src: wgpu::Buffer,
-        src_off: u64,
-        dst: wgpu::Buffer,
-        dst_off: u64,
-        bytes: u64,
-    },
-    Clear {
-        buf: wgpu::Buffer,
-        off: u64,
-        bytes: u64,
-    },
+    Transfer(Transfer),
+}
+
+/// A buffer copy or clear inside a recording (captured and replayed as is).
+enum Transfer {
+    Copy { src: wgpu::Buffer, src_off: u64, dst: wgpu::Buffer, dst_off: u64, bytes: u64 },
+    Clear { buf: wgpu::Buffer, off: u64, bytes: u64 },
+}
+
+impl Transfer {
+    fn encode(&self, enc: &mut wgpu::CommandEncoder) {
+        match self {
+            Transfer::Copy { src, src_off, dst, dst_off, bytes } => enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes),
+            Transfer::Clear { buf, off, bytes } => enc.clear_buffer(buf, *off, Some(*bytes)),
+        }
+    }
 }
 
 /// GPU time of one dispatch, from timestamp queries written at the
@@ -264,18 +268,7 @@ enum Step {
         size: [u32; 3],
         _binds: Vec<Bind>,
     },
-    Copy {
-        src: wgpu::Buffer,
-        src_off: u64,
-        dst: wgpu::Buffer,
-        dst_off: u64,
-        bytes: u64,
-    },
-    Clear {
-        buf: wgpu::Buffer,
-        off: u64,
-        bytes: u64,
-    },
+    Transfer(Transfer),
 }
 
 /// A wgpu recording: resolved steps, the Params buffer their bind groups
@@ -1059,7 +1052,13 @@ impl WgpuBackend {
     fn copy_words(&self, st: &mut State, dst: At, src: At, bytes: u64) {
         if let Some(cap) = st.capture.as_mut() {
             cap.allocs.extend([dst.0, src.0]);
-            cap.steps.push(Captured::Copy { src: src.1.clone(), src_off: src.2, dst: dst.1.clone(), dst_off: dst.2, bytes });
+            cap.steps.push(Captured::Transfer(Transfer::Copy {
+                src: src.1.clone(),
+                src_off: src.2,
+                dst: dst.1.clone(),
+                dst_off: dst.2,
+                bytes,
+            }));
             return;
         }
         self.encoder(st).copy_buffer_to_buffer(src.1, src.2, dst.1, dst.2, bytes);
@@ -1069,7 +1068,7 @@ impl WgpuBackend {
     fn clear_words(&self, st: &mut State, dst: At, bytes: u64) {
         if let Some(cap) = st.capture.as_mut() {
             cap.allocs.push(dst.0);
-            cap.steps.push(Captured::Clear { buf: dst.1.clone(), off: dst.2, bytes });
+            cap.steps.push(Captured::Transfer(Transfer::Clear { buf: dst.1.clone(), off: dst.2, bytes }));
             return;
         }
         self.encoder(st).clear_buffer(dst.1, dst.2, Some(bytes));
@@ -1138,8 +1137,7 @@ impl WgpuBackend {
                         .clone();
                     Step::Dispatch { entry, pipe, group, offset, size, _binds: binds }
                 }
-                Captured::Copy { src, src_off, dst, dst_off, bytes } => Step::Copy { src, src_off, dst, dst_off, bytes },
-                Captured::Clear { buf, off, bytes } => Step::Clear { buf, off, bytes },
+                Captured::Transfer(t) => Step::Transfer(t),
             })
             .collect();
         let mut allocs: Vec<u64> = cap.allocs.into_iter().map(|id| vaddr::pack(id, 0)).collect();
@@ -1166,8 +1164,7 @@ impl WgpuBackend {
                     }
                     continue;
                 }
-                Step::Copy { src, src_off, dst, dst_off, bytes } => enc.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes),
-                Step::Clear { buf, off, bytes } => enc.clear_buffer(buf, *off, Some(*bytes)),
+                Step::Transfer(t) => t.encode(&mut enc),
             }
             i += 1;
         }
@@ -1227,8 +1224,7 @@ impl WgpuBackend {
                     pass.set_bind_group(0, group, &[*offset]);
                     pass.dispatch_workgroups(size[0], size[1], size[2]);
                 }
-                Step::Copy { src, src_off, dst, dst_off, bytes } => e.copy_buffer_to_buffer(src, *src_off, dst, *dst_off, *bytes),
-                Step::Clear { buf, off, bytes } => e.clear_buffer(buf, *off, Some(*bytes)),
+                Step::Transfer(t) => t.encode(e),
             }
         }
         close(enc, timing);
