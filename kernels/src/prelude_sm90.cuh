@@ -148,4 +148,50 @@ template <> __device__ __forceinline__ void wgmma_tile<256>(float* d, unsigned l
 template <> __device__ __forceinline__ void wgmma_tile<192>(float* d, unsigned long long da, unsigned long long db) { wgmma_m64n192k16(d, da, db); }
 template <> __device__ __forceinline__ void wgmma_tile<176>(float* d, unsigned long long da, unsigned long long db) { wgmma_m64n176k16(d, da, db); }
 
+// Advances a ring position: stage s of STAGES and the phase parity it waits for.
+template <int STAGES> __device__ __forceinline__ void ring_next(int& s, unsigned& phase) {
+    if (++s == STAGES) {
+        s = 0;
+        phase ^= 1u;
+    }
+}
+
+// A consumer warpgroup's K loop over one output tile: acc (its 64 x BN f32
+// fragment, zeroed here) = Σ over KT slices of A (64 rows at a_off in the
+// stage) · B (BN rows at b_off)ᵀ, BK wide and 128-byte swizzled, from a
+// STAGES-deep ring of stage_bytes stages at `ring` whose full and empty
+// mbarriers sit at bars + 8 s and bars + 8 (STAGES + s). One slice's wgmma
+// group stays in flight; a stage is released (one arrival per warp) once
+// the group after it is issued, the last after the final wait. (s, phase)
+// is the warpgroup's ring position, carried from tile to tile.
+template <int BN, int BK, int STAGES>
+__device__ __forceinline__ void wg_consume_tile(float* acc, unsigned ring, unsigned stage_bytes, unsigned a_off, unsigned b_off,
+                                                unsigned bars, int KT, int lane, int& s, unsigned& phase) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    int prev = -1;
+    for (int kt = 0; kt < KT; ++kt) {
+        mbar_wait(bars + 8u * s, phase);
+        const unsigned a_addr = ring + s * stage_bytes + a_off;
+        const unsigned b_addr = ring + s * stage_bytes + b_off;
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[i]);
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < BK / 16; ++j) wgmma_tile<BN>(acc, wg_desc(a_addr + 32 * j), wg_desc(b_addr + 32 * j));
+        wgmma_commit();
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[i]);
+        // The slice before this one is finished with: free its stage.
+        wgmma_wait<1>();
+        if (prev >= 0 && lane == 0) mbar_arrive(bars + 8u * (STAGES + prev));
+        prev = s;
+        ring_next<STAGES>(s, phase);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[i]);
+    if (prev >= 0 && lane == 0) mbar_arrive(bars + 8u * (STAGES + prev));
+}
+
 #endif // __CUDA_ARCH_FEAT_SM90_ALL

@@ -186,34 +186,7 @@ __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf
             }
             continue;
         }
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-        int prev = -1;
-        for (int kt = 0; kt < KT; ++kt) {
-            mbar_wait(full(s), phase);
-            const unsigned a_addr = ring + s * STAGE_BYTES + cw * 64 * (MG_BK * 2);
-            const unsigned b_addr = ring + s * STAGE_BYTES + MG_A_BYTES;
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[i]);
-            wgmma_fence();
-#pragma unroll
-            for (int j = 0; j < MG_BK / 16; ++j) wgmma_tile<BN>(acc, wg_desc(a_addr + 32 * j), wg_desc(b_addr + 32 * j));
-            wgmma_commit();
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[i]);
-            // The slice before this one is finished with: free its stage.
-            wgmma_wait<1>();
-            if (prev >= 0 && lane == 0) mbar_arrive(empty(prev));
-            prev = s;
-            if (++s == STAGES) {
-                s = 0;
-                phase ^= 1u;
-            }
-        }
-        wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[i]);
-        if (prev >= 0 && lane == 0) mbar_arrive(empty(prev));
+        wg_consume_tile<BN, MG_BK, STAGES>(acc, ring, STAGE_BYTES, cw * 64 * (MG_BK * 2), MG_A_BYTES, bars, KT, lane, s, phase);
 
         // Fragment layout: n8 block j holds (row g, cols 8j + 2q, +1) in
         // acc[4j], acc[4j+1] and row g + 8 in acc[4j+2], acc[4j+3]; this
