@@ -104,10 +104,7 @@ __device__ __forceinline__ void wgmma_gemm(const TmaMap* ta, const TmaMap* tb, b
                     const unsigned dst = ring + s * STAGE_BYTES;
                     tma_load_2d(dst, ta, full(s), kt * WG_BK, mt * WG_BM);
                     tma_load_2d(dst + WG_A_BYTES, tb, full(s), kt * WG_BK, nt * BN);
-                    if (++s == STAGES) {
-                        s = 0;
-                        phase ^= 1u;
-                    }
+                    ring_next<STAGES>(s, phase);
                 }
             }
         }

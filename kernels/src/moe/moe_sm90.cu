@@ -144,10 +144,7 @@ __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf
                     const unsigned dst = ring + s * STAGE_BYTES;
                     tma_load_2d(dst, ta, full(s), kt * MG_BK, r0);
                     tma_load_2d(dst + MG_A_BYTES, tw, full(s), kt * MG_BK, w0);
-                    if (++s == STAGES) {
-                        s = 0;
-                        phase ^= 1u;
-                    }
+                    ring_next<STAGES>(s, phase);
                 }
             }
         } else if (tid >= 32) {
@@ -179,10 +176,7 @@ __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf
             for (int kt = 0; kt < KT; ++kt) {
                 mbar_wait(full(s), phase);
                 if (lane == 0) mbar_arrive(empty(s));
-                if (++s == STAGES) {
-                    s = 0;
-                    phase ^= 1u;
-                }
+                ring_next<STAGES>(s, phase);
             }
             continue;
         }
