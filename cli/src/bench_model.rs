@@ -897,9 +897,11 @@ mod tests {
             .collect()
     }
 
-    /// Four layers (the last full), width 64, 4 query heads; with or
-    /// without an MoE block of 4 experts.
-    fn tiny(moe: bool) -> Shape {
+    /// Four layers (the last full), width 64, 4 query heads; sliding
+    /// head_dim 16 with 2 KV heads and window 4, full head_dim 32 with 2 KV
+    /// heads and V = K; vocab 256; with or without an MoE block of 4
+    /// experts, top-2, expert intermediate 32, beside a dense MLP of 96.
+    pub(crate) fn tiny(moe: bool) -> Shape {
         Shape {
             name: if moe { "tiny-moe" } else { "tiny-dense" }.into(),
             layers: 4,

@@ -338,27 +338,9 @@ mod tests {
     use crate::bench_model::{MoeShape, Shape};
     use switchyard_kernels::attn::visible_keys;
 
-    /// Four layers (the last full), width 64, 4 query heads; sliding
-    /// head_dim 16 with 2 KV heads and window 4, full head_dim 32 with 2 KV
-    /// heads and V = K; vocab 256; an MoE block of 4 experts, top-2, expert
-    /// intermediate 32, beside a dense MLP of 96.
+    /// bench_model's tiny MoE test shape.
     fn small() -> ModelConfig {
-        Shape {
-            name: "small".into(),
-            layers: 4,
-            hidden: 64,
-            intermediate: 96,
-            heads: 4,
-            kv_heads: 2,
-            head_dim: 16,
-            global_head_dim: 32,
-            global_kv_heads: 2,
-            window: 4,
-            vocab: 256,
-            moe: Some(MoeShape { experts: 4, top_k: 2, intermediate: 32 }),
-        }
-        .config()
-        .unwrap()
+        crate::bench_model::tests::tiny(true).config().unwrap()
     }
 
     #[test]
