@@ -335,7 +335,7 @@ pub fn run_prefill(model: &dyn Engine, trace: Option<&Traced>, s: &Settings, see
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench_model::{MoeShape, Shape};
+    use crate::bench_model::Shape;
     use switchyard_kernels::attn::visible_keys;
 
     /// bench_model's tiny MoE test shape.
