@@ -13,7 +13,7 @@
 // multiple of 16 bytes), N even, A and B 16-byte aligned, C 4-byte aligned;
 // the plan checks all of these and otherwise keeps the mma.sync kernel.
 //
-// dense_gemm_wgmma_n{256,192}: a persistent grid (at most one block per SM,
+// dense_gemm_wgmma_n{256,224,192}: a persistent grid (at most one block per SM,
 // each walking output tiles t = blockIdx.x, + gridDim.x, ... in a grouped
 // order so that concurrent tiles share A and B panels in L2), block 384 =
 // three warpgroups:
@@ -145,6 +145,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     dense_gemm_wgmma_n192(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
                           const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb) {
     wgmma_gemm<192, 5>(&ta, &tb, c, m, n, k);
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    dense_gemm_wgmma_n224(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                          const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb) {
+    wgmma_gemm<224, 5>(&ta, &tb, c, m, n, k);
 }
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL

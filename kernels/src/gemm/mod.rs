@@ -170,8 +170,16 @@ fn cuda_tensor_core(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
 /// measured for (issue 13: M = 512 and 4096).
 pub const WGMMA_MIN_M: u32 = 512;
 
-/// The wgmma entries of `gemm_sm90.cu`: (entry, columns per tile BN, ring stages).
-const WGMMA_ENTRIES: [(&str, u32, u32); 2] = [("gemm_sm90::dense_gemm_wgmma_n256", 256, 4), ("gemm_sm90::dense_gemm_wgmma_n192", 192, 5)];
+/// The wgmma entries of `gemm_sm90.cu`: (entry, columns per tile BN, ring
+/// stages), in the order ties are settled. 224 columns: 21504 = 96 · 224, so
+/// at M = 512 the 384 tiles fill 2.9 waves of 132 SMs, where 256 columns
+/// leave 336 tiles in 2.5 (the last wave half idle); at 4096 × 8192, 1184
+/// tiles fill 9 waves to 99.7% against 256 columns' 1024 in 8 (97%).
+const WGMMA_ENTRIES: [(&str, u32, u32); 3] = [
+    ("gemm_sm90::dense_gemm_wgmma_n256", 256, 4),
+    ("gemm_sm90::dense_gemm_wgmma_n192", 192, 5),
+    ("gemm_sm90::dense_gemm_wgmma_n224", 224, 5),
+];
 /// Rows per wgmma tile, and K per ring stage.
 const WGMMA_BM: u32 = 128;
 const WGMMA_BK: u32 = 64;
@@ -246,8 +254,12 @@ fn wgmma_maps_n256(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
 fn wgmma_maps_n192(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
     wgmma_maps(a, 192)
 }
+fn wgmma_maps_n224(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
+    wgmma_maps(a, 224)
+}
 inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n256", maps: wgmma_maps_n256 } }
 inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n192", maps: wgmma_maps_n192 } }
+inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n224", maps: wgmma_maps_n224 } }
 
 /// A thread per element pair.
 fn cuda_scaled_add_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
@@ -607,8 +619,10 @@ fn pipelined_cases(g: &mut Gen) -> Vec<Case> {
     // A full 128×128 tile plus ragged edges in both directions; then, at
     // M ≥ WGMMA_MIN_M (the Hopper plan on CUDA), ragged edges past its
     // 128-row, 256- and 192-column tiles and a K of three whole 64-wide
-    // slices and a part one (zeros from the tensor maps past K).
-    for (m, n, k) in [(200, 260, 256), (600, 520, 200)] {
+    // slices and a part one (zeros from the tensor maps past K); a shape
+    // whose plan on 132 SMs is the 224-column tile (15 × 7 tiles in one
+    // wave; 256 columns take the same wave wider, 192 two waves).
+    for (m, n, k) in [(200, 260, 256), (600, 520, 200), (1920, 1568, 72)] {
         let (a, b) = operands(g, m, n, k);
         v.push(Case {
             kernel: &DENSE_GEMM_BF16_PIPELINED,
@@ -920,16 +934,18 @@ mod tests {
         };
         let n256 = ("gemm_sm90::dense_gemm_wgmma_n256", [384, 1, 1], 4 * 384 * 128 + 64 + 1024);
         let n192 = ("gemm_sm90::dense_gemm_wgmma_n192", [384, 1, 1], 5 * 320 * 128 + 80 + 1024);
+        let n224 = ("gemm_sm90::dense_gemm_wgmma_n224", [384, 1, 1], 5 * 352 * 128 + 80 + 1024);
         let wg = |(e, b, s): (&'static str, [u32; 3], u32), grid| (e, [grid, 1, 1], b, s, 0);
         // The issue-5 shapes: (N, K) = (8192, 8192), (21504, 5376), (5376, 21504).
         assert_eq!(geo(512, 8192, 8192, 256, &hopper), wg(n256, 128));
-        assert_eq!(geo(4096, 8192, 8192, 256, &hopper), wg(n256, 132));
-        assert_eq!(geo(512, 21504, 5376, 256, &hopper), wg(n256, 132));
+        assert_eq!(geo(4096, 8192, 8192, 256, &hopper), wg(n224, 132));
+        assert_eq!(geo(512, 21504, 5376, 256, &hopper), wg(n224, 132));
         assert_eq!(geo(4096, 21504, 5376, 256, &hopper), wg(n256, 132));
         assert_eq!(geo(512, 5376, 21504, 256, &hopper), wg(n192, 112));
         assert_eq!(geo(4096, 5376, 21504, 256, &hopper), wg(n192, 132));
         // The parity case: 5 x 3 tiles either way, so the narrower.
         assert_eq!(geo(600, 520, 200, 256, &hopper), wg(n192, 15));
+        assert_eq!(geo(1920, 1568, 72, 256, &hopper), wg(n224, 105));
         let old = |m: u32, n: u32| ("dense_gemm_bf16_pipelined", [n.div_ceil(128), m.div_ceil(128), 1], [256, 1, 1], 0, 0);
         assert_eq!(geo(511, 8192, 8192, 256, &hopper), old(511, 8192));
         assert_eq!(geo(512, 8192, 8192, 264, &hopper), old(512, 8192));
