@@ -173,8 +173,7 @@ pub const WGMMA_MIN_M: u32 = 512;
 /// The wgmma entries of `gemm_sm90.cu`: (entry, columns per tile BN, ring
 /// stages), in the order ties are settled. 224 columns: 21504 = 96 · 224, so
 /// at M = 512 the 384 tiles fill 2.9 waves of 132 SMs, where 256 columns
-/// leave 336 tiles in 2.5 (the last wave half idle); at 4096 × 8192, 1184
-/// tiles fill 9 waves to 99.7% against 256 columns' 1024 in 8 (97%).
+/// leave 336 tiles in 2.5 (the last wave half idle).
 const WGMMA_ENTRIES: [(&str, u32, u32); 3] = [
     ("gemm_sm90::dense_gemm_wgmma_n256", 256, 4),
     ("gemm_sm90::dense_gemm_wgmma_n192", 192, 5),
@@ -194,13 +193,17 @@ fn wgmma_shared_bytes(bn: u32, stages: u32) -> u32 {
 /// The wgmma entry (index into [`WGMMA_ENTRIES`]) for an `m × n` output on
 /// `sms` multiprocessors: the one whose persistent waves of tiles take the
 /// fewest tile-columns in all (⌈tiles / SMs⌉ · BN, a tile's time being
-/// about proportional to its width), the wider on a tie.
+/// about proportional to its width). A later entry must beat the best so
+/// far by more than 1/16: a narrower tile moves more operand bytes per
+/// FLOP (224 columns: 5% more than 256), which a wave filled a few percent
+/// better does not pay for (4096 × 8192: 1184 tiles of 224 in 9 waves
+/// against 1024 of 256 in 8, 1.6% fewer tile-columns, stays at 256).
 fn wgmma_choice(m: u32, n: u32, sms: u32) -> usize {
     let cost = |bn: u32| {
         let tiles = u64::from(m.div_ceil(WGMMA_BM)) * u64::from(n.div_ceil(bn));
         tiles.div_ceil(u64::from(sms.max(1))) * u64::from(bn)
     };
-    (1..WGMMA_ENTRIES.len()).fold(0, |best, i| if cost(WGMMA_ENTRIES[i].1) < cost(WGMMA_ENTRIES[best].1) { i } else { best })
+    (1..WGMMA_ENTRIES.len()).fold(0, |best, i| if 16 * cost(WGMMA_ENTRIES[i].1) < 15 * cost(WGMMA_ENTRIES[best].1) { i } else { best })
 }
 
 /// Whether the Hopper plan takes this launch: the device runs sm_90a
@@ -938,7 +941,7 @@ mod tests {
         let wg = |(e, b, s): (&'static str, [u32; 3], u32), grid| (e, [grid, 1, 1], b, s, 0);
         // The issue-5 shapes: (N, K) = (8192, 8192), (21504, 5376), (5376, 21504).
         assert_eq!(geo(512, 8192, 8192, 256, &hopper), wg(n256, 128));
-        assert_eq!(geo(4096, 8192, 8192, 256, &hopper), wg(n224, 132));
+        assert_eq!(geo(4096, 8192, 8192, 256, &hopper), wg(n256, 132));
         assert_eq!(geo(512, 21504, 5376, 256, &hopper), wg(n224, 132));
         assert_eq!(geo(4096, 21504, 5376, 256, &hopper), wg(n256, 132));
         assert_eq!(geo(512, 5376, 21504, 256, &hopper), wg(n192, 112));
