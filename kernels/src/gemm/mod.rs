@@ -244,25 +244,16 @@ fn cuda_dense_gemm_bf16_pipelined(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaP
 
 /// The wgmma entries' tensor maps: A (`m × k`) in 128 × 64 boxes and B
 /// (`n × k`) in BN × 64 boxes.
-fn wgmma_maps(a: &PlanArgs, bn: u32) -> Result<Vec<TensorMap2d>> {
+fn wgmma_maps<const BN: u32>(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
     Ok(vec![
         TensorMap2d { arg: "a", rows: m, cols: k, box_rows: WGMMA_BM, box_cols: WGMMA_BK },
-        TensorMap2d { arg: "b", rows: n, cols: k, box_rows: bn, box_cols: WGMMA_BK },
+        TensorMap2d { arg: "b", rows: n, cols: k, box_rows: BN, box_cols: WGMMA_BK },
     ])
 }
-fn wgmma_maps_n256(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    wgmma_maps(a, 256)
-}
-fn wgmma_maps_n192(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    wgmma_maps(a, 192)
-}
-fn wgmma_maps_n224(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    wgmma_maps(a, 224)
-}
-inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n256", maps: wgmma_maps_n256 } }
-inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n192", maps: wgmma_maps_n192 } }
-inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n224", maps: wgmma_maps_n224 } }
+inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n256", maps: wgmma_maps::<256> } }
+inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n192", maps: wgmma_maps::<192> } }
+inventory::submit! { CudaTensorMaps { module: "gemm_sm90", entry: "dense_gemm_wgmma_n224", maps: wgmma_maps::<224> } }
 
 /// A thread per element pair.
 fn cuda_scaled_add_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {

@@ -240,25 +240,16 @@ fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>>
 /// The grouped wgmma entries' tensor maps: a (`n × K`) in 128 × 64 boxes,
 /// w as one `e·N × K` matrix in BN × 64 boxes (expert x's rows start at
 /// x·N).
-fn grouped_wgmma_maps(a: &PlanArgs, bn: u32) -> Result<Vec<TensorMap2d>> {
+fn grouped_wgmma_maps<const BN: u32>(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
     let (n, e, big_n, big_k) = (a.u32("n")?, a.u32("e")?, a.u32("big_n")?, a.u32("big_k")?);
     Ok(vec![
         TensorMap2d { arg: "a", rows: u64::from(n), cols: u64::from(big_k), box_rows: GROUPED_WGMMA_BM, box_cols: GROUPED_WGMMA_BK },
-        TensorMap2d { arg: "w", rows: u64::from(e) * u64::from(big_n), cols: u64::from(big_k), box_rows: bn, box_cols: GROUPED_WGMMA_BK },
+        TensorMap2d { arg: "w", rows: u64::from(e) * u64::from(big_n), cols: u64::from(big_k), box_rows: BN, box_cols: GROUPED_WGMMA_BK },
     ])
 }
-fn grouped_wgmma_maps_n256(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    grouped_wgmma_maps(a, 256)
-}
-fn grouped_wgmma_maps_n192(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    grouped_wgmma_maps(a, 192)
-}
-fn grouped_wgmma_maps_n176(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    grouped_wgmma_maps(a, 176)
-}
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n256", maps: grouped_wgmma_maps_n256 } }
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n192", maps: grouped_wgmma_maps_n192 } }
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n176", maps: grouped_wgmma_maps_n176 } }
+inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n256", maps: grouped_wgmma_maps::<256> } }
+inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n192", maps: grouped_wgmma_maps::<192> } }
+inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n176", maps: grouped_wgmma_maps::<176> } }
 
 /// At decode sizes, `moe_grouped_gemm_bf16_seg`: a block per (32 weight
 /// rows, slot), where only the block of a segment's first slot computes it,
