@@ -178,6 +178,20 @@ template <> __device__ __forceinline__ void wgmma_tile<192>(float* d, unsigned l
 template <> __device__ __forceinline__ void wgmma_tile<176>(float* d, unsigned long long da, unsigned long long db) { wgmma_m64n176k16(d, da, db); }
 template <> __device__ __forceinline__ void wgmma_tile<224>(float* d, unsigned long long da, unsigned long long db) { wgmma_m64n224k16(d, da, db); }
 
+// Thread 0's setup of a STAGES-deep ring whose mbarriers sit at `bars`:
+// full s (bars + 8 s) takes one arrival (the producer's expect_tx), empty s
+// (bars + 8 (STAGES + s)) one per consumer warp (8); the inits are fenced for
+// the async proxy and both operands' tensor maps prefetched.
+template <int STAGES> __device__ __forceinline__ void ring_init(unsigned bars, const TmaMap* t0, const TmaMap* t1) {
+    for (int s = 0; s < STAGES; ++s) {
+        mbar_init(bars + 8u * s, 1);
+        mbar_init(bars + 8u * (STAGES + s), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(t0)) : "memory");
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(t1)) : "memory");
+}
+
 // Advances a ring position: stage s of STAGES and the phase parity it waits for.
 template <int STAGES> __device__ __forceinline__ void ring_next(int& s, unsigned& phase) {
     if (++s == STAGES) {

@@ -74,15 +74,7 @@ __device__ __forceinline__ void wgmma_gemm(const TmaMap* ta, const TmaMap* tb, b
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
     const int tid = threadIdx.x, wg = tid >> 7;
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full(s), 1);
-            mbar_init(empty(s), 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(ta)) : "memory");
-        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(tb)) : "memory");
-    }
+    if (tid == 0) ring_init<STAGES>(bars, ta, tb);
     __syncthreads();
 
     const int tiles_m = (M + WG_BM - 1) / WG_BM, tiles_n = (N + BN - 1) / BN, tiles = tiles_m * tiles_n;

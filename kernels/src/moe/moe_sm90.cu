@@ -95,15 +95,7 @@ __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full(s), 1);
-            mbar_init(empty(s), 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(ta)) : "memory");
-        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(tw)) : "memory");
-    }
+    if (tid == 0) ring_init<STAGES>(bars, ta, tw);
     if ((tid >> 5) == 1) {
         // Segment x is [start[x], max(start[x + 1], start[x])): clamped, so
         // offsets from device memory can never address rows outside [0, n).
