@@ -16,6 +16,20 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// scripts/decode_tables.py's stdout for `args` and (flag, file) pairs; the
+/// script must succeed.
+fn decode_tables(args: &[&str], files: &[(&str, &std::path::Path)]) -> String {
+    let mut cmd = Command::new("python3");
+    cmd.arg(repo().join("scripts/decode_tables.py")).args(args);
+    for (flag, file) in files {
+        cmd.arg(flag).arg(file);
+    }
+    let out = cmd.output().expect("python3 runs scripts/decode_tables.py");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
 /// The 26b-a4b layout at toy size: MoE beside the dense MLP in every layer,
 /// V = K on the full layers, a sliding window shorter than the prompt.
 fn tiny_moe() -> Shape {
@@ -79,18 +93,7 @@ fn tiny_moe_shape_runs_on_cpu_and_its_json_makes_a_decode_table() {
         serde_json::json!({"shape": "tiny-moe", "mode": mode, "batch": batch, "tokens_per_s": tps, "error": null, "note": "x"}).to_string()
     };
     std::fs::write(&hf, [hf_line("eager", 1, 1.5), hf_line("compile", 3, 2.5)].join("\n")).unwrap();
-    let out = Command::new("python3")
-        .arg(repo().join("scripts/decode_tables.py"))
-        .args(["--shape", "tiny-moe", "--batches", "1,3", "--cuda"])
-        .arg(&json)
-        .arg("--wgpu")
-        .arg(&json)
-        .arg("--hf")
-        .arg(&hf)
-        .output()
-        .expect("python3 runs scripts/decode_tables.py");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let text = decode_tables(&["--shape", "tiny-moe", "--batches", "1,3"], &[("--cuda", &json), ("--wgpu", &json), ("--hf", &hf)]);
     let lines: Vec<&str> = text.lines().collect();
     let (r1, r3) = (&report.rows[0], &report.rows[1]);
     let (bd1, bd3) = (report.bound_tokens_per_s(r1), report.bound_tokens_per_s(r3));
@@ -131,16 +134,7 @@ fn a_prefill_measurement_makes_the_prefill_table() {
         .to_string()
     };
     std::fs::write(&hf, [line("prefill-eager", 50.0), line("prefill-compile", 20.0)].join("\n")).unwrap();
-    let out = Command::new("python3")
-        .arg(repo().join("scripts/decode_tables.py"))
-        .args(["--prefill", "--shape", "tiny-moe", "--cuda"])
-        .arg(&json)
-        .arg("--hf")
-        .arg(&hf)
-        .output()
-        .expect("python3 runs scripts/decode_tables.py");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let text = decode_tables(&["--prefill", "--shape", "tiny-moe"], &[("--cuda", &json), ("--hf", &hf)]);
     let lines: Vec<&str> = text.lines().collect();
     let tf = |ms: f64| p.flops.total() / (ms * 1e-3) / 1e12;
     assert_eq!(lines[2], format!("| Switchyard cuda | 10 | {:.1} | {:.0} | {:.1} | 1.00x |", p.ms_median, p.tokens_per_s, tf(p.ms_median)));
