@@ -109,6 +109,20 @@ template <> __device__ __forceinline__ void wgmma_tile<192>(float* d, unsigned l
 template <> __device__ __forceinline__ void wgmma_tile<176>(float* d, unsigned long long da, unsigned long long db) { wgmma_m64n176k16(d, da, db); }
 template <> __device__ __forceinline__ void wgmma_tile<224>(float* d, unsigned long long da, unsigned long long db) { wgmma_m64n224k16(d, da, db); }
 
+// Tile t of a tiles_m x tiles_n grid in a persistent kernel's order: groups
+// of 16 tile rows, the row index running fastest within a group, so the
+// ~one wave of tiles in flight covers a few panels of the wide operand and
+// at most 16 of the other (they stay in L2).
+__device__ __forceinline__ void grouped_tile(int t, int tiles_m, int tiles_n, int& mt, int& nt) {
+    constexpr int group_m = 16;
+    const int per_group = group_m * tiles_n;
+    const int g = t / per_group, first = g * group_m;
+    const int rows = min(tiles_m - first, group_m);
+    const int r = t - g * per_group;
+    mt = first + r % rows;
+    nt = r / rows;
+}
+
 // Thread 0's setup of a STAGES-deep ring whose mbarriers sit at `bars`:
 // full s (bars + 8 s) takes one arrival (the producer's expect_tx), empty s
 // (bars + 8 (STAGES + s)) one per consumer warp (8); the inits are fenced for

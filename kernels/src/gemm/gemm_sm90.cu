@@ -44,20 +44,6 @@
 #define WG_BK 64
 // Bytes of one A slice in shared memory: 128 rows of 64 bf16.
 #define WG_A_BYTES (WG_BM * WG_BK * 2)
-// Output tiles per group along M in the tile order (see wg_tile).
-#define WG_GROUP_M 16
-
-// Tile t of a tiles_m x tiles_n grid, in groups of WG_GROUP_M tile rows:
-// within a group the row index runs fastest, so the ~one wave of tiles in
-// flight covers a few B panels and at most 16 A panels.
-__device__ __forceinline__ void wg_tile(int t, int tiles_m, int tiles_n, int& mt, int& nt) {
-    const int per_group = WG_GROUP_M * tiles_n;
-    const int g = t / per_group, first = g * WG_GROUP_M;
-    const int rows = min(tiles_m - first, WG_GROUP_M);
-    const int r = t - g * per_group;
-    mt = first + r % rows;
-    nt = r / rows;
-}
 
 // Dynamic shared memory: STAGES x (A slice + B slice), then the 2·STAGES
 // mbarriers, plus up to 1023 bytes to align the ring to 1024 (the 128-byte
@@ -87,7 +73,7 @@ __device__ __forceinline__ void wgmma_gemm(const TmaMap* ta, const TmaMap* tb, b
             unsigned phase = 0;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int mt, nt;
-                wg_tile(t, tiles_m, tiles_n, mt, nt);
+                grouped_tile(t, tiles_m, tiles_n, mt, nt);
                 for (int kt = 0; kt < KT; ++kt) {
                     // A fresh barrier is in phase 0, so waiting on parity 1
                     // (the phase "before" it) passes the first round.
@@ -110,7 +96,7 @@ __device__ __forceinline__ void wgmma_gemm(const TmaMap* ta, const TmaMap* tb, b
     unsigned phase = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int mt, nt;
-        wg_tile(t, tiles_m, tiles_n, mt, nt);
+        grouped_tile(t, tiles_m, tiles_n, mt, nt);
         wg_consume_tile<BN, WG_BK, STAGES>(acc, ring, STAGE_BYTES, cw * 64 * (WG_BK * 2), WG_A_BYTES, bars, KT, lane, s, phase);
 
         // Fragment layout: n8 block j holds (row g, cols 8j + 2q, +1) in

@@ -63,17 +63,6 @@
 // Codes, then the scale box (4 x 128 bytes) on its own 1024-byte swizzle atom.
 #define W4_STAGE_BYTES (W4_A_BYTES + W4_Q_BYTES + 1024)
 #define W4_STAGE_TX (W4_A_BYTES + W4_Q_BYTES + 4 * 128)
-#define W4_GROUP_M 16
-
-// Same grouped tile order as gemm_sm90.cu's wg_tile.
-__device__ __forceinline__ void w4_tile(int t, int tiles_m, int tiles_n, int& mt, int& nt) {
-    const int per_group = W4_GROUP_M * tiles_n;
-    const int g = t / per_group, first = g * W4_GROUP_M;
-    const int rows = min(tiles_m - first, W4_GROUP_M);
-    const int r = t - g * per_group;
-    mt = first + r % rows;
-    nt = r / rows;
-}
 
 // d += A(64 x 16 bf16, in registers: the mma.m16n8k16 A fragment of each
 // warp's 16 rows) . B(16 x 256, K-major in shared memory, descriptor db).
@@ -175,7 +164,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             unsigned phase = 0;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int mt, nt;
-                w4_tile(t, tiles_m, tiles_n, mt, nt);
+                grouped_tile(t, tiles_m, tiles_n, mt, nt);
                 for (int kt = 0; kt < KT; ++kt) {
                     mbar_wait(empty(st), phase ^ 1u);
                     mbar_expect_tx(full(st), W4_STAGE_TX);
@@ -204,7 +193,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     unsigned phase = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int mt, nt;
-        w4_tile(t, tiles_m, tiles_n, mt, nt);
+        grouped_tile(t, tiles_m, tiles_n, mt, nt);
 #pragma unroll
         for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
         mbar_wait(full(st), phase);
