@@ -123,6 +123,11 @@ __device__ __forceinline__ void grouped_tile(int t, int tiles_m, int tiles_n, in
     nt = r / rows;
 }
 
+// Brings a tensor map (a __grid_constant__ parameter) into the TMA unit's cache.
+__device__ __forceinline__ void tma_prefetch(const TmaMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(map)) : "memory");
+}
+
 // Thread 0's setup of a STAGES-deep ring whose mbarriers sit at `bars`:
 // full s (bars + 8 s) takes one arrival (the producer's expect_tx), empty s
 // (bars + 8 (STAGES + s)) one per consumer warp (8); the inits are fenced for
@@ -133,8 +138,8 @@ template <int STAGES> __device__ __forceinline__ void ring_init(unsigned bars, c
         mbar_init(bars + 8u * (STAGES + s), 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(t0)) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(t1)) : "memory");
+    tma_prefetch(t0);
+    tma_prefetch(t1);
 }
 
 // Advances a ring position: stage s of STAGES and the phase parity it waits for.

@@ -141,14 +141,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
     const int tid = threadIdx.x, wg = tid >> 7;
     if (tid == 0) {
-        for (int st = 0; st < W4_STAGES; ++st) {
-            mbar_init(full(st), 1);
-            mbar_init(empty(st), 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&ta)) : "memory");
-        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&tq)) : "memory");
-        asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<unsigned long long>(&ts)) : "memory");
+        ring_init<W4_STAGES>(bars, &ta, &tq);
+        tma_prefetch(&ts);
     }
     __syncthreads();
 
