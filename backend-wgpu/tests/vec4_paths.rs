@@ -193,5 +193,60 @@ fn argmax_on_every_path() {
     }
 }
 
-switchyard_test_harness::tests!(needs "wgpu": norms_on_every_path, gathers_on_every_path, copy_on_every_path, lm_head_on_every_path, argmax_on_every_path);
+fn qkv_prep_on_every_path() {
+    use switchyard_kernels::rope_kv::{rope_table, QkvPrep};
+    let mut g = Gen::new(16);
+    // hd 256 and 64: the vector entry (16 and 4 lanes a head vector); 40: the word entry.
+    for (rows, nh, nkv, hd) in [(3usize, 4usize, 2usize, 256usize), (5, 3, 1, 64), (2, 2, 1, 40)] {
+        let max_pos = 7;
+        let num_slots = rows + 2;
+        let (_, q) = g.bf16(rows * nh * hd, 0.01, 3.0);
+        let (_, k) = g.bf16(rows * nkv * hd, 0.01, 3.0);
+        let (_, v) = g.bf16(rows * nkv * hd, 0.01, 3.0);
+        let (_, qn) = g.bf16(hd, 0.1, 2.0);
+        let (_, kn) = g.bf16(hd, 0.1, 2.0);
+        let cs = bytes::f32_bytes(&rope_table(max_pos, hd, 10000.0, hd / 2));
+        // The last row's position is out of the table (NaN rows); slot -1 skips a KV write.
+        let mut pos: Vec<i32> = (0..rows as i32).map(|r| (3 * r + 1) % max_pos as i32).collect();
+        pos[rows - 1] = max_pos as i32;
+        let mut slot: Vec<i32> = (0..rows as i32).map(|r| num_slots as i32 - 1 - r).collect();
+        slot[0] = -1;
+        let (pos, slot) = (bytes::i32_bytes(&pos), bytes::i32_bytes(&slot));
+        let pool = 2 * num_slots * nkv * hd;
+        let t = format!("qkv_prep_bf16 rows={rows} nh={nh} nkv={nkv} hd={hd}");
+        both(
+            &t,
+            &[2 * rows * nh * hd, pool, pool],
+            &[&q, &k, &v, &qn, &kn, &cs, &pos, &slot],
+            &|o, a| {
+                o.qkv_prep_bf16(&QkvPrep {
+                    q_out: a[0],
+                    k_pool: Some(a[1]),
+                    v_pool: Some(a[2]),
+                    q_raw: a[3],
+                    k_raw: Some(a[4]),
+                    v_raw: Some(a[5]),
+                    q_norm: Some(a[6]),
+                    k_norm: Some(a[7]),
+                    cos_sin: a[8],
+                    pos: a[9],
+                    slot: Some(a[10]),
+                    pmap: None,
+                    rows,
+                    src_rows: rows,
+                    nh,
+                    nkv,
+                    hd,
+                    max_pos,
+                    num_slots,
+                    eps: 1e-6,
+                })
+            },
+            // RoPE of a rounded norm output: 2 ulp (kernels/src/rope_kv/mod.rs, DERIVED).
+            &bf16_within(2),
+        );
+    }
+}
+
+switchyard_test_harness::tests!(needs "wgpu": norms_on_every_path, gathers_on_every_path, copy_on_every_path, lm_head_on_every_path, argmax_on_every_path, qkv_prep_on_every_path);
 switchyard_test_harness::main!(common::probe);

@@ -7,7 +7,7 @@
 //! writes to.
 use crate::ops::{bf16s, i32_arg, optional, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{positive, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
+use crate::plan::{groups, positive, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
@@ -134,9 +134,26 @@ fn cuda_qkv_prep(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     Ok(CudaPlan::single(a.kernel, [grid, 1, 1], [QKV_THREADS, 1, 1]))
 }
 
-/// WGSL: [`row_head_grid`], workgroups of 128 (the shader's fixed size).
+/// Threads of a WGSL `qkv_prep_bf16_vec` workgroup.
+const WGSL_QKV_THREADS: u64 = 256;
+
+/// WGSL: at hd % 16 == 0, `qkv_prep_bf16_vec` over the launch's
+/// `rows · (nh + 2·nkv)` head vectors, hd / 16 lanes a vector (two 16-byte
+/// loads of its data each), 256 / (hd / 16) vectors a workgroup: 16 at hd
+/// 256, so the bench row (4096 · 64 vectors) runs as 16,384 workgroups of
+/// 256 instead of 196,608 of 128 that each moved one word a thread. Other
+/// hd: [`row_head_grid`], workgroups of 128 (`qkv_prep_bf16`).
 fn wgsl_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    Ok(WgslPlan::single(a.kernel, row_head_grid(a)?))
+    let [rows, _, _] = row_head_grid(a)?;
+    let hd = a.u32("hd")? as u64;
+    if hd % 16 != 0 || hd > 16 * WGSL_QKV_THREADS {
+        return Ok(WgslPlan::single(a.kernel, row_head_grid(a)?));
+    }
+    let vectors = rows as u64 * (a.u32("nh")? as u64 + 2 * a.u32("nkv")? as u64);
+    let per_group = WGSL_QKV_THREADS / (hd / 16);
+    let mut plan = WgslPlan::single(a.kernel, [groups(a.kernel, vectors, per_group)?, 1, 1]);
+    plan.passes[0].entry = "qkv_prep_bf16_vec";
+    Ok(plan)
 }
 
 cuda_plan!(QKV_PREP_BF16 => cuda_qkv_prep);
