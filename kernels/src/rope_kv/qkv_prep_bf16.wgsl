@@ -173,8 +173,9 @@ fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     if (kind != 3u) {
         ps = bitcast<i32>(d_pos[p.pos + r]);
     }
-    let ok = s >= 0 && s < p.src_rows && ps >= 0 && ps < p.max_pos;
-    let src_row = select(0u, u32(s), ok);
+    let s_ok = s >= 0 && s < p.src_rows;
+    let ok = s_ok && ps >= 0 && ps < p.max_pos;
+    let src_row = select(0u, u32(s), s_ok);
     let pos = select(0u, u32(ps), ok);
     let hw = hd / 2u;
     var src = 0u;
@@ -194,12 +195,37 @@ fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let qw = hd / 4u;
     let al = aligned4(p.q_out, p.k_pool, p.v_pool, p.q_raw) && aligned4(p.k_raw, p.v_raw, p.q_norm, p.k_norm)
         && aligned4(p.cos_sin, NONE, NONE, NONE);
-    // Words 4l.. of the first half and qw + 4l.. of the second.
+    // Words 4l.. of the first half and qw + 4l.. of the second. The data
+    // loads wait on no other load (a valid source row is all they need; a
+    // row with a bad position or slot reads and drops it), and the norm
+    // weight and (cos, sin) loads go out with them, before the barrier.
     var xa = vec4<u32>(0u);
     var xb = vec4<u32>(0u);
-    if (write && ok) {
+    if (kind != 3u && s_ok) {
         xa = src4(kind % 3u, src + 4u * l, al);
         xb = src4(kind % 3u, src + qw + 4u * l, al);
+    }
+    let wo = select(p.k_norm, p.q_norm, kind == Q);
+    let has_w = wo != NONE;
+    let rot = write && ok && kind != V;
+    var wa = vec4<u32>(0u);
+    var wb = vec4<u32>(0u);
+    if (rot && has_w) {
+        wa = norm4(kind, wo + 4u * l, al);
+        wb = norm4(kind, wo + qw + 4u * l, al);
+    }
+    // (cos, sin) of pairs i = 8l..8l+7 (hd / 2 pairs a position): 16 words;
+    // c0 = (cos, sin) of i, i+1, ...
+    var c0 = vec4<f32>(0.0);
+    var c1 = vec4<f32>(0.0);
+    var c2 = vec4<f32>(0.0);
+    var c3 = vec4<f32>(0.0);
+    if (rot) {
+        let cs = p.cos_sin + (pos * (hd / 2u) + 8u * l) * 2u;
+        c0 = cs4(cs, al);
+        c1 = cs4(cs + 4u, al);
+        c2 = cs4(cs + 8u, al);
+        c3 = cs4(cs + 12u, al);
     }
     red[lid] = sq_bf16x4(xa) + sq_bf16x4(xb);
     workgroupBarrier();
@@ -221,21 +247,6 @@ fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         store4(V, dst + qw + 4u * l, pack_bf16x4(bf16x4_lo(xb) * inv, bf16x4_hi(xb) * inv), al);
         return;
     }
-    let wo = select(p.k_norm, p.q_norm, kind == Q);
-    let has_w = wo != NONE;
-    var wa = vec4<u32>(0u);
-    var wb = vec4<u32>(0u);
-    if (has_w) {
-        wa = norm4(kind, wo + 4u * l, al);
-        wb = norm4(kind, wo + qw + 4u * l, al);
-    }
-    // (cos, sin) of pairs i = 8l..8l+7 (hd / 2 pairs a position): 16 words;
-    // c0 = (cos, sin) of i, i+1, ...
-    let cs = p.cos_sin + (pos * (hd / 2u) + 8u * l) * 2u;
-    let c0 = cs4(cs, al);
-    let c1 = cs4(cs + 4u, al);
-    let c2 = cs4(cs + 8u, al);
-    let c3 = cs4(cs + 12u, al);
     // Element 8l+2k is lo of word k, 8l+2k+1 its hi: pair index 2k and 2k+1.
     let cos_lo = vec4<f32>(c0.x, c1.x, c2.x, c3.x);
     let sin_lo = vec4<f32>(c0.y, c1.y, c2.y, c3.y);
