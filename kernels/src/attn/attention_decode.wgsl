@@ -17,8 +17,13 @@
 // update per head (running max m, rescale factor alpha), and P·V with each
 // thread holding a slice of the head's f32 accumulator in registers.
 //
-// Workgroup memory is tile_common.wgsli's pool (under the portable 16 KiB),
-// with M = next_pow2(hpw) query rows.
+// Workgroup memory is tile_common.wgsli's pool, with M = next_pow2(hpw)
+// query rows; the plan sizes it (the POOL override) so that the longest
+// chunk max_ctx allows is one tile where the adapter's workgroup storage
+// holds it. The q rows and each tile's K/V rows are copied CP_U words an
+// invocation at a time, every load issued before any is stored: at short
+// contexts a decode launch is a chain of memory round trips, and this makes
+// a tile one round trip instead of one per word.
 //
 // The whole window's block-table entries are validated first: an invalid
 // sequence or page (or ctx_len outside 1..=max_ctx) makes every chunk NaN
@@ -26,7 +31,8 @@
 // or idle chunk writes m = −inf, l = 0, o = 0.
 //
 // attention_decode_reduce (phase 2): one workgroup per (sequence, head),
-// each thread a packed output word (two dims). Chunks are combined in chunk
+// each thread a packed output word (two dims), the chunks' (m, l) staged in
+// workgroup memory first. Chunks are combined in chunk
 // order: M = max of the used m, out = bf16(Σ e^{m_s−M} o_s / Σ e^{m_s−M} l_s).
 // An empty chunk (m = −inf or l = 0) is skipped, so e^{−inf − M} never meets
 // M = −inf; all chunks empty gives a NaN row, and a NaN m (an invalid
@@ -76,6 +82,9 @@ fn ml_base(splits: u32) -> u32 {
     return u32(p.batch) * u32(p.nh) * splits * u32(p.hd);
 }
 
+// Words of each copied matrix an invocation loads before it stores any.
+const CP_U: u32 = 8u;
+
 var<workgroup> bad_flag: atomic<u32>;
 var<workgroup> bad_u: u32;
 // The chunk's key range, made uniform (it comes from ctx_len in storage) so
@@ -114,9 +123,6 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let k_off = mp * w;
     let v_off = k_off + kt_max * w;
     let s_off = v_off + kt_max * w;
-    // Threads per (head, key) dot product when the tile has fewer pairs than threads.
-    let pairs_max = mp * kt_max;
-    let tp = select(1u, 1u << (31u - countLeadingZeros(WG / pairs_max)), pairs_max < WG);
     // P·V mapping: thread = (row r, lane), each lane up to 8 words of the row.
     let tpr = WG / mp;
     let pr_row = lid / tpr;
@@ -183,8 +189,18 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let start = workgroupUniformLoad(&range_start);
     let stop = workgroupUniformLoad(&range_stop);
 
-    for (var i = lid; i < m_rows * w; i += WG) {
-        smem[i] = d_q[p.q + (b * nh + h0) * w + i];
+    let qn = m_rows * w;
+    let q0 = p.q + (b * nh + h0) * w;
+    for (var i0 = lid; i0 < qn; i0 += WG * CP_U) {
+        var qb: array<u32, CP_U>;
+        for (var u = 0u; u < CP_U; u++) {
+            qb[u] = d_q[q0 + min(i0 + u * WG, qn - 1u)];
+        }
+        for (var u = 0u; u < CP_U; u++) {
+            if (i0 + u * WG < qn) {
+                smem[i0 + u * WG] = qb[u];
+            }
+        }
     }
     if (lid < m_rows) {
         row_m[lid] = bitcast<f32>(NEG_INF);
@@ -205,15 +221,32 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
             slot_of[lid] = u32(pg) * page + key % page;
         }
         workgroupBarrier();
-        for (var i = lid; i < kt * w; i += WG) {
-            let j = i / w;
-            let at = slot_of[j] * kw + kvh * w + (i - j * w);
-            smem[k_off + i] = d_k_pool[p.k_pool + at];
-            smem[v_off + i] = d_v_pool[p.v_pool + at];
+        // Past the tile's last word a load repeats that word (in bounds,
+        // from the cache) and its store is skipped.
+        let n = kt * w;
+        for (var i0 = lid; i0 < n; i0 += WG * CP_U) {
+            var kb: array<u32, CP_U>;
+            var vb: array<u32, CP_U>;
+            for (var u = 0u; u < CP_U; u++) {
+                let i = min(i0 + u * WG, n - 1u);
+                let j = i / w;
+                let at = slot_of[j] * kw + kvh * w + (i - j * w);
+                kb[u] = d_k_pool[p.k_pool + at];
+                vb[u] = d_v_pool[p.v_pool + at];
+            }
+            for (var u = 0u; u < CP_U; u++) {
+                let i = i0 + u * WG;
+                if (i < n) {
+                    smem[k_off + i] = kb[u];
+                    smem[v_off + i] = vb[u];
+                }
+            }
         }
         workgroupBarrier();
-        // Scores: pair = r · kt + j; tp threads split a dot over strided words.
+        // Scores: pair = r · kt + j; tp threads (the most that this tile's
+        // pairs leave room for, a power of two) split a dot over strided words.
         let pairs = m_rows * kt;
+        let tp = select(1u, 1u << (31u - countLeadingZeros(WG / pairs)), pairs < WG);
         tile_scores(pairs, kt, kt_max, w, tp, k_off, s_off, lid);
         workgroupBarrier();
         if (lid < m_rows) {
@@ -263,13 +296,10 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     }
 }
 
-fn split_m(ml_at: u32, e: u32) -> f32 {
-    return bitcast<f32>(d_workspace[ml_at + 2u * e]);
-}
-
-fn split_l(ml_at: u32, e: u32) -> f32 {
-    return bitcast<f32>(d_workspace[ml_at + 2u * e + 1u]);
-}
+// Per-chunk (m, l) of the reduce's (sequence, head), staged once: there are
+// at most DECODE_TARGET_BLOCKS chunks.
+var<workgroup> chunk_m: array<f32, DECODE_TARGET_BLOCKS>;
+var<workgroup> chunk_l: array<f32, DECODE_TARGET_BLOCKS>;
 
 fn used(m: f32, l: f32) -> bool {
     return !(bitcast<u32>(m) == NEG_INF || l == 0.0);
@@ -289,12 +319,19 @@ fn attention_decode_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
     let w = hd / 2u;
     let bh = b * u32(p.nh) + h;
     let o = p.out + bh * w;
+    // The chunks' (m, l) in one round of loads; then each invocation scans
+    // them from workgroup memory.
+    for (var s = lid; s < splits; s += 128u) {
+        chunk_m[s] = bitcast<f32>(d_workspace[ml_at + 2u * (bh * splits + s)]);
+        chunk_l[s] = bitcast<f32>(d_workspace[ml_at + 2u * (bh * splits + s) + 1u]);
+    }
+    workgroupBarrier();
     var any = false;
     var nan = false;
     var big_m = bitcast<f32>(NEG_INF);
     for (var s = 0u; s < splits; s++) {
-        let m = split_m(ml_at, bh * splits + s);
-        if (used(m, split_l(ml_at, bh * splits + s))) {
+        let m = chunk_m[s];
+        if (used(m, chunk_l[s])) {
             any = true;
             nan = nan || is_nan_f32(m);
             big_m = max(big_m, m);
@@ -308,22 +345,33 @@ fn attention_decode_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
     }
     var den = 0.0;
     for (var s = 0u; s < splits; s++) {
-        let m = split_m(ml_at, bh * splits + s);
-        let l = split_l(ml_at, bh * splits + s);
+        let m = chunk_m[s];
+        let l = chunk_l[s];
         if (used(m, l)) {
             den += exp(m - big_m) * l;
         }
     }
+    // Chunk order as above; CP_U chunks' partials are loaded before any is
+    // added (a chunk past the last, or unused, loads chunk 0's in bounds and
+    // adds nothing: its weight is skipped, as the sum above skips it).
     for (var c = lid; c < w; c += 128u) {
         var a = 0.0;
         var z = 0.0;
-        for (var s = 0u; s < splits; s++) {
-            let e = bh * splits + s;
-            let m = split_m(ml_at, e);
-            if (used(m, split_l(ml_at, e))) {
-                let f = exp(m - big_m);
-                a += f * bitcast<f32>(d_workspace[e * hd + 2u * c]);
-                z += f * bitcast<f32>(d_workspace[e * hd + 2u * c + 1u]);
+        for (var s0 = 0u; s0 < splits; s0 += CP_U) {
+            var oa: array<f32, CP_U>;
+            var oz: array<f32, CP_U>;
+            for (var u = 0u; u < CP_U; u++) {
+                let e = bh * splits + select(0u, s0 + u, s0 + u < splits);
+                oa[u] = bitcast<f32>(d_workspace[e * hd + 2u * c]);
+                oz[u] = bitcast<f32>(d_workspace[e * hd + 2u * c + 1u]);
+            }
+            for (var u = 0u; u < CP_U; u++) {
+                let s = s0 + u;
+                if (s < splits && used(chunk_m[s], chunk_l[s])) {
+                    let f = exp(chunk_m[s] - big_m);
+                    a += f * oa[u];
+                    z += f * oz[u];
+                }
             }
         }
         d_out[o + c] = pack_bf16(a / den, z / den);

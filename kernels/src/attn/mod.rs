@@ -362,21 +362,58 @@ fn cuda_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     Ok(CudaPlan { passes, workspace_bytes: if splits > 1 { two_pass_bytes } else { 8 } })
 }
 
+/// Words of tile_common.wgsli's pool at its default (`POOL`): with the
+/// shaders' other workgroup arrays (under [`WGSL_TILE_OTHER_BYTES`]) the
+/// portable 16 KiB.
+const WGSL_POOL_WORDS: u32 = 3584;
+/// Workgroup memory the decode shader holds beside the pool (slot table,
+/// score partials, row statistics, control words: 1040 bytes), rounded up.
+const WGSL_TILE_OTHER_BYTES: u32 = 2048;
+/// Keys a WGSL tile holds at most (`MAX_KT` in tile_common.wgsli).
+const WGSL_MAX_KT: u32 = 64;
+
+/// The decode shader's pool (the `POOL` override) for query rows of `hd`
+/// dims, `rows` of them a workgroup, when no chunk is longer than
+/// `chunk_keys`: room for the q rows and one tile of the whole chunk (K, V
+/// and a score per row and key, up to [`WGSL_MAX_KT`] keys), within the
+/// adapter's workgroup storage, and never below the default. On the H200
+/// (48 KiB) a 16-key chunk at hd 512 with 4 rows is one tile instead of 4,
+/// at hd 256 with 2 rows one instead of 2.
+fn wgsl_decode_pool(hd: u32, rows: u32, chunk_keys: u32, max_shared_bytes: u32) -> u32 {
+    let (w, mp) = (hd / 2, rows.next_power_of_two());
+    let want = mp * w + chunk_keys.clamp(1, WGSL_MAX_KT) * (2 * w + mp);
+    let room = max_shared_bytes.saturating_sub(WGSL_TILE_OTHER_BYTES) / 4;
+    want.min(room).max(WGSL_POOL_WORDS)
+}
+
 /// WGSL decode: phase 1 `attention_decode`, where a workgroup takes up to
 /// `x0` query heads of one KV head (they share each K/V row), `x1`
-/// workgroups per KV head, grid (S, nkv · x1, batch); phase 2
+/// workgroups per KV head, grid (S, nkv · x1, batch), its pool sized by
+/// [`wgsl_decode_pool`] for the longest chunk `max_ctx` allows; phase 2
 /// `attention_decode_reduce`, grid (batch, nh).
-fn wgsl_attention_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+fn wgsl_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     let (splits, workspace_bytes) = decode_layout(a)?;
-    let rb = wgsl_rows_per_group(head_dim(a)?);
+    let hd = head_dim(a)?;
+    let rb = wgsl_rows_per_group(hd);
     let (nh, nkv) = heads(a)?;
     let batch = positive(a, "batch")?;
     let group = nh / nkv;
     let per = group.min(rb);
     let chunks = group.div_ceil(per);
+    // The longest chunk: up to MIN_SPLIT_KEYS keys while the key count
+    // decides the split, else ⌈K / S⌉ of the most keys max_ctx allows.
+    let keys = visible_keys(a.u32("max_ctx")? as usize, a.u32("window")? as usize);
+    let want = DECODE_TARGET_BLOCKS.div_ceil((batch as usize).saturating_mul(nkv as usize).max(1));
+    let longest = keys.min(MIN_SPLIT_KEYS.max(keys.div_ceil(want))).min(WGSL_MAX_KT as usize) as u32;
+    let pool = wgsl_decode_pool(hd, per, longest, f.max_shared_bytes);
     Ok(WgslPlan {
         passes: vec![
-            WgslPass { entry: "attention_decode", grid: [splits, nkv * chunks, batch], consts: vec![], extra: [per, chunks, 0, 0] },
+            WgslPass {
+                entry: "attention_decode",
+                grid: [splits, nkv * chunks, batch],
+                consts: vec![("POOL", pool)],
+                extra: [per, chunks, 0, 0],
+            },
             WgslPass { entry: "attention_decode_reduce", grid: [batch, nh, 1], consts: vec![], extra: [0; 4] },
         ],
         workspace_bytes,
@@ -535,8 +572,10 @@ static ATTN_SHAPES: [AttnShape; 5] = [
 /// (the global layers' shape), hd 192 (a head width that is not a power of
 /// two), chunks longer than the CUDA pipeline's 6 tiles of 16 keys, and a
 /// batch wide enough (8 sequences x 32 KV heads) for one chunk per sequence,
-/// which CUDA runs in one pass.
-static LONG_SHAPES: [AttnShape; 9] = [
+/// which CUDA runs in one pass; last, the bench model's two layer kinds a few
+/// steps into decode (131 and 147 keys: chunks of 15 and 16 keys, each one
+/// tile of the WGSL plan where the adapter's workgroup storage holds it).
+static LONG_SHAPES: [AttnShape; 11] = [
     AttnShape { lens: &[700, 300], nh: 4, nkv: 2, hd: 64, page: 16, window: 0, scale: 0.125, k_eq_v: false },
     AttnShape { lens: &[1000, 37], nh: 2, nkv: 1, hd: 128, page: 16, window: 600, scale: 0.1, k_eq_v: false },
     AttnShape { lens: &[1500], nh: 8, nkv: 2, hd: 256, page: 16, window: 0, scale: 0.0625, k_eq_v: false },
@@ -546,6 +585,8 @@ static LONG_SHAPES: [AttnShape; 9] = [
     AttnShape { lens: &[900], nh: 6, nkv: 3, hd: 192, page: 8, window: 0, scale: 0.07, k_eq_v: false },
     AttnShape { lens: &[1000], nh: 32, nkv: 32, hd: 128, page: 16, window: 0, scale: 0.09, k_eq_v: false },
     AttnShape { lens: &[300, 257, 130, 1, 64, 97, 200, 33], nh: 64, nkv: 32, hd: 64, page: 16, window: 0, scale: 0.125, k_eq_v: false },
+    AttnShape { lens: &[131], nh: 8, nkv: 4, hd: 256, page: 16, window: 512, scale: 0.0625, k_eq_v: false },
+    AttnShape { lens: &[147], nh: 8, nkv: 2, hd: 512, page: 16, window: 0, scale: 0.044, k_eq_v: true },
 ];
 
 fn label(s: &AttnShape) -> String {
@@ -719,6 +760,10 @@ mod tests {
             assert!(cu.contains(&format!("#define {name} {v}\n")), "attn.cu must define {name} {v}");
             assert!(wgsl.contains(&format!("const {name}: u32 = {v}u;")), "attention_decode.wgsl must define {name} = {v}u");
         }
+        // The WGSL pool the decode plan sizes.
+        let tile = sources::wgsl_fragment("attn/tile_common.wgsli").expect("tile_common.wgsli").text;
+        assert!(tile.contains(&format!("override POOL: u32 = {WGSL_POOL_WORDS}u;")));
+        assert!(tile.contains(&format!("const MAX_KT: u32 = {WGSL_MAX_KT}u;")));
         // The CUDA decode's pipeline, whose shared memory the plan sizes.
         assert!(cu.contains(&format!("#define DECODE_STAGES {CUDA_DECODE_STAGES}\n")));
         assert!(cu.contains(&format!("#define DC_TILE {CUDA_DECODE_TILE}\n")));
@@ -765,6 +810,14 @@ mod tests {
         // Groups of 2 query heads per KV head, 8 rows per workgroup at hd 256: one workgroup per KV head.
         assert_eq!((w.passes[0].grid, w.passes[0].extra), ([32, 8, 1], [2, 1, 0, 0]));
         assert_eq!(w.passes[1].grid, [1, 16, 1]);
+        // 8192 keys over 32 chunks: 256 a chunk, a tile of 64 keys (2 rows of 128 words) if it fits.
+        assert_eq!(w.passes[0].consts, vec![("POOL", 2 * 128 + 64 * (2 * 128 + 2))]);
+        let small = DeviceFacts { max_shared_bytes: 16384, ..FACTS };
+        assert_eq!(wgsl_attention_decode(&pa, &small).unwrap().passes[0].consts, vec![("POOL", WGSL_POOL_WORDS)]);
+        // The bench model's layers at max_ctx 256, batch 1: 16-key chunks are one tile on 48 KiB.
+        assert_eq!(wgsl_decode_pool(512, 4, 16, 49152), 4 * 256 + 16 * (512 + 4));
+        assert_eq!(wgsl_decode_pool(256, 2, 16, 49152), 2 * 128 + 16 * (256 + 2));
+        assert_eq!(wgsl_decode_pool(512, 4, 64, 49152), (49152 - WGSL_TILE_OTHER_BYTES) / 4);
         // A window caps the chunks: 200 keys -> 13.
         let a = args(&ATTENTION_DECODE, &[("batch", 1), ("max_ctx", 8192), ("nh", 16), ("nkv", 8), ("hd", 256), ("window", 200)]);
         assert_eq!(cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap().passes[0].grid, [13, 8, 1]);

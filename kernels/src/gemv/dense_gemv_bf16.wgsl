@@ -21,6 +21,10 @@ fn activation(i: u32, c: u32) -> vec4<u32> {
     return d_a[p.a / 4u + i * (p.k / 8u) + c];
 }
 
+fn m1_activation(c: u32) -> vec4<u32> {
+    return activation(0u, c);
+}
+
 @compute @workgroup_size(256)
 fn dense_gemv_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {

@@ -8,8 +8,13 @@
 // One chunk (x1 = 1) runs dense_gemv_rmsnorm_bf16; several run
 // dense_gemv_rmsnorm_bf16_partial, then dense_gemv_rmsnorm_bf16_reduce
 // (x0 = chunks), which reads only the partial sums. With enough rows,
-// dense_gemv_rmsnorm_bf16_m1: row_norm, then gemv_m1.wgsli's eight rows a
-// workgroup in one pass.
+// dense_gemv_rmsnorm_bf16_m1: the row's Σ a² (row_sum, the lanes prelude's
+// reduction), then xn formed once into workgroup memory (XN_VECS vectors,
+// the plan's K / 8), then gemv_m1.wgsli's eight rows a workgroup in one
+// pass reading xn from there: every slot of the workgroup reads the same
+// vectors, and forming them (two loads, sixteen products and a rounding a
+// vector) in each slot's stream cost more than the stream's own dot
+// products.
 struct Params {
     a: u32, b: u32, c: u32, m: u32, n: u32, k: u32, seg1: u32, seg2: u32, norm_w: u32, eps: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -36,6 +41,15 @@ fn row_norm(lid: u32) {
         ss += sq_bf16x4(d_a[ab + j]);
     }
     row_inv = inv_rms(wg_sum256(ss, lid), p.k, p.eps);
+}
+
+// The m = 1 entry's normalised row, K / 8 vectors (the XN_VECS override;
+// 1, unused, for the other entries).
+override XN_VECS: u32 = 1u;
+var<workgroup> xn: array<vec4<u32>, XN_VECS>;
+
+fn m1_activation(c: u32) -> vec4<u32> {
+    return xn[c];
 }
 
 // Vector c of the normalised row (m = 1: i is 0).
@@ -78,12 +92,22 @@ fn dense_gemv_rmsnorm_bf16_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builti
 }
 
 @compute @workgroup_size(256)
-fn dense_gemv_rmsnorm_bf16_m1(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                              @builtin(local_invocation_index) lid: u32) {
+fn dense_gemv_rmsnorm_bf16_m1(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
     let g = group_x(wid, nwg, p.fold);
     if (g >= p.gx) {
         return;
     }
-    row_norm(lid);
+    let lid = ln.lid;
+    let kv = p.k / 8u;
+    let ab = p.a / 4u;
+    var ss = 0.0;
+    for (var j = lid; j < kv; j += 256u) {
+        ss += sq_bf16x4(d_a[ab + j]);
+    }
+    row_inv = inv_rms(row_sum(ss, ln), p.k, p.eps);
+    for (var j = lid; j < kv; j += 256u) {
+        xn[j] = activation(0u, j);
+    }
+    workgroupBarrier();
     seg_m1(g, lid);
 }

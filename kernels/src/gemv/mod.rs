@@ -226,6 +226,8 @@ const WGSL_NORM_SHARED_BYTES: u32 = 256 * 4;
 /// Weight rows a workgroup of the WGSL m = 1 path streams (gemv_m1.wgsli):
 /// eight slots of 32 lanes, one whole row each.
 const WGSL_M1_ROWS: u64 = 8;
+/// Workgroup memory of the m = 1 path's reduction (`red1` in gemv_m1.wgsli).
+const WGSL_M1_SHARED_BYTES: u32 = 288 * 4;
 /// Shortest K the m = 1 path takes: every lane of a slot has at least one
 /// full round of eight 16-byte loads (32 lanes × 8 × 8 k). A shorter row
 /// leaves most lanes one or two loads, and the tiled design (128 rows a
@@ -253,7 +255,10 @@ const WGSL_M1_MAX_K: u64 = 8192;
 /// `m1_entry` (the plain, the fused-norm and the gated GEMV) and at least
 /// [`WGSL_M1_MIN_GROUPS`] workgroups of eight weight rows: one pass of
 /// `m1_entry` (`⌈rows / 8⌉` workgroups, a slot of 32 lanes per weight row
-/// over the whole of K, no workspace).
+/// over the whole of K, no workspace). With `m1_xn` (the fused norm) the
+/// entry also stages the normalised row in workgroup memory (`XN_VECS` =
+/// K / 8 vectors beside the norm's scratch), so the path needs that much
+/// more of the adapter's workgroup storage (K ≤ 7104 under 16 KiB).
 ///
 /// Otherwise `⌈rows / 128⌉` row blocks times K chunks, `M` (= m) a
 /// pipeline override. Row blocks alone rarely fill the GPU at decode sizes,
@@ -271,6 +276,7 @@ fn wgsl_gemv(
     shared: u32,
     entries: [&'static str; 2],
     m1_entry: Option<&'static str>,
+    m1_xn: bool,
 ) -> Result<WgslPlan> {
     let kernel = a.kernel;
     let m = positive(a, "m")?;
@@ -288,8 +294,15 @@ fn wgsl_gemv(
         )));
     }
     if let Some(m1) = m1_entry.filter(|_| m == 1 && (WGSL_M1_MIN_K..=WGSL_M1_MAX_K).contains(&k)) {
-        if rows.div_ceil(WGSL_M1_ROWS) >= WGSL_M1_MIN_GROUPS {
-            let pass = WgslPass { entry: m1, grid: [groups(kernel, rows, WGSL_M1_ROWS)?, 1, 1], consts: vec![], extra: [0; 4] };
+        // k ≤ WGSL_M1_MAX_K here, so the sizes below fit u32.
+        let (m1_shared, consts) = if m1_xn {
+            let vecs = (k / 8) as u32;
+            (WGSL_M1_SHARED_BYTES + WGSL_NORM_SHARED_BYTES + 16 * vecs, vec![("XN_VECS", vecs)])
+        } else {
+            (WGSL_M1_SHARED_BYTES, vec![])
+        };
+        if rows.div_ceil(WGSL_M1_ROWS) >= WGSL_M1_MIN_GROUPS && m1_shared <= f.max_shared_bytes {
+            let pass = WgslPass { entry: m1, grid: [groups(kernel, rows, WGSL_M1_ROWS)?, 1, 1], consts, extra: [0; 4] };
             return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 });
         }
     }
@@ -325,6 +338,7 @@ fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
         WGSL_SHARED_BYTES,
         ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce"],
         Some("dense_gemv_bf16_m1"),
+        false,
     )
 }
 
@@ -340,6 +354,7 @@ fn wgsl_dense_gemv_rmsnorm(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
         shared,
         ["dense_gemv_rmsnorm_bf16_partial", "dense_gemv_rmsnorm_bf16_reduce"],
         Some("dense_gemv_rmsnorm_bf16_m1"),
+        true,
     )
 }
 
@@ -352,6 +367,7 @@ fn wgsl_dense_gemv_gelu_mul(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
         WGSL_SHARED_BYTES,
         ["dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce"],
         Some("dense_gemv_gelu_mul_bf16_m1"),
+        false,
     )
 }
 
@@ -613,9 +629,16 @@ mod tests {
         let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
         assert_eq!((p.passes[0].grid, p.passes[0].block), ([1024, 1, 1], [32, 2, 4]));
         // WGSL: the GEMV's m = 1 path (eight rows a workgroup, one pass), its own entry.
+        // It stages the normalised row (320 vectors) in workgroup memory.
         let args = norm_args(1, 4096, 2560);
         let p = wgsl_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &wgpu_facts(1 << 31)).unwrap();
-        assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_rmsnorm_bf16_m1", [512, 1, 1], vec![], [0; 4])], 0));
+        assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_rmsnorm_bf16_m1", [512, 1, 1], vec![("XN_VECS", 320)], [0; 4])], 0));
+        // Hidden 8192 does not fit 16 KiB beside the scratch (2176 + 16 KiB): the tiled plan; 48 KiB holds it.
+        let args = norm_args(1, 4096, 8192);
+        let pa = PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args);
+        assert_eq!(wgsl_dense_gemv_rmsnorm(&pa, &wgpu_facts(1 << 31)).unwrap().passes[0].entry, "dense_gemv_rmsnorm_bf16_partial");
+        let big = DeviceFacts { max_shared_bytes: 49152, ..wgpu_facts(1 << 31) };
+        assert_eq!(shape(&wgsl_dense_gemv_rmsnorm(&pa, &big).unwrap())[0].2, vec![("XN_VECS", 1024)]);
         // Too few rows for it: the tiled split (8 row blocks, 10 chunks of 256 k).
         let args = norm_args(1, 1000, 2560);
         let p = wgsl_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &wgpu_facts(1 << 31)).unwrap();
