@@ -62,6 +62,13 @@ pub struct CudaBackend {
 pub const PDL_ENV: &str = "SWITCHYARD_CUDA_PDL";
 
 /// Environment variable that, set to `0`, keeps plans from picking the
+/// entries that launch as thread-block clusters (the split-K GEMV and the
+/// split decode attention then combine their partials in a second pass, for
+/// comparison). Any other value, or none, leaves them on where the device
+/// has clusters (compute capability 9.0 or later).
+pub const CLUSTER_ENV: &str = "SWITCHYARD_CUDA_CLUSTERS";
+
+/// Environment variable that, set to `0`, keeps plans from picking the
 /// entries compiled for `sm_90a` (the wgmma / TMA GEMM plan of
 /// `dense_gemm_bf16_pipelined`) on a compute-capability 9.0 device, where
 /// they are on by default ([`DeviceFacts::cuda_sm90a`]): the mma.sync plans
@@ -91,6 +98,9 @@ struct Function {
     /// source lists it on a `// dependent-launch:` line (it waits on
     /// `griddepcontrol.wait` before reading anything earlier launches wrote).
     dependent: bool,
+    /// Launched as one thread-block cluster along this grid axis (its
+    /// source lists it on a `// cluster-launch:` line).
+    cluster_axis: Option<usize>,
 }
 
 /// Workspace for plans that ask for it. Grows by allocating a bigger buffer;
@@ -181,6 +191,7 @@ impl CudaBackend {
             let cache = DiskCache::new(nvrtc);
             let hopper = major == 9 && minor == 0;
             let sm90a = hopper && std::env::var(WGMMA_ENV).map_or(true, |v| v != "0");
+            let clusters = major >= 9 && std::env::var(CLUSTER_ENV).map_or(true, |v| v != "0");
             let plans = if sm90a {
                 "sm_90a (wgmma/TMA GEMM plans)".to_string()
             } else if hopper {
@@ -193,6 +204,7 @@ impl CudaBackend {
                 ("arch".to_string(), arch.clone()),
                 ("cuda arch".to_string(), plans),
                 ("multiprocessors".to_string(), sms.to_string()),
+                ("cluster launches".to_string(), if clusters { "on".into() } else if major >= 9 { format!("off ({CLUSTER_ENV}=0)") } else { "no (compute capability < 9.0)".into() }),
                 ("shared memory per block (opt-in)".to_string(), max_shared.to_string()),
                 ("L2 bytes".to_string(), l2.to_string()),
                 ("memory bytes".to_string(), total.to_string()),
@@ -216,6 +228,7 @@ impl CudaBackend {
                 max_groups_per_dim: 65535,
                 max_binding_bytes: u64::MAX,
                 cuda_sm90a: sm90a,
+                cuda_clusters: clusters,
                 wgsl_coopmat: false,
             };
             Ok(CudaBackend {
@@ -380,8 +393,13 @@ impl CudaBackend {
                 Some(t) => Self::tensor_maps(sig, args, t, &what)?,
                 None => Vec::new(),
             };
-            let (f, dependent) = self.function(&mut st, sig, module, entry, pass.shared_bytes, &what)?;
-            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, dependent, self.stream.0, &mut params, &mut maps, &what)?;
+            let (f, dependent, cluster_axis) = self.function(&mut st, sig, module, entry, pass.shared_bytes, &what)?;
+            let cluster = cluster_axis.map(|axis| {
+                let mut dims = [1u32; 3];
+                dims[axis] = pass.grid[axis];
+                dims
+            });
+            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, dependent, cluster, self.stream.0, &mut params, &mut maps, &what)?;
         }
         Ok(())
     }
@@ -432,7 +450,7 @@ impl CudaBackend {
         entry: &'static str,
         shared_bytes: u32,
         what: &str,
-    ) -> Result<(CUfunction, bool)> {
+    ) -> Result<(CUfunction, bool, Option<usize>)> {
         let State { modules, functions, .. } = st;
         let func = match functions.entry((module, entry)) {
             Entry::Occupied(e) => e.into_mut(),
@@ -447,7 +465,11 @@ impl CudaBackend {
                 };
                 let f = raw::module_function(loaded, entry, what)?;
                 let dependent = self.dependent_launch && crate::compile::is_dependent(&crate::compile::dependent_entries(module), entry);
-                e.insert(Function { f: Shared(f), allowed: DEFAULT_DYNAMIC_SHARED, dependent })
+                let cluster_axis = crate::compile::cluster_axis(module, entry);
+                if cluster_axis.is_some() {
+                    raw::func_allow_large_clusters(f, what)?;
+                }
+                e.insert(Function { f: Shared(f), allowed: DEFAULT_DYNAMIC_SHARED, dependent, cluster_axis })
             }
         };
         if shared_bytes > func.allowed {
@@ -461,7 +483,7 @@ impl CudaBackend {
             raw::func_set_max_dynamic_shared(func.f.0, shared_bytes, what)?;
             func.allowed = shared_bytes;
         }
-        Ok((func.f.0, func.dependent))
+        Ok((func.f.0, func.dependent, func.cluster_axis))
     }
 
     /// Disk cache first; a missing, corrupt or driver-rejected entry is

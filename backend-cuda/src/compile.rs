@@ -84,6 +84,25 @@ pub(crate) fn dependent_entries(module: &str) -> Vec<String> {
     })
 }
 
+/// The grid axis along which `entry` of `module` launches as one cluster,
+/// from its source's `// cluster-launch: <x|y|z> entry ...` line: the
+/// whole grid extent on that axis is one cluster (the entry combines its
+/// blocks' partial results through distributed shared memory), the other
+/// axes are 1. `None` for a plain launch.
+pub(crate) fn cluster_axis(module: &str, entry: &str) -> Option<usize> {
+    let src = sources::cuda(module)?;
+    src.text.lines().find_map(|l| {
+        let mut words = l.trim().strip_prefix("// cluster-launch:")?.split_whitespace();
+        let axis = match words.next()? {
+            "x" => 0,
+            "y" => 1,
+            "z" => 2,
+            _ => return None,
+        };
+        words.any(|w| w == entry).then_some(axis)
+    })
+}
+
 /// The program text NVRTC compiles for `src`: the prelude, the Hopper
 /// prelude when the source asks for `sm_90a`, then the source.
 pub(crate) fn program_text(src: &Source) -> String {

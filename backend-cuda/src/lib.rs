@@ -48,6 +48,6 @@ pub mod cublas;
 pub mod nccl;
 mod raw;
 
-pub use backend::{cuda_backend, CudaBackend, DEVICE_ENV, WGMMA_ENV};
+pub use backend::{cuda_backend, CudaBackend, CLUSTER_ENV, DEVICE_ENV, WGMMA_ENV};
 pub use compile::{compile_module, nvrtc_version};
 pub use cublas::Cublas;

@@ -424,6 +424,9 @@ pub(crate) fn tensor_map_bf16_2d(addr: CUdeviceptr, rows: u64, cols: u64, box_ro
 /// launches it as a programmatic dependent of the launch before it on `s`
 /// (it may start before that one finishes; the kernel itself waits with
 /// `griddepcontrol.wait` before reading what earlier launches wrote).
+/// `cluster` launches the grid as thread-block clusters of that shape
+/// (each dimension divides the grid's; the driver refuses a cluster it
+/// cannot co-schedule, which comes back as an error).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     f: CUfunction,
@@ -431,6 +434,7 @@ pub(crate) fn launch(
     block: [u32; 3],
     shared_bytes: u32,
     dependent: bool,
+    cluster: Option<[u32; 3]>,
     s: CUstream,
     params: &mut [ParamSlot],
     maps: &mut [CUtensorMap],
@@ -438,12 +442,27 @@ pub(crate) fn launch(
 ) -> Result<()> {
     let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p as *mut ParamSlot as *mut c_void).collect();
     ptrs.extend(maps.iter_mut().map(|m| m as *mut CUtensorMap as *mut c_void));
-    let call = format_args!("cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes, dependent {dependent})");
-    if dependent {
-        // SAFETY: a plain-data attribute; the union is zeroed before the one field is set.
-        let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.programmaticStreamSerializationAllowed = 1;
+    let call = format_args!(
+        "cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes, dependent {dependent}, cluster {cluster:?})"
+    );
+    if dependent || cluster.is_some() {
+        let mut attrs: Vec<cu::CUlaunchAttribute> = Vec::with_capacity(2);
+        if dependent {
+            // SAFETY: a plain-data attribute; the union is zeroed before the one field is set.
+            let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr.value.programmaticStreamSerializationAllowed = 1;
+            attrs.push(attr);
+        }
+        if let Some([x, y, z]) = cluster {
+            // SAFETY: as above.
+            let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attr.value.clusterDim.x = x;
+            attr.value.clusterDim.y = y;
+            attr.value.clusterDim.z = z;
+            attrs.push(attr);
+        }
         let config = cu::CUlaunchConfig {
             gridDimX: grid[0],
             gridDimY: grid[1],
@@ -453,10 +472,10 @@ pub(crate) fn launch(
             blockDimZ: block[2],
             sharedMemBytes: shared_bytes,
             hStream: s,
-            attrs: &mut attr,
-            numAttrs: 1,
+            attrs: attrs.as_mut_ptr(),
+            numAttrs: attrs.len() as u32,
         };
-        // SAFETY: as for cuLaunchKernel below; `config` and `attr` outlive the
+        // SAFETY: as for cuLaunchKernel below; `config` and `attrs` outlive the
         // call, which copies them.
         return unsafe { check(&call, cu::cuLaunchKernelEx(&config, f, ptrs.as_mut_ptr(), std::ptr::null_mut())) };
     }
@@ -483,6 +502,18 @@ pub(crate) fn launch(
                 ptrs.as_mut_ptr(),
                 std::ptr::null_mut(),
             ),
+        )
+    }
+}
+
+/// Lets `f` launch as clusters of up to 16 blocks (past the portable 8).
+pub(crate) fn func_allow_large_clusters(f: CUfunction, what: &str) -> Result<()> {
+    // SAFETY: `f` comes from a loaded module of the current context; the
+    // attribute takes a plain integer.
+    unsafe {
+        check(
+            &format_args!("cuFuncSetAttribute({what}, NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 1)"),
+            cu::cuFuncSetAttribute(f, cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
         )
     }
 }

@@ -566,6 +566,7 @@ impl WgpuBackend {
                 .plan_binding_limit
                 .map_or(limits.max_storage_buffer_binding_size, |l| l.min(limits.max_storage_buffer_binding_size)),
             cuda_sm90a: false,
+            cuda_clusters: false,
             wgsl_coopmat: coop.is_ok(),
         };
         details.push((

@@ -34,6 +34,11 @@ pub struct DeviceFacts {
     /// capability 9.0 and the backend has not turned them off (the CUDA
     /// backend's `WGMMA_ENV`). False on every other GPU and on wgpu.
     pub cuda_sm90a: bool,
+    /// CUDA: plans may pick entries that launch as thread-block clusters
+    /// (their source names them on a `// cluster-launch:` line): compute
+    /// capability 9.0 or later, and the backend has not turned them off
+    /// (the CUDA backend's `CLUSTER_ENV`). False on older GPUs and on wgpu.
+    pub cuda_clusters: bool,
     /// wgpu: the shaders are composed with their cooperative-matrix code
     /// (`//! coopmat` lines, `sources::wgsl_expand_coopmat`) and plans may
     /// pick those entries: the device was opened with

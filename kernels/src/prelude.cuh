@@ -177,6 +177,44 @@ __device__ __forceinline__ void sy_allow_next() {
 #endif
 }
 
+// Thread-block clusters (compute capability 9.0+). An entry listed on its
+// module's `// cluster-launch: <axis>` line launches with the whole grid
+// extent on that axis as one cluster; its blocks combine partial results by
+// reading each other's shared memory. cluster_sync() is a full barrier of
+// the cluster with release/acquire ordering of shared memory; every thread
+// of every block must reach it. On older GPUs the plans never pick such an
+// entry, and these trap.
+__device__ __forceinline__ unsigned cluster_rank() {
+#if __CUDA_ARCH__ >= 900
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+#else
+    __trap();
+    return 0;
+#endif
+}
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+    __trap();
+#endif
+}
+// The float at `p` (this block's shared memory) in cluster block `rank`'s copy.
+__device__ __forceinline__ float ld_cluster_f32(const float* p, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+    unsigned remote;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"((unsigned)__cvta_generic_to_shared(p)), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+#else
+    __trap();
+    return 0.0f;
+#endif
+}
+
 // HF's gelu_pytorch_tanh, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in the
 // CPU reference's operation order with no contraction (the gated-GELU
 // contracts fix it; only tanhf may differ from the host's).

@@ -1,5 +1,6 @@
 // The decode entries wait for the launch before them at their start (launched as programmatic dependents).
-// dependent-launch: attention_decode attention_decode_reduce
+// dependent-launch: attention_decode attention_decode_reduce attention_decode_cl
+// cluster-launch: x attention_decode_cl
 // Paged attention: flash-style prefill on the tensor cores, split-K decode
 // (two passes through plan workspace) on the CUDA cores.
 //
@@ -526,10 +527,49 @@ __device__ __forceinline__ void decode_store(bf16* out, float* workspace, const 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
-    bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
-    const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
-    int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
+// The split decode as one cluster along x (attention_decode_cl, S <= 8
+// chunks): each block parks its chunk's (o, m, l) in its own shared memory
+// (o as [8 heads][hd] f32, then (m, l) per head) where the two-pass plan
+// writes workspace, and the cluster's blocks then each combine a 1/S share
+// of the group's outputs with attention_decode_reduce's arithmetic, reading
+// the chunks in chunk order (cluster rank = chunk), so both give the same bits.
+__device__ __forceinline__ void decode_cluster_combine(bf16* __restrict__ out, const float* red, int nq, int hd, size_t row0) {
+    cluster_sync();
+    const int S = gridDim.x, rank = (int)cluster_rank();
+    const float* ml = red + 8 * hd;
+    const int outs = nq * hd, per = (outs + S - 1) / S;
+    for (int o = rank * per + threadIdx.x; o < min(outs, (rank + 1) * per); o += blockDim.x) {
+        const int hq = o / hd, d = o % hd;
+        bool any = false, nan = false;
+        float big = -SY_INF;
+        for (int s = 0; s < S; ++s) {
+            const float m = ld_cluster_f32(ml + 2 * hq, (unsigned)s), l = ld_cluster_f32(ml + 2 * hq + 1, (unsigned)s);
+            if (m == -SY_INF || l == 0.0f) continue;
+            any = true;
+            if (m != m) nan = true; else big = fmaxf(big, m);
+        }
+        bf16 v = SY_NAN_BF16;
+        if (any && !nan) {
+            float den = 0.0f, num = 0.0f;
+            for (int s = 0; s < S; ++s) {
+                const float m = ld_cluster_f32(ml + 2 * hq, (unsigned)s), l = ld_cluster_f32(ml + 2 * hq + 1, (unsigned)s);
+                if (m == -SY_INF || l == 0.0f) continue;
+                const float w = expf(m - big);
+                den += w * l;
+                num += w * ld_cluster_f32(red + (size_t)hq * hd + d, (unsigned)s);
+            }
+            v = f32_to_bf16(num / den);
+        }
+        out[(row0 + hq) * hd + d] = v;
+    }
+    cluster_sync(); // no block leaves while another still reads its shared memory
+}
+
+template <bool CLUSTER>
+__device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool,
+                                                      const bf16* __restrict__ v_pool, const int* __restrict__ block_table,
+                                                      const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
+                                                      int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
     sy_allow_next(); // launched as a dependent (see the dependent-launch line)
     sy_wait_prior();
     extern __shared__ __align__(16) unsigned char dsm[];
@@ -539,8 +579,10 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
     const int s = blockIdx.x, kvh = blockIdx.y / QG, b = blockIdx.z;
     const int h0 = kvh * G + (blockIdx.y % QG) * 8, nq = min(8, kvh * G + G - h0);
     const int splits = decode_splits(visible_keys(max_ctx, window), batch, nkv);
-    if (b >= batch || kvh >= nkv || s >= splits) return; // block-uniform
-    const bool single = splits == 1;
+    // Block-uniform; for a cluster, uniform over the grid (its x extent is the split count).
+    if (b >= batch || kvh >= nkv || s >= splits || (CLUSTER && (int)gridDim.x != splits)) return;
+    const bool single = !CLUSTER && splits == 1;
+    float* red = reinterpret_cast<float*>(dsm); // CLUSTER: this chunk's o, then (m, l), per head of the group
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const size_t ml_base = (size_t)batch * nh * splits * hd;
     // This lane's two head columns.
@@ -561,6 +603,15 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
     // Writes an invalid chunk (NaN o, m, l, or a NaN row with one chunk in
     // all) or an idle / empty one (m = -inf, l = 0: the reduce skips it).
     auto nothing = [&](bool bad) {
+        if (CLUSTER) {
+            __syncthreads(); // the pipeline's last copies have landed in every thread
+            for (int i = threadIdx.x; i < nq * hd; i += blockDim.x) red[i] = SY_NAN;
+            if (threadIdx.x < nq) {
+                red[8 * hd + 2 * threadIdx.x] = bad ? SY_NAN : -SY_INF;
+                red[8 * hd + 2 * threadIdx.x + 1] = bad ? SY_NAN : 0.0f;
+            }
+            return;
+        }
         for (int i = threadIdx.x; i < nq * hd; i += blockDim.x) {
             const int hq = i / hd, d = i % hd;
             const size_t hr = (size_t)b * nh + h0 + hq;
@@ -575,6 +626,7 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
     };
     if (!ok || start >= stop) {
         nothing(!ok);
+        if (CLUSTER) decode_cluster_combine(out, red, nq, hd, (size_t)b * nh + h0);
         return;
     }
 
@@ -611,12 +663,17 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
             nothing(true);                                                                  \
             break;                                                                          \
         }                                                                                   \
+        if (CLUSTER) __syncthreads(); /* every warp is done with the tiles red reuses */    \
         for (int k2 = 0; k2 < 2; ++k2) {                                                    \
             const int hq = k2 ? qb2 : qa;                                                   \
             if (hq < nq) {                                                                  \
                 const size_t hr = (size_t)b * nh + h0 + hq;                                 \
-                decode_store<KS_>(out, workspace, o, hq, k2, mo[k2], lsum[k2], hd, hr,      \
-                                  hr * splits + s, ml_base, single);                        \
+                if (CLUSTER)                                                                \
+                    decode_store<KS_>(out, red, o, hq, k2, mo[k2], lsum[k2], hd, hr, hq,    \
+                                      (size_t)8 * hd, false);                               \
+                else                                                                        \
+                    decode_store<KS_>(out, workspace, o, hq, k2, mo[k2], lsum[k2], hd, hr,  \
+                                      hr * splits + s, ml_base, single);                    \
             }                                                                               \
         }                                                                                   \
         break;                                                                              \
@@ -632,6 +689,23 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
         DECODE_CASE(8)
     }
 #undef DECODE_CASE
+    if (CLUSTER) decode_cluster_combine(out, red, nq, hd, (size_t)b * nh + h0);
+}
+
+extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
+    bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
+    const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
+    int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
+    attention_decode_body<false>(out, q, k_pool, v_pool, block_table, ctx_len, batch, max_ctx, nh, nkv, hd, page, max_pages, num_slots,
+                                 window, scale, workspace);
+}
+
+extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_cl(
+    bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
+    const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
+    int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
+    attention_decode_body<true>(out, q, k_pool, v_pool, block_table, ctx_len, batch, max_ctx, nh, nkv, hd, page, max_pages, num_slots,
+                                window, scale, workspace);
 }
 
 // Grid (batch, nh, ceil(hd / 128)), block 128: a thread per output dim.

@@ -316,6 +316,10 @@ pub const CUDA_DECODE_TILE: u32 = 16;
 const CUDA_DECODE_STATIC_SHARED: u32 = 2048;
 /// Query heads a CUDA decode block serves (the mma's 8 columns).
 const CUDA_DECODE_HEADS: u32 = 8;
+/// Most chunks the cluster plan of the CUDA decode takes (the largest
+/// cluster Hopper schedules, which the backend opts cluster entries into);
+/// a longer split keeps the two-pass plan.
+const CUDA_DECODE_MAX_CLUSTER: u32 = 16;
 
 /// CUDA decode: phase 1 `attention_decode`, grid (S, nkv · ⌈G / 8⌉, batch)
 /// with G = nh / nkv, one block per (chunk, KV head, group of up to 8 of its
@@ -323,7 +327,12 @@ const CUDA_DECODE_HEADS: u32 = 8;
 /// `v_pool` is `k_pool`); when S > 1, phase 2 `attention_decode_reduce`,
 /// grid (batch, nh, ⌈hd / 128⌉), the combine. With S = 1 phase 1 writes the
 /// output and there is no phase 2 (the 8-byte workspace is then untouched:
-/// the entry's trailing parameter exists either way).
+/// the entry's trailing parameter exists either way). Where the device has
+/// thread-block clusters and 2 ≤ S ≤ [`CUDA_DECODE_MAX_CLUSTER`], one launch
+/// of `attention_decode_cl` instead: the S chunks of a (KV head, query
+/// group, sequence) are one cluster, which combines them through
+/// distributed shared memory in chunk order, the reduce pass's arithmetic.
+/// That covers batch-1 contexts up to 256 keys (chunks of 16 keys).
 ///
 /// Shared memory: [`CUDA_DECODE_STAGES`] tiles of 16 keys × (hd padded to
 /// 64, + 8) bf16, for K and V (K only when V aliases K), fewer stages where
@@ -354,6 +363,12 @@ fn cuda_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
         ));
     }
     let block = [CUDA_THREADS, 1, 1];
+    if f.cuda_clusters && (2..=CUDA_DECODE_MAX_CLUSTER).contains(&splits) {
+        // The chunk's partials for up to 8 heads, then their (m, l), reuse the tiles' memory.
+        let shared_bytes = (stages * stage_bytes).max(CUDA_DECODE_HEADS * (hd + 2) * 4);
+        let pass = CudaPass { entry: "attention_decode_cl", grid: [splits, y as u32, batch], block, shared_bytes };
+        return Ok(CudaPlan { passes: vec![pass], workspace_bytes: 8 });
+    }
     let mut passes =
         vec![CudaPass { entry: "attention_decode", grid: [splits, y as u32, batch], block, shared_bytes: stages * stage_bytes }];
     if splits > 1 {
@@ -789,6 +804,7 @@ mod tests {
         max_groups_per_dim: 65535,
         max_binding_bytes: u64::MAX,
         cuda_sm90a: false,
+        cuda_clusters: false,
         wgsl_coopmat: false,
     };
 

@@ -753,6 +753,7 @@ mod tests {
         max_groups_per_dim: 65535,
         max_binding_bytes: 1 << 31,
         cuda_sm90a: false,
+        cuda_clusters: false,
         wgsl_coopmat: false,
     };
 

@@ -529,6 +529,7 @@ mod tests {
             max_groups_per_dim: 65535,
             max_binding_bytes: u64::MAX,
             cuda_sm90a: false,
+            cuda_clusters: false,
             wgsl_coopmat: false,
         };
         let args = [P(0x1000), P(0x2000), P(0x3000), I(16), I(262_144), I(0), I(1)];
@@ -553,6 +554,7 @@ mod tests {
                 max_groups_per_dim: 65535,
                 max_binding_bytes: 2 << 30,
                 cuda_sm90a: false,
+                cuda_clusters: false,
                 wgsl_coopmat: false,
             },
         )

@@ -419,6 +419,7 @@ mod tests {
         max_groups_per_dim: 65535,
         max_binding_bytes: u64::MAX,
         cuda_sm90a: false,
+        cuda_clusters: false,
         wgsl_coopmat: false,
     };
 
