@@ -322,15 +322,12 @@ fn wgsl_gemv(
     }
     if let Some(m1) = m1_entry.filter(|_| m == 1 && (WGSL_M1_MIN_K..=WGSL_M1_MAX_K).contains(&k)) {
         // k ≤ WGSL_M1_MAX_K here, so the sizes below fit u32.
-        let (m1_shared, mut consts) = if m1_xn {
+        let (m1_shared, consts) = if m1_xn {
             let vecs = (k / 8) as u32;
             (WGSL_M1_SHARED_BYTES + WGSL_NORM_SHARED_BYTES + 16 * vecs, vec![("XN_VECS", vecs)])
         } else {
             (WGSL_M1_SHARED_BYTES, vec![])
         };
-        if k > 2048 && k <= 4096 {
-            consts.push(("M1_U", 16));
-        }
         if rows.div_ceil(WGSL_M1_ROWS) >= WGSL_M1_MIN_GROUPS && m1_shared <= f.max_shared_bytes {
             let pass = WgslPass { entry: m1, grid: [groups(kernel, rows, WGSL_M1_ROWS)?, 1, 1], consts, extra: [0; 4] };
             return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 });
