@@ -232,123 +232,221 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 
 // ---------------------------------------------------------------- decode (M <= 16)
 
-// Grid (ceil(N/64), S), block 256: S > 1 splits K across blocks (f32
-// partials in workspace [S, M, N], added by each column block's last block). The weights are the mma's A operand
-// (rows = output columns), the tokens its B operand (one n8 tile for
-// M <= 8, two for M <= 16), so a token count of 1 wastes only idle tensor
-// slots, never memory traffic. Lane (g, q) owns columns col0 + 8g .. +7 and
-// streams, per 16-wide K chunk, the 8-byte code words of kp rows q and q+4
-// plus the 8 scale bytes: exactly the A fragments of 4 mma (mma i: row g =
-// column 8g + 2i, row g + 8 = column 8g + 2i + 1). The block's 8 warps take
-// K chunks round-robin (warp w: chunks w, w + 8, ...), each loading DEC_U
-// chunks before using any, so 8 x DEC_U x 24 bytes per lane are in flight;
-// the 8 partial sums are added in warp order through shared memory.
-#define DEC_U 8
-// The decode kernel reads only weights before sy_wait_prior().
-// dependent-launch: w4a16_gemm_decode
+// Grid (ceil(N/128), S), block 128 = 4 warps. A block owns 128 output
+// columns and K tiles [y * per, (y + 1) * per) of 64 k (S > 1 splits K:
+// f32 partials go to workspace [S, M, N] and the last block of a column
+// block adds them). Warp w takes the block's tiles w, w + 4, ...; its four
+// q-lanes of a column group each own one 16-k scale block of the tile.
+//
+// Lane (g, q) of a tile streams 16-byte pieces into its own slots of a
+// per-warp cp.async ring (DEC_STAGES tiles deep, so the next tile is in
+// flight while this one is decoded; no barrier, each lane reads only what it
+// copied): the codes of kp rows 8q .. 8q+7 of the tile (k = 16q .. 16q+15)
+// for columns 16g .. 16g+15, the 16 scales of that block, and 16 k of the
+// activations of token g (and g + 8). 128 columns x 64 k are 32 mma.m16n8k16
+// per warp with the weights as A (rows = columns, so one token wastes only
+// tensor slots, never bytes) and the tokens as B.
+//
+// K order within an mma is permuted (each dot is unchanged up to the f32
+// summation order): lane (g, q) of mma (i, j) gives A rows g and g + 8 =
+// columns 16g + 2i and 16g + 2i + 1, and its k slots {2q, 2q+1} hold k
+// 16q + 4j + {0, 2}, slots {2q+8, 2q+9} k 16q + 4j + {1, 3}. That pairs each
+// code with the code two k further on, 16 bits up in a byte-permuted word of
+// kp rows 2j and 2j+1, so one mask, one multiply and one mask turn a code
+// pair into a bf16 pair (dec_pair_lo/hi); B takes the activations in the
+// same order.
+//
+// Exactness. A placed code pair reads as e2m1 * 2^-126 (e2m1 code 1, 0.5, is
+// a bf16 subnormal, which bf16 arithmetic keeps), and one bf16 multiply by
+// the block scale times 2^119 (dec_scales) gives w * 2^-7 exactly: w has at
+// most 2 + 4 significant bits and w * 2^-7 lies in [2^-17, 21]. The mma
+// multiplies and adds in f32; the sum is multiplied by 2^7 (exact) before
+// scale2, so the result is the contract's up to the f32 summation order, for
+// every activation above 2^-110 or so in magnitude (below that a product
+// scaled by 2^-7 would be an f32 subnormal where the reference's is not).
+#define DEC_WARPS 4
+#define DEC_COLS 128
+#define DEC_STAGES 2
+// The decode kernels read only weights before sy_wait_prior().
+// dependent-launch: w4a16_gemm_decode w4a16_gemm_decode_m16
 // Column blocks a K-split decode may have: the module-scope semaphores that
 // pick each column block's reducing block. Launches on one backend run in
 // stream order, so no two launches share them at once.
 #define DEC_MAX_COL_BLOCKS 65536
 __device__ unsigned w4a16_decode_semaphore[DEC_MAX_COL_BLOCKS];
 
-extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf16* __restrict__ a, const u8* __restrict__ bq,
-                                                                        const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
-                                                                        unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
-    __shared__ float red[8][16][64];
-    const int M = m, N = n, K = k;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
-    const int col0 = blockIdx.x * 64, mycol = col0 + 8 * g;
-    const bool col_ok = mycol < N; // N % 16 == 0: all 8 columns in or all out
-    // Grid row y takes K chunks [y * per, (y + 1) * per) of 16 k.
-    const int KC_ALL = K / 16, per = (KC_ALL + gridDim.y - 1) / gridDim.y;
-    const int kc0 = blockIdx.y * per, KC = min(KC_ALL, kc0 + per);
-    const bool two = M > 8;
-    const bool a4 = aligned4(a);
+// cp.async of 16 bytes (zero-filled past src_bytes); the memory clobber keeps
+// the compiler from moving this lane's earlier reads of the slot after it.
+__device__ __forceinline__ void dec_cp16(void* dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(w_smem_u32(dst)), "l"(src), "r"(src_bytes) : "memory");
+}
 
-    float acc[2][4][4];
+// The e2m1 codes in bits 3:0 and 19:16 of z (dec_pair_lo) or 7:4 and 23:20
+// (dec_pair_hi) as a bf16 pair (low, high) reading e2m1 * 2^-126: the sign
+// goes to bit 15 / 31 and the exponent and mantissa bits to 8:6 / 24:22; the
+// multiply makes both shifted copies of each isolated nibble at once (the
+// copies do not overlap, so nothing carries) and the last mask keeps the
+// wanted bits.
+__device__ __forceinline__ unsigned dec_pair_lo(unsigned z) { return ((z & 0x000f000fu) * 0x1040u) & 0x81c081c0u; }
+__device__ __forceinline__ unsigned dec_pair_hi(unsigned z) { return ((z & 0x00f000f0u) * 0x0104u) & 0x81c081c0u; }
+
+// The two e4m3 scales in the low 16 bits of h, each times 2^119 as a
+// broadcast bf16 pair: s0 from bits 7:0, s1 from bits 15:8. The fp8 to f16
+// conversion is exact (NaN stays NaN), so are the f32 widening and the
+// power-of-two multiply (448 * 2^119 < 2^128), and the result has 4
+// significant bits, so its top half is the bf16 value.
+__device__ __forceinline__ void dec_scales(unsigned h, unsigned& s0, unsigned& s1) {
+    unsigned f16x2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(f16x2) : "h"((unsigned short)(h & 0xffffu)));
+    float lo, hi;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"((unsigned short)(f16x2 & 0xffffu)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"((unsigned short)(f16x2 >> 16)));
+    const float p119 = __uint_as_float(0x7b000000u); // 2^119
+    s0 = __byte_perm(__float_as_uint(lo * p119), 0u, 0x3232);
+    s1 = __byte_perm(__float_as_uint(hi * p119), 0u, 0x3232);
+}
+
+__device__ __forceinline__ unsigned dec_word(const uint4& v, int w) { return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w; }
+
+// MT token tiles of 8: MT = 1 for M <= 8, 2 for M <= 16.
+template <int MT>
+__device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u8* __restrict__ bq, const u8* __restrict__ bs, float scale2,
+                                             bf16* __restrict__ c, int M, int N, int K, float* __restrict__ workspace) {
+    // Per lane and stage: 8 code pieces, 1 scale piece, 2 activation pieces per token tile.
+    constexpr int PIECES = 9 + 2 * MT;
+    extern __shared__ __align__(16) unsigned char dec_smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+    const int col0 = blockIdx.x * DEC_COLS, mycol = col0 + 16 * g;
+    const bool col_ok = mycol < N; // N % 16 == 0: all 16 columns in or all out
+    const int KT_ALL = (K + 63) / 64, per = (KT_ALL + gridDim.y - 1) / gridDim.y;
+    const int kt0 = blockIdx.y * per + warp, kt1 = min(KT_ALL, (int)(blockIdx.y + 1) * per);
+    const int ntiles = kt0 < kt1 ? (kt1 - kt0 + DEC_WARPS - 1) / DEC_WARPS : 0;
+    // Slot (stage s, piece p) of this lane: ring[(s * PIECES + p) * 32].
+    uint4* ring = reinterpret_cast<uint4*>(dec_smem) + warp * (DEC_STAGES * PIECES * 32) + lane;
+    const bool a16 = aligned16(a);
+
+    auto issue_weights = [&](int i) {
+        const int kb = (kt0 + DEC_WARPS * i) * 4 + q; // this lane's 16-k block
+        const bool ok = col_ok && kb * 16 < K;
+        uint4* dst = ring + (i % DEC_STAGES) * (PIECES * 32);
+        const u8* src = bq + (size_t)kb * 8 * N + mycol;
 #pragma unroll
-    for (int t = 0; t < 2; ++t)
+        for (int r = 0; r < 8; ++r) dec_cp16(dst + r * 32, ok ? src + (size_t)r * N : bq, ok ? 16 : 0);
+        dec_cp16(dst + 8 * 32, ok ? bs + (size_t)kb * N + mycol : bs, ok ? 16 : 0);
+    };
+    auto issue_acts = [&](int i) {
+        const int k = (kt0 + DEC_WARPS * i) * 64 + 16 * q;
+        uint4* dst = ring + (i % DEC_STAGES) * (PIECES * 32) + 9 * 32;
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
+        for (int t = 0; t < MT; ++t) {
+            const int tok = g + 8 * t;
+            const bool ok = tok < M && k < K;
+            const bf16* src = a + (size_t)tok * K + k;
+            if (a16) {
+                dec_cp16(dst + 2 * t * 32, ok ? src : a, ok ? 16 : 0);
+                dec_cp16(dst + (2 * t + 1) * 32, ok ? src + 8 : a, ok ? 16 : 0);
+            } else {
+                unsigned v[8];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) v[e] = ok ? ((unsigned)src[2 * e] | ((unsigned)src[2 * e + 1] << 16)) : 0u;
+                dst[2 * t * 32] = make_uint4(v[0], v[1], v[2], v[3]);
+                dst[(2 * t + 1) * 32] = make_uint4(v[4], v[5], v[6], v[7]);
+            }
+        }
+    };
+
+    float acc[MT][8][4];
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[t][i][e] = 0.0f;
 
-    // Activation pair (k, k+1) of token `tok` as a bf16x2, 0 past M.
-    auto act = [&](int tok, int kk) -> unsigned {
-        if (tok >= M) return 0u;
-        const bf16* p = a + (size_t)tok * K + kk;
-        return a4 ? __ldg(reinterpret_cast<const unsigned*>(p)) : ((unsigned)p[0] | ((unsigned)p[1] << 16));
-    };
-
     sy_allow_next();
-    bool waited = false;
-    for (int base = kc0 + warp; base < KC; base += 8 * DEC_U) {
-        uint2 lo[DEC_U], hi[DEC_U], sc[DEC_U];
 #pragma unroll
-        for (int u = 0; u < DEC_U; ++u) {
-            const int kc = base + 8 * u;
-            const bool ok = col_ok && kc < KC;
-            lo[u] = ok ? ld_stream8(bq + (size_t)(kc * 8 + q) * N + mycol) : make_uint2(0u, 0u);
-            hi[u] = ok ? ld_stream8(bq + (size_t)(kc * 8 + q + 4) * N + mycol) : make_uint2(0u, 0u);
-            sc[u] = ok ? ld_stream8(bs + (size_t)kc * N + mycol) : make_uint2(0u, 0u);
-        }
-        if (!waited) {
-            sy_wait_prior(); // the activations are the previous launch's output
-            waited = true;
-        }
+    for (int i = 0; i < DEC_STAGES; ++i)
+        if (i < ntiles) issue_weights(i);
+    sy_wait_prior(); // the activations are the previous launch's output
 #pragma unroll
-        for (int u = 0; u < DEC_U; ++u) {
-            const int kc = base + 8 * u;
-            if (kc >= KC) break; // warp-uniform
-            const int k0 = kc * 16;
-            unsigned b0[2], b1[2];
-            b0[0] = act(g, k0 + 2 * q);
-            b0[1] = act(g, k0 + 8 + 2 * q);
-            if (two) {
-                b1[0] = act(g + 8, k0 + 2 * q);
-                b1[1] = act(g + 8, k0 + 8 + 2 * q);
-            }
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const unsigned wl = ((i < 2 ? lo[u].x : lo[u].y) >> (16 * (i & 1))) & 0xffffu;
-                const unsigned wh = ((i < 2 ? hi[u].x : hi[u].y) >> (16 * (i & 1))) & 0xffffu;
-                const unsigned sw = (i < 2 ? sc[u].x : sc[u].y) >> (16 * (i & 1));
-                const unsigned sx = e4m3_bf16x2(sw & 0xffu), sy = e4m3_bf16x2((sw >> 8) & 0xffu);
-                unsigned af[4], x, y;
-                e2m1x4_bf16(wl, x, y); // kp row q: column X codes, column Y codes
-                af[0] = bf16x2_mul(x, sx);
-                af[1] = bf16x2_mul(y, sy);
-                e2m1x4_bf16(wh, x, y); // kp row q + 4
-                af[2] = bf16x2_mul(x, sx);
-                af[3] = bf16x2_mul(y, sy);
-                w_mma(acc[0][i], af, b0);
-                if (two) w_mma(acc[1][i], af, b1);
-            }
-        }
+    for (int i = 0; i < DEC_STAGES; ++i) {
+        if (i < ntiles) issue_acts(i);
+        w_cp_async_commit();
     }
 
-    if (!waited) sy_wait_prior(); // no chunks for this warp: still ordered before the writes
-    // acc[t][i]: (row g -> column 8g+2i, row g+8 -> column 8g+2i+1) x tokens 8t + 2q, +1.
+    for (int i = 0; i < ntiles; ++i) {
+        w_cp_async_wait<DEC_STAGES - 1>(); // tile i's group has landed
+        const uint4* slot = ring + (i % DEC_STAGES) * (PIECES * 32);
+        // B fragments: token tile t, step j: (k 4j, 4j+2) and (4j+1, 4j+3) of the lane's 16.
+        unsigned bfr[MT][4][2];
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
-        if (t == 1 && !two) break;
+        for (int t = 0; t < MT; ++t) {
+            const uint4 u0 = slot[(9 + 2 * t) * 32], u1 = slot[(10 + 2 * t) * 32];
+            const unsigned wds[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                red[warp][8 * t + 2 * q + e][8 * g + 2 * i] = acc[t][i][e];
-                red[warp][8 * t + 2 * q + e][8 * g + 2 * i + 1] = acc[t][i][2 + e];
+            for (int j = 0; j < 4; ++j) {
+                bfr[t][j][0] = __byte_perm(wds[2 * j], wds[2 * j + 1], 0x5410);
+                bfr[t][j][1] = __byte_perm(wds[2 * j], wds[2 * j + 1], 0x7632);
             }
+        }
+        // Scales of columns 2i (sc[i][0]) and 2i + 1 (sc[i][1]).
+        unsigned sc[8][2];
+        {
+            const uint4 sv = slot[8 * 32];
+#pragma unroll
+            for (int i2 = 0; i2 < 4; ++i2) {
+                const unsigned w = dec_word(sv, i2);
+                dec_scales(w, sc[2 * i2][0], sc[2 * i2][1]);
+                dec_scales(w >> 16, sc[2 * i2 + 1][0], sc[2 * i2 + 1][1]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const uint4 xv = slot[(2 * j) * 32], yv = slot[(2 * j + 1) * 32]; // kp rows 2j, 2j + 1
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                // Columns 2i, 2i+1 of rows 2j (bytes 0, 1) and 2j + 1 (bytes 2, 3); z >> 8
+                // brings column 2i + 1's bytes to 0 and 2.
+                const unsigned z = __byte_perm(dec_word(xv, i >> 1), dec_word(yv, i >> 1), (i & 1) ? 0x7632 : 0x5410), z8 = z >> 8;
+                unsigned af[4];
+                af[0] = bf16x2_mul(dec_pair_lo(z), sc[i][0]);  // row g, k 4j, 4j+2
+                af[1] = bf16x2_mul(dec_pair_lo(z8), sc[i][1]); // row g + 8
+                af[2] = bf16x2_mul(dec_pair_hi(z), sc[i][0]);  // row g, k 4j+1, 4j+3
+                af[3] = bf16x2_mul(dec_pair_hi(z8), sc[i][1]); // row g + 8
+#pragma unroll
+                for (int t = 0; t < MT; ++t) w_mma(acc[t][i], af, bfr[t][j]);
+            }
+        }
+        // The slot is read (its values are in registers): refill it.
+        if (i + DEC_STAGES < ntiles) {
+            issue_weights(i + DEC_STAGES);
+            issue_acts(i + DEC_STAGES);
+        }
+        w_cp_async_commit();
     }
+    w_cp_async_wait<0>();
+    __syncthreads(); // every warp is done with the ring: it becomes the reduction buffer
+
+    // acc[t][i]: rows g, g + 8 (columns 16g + 2i, +1) x tokens 8t + 2q, +1, stored
+    // per lane (stride 33 floats per element: conflict-free both ways).
+    constexpr int ELEMS = MT * 32;
+    float* red = reinterpret_cast<float*>(dec_smem);
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) red[(warp * ELEMS + (t * 8 + i) * 4 + e) * 33 + lane] = acc[t][i][e];
     __syncthreads();
-    for (int idx = tid; idx < M * 64; idx += 256) {
-        const int tok = idx >> 6, cc = idx & 63, col = col0 + cc;
+    for (int idx = tid; idx < M * DEC_COLS; idx += DEC_WARPS * 32) {
+        const int tok = idx / DEC_COLS, cc = idx % DEC_COLS, col = col0 + cc;
         if (col >= N) continue;
+        const int t = tok >> 3, qq = (tok & 7) >> 1, e = (tok & 1) + 2 * (cc & 1), gg = cc >> 4, i = (cc & 15) >> 1;
+        const int el = (t * 8 + i) * 4 + e, ln = 4 * gg + qq;
         float s = 0.0f;
 #pragma unroll
-        for (int w = 0; w < 8; ++w) s += red[w][tok][cc];
-        if (gridDim.y == 1) c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
+        for (int w = 0; w < DEC_WARPS; ++w) s += red[(w * ELEMS + el) * 33 + ln];
+        if (gridDim.y == 1) c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s * 128.0f));
         else workspace[((size_t)blockIdx.y * M + tok) * N + col] = s;
     }
     if (gridDim.y == 1) return;
@@ -366,11 +464,25 @@ extern "C" __global__ void __launch_bounds__(256, 2) w4a16_gemm_decode(const bf1
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int idx = tid; idx < M * 64; idx += 256) {
-        const int tok = idx >> 6, col = col0 + (idx & 63);
+    for (int idx = tid; idx < M * DEC_COLS; idx += DEC_WARPS * 32) {
+        const int tok = idx / DEC_COLS, col = col0 + idx % DEC_COLS;
         if (col >= N) continue;
         float s = 0.0f;
         for (int y = 0; y < (int)gridDim.y; ++y) s = __fadd_rn(s, __ldcg(workspace + ((size_t)y * M + tok) * N + col));
-        c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s));
+        c[(size_t)tok * N + col] = f32_to_bf16(__fmul_rn(scale2, s * 128.0f));
     }
+}
+
+// M <= 8: one token tile. Four blocks an SM (the ring is 44 KiB a block).
+extern "C" __global__ void __launch_bounds__(128, 4) w4a16_gemm_decode(const bf16* __restrict__ a, const u8* __restrict__ bq,
+                                                                       const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
+                                                                       unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
+    w4a16_decode<1>(a, bq, bs, scale2, c, m, n, k, workspace);
+}
+
+// 8 < M <= 16: two token tiles (52 KiB of ring a block).
+extern "C" __global__ void __launch_bounds__(128, 4) w4a16_gemm_decode_m16(const bf16* __restrict__ a, const u8* __restrict__ bq,
+                                                                           const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
+                                                                           unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
+    w4a16_decode<2>(a, bq, bs, scale2, c, m, n, k, workspace);
 }

@@ -163,31 +163,40 @@ fn cuda_n128_m128(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     hopper_or(a, f, |a| cuda_tiles(a, 128, 128, 128))
 }
 
-/// 64 columns per block with all M ≤ 16 rows live, eight warps splitting K.
+/// Output columns per block of the CUDA decode entries (`DEC_COLS`, w4a16.cu).
+const CUDA_DECODE_COLS: u64 = 128;
+/// K per tile: a warp's unit of work, 32 mma per 128 columns.
+const CUDA_DECODE_KTILE: u64 = 64;
+/// Warps per block (`DEC_WARPS`), each with its own cp.async ring.
+const CUDA_DECODE_WARPS: u64 = 4;
+/// Ring depth in tiles (`DEC_STAGES`).
+const CUDA_DECODE_STAGES: u32 = 2;
+/// Blocks an SM holds: the entries' launch bounds (128 registers) and
+/// four rings of at most 52 KiB.
+const CUDA_DECODE_BLOCKS_PER_SM: u64 = 4;
 /// Column blocks a K-split decode may have (`DEC_MAX_COL_BLOCKS`, w4a16.cu).
 const CUDA_DECODE_MAX_COL_BLOCKS: u32 = 65536;
-/// Blocks per multiprocessor the K-split decode aims for.
-const CUDA_DECODE_BLOCKS_PER_SM: u64 = 3;
-/// Fewest 16-k chunks per warp of a K split (8 warps per block): below this
-/// a block's loads no longer hide the DRAM latency.
-const CUDA_DECODE_MIN_CHUNKS_PER_WARP: u64 = 8;
+/// The M ≤ 16 entry (two token tiles); M ≤ 8 takes the kernel's own symbol.
+const CUDA_DECODE_M16_ENTRY: &str = "w4a16_gemm_decode_m16";
 
-/// ⌈N/64⌉ column blocks of 256 threads times S K-splits. The column blocks
-/// alone fill an H200 once (N = 8192 gives 128 blocks on 132 SMs), and each
-/// block's 8 warps then walk long serial runs of K; splitting K across
-/// blocks gives about three blocks per SM, each with at least 8 chunks of
-/// 16 k per warp. With S > 1 the f32 partials go to workspace `[S, M, N]`
-/// and the last block of each column block adds them in split order and
-/// scales.
+/// ⌈N/128⌉ column blocks of 4 warps times S K splits, S chosen so that the
+/// grid is about one full wave (four blocks an SM) and every warp has at
+/// least one 64-k tile: on an H200 the issue-5 shapes get 512, 504 and 504
+/// blocks of 528 slots. With S > 1 the f32 partials go to workspace
+/// `[S, M, N]` and the last block of each column block adds them in split
+/// order and scales. Dynamic shared memory: per warp a two-tile ring of
+/// 16-byte pieces, 9 + 2·(token tiles) a lane per tile.
 fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
-    let cols = groups(a.kernel, n, 64)?;
-    let sms = u64::from(facts.multiprocessors.max(1));
-    let most = (k / 16 / (8 * CUDA_DECODE_MIN_CHUNKS_PER_WARP)).max(1);
-    let splits = (CUDA_DECODE_BLOCKS_PER_SM * sms).div_ceil(u64::from(cols)).clamp(1, most);
-    // The kernel gives split y chunks [y·⌈C/S⌉, ...): drop splits that would be empty.
-    let chunks = k / 16;
-    let splits = chunks.div_ceil(chunks.div_ceil(splits));
+    if !(1..=DECODE_MAX_M as u64).contains(&m) {
+        return Err(Error::invalid(a.kernel.symbol, "m", format!("m = {m} must be in 1..={DECODE_MAX_M}")));
+    }
+    let cols = groups(a.kernel, n, CUDA_DECODE_COLS)?;
+    let tiles = k.div_ceil(CUDA_DECODE_KTILE).max(1);
+    let slots = CUDA_DECODE_BLOCKS_PER_SM * u64::from(facts.multiprocessors.max(1));
+    let splits = (slots / u64::from(cols)).clamp(1, (tiles / CUDA_DECODE_WARPS).max(1));
+    // The kernel gives split y tiles [y·⌈T/S⌉, ...): drop splits that would be empty.
+    let splits = tiles.div_ceil(tiles.div_ceil(splits));
     if splits > 1 && cols > CUDA_DECODE_MAX_COL_BLOCKS {
         return Err(Error::invalid(
             a.kernel.symbol,
@@ -195,10 +204,17 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
             format!("n = {n} needs {cols} column blocks; a K-split decode reduces at most {CUDA_DECODE_MAX_COL_BLOCKS}"),
         ));
     }
+    let (entry, token_tiles) = if m <= 8 { (a.kernel.symbol, 1) } else { (CUDA_DECODE_M16_ENTRY, 2) };
+    let shared_bytes = CUDA_DECODE_WARPS as u32 * CUDA_DECODE_STAGES * (9 + 2 * token_tiles) * 32 * 16;
     // The kernel always takes the workspace pointer.
     let workspace_bytes = if splits > 1 { splits * m * n * 4 } else { 16 };
     Ok(CudaPlan {
-        passes: vec![CudaPass { entry: a.kernel.symbol, grid: [cols, splits as u32, 1], block: [256, 1, 1], shared_bytes: 0 }],
+        passes: vec![CudaPass {
+            entry,
+            grid: [cols, splits as u32, 1],
+            block: [32 * CUDA_DECODE_WARPS as u32, 1, 1],
+            shared_bytes,
+        }],
         workspace_bytes,
     })
 }
@@ -385,10 +401,14 @@ fn lossless_cases(g: &mut Gen) -> Vec<Case> {
     cases_for(g, &W4A16_GEMM_N128_M128_BF16, &SHAPES, Ops::w4a16_gemm_n128_m128_bf16)
 }
 fn decode_cases(g: &mut Gen) -> Vec<Case> {
-    cases_for(
+    let mut v = cases_for(
         g,
         &W4A16_GEMM_DECODE,
-        // Wider than one column block with several K splits, M = 1 and 8.
+        // Wider than one column block with several K splits, M = 1 and 8;
+        // M in 9..16 (the two-token-tile CUDA entry) with K ragged against
+        // the 64-k tile (1232 = 19 tiles + 16); and on a 132-SM device,
+        // warps that take four tiles each (two ring passes: 192 column
+        // blocks leave two K splits of 16 tiles).
         &[
             (1, 64, 64, 64),
             (16, 256, 208, 256),
@@ -397,9 +417,38 @@ fn decode_cases(g: &mut Gen) -> Vec<Case> {
             (16, 128, 2304, 128),
             (1, 1296, 2048, 1296),
             (8, 2080, 1024, 2080),
+            (12, 400, 1232, 400),
+            (1, 24576, 2048, 24576),
         ],
         Ops::w4a16_gemm_decode,
-    )
+    );
+    v.push(graded_decode_case(g, 3, 1040, 1024));
+    v
+}
+
+/// A decode case whose weight blocks span seven decades, so that many
+/// block scales are e4m3 subnormals or zero (the CUDA plan converts scales
+/// with its own path).
+fn graded_decode_case(g: &mut Gen, m: usize, n: usize, k: usize) -> Case {
+    let (a, _) = operands(g, m, 2, k);
+    let (mut w, _) = g.f32(n * k, -0.5, 0.5);
+    for (i, x) in w.iter_mut().enumerate() {
+        *x *= 10f32.powi(-((i / nvfp4::BLOCK % 8) as i32));
+    }
+    let q = nvfp4::quantize(&w, n, k).expect("k is a multiple of the block and values are finite");
+    let (bq, bs) = q.k_major(n);
+    let scale2 = q.global_scale;
+    Case {
+        kernel: &W4A16_GEMM_DECODE,
+        label: format!("m={m} n={n} k={k} graded scales"),
+        buffers: vec![
+            Buffer::input("a", a),
+            Buffer::input("bq", bq),
+            Buffer::input("bs", bs),
+            Buffer::output("c", DType::BF16, m * n, Tolerance::Nmse(REORDERED_NMSE)),
+        ],
+        run: Box::new(move |o, x| o.w4a16_gemm_decode(x[0], &Fp4Weight { bq: x[1], bs: x[2], scale2, ldb: n }, x[3], m, n, k)),
+    }
 }
 
 inventory::submit! { CaseSet { kernel: &W4A16_GEMM, cases: base_cases } }
@@ -421,6 +470,7 @@ mod tests {
         max_groups_per_dim: 65535,
         max_binding_bytes: 1 << 31,
         cuda_sm90a: false,
+        cuda_clusters: false,
         wgsl_coopmat: false,
     };
 
@@ -435,7 +485,7 @@ mod tests {
             (&W4A16_GEMM_N128_LDB, 300, [9, 5, 1], 128, [9, 3, 1]),
             (&W4A16_GEMM_N128_M128, 300, [9, 3, 1], 128, [9, 3, 1]),
             (&W4A16_GEMM_N128_M128_BF16, 300, [9, 3, 1], 128, [9, 3, 1]),
-            (&W4A16_GEMM_DECODE, 9, [17, 1, 1], 256, [33, 1, 1]),
+            (&W4A16_GEMM_DECODE, 9, [9, 1, 1], 128, [33, 1, 1]),
         ] {
             let mut a = vec![P(256), P(256), P(256), F(1.0), P(256), U(m), U(n), U(64)];
             if std::ptr::eq(sig, &W4A16_GEMM_N128_LDB) {
@@ -480,7 +530,8 @@ mod tests {
             assert_ne!(plan(sig, 512, 8192, 8192, 256, &FACTS).1, entry, "{}", sig.symbol);
         }
         assert_eq!(plan(&W4A16_GEMM_N128_LDB, 512, 8192, 8192, 256, &hopper).1, "w4a16_gemm_n128_ldb");
-        assert_eq!(plan(&W4A16_GEMM_DECODE, 16, 8192, 8192, 256, &hopper).1, "w4a16_gemm_decode");
+        assert_eq!(plan(&W4A16_GEMM_DECODE, 16, 8192, 8192, 256, &hopper).1, CUDA_DECODE_M16_ENTRY);
+        assert_eq!(plan(&W4A16_GEMM_DECODE, 8, 8192, 8192, 256, &hopper).1, "w4a16_gemm_decode");
         let maps = crate::plan::cuda_tensor_maps("w4a16_sm90", "w4a16_gemm_wgmma").expect("registered");
         let a = [P(256), P(256), P(512), F(1.0), P(768), U(520), U(272), U(144)];
         let m = (maps.maps)(&PlanArgs::new(&W4A16_GEMM, &a)).unwrap();
@@ -492,5 +543,33 @@ mod tests {
                 TensorMap2d { arg: "bs", rows: 9, cols: 136, box_rows: 4, box_cols: 64 },
             ]
         );
+    }
+
+    /// The CUDA decode plan on an H200 (132 SMs): about one wave of
+    /// 4-warp blocks at the issue-5 shapes, at least one 64-k tile per
+    /// warp, the two-token-tile entry above M = 8, and the parity case
+    /// whose warps take four tiles each.
+    #[test]
+    fn decode_plan_fills_one_wave() {
+        let plan = |m: u32, n: u32, k: u32| {
+            let a = [P(256), P(256), P(512), F(1.0), P(768), U(m), U(n), U(k)];
+            let c = (cuda_kernel(&W4A16_GEMM_DECODE).unwrap().plan)(&PlanArgs::new(&W4A16_GEMM_DECODE, &a), &FACTS).unwrap();
+            let p = &c.passes[0];
+            (p.entry, p.grid, p.block, p.shared_bytes, c.workspace_bytes)
+        };
+        let ring = |tt: u32| 4 * 2 * (9 + 2 * tt) * 512;
+        assert_eq!(plan(1, 8192, 8192), ("w4a16_gemm_decode", [64, 8, 1], [128, 1, 1], ring(1), 8 * 8192 * 4));
+        assert_eq!(plan(1, 21504, 5376), ("w4a16_gemm_decode", [168, 3, 1], [128, 1, 1], ring(1), 3 * 21504 * 4));
+        assert_eq!(plan(1, 5376, 21504), ("w4a16_gemm_decode", [42, 12, 1], [128, 1, 1], ring(1), 12 * 5376 * 4));
+        assert_eq!(plan(16, 8192, 8192), (CUDA_DECODE_M16_ENTRY, [64, 8, 1], [128, 1, 1], ring(2), 8 * 16 * 8192 * 4));
+        assert_eq!(plan(9, 8192, 8192).0, CUDA_DECODE_M16_ENTRY);
+        // 192 column blocks: 2 splits of 16 tiles, 4 a warp.
+        assert_eq!(plan(1, 24576, 2048).1, [192, 2, 1]);
+        // One 64-k tile: no split; 20 tiles: at most 5 splits (one tile a warp).
+        assert_eq!(plan(1, 64, 64).1, [1, 1, 1]);
+        assert_eq!(plan(12, 400, 1232).1, [4, 5, 1]);
+        assert_eq!(plan(1, 64, 64).4, 16);
+        let a = [P(256), P(256), P(512), F(1.0), P(768), U(17), U(64), U(64)];
+        assert!((cuda_kernel(&W4A16_GEMM_DECODE).unwrap().plan)(&PlanArgs::new(&W4A16_GEMM_DECODE, &a), &FACTS).is_err());
     }
 }
