@@ -1,10 +1,8 @@
-// A workgroup of 256 takes RPG (1 or 2, an override the plan picks) output
-// rows: out = bf16(bf16(e4m3 * row_scale) * scale). When h % 16 == 0 and
-// out, table sit at word offsets that are multiples of 4, an invocation reads
-// a vec4<u32> of 16 codes and writes the two vec4<u32> (16 bf16) they become;
-// rows up to 8192 codes load in one burst (every row of the workgroup, both
-// rows' id and data loads in flight together), longer rows two table
-// vectors per burst; otherwise a word (two bf16) at a time.
+// One workgroup of 256 per output row: out = bf16(bf16(e4m3 * row_scale) *
+// scale). When h % 16 == 0 and out, table sit at word offsets that are
+// multiples of 4, an invocation reads a vec4<u32> of 16 codes and writes the
+// two vec4<u32> (16 bf16) they become, two table vectors per burst (both
+// loads issued before the stores); otherwise a word (two bf16) at a time.
 // A pass sees table rows [x0, x0 + x1) (table at row x0 of its window; the
 // split plan of tables past one binding runs several), row_scale whole;
 // the pass with x2 = 1 writes the NaN rows (gather_rows.wgsli).
@@ -43,106 +41,52 @@ fn st(o: u32, j: u32, n: u32, v: vec4<u32>, s: f32) {
     }
 }
 
-// Output rows a workgroup (embed/mod.rs: gather_rows_per_group).
-override RPG: u32 = 1u;
-
-// One output row's part in this pass: x = 1 when the pass writes the row,
-// y = 1 when its id is valid (else the row is NaN), z = its table row in the
-// pass's window, w = its id.
-fn row_job(r: u32) -> vec4<u32> {
-    if (r >= u32(p.rows)) {
-        return vec4<u32>(0u);
-    }
-    let id = bitcast<i32>(d_ids[p.ids + r]);
-    let valid = id >= 0 && id < p.vocab;
-    let local = u32(id) - p.x0;
-    let skip = (valid && local >= p.x1) || (!valid && p.x2 == 0u);
-    return vec4<u32>(select(1u, 0u, skip), select(0u, 1u, valid), select(0u, local, valid), select(0u, u32(id), valid));
-}
-
 @compute @workgroup_size(256)
 fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
-    let g = group_x(wid, nwg, p.fold);
-    if (g >= p.gx) {
+    let r = group_x(wid, nwg, p.fold);
+    if (r >= p.gx || r >= u32(p.rows)) {
         return;
     }
     let h = u32(p.h);
-    var jobs: array<vec4<u32>, 2>;
-    var sc: array<f32, 2>;
-    for (var k = 0u; k < RPG; k++) {
-        jobs[k] = row_job(g * RPG + k);
-        if (jobs[k].y == 1u) {
-            sc[k] = bitcast<f32>(d_row_scale[p.row_scale + jobs[k].w]);
-        }
+    let id = bitcast<i32>(d_ids[p.ids + r]);
+    let valid = id >= 0 && id < p.vocab;
+    let local = u32(id) - p.x0;
+    if ((valid && local >= p.x1) || (!valid && p.x2 == 0u)) {
+        return;
     }
     if (h % 16u == 0u && aligned4(p.out, p.table, NONE, NONE)) {
         let n = h / 16u;
-        if (n <= 2u * WG) {
-            // Rows up to 2 · 256 vectors (8192 codes): every load of the
-            // workgroup's rows in flight before the first store.
-            var v: array<vec4<u32>, 4>;
-            for (var k = 0u; k < RPG; k++) {
-                if (jobs[k].x == 1u && jobs[k].y == 1u) {
-                    let t = p.table / 4u + jobs[k].z * n;
-                    v[2u * k] = ld(t, lid, n);
-                    v[2u * k + 1u] = ld(t, lid + WG, n);
-                }
-            }
-            for (var k = 0u; k < RPG; k++) {
-                if (jobs[k].x == 1u) {
-                    let o = p.out / 4u + (g * RPG + k) * 2u * n;
-                    for (var q = 0u; q < 2u; q++) {
-                        let j = lid + q * WG;
-                        if (jobs[k].y == 0u) {
-                            if (j < n) {
-                                d_out[o + 2u * j] = vec4<u32>(BF16_NAN2);
-                                d_out[o + 2u * j + 1u] = vec4<u32>(BF16_NAN2);
-                            }
-                        } else {
-                            st(o, j, n, v[2u * k + q], sc[k]);
-                        }
-                    }
-                }
+        let o = p.out / 4u + r * 2u * n;
+        if (!valid) {
+            for (var j = lid; j < 2u * n; j += WG) {
+                d_out[o + j] = vec4<u32>(BF16_NAN2);
             }
             return;
         }
-        for (var k = 0u; k < RPG; k++) {
-            if (jobs[k].x == 0u) {
-                continue;
-            }
-            let o = p.out / 4u + (g * RPG + k) * 2u * n;
-            if (jobs[k].y == 0u) {
-                for (var j = lid; j < 2u * n; j += WG) {
-                    d_out[o + j] = vec4<u32>(BF16_NAN2);
-                }
-                continue;
-            }
-            let t = p.table / 4u + jobs[k].z * n;
-            for (var j = lid; j < n; j += 2u * WG) {
-                let a = ld(t, j, n);
-                let b = ld(t, j + WG, n);
-                st(o, j, n, a, sc[k]);
-                st(o, j + WG, n, b, sc[k]);
-            }
+        let s = bitcast<f32>(d_row_scale[p.row_scale + u32(id)]);
+        let t = p.table / 4u + local * n;
+        for (var j = lid; j < n; j += 2u * WG) {
+            let a = ld(t, j, n);
+            let b = ld(t, j + WG, n);
+            st(o, j, n, a, s);
+            st(o, j + WG, n, b, s);
         }
         return;
     }
     let hw = h / 2u;
-    for (var k = 0u; k < RPG; k++) {
-        if (jobs[k].x == 0u) {
-            continue;
+    let o = p.out + r * hw;
+    var s = 0.0;
+    if (valid) {
+        s = bitcast<f32>(d_row_scale[p.row_scale + u32(id)]);
+    }
+    let t = p.table + select(0u, local, valid) * (h / 4u);
+    for (var j = lid; j < hw; j += WG) {
+        var v = BF16_NAN2;
+        if (valid) {
+            let ti = t + j / 2u;
+            v = dq2(d_table[ti >> 2u][ti & 3u], (j & 1u) * 16u, s);
         }
-        let valid = jobs[k].y == 1u;
-        let o = p.out + (g * RPG + k) * hw;
-        let t = p.table + jobs[k].z * (h / 4u);
-        for (var j = lid; j < hw; j += WG) {
-            var v = BF16_NAN2;
-            if (valid) {
-                let ti = t + j / 2u;
-                v = dq2(d_table[ti >> 2u][ti & 3u], (j & 1u) * 16u, sc[k]);
-            }
-            d_out[(o + j) >> 2u][(o + j) & 3u] = v;
-        }
+        d_out[(o + j) >> 2u][(o + j) & 3u] = v;
     }
 }

@@ -6,8 +6,7 @@
 // of 4; hdim % 8 == 0 holds by contract) a lane loads one vec4<u32> (8 bf16)
 // from each of its 4 rows per step, four independent 16-byte loads in
 // flight, and reuses the matching h vector (from cache) across them. Other
-// offsets run the same loop a word (2 bf16) at a time. At M = 1 the fast
-// path takes two steps a trip (eight 16-byte loads in flight a lane).
+// offsets run the same loop a word (2 bf16) at a time.
 struct Params {
     out: u32, h: u32, table: u32, m: i32, vocab: i32, hdim: i32, softcap: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -60,51 +59,16 @@ fn lm_head_logits_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
         let n = hdim / 8u;
         let t = p.table / 4u;
         let hb = p.h / 4u;
-        if (M == 1u) {
-            // Two steps a trip: eight independent 16-byte table loads in
-            // flight a lane (four left the H200 at 56% of the copy ceiling),
-            // two accumulators, one vector of sums instead of the array.
-            var s0 = vec4<f32>(0.0);
-            var s1 = vec4<f32>(0.0);
-            var c = lane;
-            for (; c + 32u < n; c += 64u) {
-                let w0 = d_table[t + v0 * n + c];
-                let w1 = d_table[t + v1 * n + c];
-                let w2 = d_table[t + v2 * n + c];
-                let w3 = d_table[t + v3 * n + c];
-                let x0 = d_table[t + v0 * n + c + 32u];
-                let x1 = d_table[t + v1 * n + c + 32u];
-                let x2 = d_table[t + v2 * n + c + 32u];
-                let x3 = d_table[t + v3 * n + c + 32u];
-                let ha = d_h[hb + c];
-                let hc = d_h[hb + c + 32u];
-                let alo = bf16x4_lo(ha);
-                let ahi = bf16x4_hi(ha);
-                let clo = bf16x4_lo(hc);
-                let chi = bf16x4_hi(hc);
-                s0 += vec4<f32>(dot8(w0, alo, ahi), dot8(w1, alo, ahi), dot8(w2, alo, ahi), dot8(w3, alo, ahi));
-                s1 += vec4<f32>(dot8(x0, clo, chi), dot8(x1, clo, chi), dot8(x2, clo, chi), dot8(x3, clo, chi));
-            }
-            if (c < n) {
-                let hv = d_h[hb + c];
+        for (var c = lane; c < n; c += 32u) {
+            let w0 = d_table[t + v0 * n + c];
+            let w1 = d_table[t + v1 * n + c];
+            let w2 = d_table[t + v2 * n + c];
+            let w3 = d_table[t + v3 * n + c];
+            for (var i = 0u; i < M; i++) {
+                let hv = d_h[hb + i * n + c];
                 let lo = bf16x4_lo(hv);
                 let hi = bf16x4_hi(hv);
-                s0 += vec4<f32>(dot8(d_table[t + v0 * n + c], lo, hi), dot8(d_table[t + v1 * n + c], lo, hi),
-                                dot8(d_table[t + v2 * n + c], lo, hi), dot8(d_table[t + v3 * n + c], lo, hi));
-            }
-            acc[0] = s0 + s1;
-        } else {
-            for (var c = lane; c < n; c += 32u) {
-                let w0 = d_table[t + v0 * n + c];
-                let w1 = d_table[t + v1 * n + c];
-                let w2 = d_table[t + v2 * n + c];
-                let w3 = d_table[t + v3 * n + c];
-                for (var i = 0u; i < M; i++) {
-                    let hv = d_h[hb + i * n + c];
-                    let lo = bf16x4_lo(hv);
-                    let hi = bf16x4_hi(hv);
-                    acc[i] += vec4<f32>(dot8(w0, lo, hi), dot8(w1, lo, hi), dot8(w2, lo, hi), dot8(w3, lo, hi));
-                }
+                acc[i] += vec4<f32>(dot8(w0, lo, hi), dot8(w1, lo, hi), dot8(w2, lo, hi), dot8(w3, lo, hi));
             }
         }
     } else {

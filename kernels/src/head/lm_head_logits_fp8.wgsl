@@ -7,10 +7,9 @@
 // that every table load of the slice is coalesced. On the fast path (hdim %
 // 16 == 0, e8 and h at word offsets that are multiples of 4) a lane loads
 // one vec4<u32> (16 codes) from each of its 4 rows per step: four
-// independent 16-byte loads in flight per lane, 2 KB per slice (at M = 1 two
-// steps a trip: eight loads, 4 KB). Each code is decoded once, not once per
-// h row. The 16 matching h values of each h row come from cache (h is small
-// and shared by every workgroup) and are reused by the 4 rows. Other shapes or offsets run
+// independent 16-byte loads in flight per lane, 2 KB per slice. The 16
+// matching h values of each h row come from cache (h is small and shared by
+// every workgroup) and are reused by the 4 rows. Other shapes or offsets run
 // the same loop a word (4 codes) at a time.
 //
 // Per-lane partials meet in shared memory, two h rows per round (rows padded
@@ -41,28 +40,9 @@ fn hq(a: u32, b: u32) -> vec4<f32> {
     return vec4<f32>(bf16_lo(a), bf16_hi(a), bf16_lo(b), bf16_hi(b));
 }
 
-// The 16 codes of a table vector, decoded once for every h row.
-fn dec16(w: vec4<u32>) -> array<vec4<f32>, 4> {
-    return array<vec4<f32>, 4>(e4m3x4(w.x), e4m3x4(w.y), e4m3x4(w.z), e4m3x4(w.w));
-}
-
-// Σ of 16 products: decoded codes of a table vector against 16 h values.
-fn dot16(d: array<vec4<f32>, 4>, f0: vec4<f32>, f1: vec4<f32>, f2: vec4<f32>, f3: vec4<f32>) -> f32 {
-    return (dot(d[0], f0) + dot(d[1], f1)) + (dot(d[2], f2) + dot(d[3], f3));
-}
-
-// The 16 h values of h row i at vector pair hv (h elements 16c.. of the row).
-fn h16(hv: u32) -> array<vec4<f32>, 4> {
-    let a = d_h[hv];
-    let b = d_h[hv + 1u];
-    return array<vec4<f32>, 4>(hq(a.x, a.y), hq(a.z, a.w), hq(b.x, b.y), hq(b.z, b.w));
-}
-
-// The slice's 4 rows at one step against one h row's 16 values.
-fn dot4x16(d0: array<vec4<f32>, 4>, d1: array<vec4<f32>, 4>, d2: array<vec4<f32>, 4>, d3: array<vec4<f32>, 4>,
-           f: array<vec4<f32>, 4>) -> vec4<f32> {
-    return vec4<f32>(dot16(d0, f[0], f[1], f[2], f[3]), dot16(d1, f[0], f[1], f[2], f[3]), dot16(d2, f[0], f[1], f[2], f[3]),
-                     dot16(d3, f[0], f[1], f[2], f[3]));
+// Σ of 16 products: codes of a table vector against 16 h values.
+fn dot16(w: vec4<u32>, f0: vec4<f32>, f1: vec4<f32>, f2: vec4<f32>, f3: vec4<f32>) -> f32 {
+    return (dot(e4m3x4(w.x), f0) + dot(e4m3x4(w.y), f1)) + (dot(e4m3x4(w.z), f2) + dot(e4m3x4(w.w), f3));
 }
 
 @compute @workgroup_size(256)
@@ -90,39 +70,21 @@ fn lm_head_logits_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
         let n = hdim / 16u;
         let e = p.e8 / 4u;
         let hb = p.h / 4u;
-        // h elements 16c..16c+15 of row i: vectors 2c, 2c + 1 (h rows are 2n vectors).
-        if (M == 1u) {
-            // Two steps a trip: eight independent 16-byte table loads in
-            // flight a lane, two accumulators, one vector of sums.
-            var s0 = vec4<f32>(0.0);
-            var s1 = vec4<f32>(0.0);
-            var c = lane;
-            for (; c + 32u < n; c += 64u) {
-                let w0 = d_e8[e + v0 * n + c];
-                let w1 = d_e8[e + v1 * n + c];
-                let w2 = d_e8[e + v2 * n + c];
-                let w3 = d_e8[e + v3 * n + c];
-                let x0 = d_e8[e + v0 * n + c + 32u];
-                let x1 = d_e8[e + v1 * n + c + 32u];
-                let x2 = d_e8[e + v2 * n + c + 32u];
-                let x3 = d_e8[e + v3 * n + c + 32u];
-                s0 += dot4x16(dec16(w0), dec16(w1), dec16(w2), dec16(w3), h16(hb + 2u * c));
-                s1 += dot4x16(dec16(x0), dec16(x1), dec16(x2), dec16(x3), h16(hb + 2u * (c + 32u)));
-            }
-            if (c < n) {
-                s0 += dot4x16(dec16(d_e8[e + v0 * n + c]), dec16(d_e8[e + v1 * n + c]), dec16(d_e8[e + v2 * n + c]),
-                              dec16(d_e8[e + v3 * n + c]), h16(hb + 2u * c));
-            }
-            acc[0] = s0 + s1;
-        } else {
-            for (var c = lane; c < n; c += 32u) {
-                let d0 = dec16(d_e8[e + v0 * n + c]);
-                let d1 = dec16(d_e8[e + v1 * n + c]);
-                let d2 = dec16(d_e8[e + v2 * n + c]);
-                let d3 = dec16(d_e8[e + v3 * n + c]);
-                for (var i = 0u; i < M; i++) {
-                    acc[i] += dot4x16(d0, d1, d2, d3, h16(hb + i * 2u * n + 2u * c));
-                }
+        for (var c = lane; c < n; c += 32u) {
+            let w0 = d_e8[e + v0 * n + c];
+            let w1 = d_e8[e + v1 * n + c];
+            let w2 = d_e8[e + v2 * n + c];
+            let w3 = d_e8[e + v3 * n + c];
+            for (var i = 0u; i < M; i++) {
+                // h elements 16c..16c+15 of row i: vectors 2c, 2c + 1 (h rows are 2n vectors).
+                let a = d_h[hb + i * 2u * n + 2u * c];
+                let b = d_h[hb + i * 2u * n + 2u * c + 1u];
+                let f0 = hq(a.x, a.y);
+                let f1 = hq(a.z, a.w);
+                let f2 = hq(b.x, b.y);
+                let f3 = hq(b.z, b.w);
+                acc[i] += vec4<f32>(dot16(w0, f0, f1, f2, f3), dot16(w1, f0, f1, f2, f3), dot16(w2, f0, f1, f2, f3),
+                                    dot16(w3, f0, f1, f2, f3));
             }
         }
     } else {
