@@ -377,18 +377,6 @@ __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u
     for (int i = 0; i < ntiles; ++i) {
         w_cp_async_wait<DEC_STAGES - 1>(); // tile i's group has landed
         const uint4* slot = ring + (i % DEC_STAGES) * (PIECES * 32);
-        // B fragments: token tile t, step j: (k 4j, 4j+2) and (4j+1, 4j+3) of the lane's 16.
-        unsigned bfr[MT][4][2];
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-            const uint4 u0 = slot[(9 + 2 * t) * 32], u1 = slot[(10 + 2 * t) * 32];
-            const unsigned wds[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                bfr[t][j][0] = __byte_perm(wds[2 * j], wds[2 * j + 1], 0x5410);
-                bfr[t][j][1] = __byte_perm(wds[2 * j], wds[2 * j + 1], 0x7632);
-            }
-        }
         // Scales of columns 2i (sc[i][0]) and 2i + 1 (sc[i][1]).
         unsigned sc[8][2];
         {
@@ -400,9 +388,20 @@ __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u
                 dec_scales(w >> 16, sc[2 * i2 + 1][0], sc[2 * i2 + 1][1]);
             }
         }
-#pragma unroll
+        // Not unrolled: the step body (8 mma groups, about 160 instructions)
+        // stays small in the instruction cache; the other warps cover its loads.
+#pragma unroll 1
         for (int j = 0; j < 4; ++j) {
             const uint4 xv = slot[(2 * j) * 32], yv = slot[(2 * j + 1) * 32]; // kp rows 2j, 2j + 1
+            // B fragments of token tile t: (k 4j, 4j+2) and (4j+1, 4j+3) of the lane's 16,
+            // from activation words 2j and 2j + 1 (half j & 1 of piece 9 + 2t + j / 2).
+            unsigned bfr[MT][2];
+#pragma unroll
+            for (int t = 0; t < MT; ++t) {
+                const uint2 u = reinterpret_cast<const uint2*>(slot + (9 + 2 * t + (j >> 1)) * 32)[j & 1];
+                bfr[t][0] = __byte_perm(u.x, u.y, 0x5410);
+                bfr[t][1] = __byte_perm(u.x, u.y, 0x7632);
+            }
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
                 // Columns 2i, 2i+1 of rows 2j (bytes 0, 1) and 2j + 1 (bytes 2, 3); z >> 8
@@ -414,7 +413,7 @@ __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u
                 af[2] = bf16x2_mul(dec_pair_hi(z), sc[i][0]);  // row g, k 4j+1, 4j+3
                 af[3] = bf16x2_mul(dec_pair_hi(z8), sc[i][1]); // row g + 8
 #pragma unroll
-                for (int t = 0; t < MT; ++t) w_mma(acc[t][i], af, bfr[t][j]);
+                for (int t = 0; t < MT; ++t) w_mma(acc[t][i], af, bfr[t]);
             }
         }
         // The slot is read (its values are in registers): refill it.
