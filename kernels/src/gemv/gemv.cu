@@ -23,7 +23,7 @@
 // Each entry reads only weights before sy_wait_prior(): the first weight
 // loads overlap the end of the launch before it.
 // dependent-launch: dense_gemv_bf16 dense_gemv_gelu_mul_bf16 dense_gemv_bf16_m1 dense_gemv_gelu_mul_bf16_m1 dense_gemv_rmsnorm_bf16
-// dependent-launch: dense_gemv_bf16_cl dense_gemv_gelu_mul_bf16_cl
+// dependent-launch: dense_gemv_bf16_cl dense_gemv_gelu_mul_bf16_cl dense_gemv_rmsnorm_bf16_x2
 // cluster-launch: y dense_gemv_bf16_cl dense_gemv_gelu_mul_bf16_cl
 
 #define GEMV_WARPS 8
@@ -92,18 +92,26 @@ __device__ __forceinline__ float gemv_m1_inv_rms(const bf16* __restrict__ x, int
 // normalised as it is used: bf16(a · inv · norm_w), the same f32 products
 // and RNE rounding as rmsnorm_bf16's norm_chunk / vpack_rn, so the values
 // equal that kernel's output wherever inv does.
-template <bool GELU, bool NORM = false>
+//
+// PAIR (dense_gemv_rmsnorm_bf16_x2): slot z owns the two outputs j = 2p and
+// j + 1 (p = blockIdx.x * Z + z) and streams their rows side by side like
+// GELU's gate and up rows, each output's sums in the same order as a slot of
+// its own would add them (the same bits), so a block covers twice the
+// outputs: at Gemma's q/k/v (4096 outputs, K = 2560) the grid fits one wave
+// and each block's norm prologue serves 16 outputs instead of 8.
+template <bool GELU, bool NORM = false, bool PAIR = false>
 __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int n, int k, int seg1, int seg2,
                         const bf16* __restrict__ norm_w = nullptr, float eps = 0.0f) {
-    static_assert(!(GELU && NORM), "the fused norm has the plain epilogue");
+    static_assert(!(GELU && NORM) && !(GELU && PAIR), "the fused norm and the pairs have the plain epilogue");
     __shared__ float slice_sum[GEMV_WARPS][2];
     __shared__ float norm_red[GEMV_WARPS];
     const int lane = threadIdx.x, y = threadIdx.y, z = threadIdx.z, slices = blockDim.y;
-    const int j = blockIdx.x * blockDim.z + z;
-    constexpr int R = GELU ? 2 : 1;
+    const int j = (PAIR ? 2 : 1) * (blockIdx.x * blockDim.z + z);
+    constexpr int R = GELU || PAIR ? 2 : 1;
     const bf16* wr[R];
     wr[0] = b + (size_t)min(j, n - 1) * k;
     if (GELU) wr[R - 1] = b + (size_t)(n + min(j, n - 1)) * k;
+    if (PAIR) wr[R - 1] = b + (size_t)min(j + 1, n - 1) * k;
     const int chunks = k / 8, per = (chunks + slices - 1) / slices;
     const int ch0 = y * per, ch1 = j < n ? min(chunks, ch0 + per) : 0;
     float acc[R][4];
@@ -174,7 +182,7 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
         if (!waited) sy_wait_prior(); // an empty slice still orders its output write
     }
     const float p0 = warp_sum((acc[0][0] + acc[0][1]) + (acc[0][2] + acc[0][3]));
-    const float p1 = GELU ? warp_sum((acc[R - 1][0] + acc[R - 1][1]) + (acc[R - 1][2] + acc[R - 1][3])) : 0.0f;
+    const float p1 = R == 2 ? warp_sum((acc[R - 1][0] + acc[R - 1][1]) + (acc[R - 1][2] + acc[R - 1][3])) : 0.0f;
     const int wid = z * slices + y;
     if (lane == 0) {
         slice_sum[wid][0] = p0;
@@ -189,6 +197,7 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
     }
     if (GELU) c[j] = gelu_mul_out(s0, s1);
     else c[gemv_out_index(0, j, 1, n, seg1, seg2)] = f32_to_bf16(s0);
+    if (PAIR && j + 1 < n) c[gemv_out_index(0, j + 1, 1, n, seg1, seg2)] = f32_to_bf16(s1);
 }
 
 // The K-split launch as one cluster along y (the _cl entries): each block
@@ -383,6 +392,15 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_m1(const bf16*
                                                                      unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
                                                                      float* __restrict__ workspace) {
     gemv_m1<false>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2);
+}
+
+// The fused norm with two outputs a slot (PAIR above), two blocks an SM
+// (so no spills), the plan's choice where it halves the blocks.
+extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_rmsnorm_bf16_x2(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                             bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                             unsigned seg1, unsigned seg2, const bf16* __restrict__ norm_w,
+                                                                             float eps, float* __restrict__ workspace) {
+    gemv_m1<false, true, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps);
 }
 
 // The fused input norm (m = 1 only; the plan refuses other m): the

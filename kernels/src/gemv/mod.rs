@@ -206,9 +206,19 @@ fn one_row(a: &PlanArgs) -> Result<()> {
 
 /// The m = 1 GEMV's geometry, run by the kernel's own entry (the `_m1` path
 /// with the norm in its prologue: every block first reduces the row's Σ a²).
+///
+/// Where one warp per output would stream the whole K (K ≤ 3072), slots
+/// take two outputs each (`dense_gemv_rmsnorm_bf16_x2`: the same sums, half
+/// the blocks, so Gemma's q/k/v fits one wave and each block's norm
+/// prologue serves twice the outputs).
 fn cuda_dense_gemv_rmsnorm(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
     one_row(a)?;
-    let n = u64::from(a.u32("n")?);
+    let (n, k) = (u64::from(a.u32("n")?), u64::from(a.u32("k")?));
+    if n >= 2 && k / 8 <= 32 * CUDA_M1_LOADS_PER_LANE {
+        let grid = [groups(a.kernel, n.div_ceil(2), 8)?, 1, 1];
+        let pass = CudaPass { entry: "dense_gemv_rmsnorm_bf16_x2", grid, block: [32, 1, 8], shared_bytes: 0 };
+        return Ok(CudaPlan { passes: vec![pass], workspace_bytes: CUDA_MIN_WORKSPACE });
+    }
     cuda_m1(a, n, n, a.kernel.symbol)
 }
 
@@ -675,16 +685,20 @@ mod tests {
 
     #[test]
     fn the_fused_norm_takes_the_one_row_geometry_and_refuses_other_m() {
-        // Gemma's stacked q/k/v at hidden 2560: the m = 1 GEMV's geometry, under the kernel's own entry.
+        // Gemma's stacked q/k/v at hidden 2560: two outputs a warp, sixteen a block, 256 blocks.
         let args = norm_args(1, 4096, 2560);
         let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
         assert_eq!(p.passes.len(), 1);
-        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("dense_gemv_rmsnorm_bf16", [512, 1, 1], [32, 1, 8]));
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("dense_gemv_rmsnorm_bf16_x2", [256, 1, 1], [32, 1, 8]));
         assert_eq!(p.workspace_bytes, CUDA_MIN_WORKSPACE);
-        // Hidden 5376: two warps per output, as the GEMV.
+        // An odd N: the last slot's second output is past the end.
+        let args = norm_args(1, 97, 264);
+        let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
+        assert_eq!(p.passes[0].grid, [7, 1, 1]);
+        // Hidden 5376: two warps per output, as the GEMV, under the kernel's own entry.
         let args = norm_args(1, 4096, 5376);
         let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
-        assert_eq!((p.passes[0].grid, p.passes[0].block), ([1024, 1, 1], [32, 2, 4]));
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("dense_gemv_rmsnorm_bf16", [1024, 1, 1], [32, 2, 4]));
         // WGSL: the GEMV's m = 1 path (eight rows a workgroup, one pass), its own entry.
         // It stages the normalised row (320 vectors) in workgroup memory.
         let args = norm_args(1, 4096, 2560);
