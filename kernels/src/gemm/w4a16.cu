@@ -15,8 +15,10 @@
 //   16-wide K chunk in increasing k, with the same fragment contents, so all
 //   five are bit-identical to each other; in particular _n128_m128_bf16
 //   equals w4a16_gemm, as its contract requires.
-// - w4a16_gemm_decode (M <= 16) streams the weights once with every token's
-//   accumulator live, splitting K across the block's 8 warps.
+// - w4a16_gemm_decode (M <= 8) and _m16 (M <= 16) stream the weights once
+//   with every token's accumulator live: 4 warps a 128-column block, each
+//   warp its own 64-k tiles through a per-lane cp.async ring, with a
+//   cheaper code decode than the tile kernels' (see the decode section).
 
 // ---------------------------------------------------------------- helpers
 
