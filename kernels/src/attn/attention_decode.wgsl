@@ -18,9 +18,9 @@
 // thread holding a slice of the head's f32 accumulator in registers.
 //
 // Workgroup memory is tile_common.wgsli's pool, with M = next_pow2(hpw)
-// query rows; the plan sizes it (the POOL override) so that the longest
-// chunk max_ctx allows is one tile where the adapter's workgroup storage
-// holds it. The q rows and each tile's K/V rows are copied CP_U words an
+// query rows; where max_ctx allows no chunk longer than MIN_SPLIT_KEYS,
+// the plan sizes it (the POOL override) so that a chunk is one tile, as far
+// as the adapter's workgroup storage holds it. The q rows and each tile's K/V rows are copied CP_U words an
 // invocation at a time, every load issued before any is stored: at short
 // contexts a decode launch is a chain of memory round trips, and this makes
 // a tile one round trip instead of one per word.
