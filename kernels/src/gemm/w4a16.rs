@@ -209,12 +209,7 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
     // The kernel always takes the workspace pointer.
     let workspace_bytes = if splits > 1 { splits * m * n * 4 } else { 16 };
     Ok(CudaPlan {
-        passes: vec![CudaPass {
-            entry,
-            grid: [cols, splits as u32, 1],
-            block: [32 * CUDA_DECODE_WARPS as u32, 1, 1],
-            shared_bytes,
-        }],
+        passes: vec![CudaPass { entry, grid: [cols, splits as u32, 1], block: [32 * CUDA_DECODE_WARPS as u32, 1, 1], shared_bytes }],
         workspace_bytes,
     })
 }
