@@ -331,7 +331,12 @@ const CUDA_DECODE_MAX_CLUSTER: u32 = 16;
 /// thread-block clusters and 2 ≤ S ≤ [`CUDA_DECODE_MAX_CLUSTER`], one launch
 /// of `attention_decode_cl` instead: the S chunks of a (KV head, query
 /// group, sequence) are one cluster, which combines them through
-/// distributed shared memory in chunk order, the reduce pass's arithmetic.
+/// distributed shared memory in chunk order, the reduce pass's arithmetic,
+/// where the whole grid is at most one block per multiprocessor (a launch
+/// that short is latency-bound, and the second launch was a third of its
+/// time: bench-model batch 1 on the H200, 130-160 keys, 9-10 chunks, went
+/// from 365 to 370 tok/s; at batch 16, 256 blocks of 99 KiB shared memory
+/// as clusters of 4, it lost 126 us a step).
 /// That covers batch-1 contexts up to 256 keys (chunks of 16 keys).
 ///
 /// Shared memory: [`CUDA_DECODE_STAGES`] tiles of 16 keys × (hd padded to
@@ -363,7 +368,8 @@ fn cuda_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
         ));
     }
     let block = [CUDA_THREADS, 1, 1];
-    if f.cuda_clusters && (2..=CUDA_DECODE_MAX_CLUSTER).contains(&splits) {
+    let blocks = u64::from(splits) * y * u64::from(batch);
+    if f.cuda_clusters && (2..=CUDA_DECODE_MAX_CLUSTER).contains(&splits) && blocks <= u64::from(f.multiprocessors) {
         // The chunk's partials for up to 8 heads, then their (m, l), reuse the tiles' memory.
         let shared_bytes = (stages * stage_bytes).max(CUDA_DECODE_HEADS * (hd + 2) * 4);
         let pass = CudaPass { entry: "attention_decode_cl", grid: [splits, y as u32, batch], block, shared_bytes };
@@ -863,6 +869,27 @@ mod tests {
             let e = cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap_err();
             assert!(matches!(&e, Error::InvalidArgument { arg, .. } if arg == name), "{name} = {v}: {e:?}");
         }
+    }
+
+    #[test]
+    fn cuda_decode_combines_in_a_cluster_when_the_grid_is_one_block_an_sm() {
+        let hopper = DeviceFacts { cuda_clusters: true, ..FACTS };
+        let plan = |batch: i32, max_ctx: i32, nkv: i32| {
+            let a = args(&ATTENTION_DECODE, &[("batch", batch), ("max_ctx", max_ctx), ("nh", 8), ("nkv", nkv), ("hd", 256), ("window", 0)]);
+            cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &hopper).unwrap()
+        };
+        // The bench model's sliding layer at batch 1, 131 keys: 9 chunks x 4 KV heads, one launch.
+        let c = plan(1, 131, 4);
+        assert_eq!((c.passes.len(), c.passes[0].entry, c.passes[0].grid, c.workspace_bytes), (1, "attention_decode_cl", [9, 4, 1], 8));
+        // Its shared memory holds the tiles, and the 8 heads' partials where those are larger.
+        assert!(c.passes[0].shared_bytes >= 8 * 258 * 4);
+        // 17 chunks is past the largest cluster; 16 sequences are past one block an SM.
+        assert_eq!(plan(1, 272, 4).passes[1].entry, "attention_decode_reduce");
+        assert_eq!(plan(16, 1024, 4).passes[1].entry, "attention_decode_reduce");
+        // One chunk needs no combine; without clusters, two passes.
+        assert_eq!(plan(1, 16, 4).passes[0].entry, "attention_decode");
+        let a = args(&ATTENTION_DECODE, &[("batch", 1), ("max_ctx", 131), ("nh", 8), ("nkv", 4), ("hd", 256), ("window", 0)]);
+        assert_eq!(cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap().passes.len(), 2);
     }
 
     #[test]

@@ -22,9 +22,7 @@
 
 // Each entry reads only weights before sy_wait_prior(): the first weight
 // loads overlap the end of the launch before it.
-// dependent-launch: dense_gemv_bf16 dense_gemv_gelu_mul_bf16 dense_gemv_bf16_m1 dense_gemv_gelu_mul_bf16_m1 dense_gemv_rmsnorm_bf16
-// dependent-launch: dense_gemv_bf16_cl dense_gemv_gelu_mul_bf16_cl dense_gemv_rmsnorm_bf16_x2
-// cluster-launch: y dense_gemv_bf16_cl dense_gemv_gelu_mul_bf16_cl
+// dependent-launch: dense_gemv_bf16 dense_gemv_gelu_mul_bf16 dense_gemv_bf16_m1 dense_gemv_gelu_mul_bf16_m1 dense_gemv_rmsnorm_bf16 dense_gemv_rmsnorm_bf16_x2
 
 #define GEMV_WARPS 8
 #define GEMV_ROWS (GEMV_WARPS * 16)
@@ -200,53 +198,11 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
     if (PAIR && j + 1 < n) c[gemv_out_index(0, j + 1, 1, n, seg1, seg2)] = f32_to_bf16(s1);
 }
 
-// The K-split launch as one cluster along y (the _cl entries): each block
-// parks its f32 sums in its own shared memory, [m][GEMV_ROWS] by the
-// block's local weight row (GELU: gate columns 0..63, up columns 64..127),
-// then each block of the cluster finishes a 1/chunks share of the block
-// column's outputs, adding the chunks' sums from +0 in chunk order (cluster
-// rank = chunk) exactly as gemv_reduce does, so both plans give the same bits.
-template <bool GELU>
-__device__ __forceinline__ void gemv_cluster_combine(const float (&acc)[2][4], bf16* __restrict__ c, int m, int n, int seg1, int seg2) {
-    extern __shared__ __align__(16) unsigned char gemv_smem[];
-    float* red = reinterpret_cast<float*>(gemv_smem);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    __syncthreads(); // every warp is done with the staged activations this overwrites
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-        const int i = g + (e >= 2 ? 8 : 0);
-        if (i >= m) continue;
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-            const int col = 2 * q + (e & 1);
-            const int local = GELU ? t * (GEMV_ROWS / 2) + warp * 8 + col : warp * 16 + 8 * t + col;
-            red[i * GEMV_ROWS + local] = acc[t][e];
-        }
-    }
-    cluster_sync();
-    const int chunks = gridDim.y, rank = (int)cluster_rank();
-    const int cols = GELU ? GEMV_ROWS / 2 : GEMV_ROWS; // outputs of the block column per activation row
-    const int outs = m * cols, per = (outs + chunks - 1) / chunks;
-    const int first = GELU ? blockIdx.x * (GEMV_ROWS / 2) : blockIdx.x * GEMV_ROWS;
-    for (int o = rank * per + threadIdx.x; o < min(outs, (rank + 1) * per); o += blockDim.x) {
-        const int i = o / cols, local = o % cols, j = first + local;
-        if (j >= n) continue;
-        float s0 = 0.0f, s1 = 0.0f;
-        for (int y = 0; y < chunks; ++y) {
-            s0 = __fadd_rn(s0, ld_cluster_f32(red + i * GEMV_ROWS + local, (unsigned)y));
-            if (GELU) s1 = __fadd_rn(s1, ld_cluster_f32(red + i * GEMV_ROWS + GEMV_ROWS / 2 + local, (unsigned)y));
-        }
-        if (GELU) c[(size_t)i * n + j] = gelu_mul_out(s0, s1);
-        else c[gemv_out_index(i, j, m, n, seg1, seg2)] = f32_to_bf16(s0);
-    }
-    cluster_sync(); // no block leaves while another still reads its shared memory
-}
-
 // GELU = false: weight rows are output columns; the warp's two n-tiles are
 // rows r0..r0+7 and r0+8..r0+15. GELU = true: the warp owns output columns
 // j0..j0+7 of n; its n-tiles are the gate rows j0.. and the up rows n + j0..,
 // so each lane holds the gate and up sums of the same outputs.
-template <bool GELU, bool CLUSTER = false>
+template <bool GELU>
 __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int m, int n, int k, int seg1, int seg2,
                      float* __restrict__ ws) {
     extern __shared__ __align__(16) unsigned char gemv_smem[];
@@ -344,10 +300,6 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
         }
         return;
     }
-    if constexpr (CLUSTER) {
-        gemv_cluster_combine<GELU>(acc, c, m, n, seg1, seg2);
-        return;
-    }
     if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *reinterpret_cast<int*>(ws) = chunks;
     float* part = ws + GEMV_WS_HEADER + (size_t)blockIdx.y * m * rows;
 #pragma unroll
@@ -374,18 +326,6 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16(const
                                                                            bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
                                                                            float* __restrict__ workspace) {
     gemv<true>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, 0, 0, workspace);
-}
-
-extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_cl(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
-                                                                     unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
-                                                                     float* __restrict__ workspace) {
-    gemv<false, true>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, (int)seg1, (int)seg2, workspace);
-}
-
-extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_cl(const bf16* __restrict__ a, const bf16* __restrict__ b,
-                                                                              bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
-                                                                              float* __restrict__ workspace) {
-    gemv<true, true>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, 0, 0, workspace);
 }
 
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
