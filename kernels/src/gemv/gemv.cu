@@ -316,13 +316,13 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
+extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
                                                                   unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
                                                                   float* __restrict__ workspace) {
     gemv<false>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, (int)seg1, (int)seg2, workspace);
 }
 
-extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b,
+extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_gelu_mul_bf16(const bf16* __restrict__ a, const bf16* __restrict__ b,
                                                                            bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
                                                                            float* __restrict__ workspace) {
     gemv<true>(a, b, c, min((int)m, GEMV_MAX_M), (int)n, (int)k, 0, 0, workspace);
