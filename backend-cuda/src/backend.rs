@@ -192,6 +192,11 @@ impl CudaBackend {
             let hopper = major == 9 && minor == 0;
             let sm90a = hopper && std::env::var(WGMMA_ENV).map_or(true, |v| v != "0");
             let clusters = major >= 9 && std::env::var(CLUSTER_ENV).map_or(true, |v| v != "0");
+            let cluster_note = match (major >= 9, clusters) {
+                (_, true) => "on".to_string(),
+                (true, false) => format!("off ({CLUSTER_ENV}=0)"),
+                (false, _) => "no (compute capability < 9.0)".to_string(),
+            };
             let plans = if sm90a {
                 "sm_90a (wgmma/TMA GEMM plans)".to_string()
             } else if hopper {
@@ -204,7 +209,7 @@ impl CudaBackend {
                 ("arch".to_string(), arch.clone()),
                 ("cuda arch".to_string(), plans),
                 ("multiprocessors".to_string(), sms.to_string()),
-                ("cluster launches".to_string(), if clusters { "on".into() } else if major >= 9 { format!("off ({CLUSTER_ENV}=0)") } else { "no (compute capability < 9.0)".into() }),
+                ("cluster launches".to_string(), cluster_note),
                 ("shared memory per block (opt-in)".to_string(), max_shared.to_string()),
                 ("L2 bytes".to_string(), l2.to_string()),
                 ("memory bytes".to_string(), total.to_string()),
