@@ -4,14 +4,17 @@
 use crate::ctx::Ctx;
 use crate::gemm::{elems, mnk, product};
 use crate::moe_expert::gelu_tanh;
-use crate::norm::rmsnorm_row;
+use crate::norm::{layer_out_row, rmsnorm_row};
 use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
 use switchyard_core::{Error, Result};
-use switchyard_kernels::gemv::{DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_RMSNORM_BF16, GEMV_MAX_M};
+use switchyard_kernels::gemv::{
+    DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, DENSE_GEMV_RMSNORM_BF16, GEMV_MAX_M,
+};
 
 register!(DENSE_GEMV_BF16 => dense_gemv);
 register!(DENSE_GEMV_RMSNORM_BF16 => dense_gemv_rmsnorm);
 register!(DENSE_GEMV_GELU_MUL_BF16 => dense_gemv_gelu_mul);
+register!(DENSE_GEMV_LAYER_OUT_RMSNORM_BF16 => dense_gemv_layer_out_rmsnorm);
 
 /// The activation rows `a [m, k]` as f32, after checking `m`.
 fn activations(c: &Ctx<'_>) -> Result<Vec<f32>> {
@@ -58,6 +61,27 @@ fn dense_gemv_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
     }
     let eps = c.f32("eps")?;
     let a = activations(c)?;
+    let w = c.bf16(c.buf("norm_w")?, 0, k)?;
+    let xn: Vec<f32> = rmsnorm_row(&a, eps, Some(&w)).into_iter().map(bf16_value).collect();
+    segmented(c, &xn)
+}
+
+/// `layer_out_bf16`'s reference on the one row into `a` (its bf16 bits),
+/// then [`dense_gemv_rmsnorm`]'s of that row.
+fn dense_gemv_layer_out_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (m, _, k) = mnk(c)?;
+    if m != 1 {
+        return Err(Error::invalid(kernel, "m", format!("m = {m}: the fused layer-output GEMV takes exactly one row")));
+    }
+    let eps = c.f32("eps")?;
+    let mid = c.bf16(c.buf("mid")?, 0, k)?;
+    let x = c.bf16(c.buf("x")?, 0, k)?;
+    let w_post = c.opt_buf("w_post")?.map(|w| c.bf16(w, 0, k)).transpose()?;
+    let ls = c.f32_at(c.buf("layer_scalar")?, 0)?;
+    let row = layer_out_row(&mid, &x, w_post.as_deref(), ls, eps);
+    c.put_bf16(c.buf("a")?, 0, &row)?;
+    let a: Vec<f32> = row.iter().map(|&b| bf16_value(b)).collect();
     let w = c.bf16(c.buf("norm_w")?, 0, k)?;
     let xn: Vec<f32> = rmsnorm_row(&a, eps, Some(&w)).into_iter().map(bf16_value).collect();
     segmented(c, &xn)

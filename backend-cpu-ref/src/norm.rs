@@ -89,9 +89,13 @@ fn layer_out(c: &mut Ctx<'_>) -> Result<()> {
     for r in 0..c.size("rows")? {
         let xr = c.bf16(x, r * dim, dim)?;
         let mr = c.bf16(mid, r * dim, dim)?;
-        let t = round_all(normalize(&xr, eps, w.as_deref()));
-        let o: Vec<u16> = mr.iter().zip(&t).map(|(&m, &t)| bf16_bits(bf16_round(m + t) * ls)).collect();
-        c.put_bf16(out, r * dim, &o)?;
+        c.put_bf16(out, r * dim, &layer_out_row(&mr, &xr, w.as_deref(), ls, eps))?;
     }
     Ok(())
+}
+
+/// One row of `layer_out_bf16`: `bf16(bf16(mid + bf16(rmsnorm(x; w))) · ls)`, the bits it stores.
+pub(crate) fn layer_out_row(mid: &[f32], x: &[f32], w: Option<&[f32]>, ls: f32, eps: f32) -> Vec<u16> {
+    let t = round_all(normalize(x, eps, w));
+    mid.iter().zip(&t).map(|(&m, &t)| bf16_bits(bf16_round(m + t) * ls)).collect()
 }

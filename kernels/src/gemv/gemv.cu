@@ -23,6 +23,7 @@
 // Each entry reads only weights before sy_wait_prior(): the first weight
 // loads overlap the end of the launch before it.
 // dependent-launch: dense_gemv_bf16 dense_gemv_gelu_mul_bf16 dense_gemv_bf16_m1 dense_gemv_gelu_mul_bf16_m1 dense_gemv_rmsnorm_bf16 dense_gemv_rmsnorm_bf16_x2
+// dependent-launch: dense_gemv_layer_out_rmsnorm_bf16 dense_gemv_layer_out_rmsnorm_bf16_x2
 
 #define GEMV_WARPS 8
 #define GEMV_ROWS (GEMV_WARPS * 16)
@@ -75,6 +76,53 @@ __device__ __forceinline__ float gemv_m1_inv_rms(const bf16* __restrict__ x, int
     return 1.0f / sqrtf(total / (float)k + eps);
 }
 
+// The previous layer's output for dense_gemv_layer_out_rmsnorm_bf16.
+struct LayerOut {
+    bf16* out;          // the row, written by block 0 (the next residual stream)
+    const bf16* mid;    // the residual stream before the layer's output norm
+    const bf16* x;      // the sub-block output that norm takes
+    const bf16* w_post; // its weight (null: unscaled)
+    const float* scalar;
+};
+
+// Every block of an m = 1 launch forms the layer's output row into `row`
+// (shared memory) as layer_out_bf16 rounds it: inv1 from Σ x² (the same
+// order as gemv_m1_inv_rms), t = bf16(x · inv1 · w_post), s = bf16(mid + t),
+// out = bf16(s · scalar); block 0 also stores it. Returns the input norm's
+// inv over the rounded row (its Σ out² in element order within a thread).
+__device__ __forceinline__ float gemv_m1_layer_out(const LayerOut& lo, int k, float eps, float* __restrict__ red, bf16* __restrict__ row) {
+    const int nthreads = blockDim.x * blockDim.y * blockDim.z;
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const float inv1 = gemv_m1_inv_rms(lo.x, k, eps, red);
+    __syncthreads(); // red is reused below
+    const float scalar = *lo.scalar;
+    float ss = 0.0f;
+    for (int ch = t; ch < k / 8; ch += nthreads) {
+        const uint4 xv = ld_nc16(lo.x + (size_t)ch * 8), mv = ld_nc16(lo.mid + (size_t)ch * 8);
+        const uint4 gv = lo.w_post ? ld_nc16(lo.w_post + (size_t)ch * 8) : make_uint4(0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u);
+        const unsigned xw[4] = {xv.x, xv.y, xv.z, xv.w}, mw[4] = {mv.x, mv.y, mv.z, mv.w}, gw[4] = {gv.x, gv.y, gv.z, gv.w};
+        unsigned ow[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float t0 = round_bf16(bf16_lo(xw[e]) * inv1 * bf16_lo(gw[e])), t1 = round_bf16(bf16_hi(xw[e]) * inv1 * bf16_hi(gw[e]));
+            const float s0 = round_bf16(bf16_lo(mw[e]) + t0), s1 = round_bf16(bf16_hi(mw[e]) + t1);
+            ow[e] = pack_bf16_rn(s0 * scalar, s1 * scalar);
+            const float o0 = bf16_lo(ow[e]), o1 = bf16_hi(ow[e]);
+            ss = fmaf(o0, o0, ss);
+            ss = fmaf(o1, o1, ss);
+        }
+        const uint4 o = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+        *reinterpret_cast<uint4*>(row + (size_t)ch * 8) = o;
+        if (blockIdx.x == 0) *reinterpret_cast<uint4*>(lo.out + (size_t)ch * 8) = o;
+    }
+    ss = warp_sum(ss);
+    if ((t & 31) == 0) red[t >> 5] = ss;
+    __syncthreads(); // also publishes `row` to the block
+    float total = 0.0f;
+    for (int w = 0; w < (nthreads >> 5); ++w) total += red[w];
+    return 1.0f / sqrtf(total / (float)k + eps);
+}
+
 // m = 1 (the _m1 entries and dense_gemv_rmsnorm_bf16; plan: grid
 // ceil(outputs / Z), block (32, Y, Z)): the Y warps of slot z own output
 // j = blockIdx.x * Z + z and split its K into Y consecutive slices; GELU
@@ -97,9 +145,15 @@ __device__ __forceinline__ float gemv_m1_inv_rms(const bf16* __restrict__ x, int
 // its own would add them (the same bits), so a block covers twice the
 // outputs: at Gemma's q/k/v (4096 outputs, K = 2560) the grid fits one wave
 // and each block's norm prologue serves 16 outputs instead of 8.
-template <bool GELU, bool NORM = false, bool PAIR = false>
+//
+// LAYER_OUT (dense_gemv_layer_out_rmsnorm_bf16): the NORM form whose
+// activation row is first formed from the previous layer's output norm
+// (gemv_m1_layer_out) into shared memory, which the stream then reads.
+template <bool GELU, bool NORM = false, bool PAIR = false, bool LAYER_OUT = false>
 __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int n, int k, int seg1, int seg2,
-                        const bf16* __restrict__ norm_w = nullptr, float eps = 0.0f) {
+                        const bf16* __restrict__ norm_w = nullptr, float eps = 0.0f, const LayerOut* lo = nullptr) {
+    static_assert(NORM || !LAYER_OUT, "the layer output feeds the fused norm");
+    extern __shared__ __align__(16) unsigned char gemv_m1_row[];
     static_assert(!(GELU && NORM) && !(GELU && PAIR), "the fused norm and the pairs have the plain epilogue");
     __shared__ float slice_sum[GEMV_WARPS][2];
     __shared__ float norm_red[GEMV_WARPS];
@@ -135,7 +189,7 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
         for (int u = 0; u < C; ++u) {
             const int ch = c0 + lane + 32 * u;
             if (ch >= ch1) break;
-            const uint4 x = ld_nc16(a + (size_t)ch * 8);
+            const uint4 x = LAYER_OUT ? *reinterpret_cast<const uint4*>(gemv_m1_row + (size_t)ch * 16) : ld_nc16(a + (size_t)ch * 8);
             unsigned xw[4] = {x.x, x.y, x.z, x.w};
             if constexpr (NORM) {
                 const uint4 g = ld_nc16(norm_w + (size_t)ch * 8);
@@ -161,7 +215,8 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
         uint4 w[R][C];
         load(w, ch0); // weights only: in flight before the wait and the norm
         sy_wait_prior(); // the activation row is the previous launch's output
-        inv = gemv_m1_inv_rms(a, k, eps, norm_red);
+        if constexpr (LAYER_OUT) inv = gemv_m1_layer_out(*lo, k, eps, norm_red, reinterpret_cast<bf16*>(gemv_m1_row));
+        else inv = gemv_m1_inv_rms(a, k, eps, norm_red);
         for (int c0 = ch0; c0 < ch1; c0 += 32 * C) {
             if (c0 != ch0) load(w, c0);
             consume(w, c0);
@@ -342,6 +397,22 @@ extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_rmsnorm_bf16_x2(
                                                                              float eps, float* __restrict__ workspace) {
     gemv_m1<false, true, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps);
 }
+
+// The previous layer's output norm, then the fused input norm and the GEMV
+// (m = 1; dynamic shared memory holds the k-element row): the x2 form and
+// the slices form, as for dense_gemv_rmsnorm_bf16.
+#define GEMV_LAYER_OUT_ENTRY(NAME, BOUNDS, PAIR_)                                                                                     \
+    extern "C" __global__ void BOUNDS NAME(bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m,     \
+                                           unsigned n, unsigned k, unsigned seg1, unsigned seg2, const bf16* __restrict__ norm_w,     \
+                                           float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x,                       \
+                                           const bf16* __restrict__ w_post, const float* __restrict__ layer_scalar,                   \
+                                           float* __restrict__ workspace) {                                                           \
+        const LayerOut lo{a, mid, x, w_post, layer_scalar};                                                                           \
+        gemv_m1<false, true, PAIR_, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps, &lo);                           \
+    }
+GEMV_LAYER_OUT_ENTRY(dense_gemv_layer_out_rmsnorm_bf16_x2, __launch_bounds__(256, 2), true)
+GEMV_LAYER_OUT_ENTRY(dense_gemv_layer_out_rmsnorm_bf16, __launch_bounds__(256, 3), false)
+#undef GEMV_LAYER_OUT_ENTRY
 
 // The fused input norm (m = 1 only; the plan refuses other m): the
 // _m1 geometry with the row's RMSNorm in the prologue. Bounded to three

@@ -17,12 +17,18 @@
 //! the layer's input RMSNorm of its one activation row in the prologue (batch-1
 //! decode: one launch instead of two), and [`DENSE_GEMV_GELU_MUL_BF16`], the
 //! gate/up projection with the gated GELU applied in its epilogue.
+//! [`DENSE_GEMV_LAYER_OUT_RMSNORM_BF16`] also forms its row from the previous
+//! layer's output norm (`layer_out_bf16`), so a batch-1 layer boundary is
+//! one launch.
 use crate::gemm::{operands, REORDERED_NMSE};
 use crate::ops::{bf16s, region, require, saturating_product, scalar, LaunchArg, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
+
+mod layer_out;
+pub use layer_out::{LayerOutRow, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16};
 
 /// Largest M the GEMV kernels take.
 pub const GEMV_MAX_M: usize = 16;
@@ -426,6 +432,30 @@ fn gemv_operands(a: Region, b: Region, c: Region, [m, n, k]: [usize; 3], rows: u
     ]
 }
 
+/// The fused-norm GEMV's arguments for one row (`m = 1`), checked: the
+/// GEMV's operands, the segments, `norm_w` and `eps`.
+#[allow(clippy::too_many_arguments)]
+fn gemv_rmsnorm_operands(
+    s: &str,
+    a: Region,
+    b: Region,
+    c: Region,
+    n: usize,
+    k: usize,
+    [seg1, seg2]: [usize; 2],
+    norm_w: Region,
+    eps: f32,
+) -> Result<Vec<LaunchArg>> {
+    let u = gemv_shape(s, a, b, 1, n, k)?;
+    require(seg1 <= seg2 && seg2 <= n, s, "seg1", || format!("segments [{seg1}, {seg2}] must satisfy seg1 <= seg2 <= n = {n}"))?;
+    let addr = norm_w.addr();
+    require(addr.is_multiple_of(16), s, "norm_w", || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
+    require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
+    let mut args = gemv_operands(a, b, c, [1, n, k], n, u);
+    args.extend([scalar(U(seg1 as u32)), scalar(U(seg2 as u32)), region(norm_w, bf16s(k)), scalar(F(eps))]);
+    Ok(args)
+}
+
 impl Ops {
     /// See [`DENSE_GEMV_BF16`]. `segs = [seg1, seg2]`; `[n, n]` is the plain layout.
     #[allow(clippy::too_many_arguments)]
@@ -457,14 +487,7 @@ impl Ops {
     ) -> Result<()> {
         let s = DENSE_GEMV_RMSNORM_BF16.symbol;
         require(m == 1, s, "m", || format!("m = {m}: the fused RMSNorm GEMV takes exactly one activation row (batch-1 decode)"))?;
-        let u = gemv_shape(s, a, b, m, n, k)?;
-        let [seg1, seg2] = segs;
-        require(seg1 <= seg2 && seg2 <= n, s, "seg1", || format!("segments [{seg1}, {seg2}] must satisfy seg1 <= seg2 <= n = {n}"))?;
-        let addr = norm_w.addr();
-        require(addr.is_multiple_of(16), s, "norm_w", || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
-        require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
-        let mut args = gemv_operands(a, b, c, [m, n, k], n, u);
-        args.extend([scalar(U(seg1 as u32)), scalar(U(seg2 as u32)), region(norm_w, bf16s(k)), scalar(F(eps))]);
+        let args = gemv_rmsnorm_operands(s, a, b, c, n, k, segs, norm_w, eps)?;
         self.launch(&DENSE_GEMV_RMSNORM_BF16, &args)
     }
 

@@ -1,0 +1,143 @@
+//! The previous layer's output norm fused into the next layer's q/k/v GEMV
+//! (batch-1 decode): one launch where the graph ran `layer_out_bf16` and
+//! then `dense_gemv_rmsnorm_bf16`.
+use super::{cuda_dense_gemv_rmsnorm, gemv_rmsnorm_operands, wgsl_dense_gemv_rmsnorm, NORMED_NMSE, NORM_GEMV_SHAPES};
+use crate::ops::{bf16s, optional, region, require, words, Ops};
+use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use switchyard_core::compare::Tolerance;
+use switchyard_core::{ArgSpec as A, DType, Region, Result};
+
+declare_kernel! {
+    /// [`crate::norm::LAYER_OUT_BF16`] of one row, then
+    /// [`super::DENSE_GEMV_RMSNORM_BF16`] of that row: `a` is an output,
+    /// `a = layer_out_bf16(mid, x; w_post, layer_scalar, eps)` exactly as that
+    /// kernel defines it for one row of `k` elements (its three roundings),
+    /// and then `c = dense_gemv_rmsnorm_bf16(a, b; norm_w, eps, seg1, seg2)`
+    /// as that kernel defines it, reading the rounded `a`.
+    ///
+    /// Arguments: the fused-norm GEMV's, in its order (`a, b, c, m, n, k,
+    /// seg1, seg2, norm_w, eps`), then the layer output's inputs (`mid`, `x`
+    /// bf16 `[k]`, `w_post` bf16 `[k]` or null for unscaled, `layer_scalar`
+    /// one f32 in device memory); both norms take `eps`. `m = 1` only; `k %
+    /// 8 == 0`; a, b, norm_w, mid, x and w_post 16-byte aligned; `a` must not
+    /// overlap `mid` or `x` (every block reads them while one writes `a`).
+    ///
+    /// Tolerance: `a` as `layer_out_bf16`'s (2 bf16 ulps), `c` as the fused
+    /// norm GEMV's (NMSE ≤ [`NORMED_NMSE`]).
+    DENSE_GEMV_LAYER_OUT_RMSNORM_BF16 = "gemv"::"dense_gemv_layer_out_rmsnorm_bf16"(
+        A::output("a"), A::input("b"), A::output("c"), A::u32("m"), A::u32("n"), A::u32("k"), A::u32("seg1"), A::u32("seg2"),
+        A::input("norm_w"), A::f32("eps"), A::input("mid"), A::input("x"), A::input("w_post").or_null(), A::input("layer_scalar"))
+}
+
+/// The fused-norm GEMV's CUDA geometry under this kernel's entries, with
+/// the row in dynamic shared memory (2k bytes): every block forms it.
+fn cuda_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    let mut plan = cuda_dense_gemv_rmsnorm(a, f)?;
+    let k = a.u32("k")?;
+    for pass in &mut plan.passes {
+        pass.entry = if pass.entry == "dense_gemv_rmsnorm_bf16_x2" { "dense_gemv_layer_out_rmsnorm_bf16_x2" } else { a.kernel.symbol };
+        pass.shared_bytes = k.saturating_mul(2);
+    }
+    Ok(plan)
+}
+
+/// WGSL: one workgroup forms the row into `a` (`layer_out_row`), then the
+/// fused-norm GEMV's own plan runs over it (the same entries, composed into
+/// this kernel's shader from `gemv/rmsnorm_gemv.wgsli`).
+fn wgsl_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    let mut plan = wgsl_dense_gemv_rmsnorm(a, f)?;
+    for pass in &mut plan.passes {
+        if pass.entry == a.kernel.symbol {
+            pass.entry = "dense_gemv_rmsnorm_bf16";
+        }
+    }
+    plan.passes.insert(0, WgslPass { entry: "layer_out_row", grid: [1, 1, 1], consts: vec![], extra: [0; 4] });
+    Ok(plan)
+}
+
+cuda_plan!(DENSE_GEMV_LAYER_OUT_RMSNORM_BF16 => cuda_layer_out_gemv);
+wgsl_plan!(DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, "gemv/dense_gemv_layer_out_rmsnorm_bf16.wgsl" => wgsl_layer_out_gemv);
+
+/// The previous layer's output row: `layer_out_bf16`'s inputs.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerOutRow {
+    /// Where the row goes (the next residual stream), bf16 `[k]`.
+    pub out: Region,
+    /// The residual stream before the output norm, bf16 `[k]`.
+    pub mid: Region,
+    /// The sub-block output the norm takes, bf16 `[k]`.
+    pub x: Region,
+    /// The norm's weight, bf16 `[k]`; `None`: unscaled.
+    pub w_post: Option<Region>,
+    /// One f32 in device memory.
+    pub layer_scalar: Region,
+}
+
+impl Ops {
+    /// See [`DENSE_GEMV_LAYER_OUT_RMSNORM_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn dense_gemv_layer_out_rmsnorm_bf16(
+        &self,
+        row: &LayerOutRow,
+        b: Region,
+        c: Region,
+        n: usize,
+        k: usize,
+        segs: [usize; 2],
+        norm_w: Region,
+        eps: f32,
+    ) -> Result<()> {
+        let s = DENSE_GEMV_LAYER_OUT_RMSNORM_BF16.symbol;
+        let mut args = gemv_rmsnorm_operands(s, row.out, b, c, n, k, segs, norm_w, eps)?;
+        for (name, r) in [("mid", Some(row.mid)), ("x", Some(row.x)), ("w_post", row.w_post)] {
+            let addr = r.map_or(0, |r| r.addr());
+            require(addr.is_multiple_of(16), s, name, || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
+        }
+        for (name, r) in [("mid", row.mid), ("x", row.x)] {
+            let (lo, hi) = (r.addr(), r.addr().saturating_add(2 * k as u64));
+            let (alo, ahi) = (row.out.addr(), row.out.addr().saturating_add(2 * k as u64));
+            require(hi <= alo || ahi <= lo, s, name, || format!("it overlaps `a` (the row every block reads while block 0 writes `a`)"))?;
+        }
+        args.extend([region(row.mid, bf16s(k)), region(row.x, bf16s(k)), optional(row.w_post, bf16s(k)), region(row.layer_scalar, words(1))]);
+        self.launch(&DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, &args)
+    }
+}
+
+/// The fused norm GEMV's shapes (its CUDA x2 and slices geometries, the
+/// WGSL m = 1 and tiled plans), the first without a `w_post`.
+fn layer_out_gemv_cases(g: &mut Gen) -> Vec<Case> {
+    NORM_GEMV_SHAPES
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, k, seg1, seg2))| {
+            let (_, mid) = g.bf16(k, 0.5, 40.0);
+            let (_, x) = g.bf16(k, 0.01, 3.0);
+            let (_, w_post) = g.bf16(k, 0.05, 2.0);
+            let (_, scalar) = g.f32(1, 0.2, 1.5);
+            let (_, b) = g.bf16(n * k, 0.01, 0.5);
+            let (_, norm_w) = g.bf16(k, 0.05, 2.0);
+            let scaled = i != 0;
+            Case {
+                kernel: &DENSE_GEMV_LAYER_OUT_RMSNORM_BF16,
+                label: format!("n={n} k={k} segs={seg1},{seg2} w_post={scaled}"),
+                buffers: vec![
+                    Buffer::output("a", DType::BF16, k, Tolerance::Bf16Ulp(2)),
+                    Buffer::input("b", b),
+                    Buffer::output("c", DType::BF16, n, Tolerance::Nmse(NORMED_NMSE)),
+                    Buffer::input("norm_w", norm_w),
+                    Buffer::input("mid", mid),
+                    Buffer::input("x", x),
+                    Buffer::input("w_post", w_post),
+                    Buffer::input("layer_scalar", scalar),
+                ],
+                run: Box::new(move |o, r| {
+                    let row = LayerOutRow { out: r[0], mid: r[4], x: r[5], w_post: scaled.then_some(r[6]), layer_scalar: r[7] };
+                    o.dense_gemv_layer_out_rmsnorm_bf16(&row, r[1], r[2], n, k, [seg1, seg2], r[3], 1e-6)
+                }),
+            }
+        })
+        .collect()
+}
+
+inventory::submit! { CaseSet { kernel: &DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, cases: layer_out_gemv_cases } }
