@@ -5,6 +5,7 @@
 use super::{linear, Pass, Session};
 use crate::error::{Error, Result};
 use switchyard_kernels::attn::{AttnDecode, AttnParams};
+use switchyard_kernels::gemv::LayerOutRow;
 use switchyard_kernels::rope_kv::QkvPrep;
 
 impl Session<'_> {
@@ -21,7 +22,8 @@ impl Session<'_> {
         // Attention: input norm, projections (V = K's projection when k_eq_v);
         // at batch 1 the norm runs in the projection's prologue and `xn`,
         // which nothing else reads, is not written.
-        let norm = linear::InputNorm { x: xr, w: w.input_norm.region(), xn: s.xn.region(), dim: h, eps };
+        let pending = self.pending_out.take();
+        let norm = linear::InputNorm { x: xr, w: w.input_norm.region(), xn: s.xn.region(), dim: h, eps, pending };
         // A KV-shared layer projects only q and attends over its source's
         // pool, which the source wrote earlier in this pass.
         let kv = self.cache.view(i);
@@ -130,8 +132,10 @@ impl Session<'_> {
                 ops.layer_out_bf16(x_next, xr, s.o.region(), Some(pw.post_norm.region()), w.layer_scalar.region(), rows, h, eps)?;
             }
             (None, _, None) => {
-                // x_next = (x + post_feedforward_norm(ffn)) · layer_scalar.
-                ops.layer_out_bf16(x_next, xr, ffn, Some(w.post_ff_norm.region()), w.layer_scalar.region(), rows, h, eps)?;
+                // x_next = (x + post_feedforward_norm(ffn)) · layer_scalar: left to the
+                // next layer's input norm (`InputNorm::pending`) or the head.
+                let layer_scalar = w.layer_scalar.region();
+                self.pending_out = Some(LayerOutRow { out: x_next, mid: xr, x: ffn, w_post: Some(w.post_ff_norm.region()), layer_scalar });
             }
             _ => return Err(Error::Request(format!("layer {i}: per-layer-input weights and config disagree"))),
         }

@@ -4,7 +4,9 @@ use crate::weights::{AttnProj, Linear};
 use switchyard_core::{registry, Region, Result};
 use switchyard_kernels::gemm::w4a16::{Fp4Weight, DECODE_MAX_M, W4A16_GEMM_DECODE};
 use switchyard_kernels::gemm::DENSE_GEMM_TC;
-use switchyard_kernels::gemv::{DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_RMSNORM_BF16, GEMV_MAX_M};
+use switchyard_kernels::gemv::{
+    LayerOutRow, DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, DENSE_GEMV_RMSNORM_BF16, GEMV_MAX_M,
+};
 use switchyard_kernels::Ops;
 
 /// Whether `ops`' backend streams a bf16 weight through `sig` (a GEMV) at this shape.
@@ -60,11 +62,25 @@ pub struct InputNorm {
     pub dim: usize,
     /// The norm's epsilon.
     pub eps: f32,
+    /// `x` not yet formed: the previous layer's output norm
+    /// (`layer_out_bf16` into `x`, same `dim` and `eps`), which the q/k/v
+    /// projection runs in its prologue where it can
+    /// (`dense_gemv_layer_out_rmsnorm_bf16`), else first.
+    pub pending: Option<LayerOutRow>,
 }
 
 impl InputNorm {
+    /// Runs the pending `layer_out_bf16` over `m` rows, if any.
+    pub fn form_rows(&self, ops: &Ops, m: usize) -> Result<()> {
+        match self.pending {
+            Some(p) => ops.layer_out_bf16(p.out, p.mid, p.x, p.w_post, p.layer_scalar, m, self.dim, self.eps),
+            None => Ok(()),
+        }
+    }
+
     /// `rmsnorm_bf16` on its own, into `xn`; returns `xn`.
     fn unfused(&self, ops: &Ops, m: usize) -> Result<Region> {
+        self.form_rows(ops, m)?;
         ops.rmsnorm_bf16(self.xn, self.x, Some(self.w), m, self.dim, self.eps)?;
         Ok(self.xn)
     }
@@ -76,6 +92,15 @@ impl InputNorm {
     fn fuses(&self, ops: &Ops, w: Region, k: usize, m: usize) -> bool {
         let aligned = [self.x.addr(), self.w.addr(), w.addr()].iter().all(|a| a.is_multiple_of(16));
         m == 1 && k.is_multiple_of(8) && k == self.dim && aligned && registry::implements(ops.be.kind(), &DENSE_GEMV_RMSNORM_BF16)
+    }
+
+    /// The pending layer output where it fuses into that projection too
+    /// (its operands 16-byte aligned, a backend that implements it).
+    fn fused_layer_out(&self, ops: &Ops) -> Option<LayerOutRow> {
+        let p = self.pending?;
+        let addrs = [Some(p.mid), Some(p.x), p.w_post].into_iter().flatten().map(|r| r.addr());
+        let aligned = addrs.chain([p.out.addr()]).all(|a| a.is_multiple_of(16));
+        (aligned && registry::implements(ops.be.kind(), &DENSE_GEMV_LAYER_OUT_RMSNORM_BF16)).then_some(p)
     }
 }
 
@@ -89,7 +114,14 @@ pub fn normed_attention(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, 
     if let AttnProj::Stacked { w, n, k } = p {
         if norm.fuses(ops, w.region(), *k, m) {
             let total = n.iter().sum::<usize>();
-            ops.dense_gemv_rmsnorm_bf16(norm.x, w.region(), out.slice(0, total * 2)?, 1, total, *k, [n[0], n[0] + n[1]], norm.w, norm.eps)?;
+            let (c, segs) = (out.slice(0, total * 2)?, [n[0], n[0] + n[1]]);
+            match norm.fused_layer_out(ops) {
+                Some(row) => ops.dense_gemv_layer_out_rmsnorm_bf16(&row, w.region(), c, total, *k, segs, norm.w, norm.eps)?,
+                None => {
+                    norm.form_rows(ops, m)?;
+                    ops.dense_gemv_rmsnorm_bf16(norm.x, w.region(), c, 1, total, *k, segs, norm.w, norm.eps)?
+                }
+            }
             return views(p, out, m);
         }
     }
@@ -102,6 +134,7 @@ pub fn normed_attention(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, 
 pub fn normed_query(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, m: usize) -> Result<Region> {
     if let AttnProj::Stacked { w, n, k } = p {
         if norm.fuses(ops, w.region(), *k, m) {
+            norm.form_rows(ops, m)?;
             let q_raw = out.slice(0, n[0] * 2)?;
             ops.dense_gemv_rmsnorm_bf16(norm.x, w.region().slice(0, n[0] * k * 2)?, q_raw, 1, n[0], *k, [n[0], n[0]], norm.w, norm.eps)?;
             return Ok(q_raw);

@@ -20,6 +20,7 @@ use crate::quant::Quant;
 use crate::rope::RopeTables;
 use crate::tp::TpPlan;
 use crate::weights::{Embedding, Weights};
+use switchyard_kernels::gemv::LayerOutRow;
 use scratch::Scratch;
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
@@ -154,6 +155,10 @@ pub struct Session<'m> {
     pub record_decode: bool,
     /// The recorded decode step and the batch size it was recorded for.
     decode_step: Option<(usize, Recording)>,
+    /// The last layer's output norm, not yet run: the next layer's input
+    /// norm forms it (fused into its q/k/v projection at batch 1), or
+    /// [`Session::launch_step`] after the last layer.
+    pending_out: Option<LayerOutRow>,
 }
 
 impl<'m> Session<'m> {
@@ -171,6 +176,7 @@ impl<'m> Session<'m> {
             cur: 0,
             record_decode: true,
             decode_step: None,
+            pending_out: None,
         })
     }
 
@@ -316,10 +322,14 @@ impl<'m> Session<'m> {
         // Exactly one rank holds each token's row; the others add zeros.
         self.all_reduce(x, rows * h)?;
         self.per_layer_inputs(rows)?;
+        self.pending_out = None;
         for i in 0..cfg.num_layers() {
             self.layer(i, rows, pass)?;
         }
-        Ok(())
+        match self.pending_out.take() {
+            Some(p) => Ok(ops.layer_out_bf16(p.out, p.mid, p.x, p.w_post, p.layer_scalar, rows, h, cfg.eps)?),
+            None => Ok(()),
+        }
     }
 
     /// The per-layer inputs of every layer (E2B / E4B), as HF's
