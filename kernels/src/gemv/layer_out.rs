@@ -97,9 +97,14 @@ impl Ops {
         for (name, r) in [("mid", row.mid), ("x", row.x)] {
             let (lo, hi) = (r.addr(), r.addr().saturating_add(2 * k as u64));
             let (alo, ahi) = (row.out.addr(), row.out.addr().saturating_add(2 * k as u64));
-            require(hi <= alo || ahi <= lo, s, name, || format!("it overlaps `a` (the row every block reads while block 0 writes `a`)"))?;
+            require(hi <= alo || ahi <= lo, s, name, || "it overlaps `a` (every block reads it while block 0 writes `a`)".to_string())?;
         }
-        args.extend([region(row.mid, bf16s(k)), region(row.x, bf16s(k)), optional(row.w_post, bf16s(k)), region(row.layer_scalar, words(1))]);
+        args.extend([
+            region(row.mid, bf16s(k)),
+            region(row.x, bf16s(k)),
+            optional(row.w_post, bf16s(k)),
+            region(row.layer_scalar, words(1)),
+        ]);
         self.launch(&DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, &args)
     }
 }

@@ -20,12 +20,12 @@ use crate::quant::Quant;
 use crate::rope::RopeTables;
 use crate::tp::TpPlan;
 use crate::weights::{Embedding, Weights};
-use switchyard_kernels::gemv::LayerOutRow;
 use scratch::Scratch;
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
 use switchyard_core::comm::Communicator;
 use switchyard_core::{Backend, DeviceBuffer, Recording};
+use switchyard_kernels::gemv::LayerOutRow;
 use switchyard_kernels::head::MAX_HEAD_ROWS;
 use switchyard_kernels::Ops;
 
