@@ -54,26 +54,32 @@ fn dense_gemv(c: &mut Ctx<'_>) -> Result<()> {
 /// `rmsnorm_bf16`'s reference on the one row (its bf16 output, read back as
 /// f32), then the segmented GEMV of that row.
 fn dense_gemv_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
-    let kernel = c.kernel();
-    let (m, _, k) = mnk(c)?;
-    if m != 1 {
-        return Err(Error::invalid(kernel, "m", format!("m = {m}: the fused RMSNorm GEMV takes exactly one activation row")));
-    }
-    let eps = c.f32("eps")?;
+    one_row(c)?;
     let a = activations(c)?;
+    normed_segmented(c, &a)
+}
+
+/// The fused norm's `m = 1` rule.
+fn one_row(c: &Ctx<'_>) -> Result<()> {
+    match mnk(c)?.0 {
+        1 => Ok(()),
+        m => Err(Error::invalid(c.kernel(), "m", format!("m = {m}: the fused RMSNorm GEMV takes exactly one activation row"))),
+    }
+}
+
+/// `rmsnorm_bf16`'s row of `a` (with `norm_w`, `eps`), then the segmented GEMV of it.
+fn normed_segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<()> {
+    let (_, _, k) = mnk(c)?;
     let w = c.bf16(c.buf("norm_w")?, 0, k)?;
-    let xn: Vec<f32> = rmsnorm_row(&a, eps, Some(&w)).into_iter().map(bf16_value).collect();
+    let xn: Vec<f32> = rmsnorm_row(a, c.f32("eps")?, Some(&w)).into_iter().map(bf16_value).collect();
     segmented(c, &xn)
 }
 
 /// `layer_out_bf16`'s reference on the one row into `a` (its bf16 bits),
 /// then [`dense_gemv_rmsnorm`]'s of that row.
 fn dense_gemv_layer_out_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
-    let kernel = c.kernel();
-    let (m, _, k) = mnk(c)?;
-    if m != 1 {
-        return Err(Error::invalid(kernel, "m", format!("m = {m}: the fused layer-output GEMV takes exactly one row")));
-    }
+    one_row(c)?;
+    let (_, _, k) = mnk(c)?;
     let eps = c.f32("eps")?;
     let mid = c.bf16(c.buf("mid")?, 0, k)?;
     let x = c.bf16(c.buf("x")?, 0, k)?;
@@ -82,9 +88,7 @@ fn dense_gemv_layer_out_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
     let row = layer_out_row(&mid, &x, w_post.as_deref(), ls, eps);
     c.put_bf16(c.buf("a")?, 0, &row)?;
     let a: Vec<f32> = row.iter().map(|&b| bf16_value(b)).collect();
-    let w = c.bf16(c.buf("norm_w")?, 0, k)?;
-    let xn: Vec<f32> = rmsnorm_row(&a, eps, Some(&w)).into_iter().map(bf16_value).collect();
-    segmented(c, &xn)
+    normed_segmented(c, &a)
 }
 
 /// The segmented GEMV of the activation rows `a` into `c`.

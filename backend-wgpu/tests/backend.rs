@@ -193,28 +193,7 @@ fn folded_grids_match_cpu_ref() {
         bytes::i32_bytes(&slots),
     ];
     let (c, w) = both(&be, &inputs, &[0, 1, 2], &|o, a| {
-        o.qkv_prep_bf16(&QkvPrep {
-            q_out: a[0],
-            k_pool: Some(a[1]),
-            v_pool: Some(a[2]),
-            q_raw: a[3],
-            k_raw: Some(a[4]),
-            v_raw: Some(a[5]),
-            q_norm: Some(a[6]),
-            k_norm: Some(a[7]),
-            cos_sin: a[8],
-            pos: a[9],
-            slot: Some(a[10]),
-            pmap: None,
-            rows,
-            src_rows: rows,
-            nh,
-            nkv,
-            hd,
-            max_pos,
-            num_slots,
-            eps: 1e-6,
-        })
+        o.qkv_prep_bf16(&QkvPrep::owning_kv(std::array::from_fn(|i| a[i]), [rows, nh, nkv, hd], max_pos, num_slots, 1e-6))
     });
     for (i, name) in ["q_out", "k_pool", "v_pool"].iter().enumerate() {
         let d = max_ulp(&w[i], &c[i]);

@@ -218,30 +218,7 @@ fn qkv_prep_on_every_path() {
             &t,
             &[2 * rows * nh * hd, pool, pool],
             &[&q, &k, &v, &qn, &kn, &cs, &pos, &slot],
-            &|o, a| {
-                o.qkv_prep_bf16(&QkvPrep {
-                    q_out: a[0],
-                    k_pool: Some(a[1]),
-                    v_pool: Some(a[2]),
-                    q_raw: a[3],
-                    k_raw: Some(a[4]),
-                    v_raw: Some(a[5]),
-                    q_norm: Some(a[6]),
-                    k_norm: Some(a[7]),
-                    cos_sin: a[8],
-                    pos: a[9],
-                    slot: Some(a[10]),
-                    pmap: None,
-                    rows,
-                    src_rows: rows,
-                    nh,
-                    nkv,
-                    hd,
-                    max_pos,
-                    num_slots,
-                    eps: 1e-6,
-                })
-            },
+            &|o, a| o.qkv_prep_bf16(&QkvPrep::owning_kv(std::array::from_fn(|i| a[i]), [rows, nh, nkv, hd], max_pos, num_slots, 1e-6)),
             // RoPE of a rounded norm output: 2 ulp (kernels/src/rope_kv/mod.rs, DERIVED).
             &bf16_within(2),
         );

@@ -96,28 +96,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         flops: 0.0,
         gemm: None,
         run: Box::new(move |o, a| {
-            o.qkv_prep_bf16(&QkvPrep {
-                q_out: a[0],
-                k_pool: Some(a[1]),
-                v_pool: Some(a[2]),
-                q_raw: a[3],
-                k_raw: Some(a[4]),
-                v_raw: Some(a[5]),
-                q_norm: Some(a[6]),
-                k_norm: Some(a[7]),
-                cos_sin: a[8],
-                pos: a[9],
-                slot: Some(a[10]),
-                pmap: None,
-                rows,
-                src_rows: rows,
-                nh,
-                nkv,
-                hd,
-                max_pos,
-                num_slots: slots,
-                eps: 1e-6,
-            })
+            o.qkv_prep_bf16(&QkvPrep::owning_kv(std::array::from_fn(|i| a[i]), [rows, nh, nkv, hd], max_pos, slots, 1e-6))
         }),
     });
 

@@ -692,6 +692,8 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
     if (CLUSTER) decode_cluster_combine(out, red, nq, hd, (size_t)b * nh + h0);
 }
 
+// The two-pass plan's phase 1 and the cluster plan's one launch (entry
+// points written out: the signature test reads the catalogue entry's list).
 extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,

@@ -399,20 +399,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_rmsnorm_bf16_x2(
 }
 
 // The previous layer's output norm, then the fused input norm and the GEMV
-// (m = 1; dynamic shared memory holds the k-element row): the x2 form and
-// the slices form, as for dense_gemv_rmsnorm_bf16.
-#define GEMV_LAYER_OUT_ENTRY(NAME, BOUNDS, PAIR_)                                                                                     \
-    extern "C" __global__ void BOUNDS NAME(bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m,     \
-                                           unsigned n, unsigned k, unsigned seg1, unsigned seg2, const bf16* __restrict__ norm_w,     \
-                                           float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x,                       \
-                                           const bf16* __restrict__ w_post, const float* __restrict__ layer_scalar,                   \
-                                           float* __restrict__ workspace) {                                                           \
-        const LayerOut lo{a, mid, x, w_post, layer_scalar};                                                                           \
-        gemv_m1<false, true, PAIR_, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps, &lo);                           \
-    }
-GEMV_LAYER_OUT_ENTRY(dense_gemv_layer_out_rmsnorm_bf16_x2, __launch_bounds__(256, 2), true)
-GEMV_LAYER_OUT_ENTRY(dense_gemv_layer_out_rmsnorm_bf16, __launch_bounds__(256, 3), false)
-#undef GEMV_LAYER_OUT_ENTRY
+// (m = 1; dynamic shared memory holds the k-element row): the slices form
+// and the x2 form, as for dense_gemv_rmsnorm_bf16.
+extern "C" __global__ void __launch_bounds__(256, 3) dense_gemv_layer_out_rmsnorm_bf16(
+    bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
+    const bf16* __restrict__ norm_w, float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post,
+    const float* __restrict__ layer_scalar, float* __restrict__ workspace) {
+    const LayerOut lo{a, mid, x, w_post, layer_scalar};
+    gemv_m1<false, true, false, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps, &lo);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_layer_out_rmsnorm_bf16_x2(
+    bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
+    const bf16* __restrict__ norm_w, float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post,
+    const float* __restrict__ layer_scalar, float* __restrict__ workspace) {
+    const LayerOut lo{a, mid, x, w_post, layer_scalar};
+    gemv_m1<false, true, true, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps, &lo);
+}
 
 // The fused input norm (m = 1 only; the plan refuses other m): the
 // _m1 geometry with the row's RMSNorm in the prologue. Bounded to three

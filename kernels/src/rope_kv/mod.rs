@@ -87,6 +87,38 @@ pub struct QkvPrep {
     pub eps: f32,
 }
 
+impl QkvPrep {
+    /// A layer that owns its KV with both norms and no position map
+    /// (`src_rows = rows`), from regions in the kernel's argument order:
+    /// q_out, k_pool, v_pool, q_raw, k_raw, v_raw, q_norm, k_norm, cos_sin,
+    /// pos, slot. `[rows, nh, nkv, hd]` as the fields.
+    pub fn owning_kv(r: [Region; 11], [rows, nh, nkv, hd]: [usize; 4], max_pos: usize, num_slots: usize, eps: f32) -> Self {
+        let [q_out, k_pool, v_pool, q_raw, k_raw, v_raw, q_norm, k_norm, cos_sin, pos, slot] = r;
+        QkvPrep {
+            q_out,
+            k_pool: Some(k_pool),
+            v_pool: Some(v_pool),
+            q_raw,
+            k_raw: Some(k_raw),
+            v_raw: Some(v_raw),
+            q_norm: Some(q_norm),
+            k_norm: Some(k_norm),
+            cos_sin,
+            pos,
+            slot: Some(slot),
+            pmap: None,
+            rows,
+            src_rows: rows,
+            nh,
+            nkv,
+            hd,
+            max_pos,
+            num_slots,
+            eps,
+        }
+    }
+}
+
 /// Threads of a CUDA qkv_prep block (`QKV_THREADS` in rope_kv.cu).
 pub const QKV_THREADS: u32 = 128;
 /// Blocks of [`QKV_THREADS`] an SM keeps resident (`QKV_MIN_BLOCKS`, the
