@@ -199,9 +199,13 @@ for r in d["rows"]:
             "$DEC/bm_wgpu_$shape.json" >> "$SUM" 2>&1
     done
     if [ -z "$QUICK" ] && has_mode compile; then
+        # One step per batch size: a compile that runs long at batch 16 (past
+        # 200 s in the fourth session's final call) keeps the batch-1 figure.
         for shape in $SHAPES; do
-            step "hf decode compile $shape" 200 "$DEC/decode.log" python3 scripts/hf_decode_bench.py --shape $shape \
-                --modes compile --steps 32 --repeats 2 --out "$DEC/hf_decode.jsonl"
+            for b in 1 16; do
+                step "hf decode compile $shape b$b" 200 "$DEC/decode.log" python3 scripts/hf_decode_bench.py --shape $shape \
+                    --batch $b --modes compile --steps 32 --repeats 2 --out "$DEC/hf_decode.jsonl"
+            done
         done
     fi
     for shape in $SHAPES; do
