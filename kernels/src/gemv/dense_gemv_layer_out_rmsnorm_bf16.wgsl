@@ -1,6 +1,6 @@
 // dense_gemv_layer_out_rmsnorm_bf16: a = layer_out_bf16(mid, x; w_post,
 // layer_scalar, eps) for one row, then c = dense_gemv_rmsnorm_bf16(a, b;
-// norm_w, eps). Two dispatches: layer_out_row (one workgroup of 256: Σ x²
+// norm_w, eps). Two dispatches: this file's own entry (one workgroup of 256: Σ x²
 // through wg_sum256, then per 16-byte vector layer_out_bf16.wgsl's store4
 // products and roundings into `a`), then the fused-norm GEMV's own plan
 // (rmsnorm_gemv.wgsli's entries, reading the row back from `a`).
@@ -25,7 +25,7 @@ struct Params {
 //! include "gemv/rmsnorm_gemv.wgsli"
 
 @compute @workgroup_size(256)
-fn layer_out_row(@builtin(local_invocation_index) lid: u32) {
+fn dense_gemv_layer_out_rmsnorm_bf16(@builtin(local_invocation_index) lid: u32) {
     let kv = p.k / 8u;
     var ss = 0.0;
     for (var j = lid; j < kv; j += 256u) {

@@ -42,7 +42,7 @@ fn cuda_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     Ok(plan)
 }
 
-/// WGSL: one workgroup forms the row into `a` (`layer_out_row`), then the
+/// WGSL: one workgroup forms the row into `a` (the kernel's own entry), then the
 /// fused-norm GEMV's own plan runs over it (the same entries, composed into
 /// this kernel's shader from `gemv/rmsnorm_gemv.wgsli`).
 fn wgsl_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
@@ -52,7 +52,7 @@ fn wgsl_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
             pass.entry = "dense_gemv_rmsnorm_bf16";
         }
     }
-    plan.passes.insert(0, WgslPass { entry: "layer_out_row", grid: [1, 1, 1], consts: vec![], extra: [0; 4] });
+    plan.passes.insert(0, WgslPass { entry: a.kernel.symbol, grid: [1, 1, 1], consts: vec![], extra: [0; 4] });
     Ok(plan)
 }
 
