@@ -337,6 +337,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cluster_entries_come_from_their_source_lines() {
+        // attn.cu: `// cluster-launch: x attention_decode_cl`.
+        assert_eq!(cluster_axis("attn", "attention_decode_cl"), Some(0));
+        assert_eq!(cluster_axis("attn", "attention_decode"), None);
+        assert_eq!(cluster_axis("gemv", "dense_gemv_bf16"), None);
+        assert_eq!(cluster_axis("no_such_module", "attention_decode_cl"), None);
+    }
+
+    #[test]
     fn entries_round_trip_and_reject_corruption() {
         let e = encode_entry(b"cubin bytes");
         assert_eq!(decode_entry(&e).as_deref(), Some(&b"cubin bytes"[..]));
