@@ -32,7 +32,7 @@ declare_kernel! {
 
 /// The fused-norm GEMV's CUDA geometry under this kernel's entries, with
 /// the row in dynamic shared memory (2k bytes): every block forms it.
-fn cuda_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+pub(super) fn cuda_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     let mut plan = cuda_dense_gemv_rmsnorm(a, f)?;
     let k = a.u32("k")?;
     for pass in &mut plan.passes {
@@ -45,7 +45,7 @@ fn cuda_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
 /// WGSL: one workgroup forms the row into `a` (the kernel's own entry), then the
 /// fused-norm GEMV's own plan runs over it (the same entries, composed into
 /// this kernel's shader from `gemv/rmsnorm_gemv.wgsli`).
-fn wgsl_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+pub(super) fn wgsl_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     let mut plan = wgsl_dense_gemv_rmsnorm(a, f)?;
     for pass in &mut plan.passes {
         if pass.entry == a.kernel.symbol {
@@ -146,42 +146,3 @@ fn layer_out_gemv_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 inventory::submit! { CaseSet { kernel: &DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, cases: layer_out_gemv_cases } }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use switchyard_core::Arg::{self, *};
-
-    fn args(n: u32, k: u32) -> Vec<Arg> {
-        let p = P(0x1000);
-        vec![p, p, p, U(1), U(n), U(k), U(n), U(n), p, F(1e-6), p, p, P(0), p]
-    }
-
-    #[test]
-    fn plans_take_the_fused_norm_geometry_with_the_row_in_shared_memory() {
-        let facts = DeviceFacts {
-            multiprocessors: 132,
-            max_shared_bytes: 227 * 1024,
-            subgroup_size: 32,
-            max_groups_per_dim: 65535,
-            max_binding_bytes: u64::MAX,
-            cuda_sm90a: false,
-            cuda_clusters: false,
-            wgsl_coopmat: false,
-        };
-        let a = args(4096, 2560);
-        let pa = PlanArgs::new(&DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, &a);
-        let p = cuda_layer_out_gemv(&pa, &facts).unwrap();
-        assert_eq!((p.passes.len(), p.passes[0].entry, p.passes[0].grid), (1, "dense_gemv_layer_out_rmsnorm_bf16_x2", [256, 1, 1]));
-        assert_eq!(p.passes[0].shared_bytes, 2 * 2560);
-        // Hidden 5376: the slices geometry under the kernel's own entry.
-        let a = args(4096, 5376);
-        let p = cuda_layer_out_gemv(&PlanArgs::new(&DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, &a), &facts).unwrap();
-        assert_eq!((p.passes[0].entry, p.passes[0].shared_bytes), ("dense_gemv_layer_out_rmsnorm_bf16", 2 * 5376));
-        // WGSL: the row pass (one workgroup), then the fused-norm GEMV's own entries.
-        let wgpu = DeviceFacts { multiprocessors: 0, max_shared_bytes: 49152, subgroup_size: 1, max_binding_bytes: 1 << 31, ..facts };
-        let w = wgsl_layer_out_gemv(&pa, &wgpu).unwrap();
-        assert_eq!((w.passes[0].entry, w.passes[0].grid), ("dense_gemv_layer_out_rmsnorm_bf16", [1, 1, 1]));
-        assert!(w.passes[1..].iter().all(|p| p.entry.starts_with("dense_gemv_rmsnorm_bf16")), "{w:?}");
-    }
-}

@@ -673,6 +673,26 @@ mod tests {
     }
 
     #[test]
+    fn the_layer_output_gemv_takes_the_fused_norm_geometry_with_the_row_in_shared_memory() {
+        use layer_out::{cuda_layer_out_gemv, wgsl_layer_out_gemv};
+        let p = P(0x1000);
+        let args = |n: u32, k: u32| vec![p, p, p, U(1), U(n), U(k), U(n), U(n), p, F(1e-6), p, p, P(0), p];
+        let a = args(4096, 2560);
+        let pa = PlanArgs::new(&DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, &a);
+        let c = cuda_layer_out_gemv(&pa, &facts(132)).unwrap();
+        assert_eq!((c.passes.len(), c.passes[0].entry, c.passes[0].grid), (1, "dense_gemv_layer_out_rmsnorm_bf16_x2", [256, 1, 1]));
+        assert_eq!(c.passes[0].shared_bytes, 2 * 2560);
+        // Hidden 5376: the slices geometry under the kernel's own entry.
+        let a = args(4096, 5376);
+        let c = cuda_layer_out_gemv(&PlanArgs::new(&DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, &a), &facts(132)).unwrap();
+        assert_eq!((c.passes[0].entry, c.passes[0].shared_bytes), ("dense_gemv_layer_out_rmsnorm_bf16", 2 * 5376));
+        // WGSL: the row pass (one workgroup), then the fused-norm GEMV's own entries.
+        let w = wgsl_layer_out_gemv(&pa, &wgpu_facts(1 << 31)).unwrap();
+        assert_eq!((w.passes[0].entry, w.passes[0].grid), ("dense_gemv_layer_out_rmsnorm_bf16", [1, 1, 1]));
+        assert!(w.passes[1..].iter().all(|p| p.entry.starts_with("dense_gemv_rmsnorm_bf16")), "{w:?}");
+    }
+
+    #[test]
     fn the_fused_norm_takes_the_one_row_geometry_and_refuses_other_m() {
         // Gemma's stacked q/k/v at hidden 2560: two outputs a warp, sixteen a block, 256 blocks.
         let args = norm_args(1, 4096, 2560);
