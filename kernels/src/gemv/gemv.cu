@@ -48,12 +48,26 @@ __device__ __forceinline__ unsigned short gelu_mul_out(float g, float u) {
     return f32_to_bf16(__fmul_rn(round_bf16(gelu_tanh_f32(round_bf16(g))), round_bf16(u)));
 }
 
+// The block's inverse RMS from each thread's partial Σ a² (block (32, Y, Z)):
+// warp_sum, then the warps' partials added in warp order; rmsnorm_bf16's
+// expression (norm.cu, inv_rms) for the root. Its barrier also publishes
+// whatever the block wrote to shared memory before the call.
+__device__ __forceinline__ float gemv_m1_block_inv(float ss, int k, float eps, float* __restrict__ red) {
+    const int nthreads = blockDim.x * blockDim.y * blockDim.z;
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    ss = warp_sum(ss);
+    if ((t & 31) == 0) red[t >> 5] = ss;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < (nthreads >> 5); ++w) total += red[w];
+    return 1.0f / sqrtf(total / (float)k + eps);
+}
+
 // The activation row's inverse RMS for dense_gemv_rmsnorm_bf16, computed by
 // every block of an m = 1 launch (block (32, Y, Z), warp = (y, z)): each
 // thread sums a² over the 16-byte vectors t, t + 256, ... of the row (f32,
-// fmaf in element order), then warp_sum, then the warps' partials added in
-// warp order; rmsnorm_bf16's expression (norm.cu, inv_rms) for the root.
-// The order differs from the norm kernel's; the contract leaves it free.
+// fmaf in element order), then gemv_m1_block_inv. The order differs from
+// the norm kernel's; the contract leaves it free.
 __device__ __forceinline__ float gemv_m1_inv_rms(const bf16* __restrict__ x, int k, float eps, float* __restrict__ red) {
     const int nthreads = blockDim.x * blockDim.y * blockDim.z;
     const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -68,12 +82,7 @@ __device__ __forceinline__ float gemv_m1_inv_rms(const bf16* __restrict__ x, int
             ss = fmaf(hi, hi, ss);
         }
     }
-    ss = warp_sum(ss);
-    if ((t & 31) == 0) red[t >> 5] = ss;
-    __syncthreads();
-    float total = 0.0f;
-    for (int w = 0; w < (nthreads >> 5); ++w) total += red[w];
-    return 1.0f / sqrtf(total / (float)k + eps);
+    return gemv_m1_block_inv(ss, k, eps, red);
 }
 
 // The previous layer's output for dense_gemv_layer_out_rmsnorm_bf16.
@@ -115,12 +124,7 @@ __device__ __forceinline__ float gemv_m1_layer_out(const LayerOut& lo, int k, fl
         *reinterpret_cast<uint4*>(row + (size_t)ch * 8) = o;
         if (blockIdx.x == 0) *reinterpret_cast<uint4*>(lo.out + (size_t)ch * 8) = o;
     }
-    ss = warp_sum(ss);
-    if ((t & 31) == 0) red[t >> 5] = ss;
-    __syncthreads(); // also publishes `row` to the block
-    float total = 0.0f;
-    for (int w = 0; w < (nthreads >> 5); ++w) total += red[w];
-    return 1.0f / sqrtf(total / (float)k + eps);
+    return gemv_m1_block_inv(ss, k, eps, red); // its barrier also publishes `row` to the block
 }
 
 // m = 1 (the _m1 entries and dense_gemv_rmsnorm_bf16; plan: grid

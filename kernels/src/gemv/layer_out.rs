@@ -74,6 +74,13 @@ pub struct LayerOutRow {
     pub layer_scalar: Region,
 }
 
+impl LayerOutRow {
+    /// The row on its own: `layer_out_bf16` over `rows` rows of `dim`.
+    pub fn run(&self, ops: &Ops, rows: usize, dim: usize, eps: f32) -> Result<()> {
+        ops.layer_out_bf16(self.out, self.mid, self.x, self.w_post, self.layer_scalar, rows, dim, eps)
+    }
+}
+
 impl Ops {
     /// See [`DENSE_GEMV_LAYER_OUT_RMSNORM_BF16`].
     #[allow(clippy::too_many_arguments)]

@@ -72,10 +72,7 @@ pub struct InputNorm {
 impl InputNorm {
     /// Runs the pending `layer_out_bf16` over `m` rows, if any.
     pub fn form_rows(&self, ops: &Ops, m: usize) -> Result<()> {
-        match self.pending {
-            Some(p) => ops.layer_out_bf16(p.out, p.mid, p.x, p.w_post, p.layer_scalar, m, self.dim, self.eps),
-            None => Ok(()),
-        }
+        self.pending.map_or(Ok(()), |p| p.run(ops, m, self.dim, self.eps))
     }
 
     /// `rmsnorm_bf16` on its own, into `xn`; returns `xn`.

@@ -326,10 +326,7 @@ impl<'m> Session<'m> {
         for i in 0..cfg.num_layers() {
             self.layer(i, rows, pass)?;
         }
-        match self.pending_out.take() {
-            Some(p) => Ok(ops.layer_out_bf16(p.out, p.mid, p.x, p.w_post, p.layer_scalar, rows, h, cfg.eps)?),
-            None => Ok(()),
-        }
+        Ok(self.pending_out.take().map_or(Ok(()), |p| p.run(ops, rows, h, cfg.eps))?)
     }
 
     /// The per-layer inputs of every layer (E2B / E4B), as HF's
