@@ -241,9 +241,8 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 // q-lanes of a column group each own one 16-k scale block of the tile.
 //
 // Lane (g, q) of a tile streams 16-byte pieces into its own slots of a
-// per-warp cp.async ring (DEC_STAGES tiles deep, so the next tile is in
-// flight while this one is decoded; no barrier, each lane reads only what it
-// copied): the codes of kp rows 8q .. 8q+7 of the tile (k = 16q .. 16q+15)
+// per-warp cp.async ring (STAGES tiles deep; no barrier, each lane reads
+// only what it copied): the codes of kp rows 8q .. 8q+7 of the tile (k = 16q .. 16q+15)
 // for columns 16g .. 16g+15, the 16 scales of that block, and 16 k of the
 // activations of token g (and g + 8). 128 columns x 64 k are 32 mma.m16n8k16
 // per warp with the weights as A (rows = columns, so one token wastes only
@@ -268,7 +267,15 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 // scaled by 2^-7 would be an f32 subnormal where the reference's is not).
 #define DEC_WARPS 4
 #define DEC_COLS 128
-#define DEC_STAGES 2
+// Ring depth and resident blocks an SM (the plan's CUDA_DECODE_STAGES and
+// CUDA_DECODE_BLOCKS_PER_SM). NVFP4 moves a quarter of bf16's bytes per
+// weight, so at DRAM speed an SM needs several tiles a warp in flight: the
+// previous two-deep ring with 4 tiles a warp spent most of the kernel in its
+// opening burst and its tail (ncu: DRAM 31%, 0.77 eligible warps a
+// scheduler, L1TEX scoreboard stalls). Four stages x 4 warps x 2 blocks keep
+// 24 tiles (108 KiB of weights) an SM in flight while 8 warps decode.
+#define DEC_STAGES 4
+#define DEC_BLOCKS_PER_SM 2
 // The decode kernels read only weights before sy_wait_prior().
 // dependent-launch: w4a16_gemm_decode w4a16_gemm_decode_m16
 // Column blocks a K-split decode may have: the module-scope semaphores that
@@ -310,8 +317,8 @@ __device__ __forceinline__ void dec_scales(unsigned h, unsigned& s0, unsigned& s
 
 __device__ __forceinline__ unsigned dec_word(const uint4& v, int w) { return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w; }
 
-// MT token tiles of 8: MT = 1 for M <= 8, 2 for M <= 16.
-template <int MT>
+// MT token tiles of 8: MT = 1 for M <= 8, 2 for M <= 16; STAGES ring slots a warp.
+template <int MT, int STAGES>
 __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u8* __restrict__ bq, const u8* __restrict__ bs, float scale2,
                                              bf16* __restrict__ c, int M, int N, int K, float* __restrict__ workspace) {
     // Per lane and stage: 8 code pieces, 1 scale piece, 2 activation pieces per token tile.
@@ -324,13 +331,13 @@ __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u
     const int kt0 = blockIdx.y * per + warp, kt1 = min(KT_ALL, (int)(blockIdx.y + 1) * per);
     const int ntiles = kt0 < kt1 ? (kt1 - kt0 + DEC_WARPS - 1) / DEC_WARPS : 0;
     // Slot (stage s, piece p) of this lane: ring[(s * PIECES + p) * 32].
-    uint4* ring = reinterpret_cast<uint4*>(dec_smem) + warp * (DEC_STAGES * PIECES * 32) + lane;
+    uint4* ring = reinterpret_cast<uint4*>(dec_smem) + warp * (STAGES * PIECES * 32) + lane;
     const bool a16 = aligned16(a);
 
     auto issue_weights = [&](int i) {
         const int kb = (kt0 + DEC_WARPS * i) * 4 + q; // this lane's 16-k block
         const bool ok = col_ok && kb * 16 < K;
-        uint4* dst = ring + (i % DEC_STAGES) * (PIECES * 32);
+        uint4* dst = ring + (i % STAGES) * (PIECES * 32);
         const u8* src = bq + (size_t)kb * 8 * N + mycol;
 #pragma unroll
         for (int r = 0; r < 8; ++r) dec_cp16(dst + r * 32, ok ? src + (size_t)r * N : bq, ok ? 16 : 0);
@@ -338,7 +345,7 @@ __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u
     };
     auto issue_acts = [&](int i) {
         const int k = (kt0 + DEC_WARPS * i) * 64 + 16 * q;
-        uint4* dst = ring + (i % DEC_STAGES) * (PIECES * 32) + 9 * 32;
+        uint4* dst = ring + (i % STAGES) * (PIECES * 32) + 9 * 32;
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
             const int tok = g + 8 * t;
@@ -367,18 +374,18 @@ __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u
 
     sy_allow_next();
 #pragma unroll
-    for (int i = 0; i < DEC_STAGES; ++i)
+    for (int i = 0; i < STAGES; ++i)
         if (i < ntiles) issue_weights(i);
     sy_wait_prior(); // the activations are the previous launch's output
 #pragma unroll
-    for (int i = 0; i < DEC_STAGES; ++i) {
+    for (int i = 0; i < STAGES; ++i) {
         if (i < ntiles) issue_acts(i);
         w_cp_async_commit();
     }
 
     for (int i = 0; i < ntiles; ++i) {
-        w_cp_async_wait<DEC_STAGES - 1>(); // tile i's group has landed
-        const uint4* slot = ring + (i % DEC_STAGES) * (PIECES * 32);
+        w_cp_async_wait<STAGES - 1>(); // tile i's group has landed
+        const uint4* slot = ring + (i % STAGES) * (PIECES * 32);
         // Scales of columns 2i (sc[i][0]) and 2i + 1 (sc[i][1]).
         unsigned sc[8][2];
         {
@@ -419,9 +426,9 @@ __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u
             }
         }
         // The slot is read (its values are in registers): refill it.
-        if (i + DEC_STAGES < ntiles) {
-            issue_weights(i + DEC_STAGES);
-            issue_acts(i + DEC_STAGES);
+        if (i + STAGES < ntiles) {
+            issue_weights(i + STAGES);
+            issue_acts(i + STAGES);
         }
         w_cp_async_commit();
     }
@@ -474,16 +481,16 @@ __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u
     }
 }
 
-// M <= 8: one token tile. Four blocks an SM (the ring is 44 KiB a block).
-extern "C" __global__ void __launch_bounds__(128, 4) w4a16_gemm_decode(const bf16* __restrict__ a, const u8* __restrict__ bq,
+// M <= 8: one token tile (an 88 KiB ring a block).
+extern "C" __global__ void __launch_bounds__(128, DEC_BLOCKS_PER_SM) w4a16_gemm_decode(const bf16* __restrict__ a, const u8* __restrict__ bq,
                                                                        const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
                                                                        unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
-    w4a16_decode<1>(a, bq, bs, scale2, c, m, n, k, workspace);
+    w4a16_decode<1, DEC_STAGES>(a, bq, bs, scale2, c, m, n, k, workspace);
 }
 
-// 8 < M <= 16: two token tiles (52 KiB of ring a block).
-extern "C" __global__ void __launch_bounds__(128, 4) w4a16_gemm_decode_m16(const bf16* __restrict__ a, const u8* __restrict__ bq,
+// 8 < M <= 16: two token tiles (a 104 KiB ring a block).
+extern "C" __global__ void __launch_bounds__(128, DEC_BLOCKS_PER_SM) w4a16_gemm_decode_m16(const bf16* __restrict__ a, const u8* __restrict__ bq,
                                                                            const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
                                                                            unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
-    w4a16_decode<2>(a, bq, bs, scale2, c, m, n, k, workspace);
+    w4a16_decode<2, DEC_STAGES>(a, bq, bs, scale2, c, m, n, k, workspace);
 }

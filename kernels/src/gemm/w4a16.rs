@@ -170,22 +170,47 @@ const CUDA_DECODE_KTILE: u64 = 64;
 /// Warps per block (`DEC_WARPS`), each with its own cp.async ring.
 const CUDA_DECODE_WARPS: u64 = 4;
 /// Ring depth in tiles (`DEC_STAGES`).
-const CUDA_DECODE_STAGES: u32 = 2;
-/// Blocks an SM holds: the entries' launch bounds (128 registers) and
-/// four rings of at most 52 KiB.
-const CUDA_DECODE_BLOCKS_PER_SM: u64 = 4;
+const CUDA_DECODE_STAGES: u32 = 4;
+/// Blocks an SM holds (`DEC_BLOCKS_PER_SM`, the entries' launch bounds):
+/// two rings of at most 104 KiB.
+const CUDA_DECODE_BLOCKS_PER_SM: u64 = 2;
+/// A block's opening latency (its first tile, before the ring streams) in
+/// tiles of work: the split choice's price for one more round of blocks.
+const CUDA_DECODE_RAMP_TILES: u64 = 4;
 /// Column blocks a K-split decode may have (`DEC_MAX_COL_BLOCKS`, w4a16.cu).
 const CUDA_DECODE_MAX_COL_BLOCKS: u32 = 65536;
 /// The M ≤ 16 entry (two token tiles); M ≤ 8 takes the kernel's own symbol.
 const CUDA_DECODE_M16_ENTRY: &str = "w4a16_gemm_decode_m16";
 
-/// ⌈N/128⌉ column blocks of 4 warps times S K splits, S chosen so that the
-/// grid is about one full wave (four blocks an SM) and every warp has at
-/// least one 64-k tile: on an H200 the issue-5 shapes get 512, 504 and 504
-/// blocks of 528 slots. With S > 1 the f32 partials go to workspace
-/// `[S, M, N]` and the last block of each column block adds them in split
-/// order and scales. Dynamic shared memory: per warp a two-tile ring of
-/// 16-byte pieces, 9 + 2·(token tiles) a lane per tile.
+/// K splits S of a decode launch with `cols` column blocks and `tiles` 64-k
+/// tiles, each split at least one tile a warp. A block's time is about its
+/// tiles plus a ramp, and an SM runs [`CUDA_DECODE_BLOCKS_PER_SM`] blocks at
+/// once, so the busiest SM (⌈cols·S / SMs⌉ blocks) takes
+/// ⌈that / blocks an SM⌉ rounds of (⌈tiles/S⌉ + ramp): S minimises that
+/// (the fewest splits among equals, so warps keep the most tiles). On an
+/// H200 the issue-5 shapes get S = 4, 3 and 6 (256, 504 and 252 blocks).
+fn cuda_decode_splits(cols: u64, tiles: u64, sms: u64) -> u64 {
+    let mut best = (u64::MAX, 1);
+    for s in 1..=(tiles / CUDA_DECODE_WARPS).max(1) {
+        let per = tiles.div_ceil(s);
+        // The kernel gives split y tiles [y·per, ...): an S with empty splits repeats a smaller one.
+        if tiles.div_ceil(per) != s {
+            continue;
+        }
+        let rounds = (cols * s).div_ceil(sms).div_ceil(CUDA_DECODE_BLOCKS_PER_SM);
+        let cost = rounds * (per + CUDA_DECODE_RAMP_TILES);
+        if cost < best.0 {
+            best = (cost, s);
+        }
+    }
+    best.1
+}
+
+/// ⌈N/128⌉ column blocks of 4 warps times S K splits ([`cuda_decode_splits`]).
+/// With S > 1 the f32 partials go to workspace `[S, M, N]` and the last
+/// block of each column block adds them in split order and scales. Dynamic
+/// shared memory: per warp a four-tile ring of 16-byte pieces, 9 + 2·(token
+/// tiles) a lane per tile.
 fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
     if !(1..=DECODE_MAX_M as u64).contains(&m) {
@@ -193,10 +218,7 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
     }
     let cols = groups(a.kernel, n, CUDA_DECODE_COLS)?;
     let tiles = k.div_ceil(CUDA_DECODE_KTILE).max(1);
-    let slots = CUDA_DECODE_BLOCKS_PER_SM * u64::from(facts.multiprocessors.max(1));
-    let splits = (slots / u64::from(cols)).clamp(1, (tiles / CUDA_DECODE_WARPS).max(1));
-    // The kernel gives split y tiles [y·⌈T/S⌉, ...): drop splits that would be empty.
-    let splits = tiles.div_ceil(tiles.div_ceil(splits));
+    let splits = cuda_decode_splits(u64::from(cols), tiles, u64::from(facts.multiprocessors.max(1)));
     if splits > 1 && cols > CUDA_DECODE_MAX_COL_BLOCKS {
         return Err(Error::invalid(
             a.kernel.symbol,
@@ -402,8 +424,10 @@ fn decode_cases(g: &mut Gen) -> Vec<Case> {
         // Wider than one column block with several K splits, M = 1 and 8;
         // M in 9..16 (the two-token-tile CUDA entry) with K ragged against
         // the 64-k tile (1232 = 19 tiles + 16); and on a 132-SM device,
-        // warps that take four tiles each (two ring passes: 192 column
-        // blocks leave two K splits of 16 tiles).
+        // warps that go round their four-tile ring: 192 column blocks and
+        // one K split, 8 tiles a warp, and 5 or 6 with the last tile
+        // ragged (1424 = 22 tiles + 16), for M = 1 and for the two-token-tile
+        // entry.
         &[
             (1, 64, 64, 64),
             (16, 256, 208, 256),
@@ -414,6 +438,8 @@ fn decode_cases(g: &mut Gen) -> Vec<Case> {
             (8, 2080, 1024, 2080),
             (12, 400, 1232, 400),
             (1, 24576, 2048, 24576),
+            (1, 24576, 1424, 24576),
+            (10, 24576, 1424, 24576),
         ],
         Ops::w4a16_gemm_decode,
     );
@@ -540,10 +566,11 @@ mod tests {
         );
     }
 
-    /// The CUDA decode plan on an H200 (132 SMs): about one wave of
-    /// 4-warp blocks at the issue-5 shapes, at least one 64-k tile per
-    /// warp, the two-token-tile entry above M = 8, and the parity case
-    /// whose warps take four tiles each.
+    /// The CUDA decode plan on an H200 (132 SMs): one round of two 4-warp
+    /// blocks an SM at the issue-5 shapes but 21504 × 5376 (two rounds of
+    /// 28 tiles rather than one of 84 on half the SMs), at least one 64-k
+    /// tile per warp, the two-token-tile entry above M = 8, and the parity
+    /// cases whose warps go round the ring.
     #[test]
     fn decode_plan_fills_one_wave() {
         let plan = |m: u32, n: u32, k: u32| {
@@ -552,14 +579,17 @@ mod tests {
             let p = &c.passes[0];
             (p.entry, p.grid, p.block, p.shared_bytes, c.workspace_bytes)
         };
-        let ring = |tt: u32| 4 * 2 * (9 + 2 * tt) * 512;
-        assert_eq!(plan(1, 8192, 8192), ("w4a16_gemm_decode", [64, 8, 1], [128, 1, 1], ring(1), 8 * 8192 * 4));
+        let ring = |tt: u32| 4 * 4 * (9 + 2 * tt) * 512;
+        assert_eq!(plan(1, 8192, 8192), ("w4a16_gemm_decode", [64, 4, 1], [128, 1, 1], ring(1), 4 * 8192 * 4));
         assert_eq!(plan(1, 21504, 5376), ("w4a16_gemm_decode", [168, 3, 1], [128, 1, 1], ring(1), 3 * 21504 * 4));
-        assert_eq!(plan(1, 5376, 21504), ("w4a16_gemm_decode", [42, 12, 1], [128, 1, 1], ring(1), 12 * 5376 * 4));
-        assert_eq!(plan(16, 8192, 8192), (CUDA_DECODE_M16_ENTRY, [64, 8, 1], [128, 1, 1], ring(2), 8 * 16 * 8192 * 4));
+        assert_eq!(plan(1, 5376, 21504), ("w4a16_gemm_decode", [42, 6, 1], [128, 1, 1], ring(1), 6 * 5376 * 4));
+        assert_eq!(plan(16, 8192, 8192), (CUDA_DECODE_M16_ENTRY, [64, 4, 1], [128, 1, 1], ring(2), 4 * 16 * 8192 * 4));
         assert_eq!(plan(9, 8192, 8192).0, CUDA_DECODE_M16_ENTRY);
-        // 192 column blocks: 2 splits of 16 tiles, 4 a warp.
-        assert_eq!(plan(1, 24576, 2048).1, [192, 2, 1]);
+        // Two rings a block fit an SM's shared memory.
+        assert!(2 * (ring(2) + 1024) <= 233472);
+        // 192 column blocks: one split, 8 tiles a warp; 23 tiles: 6, 6, 6 and 5.
+        assert_eq!(plan(1, 24576, 2048).1, [192, 1, 1]);
+        assert_eq!(plan(10, 24576, 1424).1, [192, 1, 1]);
         // One 64-k tile: no split; 20 tiles: at most 5 splits (one tile a warp).
         assert_eq!(plan(1, 64, 64).1, [1, 1, 1]);
         assert_eq!(plan(12, 400, 1232).1, [4, 5, 1]);
