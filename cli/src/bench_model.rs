@@ -66,7 +66,7 @@ use switchyard_model::quant::Quant;
 use switchyard_model::tensors::{ModelTensors, TensorKind, TensorSpec};
 use switchyard_model::tp::group::{RankSetup, TpGroup};
 use switchyard_model::tp::TpPlan;
-use switchyard_model::weights::{AttnProj, Embedding, Experts, Linear, WeightSource, Weights};
+use switchyard_model::weights::{AttnProj, Embedding, Experts, Linear, StackedFp4, WeightSource, Weights};
 
 /// Bytes of one random block that every weight is copied from.
 const BLOCK_BYTES: usize = 64 << 20;
@@ -169,15 +169,27 @@ impl WeightSource for Filler {
         self.linear_nk(gate.shape[0] + up.shape[0], gate.shape[1])
     }
 
-    /// Stacked, as the checkpoint loader stores bf16 attention projections;
-    /// one linear each under NVFP4, as the loader does.
+    /// Stacked, as the checkpoint loader stores attention projections (an
+    /// NVFP4 stack with its padding row and gather table, where the shapes
+    /// allow, else one linear each, as the loader does).
     fn attention(&mut self, q: &TensorSpec, k: Option<&TensorSpec>, v: Option<&TensorSpec>) -> switchyard_model::error::Result<AttnProj> {
-        if self.quant == Quant::Nvfp4 {
-            let mut one = |t: &TensorSpec| self.linear_nk(t.shape[0], t.shape[1]);
-            return Ok(AttnProj::Separate { q: one(q)?, k: k.map(&mut one).transpose()?, v: v.map(&mut one).transpose()? });
-        }
         let n = [q.shape[0], k.map_or(0, |k| k.shape[0]), v.map_or(0, |v| v.shape[0])];
         let cols = q.shape[1];
+        if self.quant == Quant::Nvfp4 {
+            let total = n.iter().sum::<usize>();
+            if !(n.iter().all(|&w| w % 16 == 0) && self.quant.stores_nvfp4(total, cols)) {
+                let mut one = |t: &TensorSpec| self.linear_nk(t.shape[0], t.shape[1]);
+                return Ok(AttnProj::Separate { q: one(q)?, k: k.map(&mut one).transpose()?, v: v.map(&mut one).transpose()? });
+            }
+            let scale2 = (3.0 / cols as f32).sqrt() / 6.0;
+            let (bq, bs) = (self.random(total * cols / 2 + total)?, self.random_e4m3(total * cols / nvfp4::BLOCK + total)?);
+            let w = Linear::Nvfp4 { bq, bs, scale2, n: total, k: cols };
+            let stack = StackedFp4::new(w, n, cols, |d| {
+                self.placed.set(self.placed.get() + d.len());
+                Ok(DeviceBuffer::from_bytes(&self.be, d)?)
+            })?;
+            return Ok(AttnProj::StackedFp4(stack));
+        }
         Ok(AttnProj::Stacked { w: self.random(2 * n.iter().sum::<usize>() * cols)?, n, k: cols })
     }
 

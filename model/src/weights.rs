@@ -12,7 +12,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use switchyard_core::codec::{bytes, fp8, nvfp4};
 use switchyard_core::{Backend, DeviceBuffer};
-use switchyard_kernels::gemm::w4a16::Fp4Weight;
+use switchyard_kernels::gemm::w4a16::{Fp4Weight, DECODE_MAX_M};
 use switchyard_kernels::moe::expert::ExpertWeights;
 
 /// A linear layer `y = x · Wᵀ`, `W` `[n, k]` in the HF layout.
@@ -73,7 +73,12 @@ pub enum AttnProj {
         /// Input features.
         k: usize,
     },
-    /// One weight per projection (NVFP4, or a source that does not stack).
+    /// NVFP4 q, k and v quantised as one `[nq + nk + nv, hidden]` matrix
+    /// (one global scale, as for the stacked gate/up), so that at batch 1 a
+    /// single W4A16 decode launch writes q, then k, then v; see
+    /// [`StackedFp4`].
+    StackedFp4(StackedFp4),
+    /// One weight per projection (a source that does not stack).
     Separate {
         /// `self_attn.q_proj`.
         q: Linear,
@@ -82,6 +87,80 @@ pub enum AttnProj {
         /// `self_attn.v_proj`; `None` when V = K.
         v: Option<Linear>,
     },
+}
+
+/// NVFP4 q, k and v weights in one K-major matrix: columns of q, then k,
+/// then v. The code and scale buffers carry one zero row past the matrix,
+/// so that a segment's columns are a W4A16 `_ldb` view (start at the
+/// segment's first column, row stride the total width) whose `[K/2, ldb]`
+/// extent lies inside the buffer.
+pub struct StackedFp4 {
+    /// The stacked weight (`n` = the total width).
+    pub w: Linear,
+    /// Output features of q, k and v (0 when absent).
+    pub n: [usize; 3],
+    /// Input features.
+    pub k: usize,
+    /// For a pass of 2..=[`DECODE_MAX_M`] rows, whose stacked output is
+    /// `[m, total]` rather than the `[m, nq]`, `[m, nk]`, `[m, nv]` the
+    /// attention reads: i32 row-gather tables over `chunk`-wide pieces
+    /// (`chunk` divides every segment), segment after segment, each for
+    /// [`DECODE_MAX_M`] rows; piece `i` of segment `s` comes from piece
+    /// `(i / (n_s/chunk))·(total/chunk) + (start_s + i % (n_s/chunk))`, the
+    /// same for any row count. `None` with one segment (no reordering).
+    pub gather: Option<(DeviceBuffer, usize)>,
+}
+
+impl StackedFp4 {
+    /// The stack of `n = [nq, nk, nv]` (each a multiple of 16) over `w`,
+    /// an NVFP4 weight of `Σ n` columns whose buffers hold
+    /// [`StackedFp4::padded`] bytes; `upload` places the gather table.
+    pub fn new(w: Linear, n: [usize; 3], k: usize, upload: impl FnOnce(&[u8]) -> Result<DeviceBuffer>) -> Result<Self> {
+        let gather = match Self::gather_table(n) {
+            Some((t, chunk)) => Some((upload(&bytes::i32_bytes(&t))?, chunk)),
+            None => None,
+        };
+        Ok(StackedFp4 { w, n, k, gather })
+    }
+
+    /// The K-major codes and scales of the quantised `[Σ n, k]` matrix `q`,
+    /// each with its zero padding row.
+    pub fn padded(q: &nvfp4::Nvfp4Matrix, total: usize) -> (Vec<u8>, Vec<u8>) {
+        let (mut packed, mut scales) = q.k_major(total);
+        packed.resize(packed.len() + total, 0);
+        scales.resize(scales.len() + total, 0);
+        (packed, scales)
+    }
+
+    /// The gather tables and their piece width, or `None` with one segment.
+    pub fn gather_table(n: [usize; 3]) -> Option<(Vec<i32>, usize)> {
+        if n.iter().filter(|&&x| x > 0).count() < 2 {
+            return None;
+        }
+        let gcd = |mut a: usize, mut b: usize| {
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        };
+        let chunk = n.iter().fold(0, |g, &x| gcd(g, x));
+        let per_row = n.iter().sum::<usize>() / chunk;
+        let mut t = Vec::with_capacity(DECODE_MAX_M * per_row);
+        let mut start = 0;
+        for &w in &n {
+            let a = w / chunk;
+            t.extend((0..DECODE_MAX_M * a).map(|i| ((i / a) * per_row + start + i % a) as i32));
+            start += a;
+        }
+        Some((t, chunk))
+    }
+
+    /// Segment `s`'s pieces in the gather table: (first entry, pieces a row).
+    pub fn gather_segment(&self, s: usize) -> Option<(usize, usize)> {
+        let (_, chunk) = self.gather.as_ref()?;
+        let first = self.n[..s].iter().map(|w| DECODE_MAX_M * w / chunk).sum();
+        Some((first, self.n[s] / chunk))
+    }
 }
 
 /// The tied token table, used by the embedding gather and the LM head.
@@ -334,19 +413,34 @@ impl WeightSource for Loader<'_> {
     }
 
     fn attention(&mut self, q: &TensorSpec, k: Option<&TensorSpec>, v: Option<&TensorSpec>) -> Result<AttnProj> {
+        let n = [q.shape[0], k.map_or(0, |k| k.shape[0]), v.map_or(0, |v| v.shape[0])];
+        let cols = q.shape[1];
         if self.quant == Quant::Nvfp4 {
-            return Ok(AttnProj::Separate {
-                q: self.linear(q)?,
-                k: k.map(|k| self.linear(k)).transpose()?,
-                v: v.map(|v| self.linear(v)).transpose()?,
-            });
+            // The segments' column views need each to start on a 16-byte boundary.
+            if !(n.iter().all(|&w| w % 16 == 0) && self.quant.stores_nvfp4(n.iter().sum(), cols)) {
+                return Ok(AttnProj::Separate {
+                    q: self.linear(q)?,
+                    k: k.map(|k| self.linear(k)).transpose()?,
+                    v: v.map(|v| self.linear(v)).transpose()?,
+                });
+            }
+            let parts: Vec<HostTensor> = [Some(q), k, v].into_iter().flatten().map(|t| self.host(t)).collect::<Result<_>>()?;
+            let total = parts.iter().fold(0usize, |acc, p| acc.saturating_add(p.data.len()));
+            let mut vals = reserve(total, &parts[0].name)?;
+            vals.extend(parts.iter().flat_map(|p| p.data.iter().map(|&b| switchyard_core::codec::bf16_value(b))));
+            let name = &parts[0].name;
+            let mat =
+                nvfp4::quantize(&vals, n.iter().sum(), cols).map_err(|e| Error::checkpoint(name, format!("nvfp4 quantization: {e}")))?;
+            let total = n.iter().sum();
+            let (packed, scales) = StackedFp4::padded(&mat, total);
+            let w = Linear::Nvfp4 { bq: self.upload(&packed)?, bs: self.upload(&scales)?, scale2: mat.global_scale, n: total, k: cols };
+            return Ok(AttnProj::StackedFp4(StackedFp4::new(w, n, cols, |d| self.upload(d))?));
         }
         let parts: Vec<HostTensor> = [Some(q), k, v].into_iter().flatten().map(|t| self.host(t)).collect::<Result<_>>()?;
         let total = parts.iter().fold(0usize, |acc, p| acc.saturating_add(p.data.len()));
         let mut stacked = reserve(total.saturating_mul(2), &parts[0].name)?;
         stacked.extend(parts.iter().flat_map(|p| p.data.iter().flat_map(|b| b.to_le_bytes())));
-        let n = [q.shape[0], k.map_or(0, |k| k.shape[0]), v.map_or(0, |v| v.shape[0])];
-        Ok(AttnProj::Stacked { w: self.upload(&stacked)?, n, k: q.shape[1] })
+        Ok(AttnProj::Stacked { w: self.upload(&stacked)?, n, k: cols })
     }
 
     fn experts(&mut self, t: &TensorSpec) -> Result<Experts> {

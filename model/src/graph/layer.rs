@@ -55,7 +55,7 @@ impl Session<'_> {
             // q norm and RoPE only (nkv = 0: no KV written).
             ops.qkv_prep_bf16(&QkvPrep { q_raw, ..common })?;
         } else {
-            let [q_raw, k_raw, v_raw] = linear::normed_attention(ops, &w.qkv, &norm, s.qkv_raw.region(), rows)?;
+            let [q_raw, k_raw, v_raw] = linear::normed_attention(ops, &w.qkv, &norm, s.qkv_raw.region(), rows, s.gu.region())?;
             let k_norm = w.k_norm.as_ref().ok_or_else(|| Error::Request(format!("layer {i} owns KV but has no k_norm")))?;
             // q/k norms with weights, v norm without, RoPE on q and k, K and V into the pool.
             ops.qkv_prep_bf16(&QkvPrep {

@@ -1,6 +1,6 @@
 //! GEMM choice for a linear layer: by weight format, by M, and by what the
 //! backend implements (the registry), so the graph itself never names a backend.
-use crate::weights::{AttnProj, Linear};
+use crate::weights::{AttnProj, Linear, StackedFp4};
 use switchyard_core::{registry, Region, Result};
 use switchyard_kernels::gemm::w4a16::{Fp4Weight, DECODE_MAX_M, W4A16_GEMM_DECODE};
 use switchyard_kernels::gemm::DENSE_GEMM_TC;
@@ -106,8 +106,9 @@ impl InputNorm {
 /// views (v = k's when V = K). At batch 1 with a stacked bf16 weight this is
 /// one launch, the norm in the GEMV's prologue; otherwise `rmsnorm_bf16`
 /// into `norm.xn`, then the projections (one weight stream for a stacked
-/// weight at decode sizes).
-pub fn normed_attention(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, m: usize) -> Result<[Region; 3]> {
+/// weight at decode sizes). `stage`: room for an NVFP4 stack's `[m, nq +
+/// nk + nv]` output at decode batches above 1 (see [`StackedFp4`]).
+pub fn normed_attention(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, m: usize, stage: Region) -> Result<[Region; 3]> {
     if let AttnProj::Stacked { w, n, k } = p {
         if norm.fuses(ops, w.region(), *k, m) {
             let total = n.iter().sum::<usize>();
@@ -122,7 +123,7 @@ pub fn normed_attention(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, 
             return views(p, out, m);
         }
     }
-    attention(ops, p, norm.unfused(ops, m)?, out, m)
+    attention(ops, p, norm.unfused(ops, m)?, out, m, stage)
 }
 
 /// The input norm, then the query projection alone into `out` (`[m, nq]`),
@@ -143,7 +144,7 @@ pub fn normed_query(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, m: u
 /// The q, k and v views of `out` for `m` rows (v = k's when V = K).
 fn views(p: &AttnProj, out: Region, m: usize) -> Result<[Region; 3]> {
     let widths = match p {
-        AttnProj::Stacked { n, .. } => *n,
+        AttnProj::Stacked { n, .. } | AttnProj::StackedFp4(StackedFp4 { n, .. }) => *n,
         AttnProj::Separate { q, k, v } => [q.n(), k.as_ref().map_or(0, Linear::n), v.as_ref().map_or(0, Linear::n)],
     };
     let q_raw = out.slice(0, m * widths[0] * 2)?;
@@ -155,9 +156,10 @@ fn views(p: &AttnProj, out: Region, m: usize) -> Result<[Region; 3]> {
 /// The q, k and v projections of `a` (`m` rows) into `out`, laid out as
 /// `[m, nq]`, then `[m, nk]`, then `[m, nv]`; returns the three views (v =
 /// k's when V = K). A stacked weight at decode sizes is one weight stream.
-fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<[Region; 3]> {
+fn attention(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize, stage: Region) -> Result<[Region; 3]> {
     let [q_raw, k_raw, v_raw] = views(p, out, m)?;
     match p {
+        AttnProj::StackedFp4(sf) => stacked_fp4(ops, sf, a, out, [q_raw, k_raw, v_raw], m, stage)?,
         AttnProj::Stacked { w, n, k } => {
             let total = n.iter().sum::<usize>();
             if streams(ops, &DENSE_GEMV_BF16, m, *k) {
@@ -194,12 +196,68 @@ fn query(ops: &Ops, p: &AttnProj, a: Region, out: Region, m: usize) -> Result<Re
             bf16(ops, w.region().slice(0, n[0] * k * 2)?, a, q_raw, m, n[0], *k)?;
             Ok(q_raw)
         }
+        AttnProj::StackedFp4(sf) => {
+            let q_raw = out.slice(0, m * sf.n[0] * 2)?;
+            if sf.gather.is_none() {
+                apply(ops, &sf.w, a, q_raw, m)?;
+            } else {
+                segment_ldb(ops, sf, 0, a, q_raw, m)?;
+            }
+            Ok(q_raw)
+        }
         AttnProj::Separate { q, .. } => {
             let q_raw = out.slice(0, m * q.n() * 2)?;
             apply(ops, q, a, q_raw, m)?;
             Ok(q_raw)
         }
     }
+}
+
+/// The NVFP4 stack's q, k and v of `a` (`m` rows) into `dst`, the three
+/// views of `out` (`dst[2]` is ignored when nv = 0). One launch where its
+/// `[m, total]` output is already that layout (one row, or one segment); at
+/// other decode batches, the stack into `stage` and one row gather a
+/// segment into place; at prefill sizes (or without the room), each
+/// segment's columns as a W4A16 `_ldb` view.
+fn stacked_fp4(ops: &Ops, sf: &StackedFp4, a: Region, out: Region, dst: [Region; 3], m: usize, stage: Region) -> Result<()> {
+    let total: usize = sf.n.iter().sum();
+    let Some((table, chunk)) = &sf.gather else {
+        return apply(ops, &sf.w, a, out.slice(0, m * total * 2)?, m);
+    };
+    if m == 1 {
+        // q, k and v of one row are consecutive: the views are the stacked output's pieces.
+        return apply(ops, &sf.w, a, out.slice(0, total * 2)?, m);
+    }
+    if m <= DECODE_MAX_M && stage.len() >= m * total * 2 {
+        let st = stage.slice(0, m * total * 2)?;
+        apply(ops, &sf.w, a, st, m)?;
+        for (s, d) in dst.into_iter().enumerate().filter(|&(s, _)| sf.n[s] > 0) {
+            let (first, per) = sf.gather_segment(s).expect("a stack with a gather table has its segments");
+            let idx = table.region().slice(first * 4, m * per * 4)?;
+            ops.gather_rows_bf16(d, st, idx, m * per, m * total / chunk, *chunk)?;
+        }
+        return Ok(());
+    }
+    for (s, d) in dst.into_iter().enumerate().filter(|&(s, _)| sf.n[s] > 0) {
+        segment_ldb(ops, sf, s, a, d, m)?;
+    }
+    Ok(())
+}
+
+/// Segment `s` of an NVFP4 stack through the `_ldb` W4A16 kernel: its
+/// columns start `Σ n[..s]` bytes into each K-pair row of codes and scales,
+/// rows `total` apart (the padding row keeps the view inside the buffers).
+fn segment_ldb(ops: &Ops, sf: &StackedFp4, s: usize, a: Region, c: Region, m: usize) -> Result<()> {
+    let (total, col) = (sf.n.iter().sum::<usize>(), sf.n[..s].iter().sum::<usize>());
+    let fw = sf.w.fp4().expect("an NVFP4 stack's weight is NVFP4");
+    let k = sf.k;
+    let view = Fp4Weight {
+        bq: fw.bq.slice(col, k / 2 * total)?,
+        bs: fw.bs.slice(col, k / switchyard_core::codec::nvfp4::BLOCK * total)?,
+        scale2: fw.scale2,
+        ldb: total,
+    };
+    ops.w4a16_gemm_n128_ldb(a, &view, c, m, sf.n[s], k)
 }
 
 /// `c[m, n] = a[m, k] · Wᵀ` for a plain bf16 weight region `w` `[n, k]`.
