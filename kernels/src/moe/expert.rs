@@ -7,6 +7,7 @@ use crate::gemm::REORDERED_NMSE;
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{groups, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan};
+use std::sync::atomic::{AtomicU8, Ordering};
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
@@ -166,17 +167,48 @@ pub const GROUPED_WGMMA_MIN_SLOTS: u32 = 512;
 /// Most experts the Hopper plan takes (its tile list lives in shared memory).
 const GROUPED_WGMMA_MAX_EXPERTS: u32 = 1024;
 /// The wgmma entries of `moe_sm90.cu`: (entry, columns per tile BN, ring
-/// stages). 176 fits the gate_up width 1408 = 8 · 176 exactly.
-const GROUPED_WGMMA_ENTRIES: [(&str, u32, u32); 3] = [
-    ("moe_sm90::moe_grouped_gemm_wgmma_n256", 256, 4),
-    ("moe_sm90::moe_grouped_gemm_wgmma_n192", 192, 5),
-    ("moe_sm90::moe_grouped_gemm_wgmma_n176", 176, 5),
+/// stages, ping-pong). 176 fits the gate_up width 1408 = 8 · 176 and the
+/// down width 2816 = 16 · 176 exactly. The ping-pong entry gives each tile
+/// to one consumer warpgroup (its accumulators cap BN at 176); the others
+/// split every tile between both.
+const GROUPED_WGMMA_ENTRIES: [(&str, u32, u32, bool); 4] = [
+    ("moe_sm90::moe_grouped_gemm_wgmma_n256", 256, 4, false),
+    ("moe_sm90::moe_grouped_gemm_wgmma_n192", 192, 5, false),
+    ("moe_sm90::moe_grouped_gemm_wgmma_n176", 176, 5, false),
+    ("moe_sm90::moe_grouped_gemm_wgmma_pp_n176", 176, 5, true),
 ];
 /// Rows per tile (two consumer warpgroups of 64), and K per ring stage.
 const GROUPED_WGMMA_BM: u32 = 128;
 const GROUPED_WGMMA_BK: u32 = 64;
 /// Epilogue staging: 8 consumer warps × 16 rows × 72 bf16.
 const GROUPED_WGMMA_STAGING: u64 = 8 * 16 * 72 * 2;
+
+/// Environment variable that, set to `0`, keeps the grouped Hopper plan off
+/// its ping-pong entry (the cooperative kernels only); anything else, or
+/// unset, lets it take that entry ([`grouped_pingpong`]).
+pub const GROUPED_PINGPONG_ENV: &str = "SWITCHYARD_MOE_PINGPONG";
+/// 0: not read yet; 1: off; 2: on.
+static GROUPED_PINGPONG_ON: AtomicU8 = AtomicU8::new(0);
+
+/// Whether the grouped Hopper plan may take its ping-pong entry:
+/// [`set_grouped_pingpong`]'s last word, else [`GROUPED_PINGPONG_ENV`], else on.
+pub fn grouped_pingpong() -> bool {
+    match GROUPED_PINGPONG_ON.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let on = std::env::var(GROUPED_PINGPONG_ENV).map_or(true, |v| v.trim() != "0");
+            GROUPED_PINGPONG_ON.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+    }
+}
+
+/// Turns the ping-pong entry on or off for the process's later plans (tests
+/// run both kernels in one process).
+pub fn set_grouped_pingpong(on: bool) {
+    GROUPED_PINGPONG_ON.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+}
 
 /// Dynamic shared memory of a grouped wgmma entry (`moe_wgmma` in
 /// moe_sm90.cu): the ring, the epilogue staging, 2·stages mbarriers, the
@@ -195,8 +227,10 @@ fn grouped_wgmma_shared_bytes(bn: u32, stages: u32, e: u32) -> u64 {
 /// e ≤ 1024, N % 8 == 0 (16-byte stores), a, w and out 16-byte aligned (TMA
 /// and the stores; K % 8 == 0 is the contract's), rows, weight rows `e · N`
 /// and every tile index inside i32 with room to spare. Among the entries
-/// whose shared memory fits, the one whose tiles pad N least, the wider on
-/// a tie; a persistent grid of at most one block an SM (and no more than
+/// whose shared memory fits (the ping-pong one only while
+/// [`grouped_pingpong`]), the one whose tiles pad N least, then the
+/// ping-pong one (the same tiles with the epilogue off the tensor cores'
+/// path), then the wider; a persistent grid of at most one block an SM (and no more than
 /// the tiles there can be).
 fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>> {
     let (n, e, big_n, big_k) = (a.u32("n")?, a.u32("e")?, a.u32("big_n")?, a.u32("big_k")?);
@@ -216,9 +250,12 @@ fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>>
     {
         return Ok(None);
     }
-    let fits = |&&(_, bn, stages): &&(&str, u32, u32)| grouped_wgmma_shared_bytes(bn, stages, e) <= u64::from(f.max_shared_bytes);
-    let Some(&(entry, bn, stages)) =
-        GROUPED_WGMMA_ENTRIES.iter().filter(fits).min_by_key(|&&(_, bn, _)| (big_n.div_ceil(bn) * bn, u32::MAX - bn))
+    let pingpong = grouped_pingpong();
+    let usable = |&&(_, bn, stages, pp): &&(&str, u32, u32, bool)| {
+        (pingpong || !pp) && grouped_wgmma_shared_bytes(bn, stages, e) <= u64::from(f.max_shared_bytes)
+    };
+    let Some(&(entry, bn, stages, _)) =
+        GROUPED_WGMMA_ENTRIES.iter().filter(usable).min_by_key(|&&(_, bn, _, pp)| (big_n.div_ceil(bn) * bn, !pp, u32::MAX - bn))
     else {
         return Ok(None);
     };
@@ -250,6 +287,7 @@ fn grouped_wgmma_maps<const BN: u32>(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n256", maps: grouped_wgmma_maps::<256> } }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n192", maps: grouped_wgmma_maps::<192> } }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n176", maps: grouped_wgmma_maps::<176> } }
+inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_pp_n176", maps: grouped_wgmma_maps::<176> } }
 
 /// At decode sizes, `moe_grouped_gemm_bf16_seg`: a block per (32 weight
 /// rows, slot), where only the block of a segment's first slot computes it,
@@ -726,13 +764,29 @@ const GROUPED_WGMMA_CASES: [(&[i32], usize, usize, usize); 4] = [
     (&[0, 610, 610, 1500, 2222, 2300, 3100, 3901, 4000], 4004, 1056, 64),
 ];
 
+/// Ping-pong turns over a ring that wraps: 192 experts of 0 to 88 rows
+/// (`(53 x + 7) mod 89`; rows 65 and up use both row blocks of a tile),
+/// N = 352 = 2 · 176, K = 200 (4 slices, the last partial): 380 tiles, so
+/// each of the H200's 132 blocks runs two or three, both consumer
+/// warpgroups take turns, and a block's 8 to 12 slices wrap the 5-stage
+/// ring. Rows start at 3 and end 2 before n (zero rows on both sides).
+fn grouped_many_segments() -> (Vec<i32>, usize, usize, usize) {
+    let mut offsets = vec![3i32];
+    for x in 0..192 {
+        offsets.push(offsets[x] + (53 * x as i32 + 7) % 89);
+    }
+    let n = offsets[192] as usize + 2;
+    (offsets, n, 352, 200)
+}
+
 fn grouped_offsets_case(g: &mut Gen, offsets: &[i32], n: usize, big_n: usize, big_k: usize) -> Case {
     let e = offsets.len() - 1;
     let (_, a) = g.bf16(n * big_k, 0.01, 1.0);
     let (_, w) = g.bf16(e * big_n * big_k, 0.01, 0.5);
+    let segments = if e <= 16 { format!("offsets={offsets:?}") } else { format!("e={e} offsets={}..{}", offsets[0], offsets[e]) };
     Case {
         kernel: &MOE_GROUPED_GEMM_BF16,
-        label: format!("offsets={offsets:?} n={n} N={big_n} K={big_k}"),
+        label: format!("{segments} n={n} N={big_n} K={big_k}"),
         buffers: vec![
             Buffer::output("out", DType::BF16, n * big_n, Tolerance::Nmse(REORDERED_NMSE)),
             Buffer::input("a", a),
@@ -746,6 +800,8 @@ fn grouped_offsets_case(g: &mut Gen, offsets: &[i32], n: usize, big_n: usize, bi
 fn grouped_bf16_cases(g: &mut Gen) -> Vec<Case> {
     let mut cases: Vec<Case> = GROUPED_SHAPES.iter().map(|&s| grouped_case(g, s, false)).collect();
     cases.extend(GROUPED_WGMMA_CASES.iter().map(|&(offsets, n, big_n, big_k)| grouped_offsets_case(g, offsets, n, big_n, big_k)));
+    let (offsets, n, big_n, big_k) = grouped_many_segments();
+    cases.push(grouped_offsets_case(g, &offsets, n, big_n, big_k));
     cases
 }
 
@@ -844,13 +900,31 @@ mod tests {
     }
 
     /// The issue-13 shapes take the wgmma entries (gate_up 1408 = 8 · 176,
-    /// down 2816 = 11 · 256), one block an SM, shared memory as the kernel
-    /// lays it out; every prefill parity case takes one; decode sizes,
-    /// n < 512, misaligned operands, N % 8 != 0, too many experts and a
-    /// device without sm_90a keep the other plans.
+    /// down 2816 = 16 · 176 on the ping-pong kernel; with it off, 8 · 176
+    /// and 11 · 256 on the cooperative ones), one block an SM, shared memory
+    /// as the kernel lays it out; every prefill parity case takes one, and
+    /// the ping-pong kernel exactly the cases whose N is a multiple of 176;
+    /// decode sizes, n < 512, misaligned operands, N % 8 != 0, too many
+    /// experts and a device without sm_90a keep the other plans.
     #[test]
     fn grouped_bf16_takes_the_wgmma_plan_at_prefill_sizes_on_hopper() {
         let ring = |bn: u64, stages: u64| stages * (128 + bn) * 128 + 8 * 16 * 72 * 2 + 16 * stages + 8 * 129 + 1024;
+        set_grouped_pingpong(true);
+        for big_n in [1408, 2816] {
+            let p = plan(&HOPPER, 32768, 128, big_n, 2816, 256);
+            assert_eq!(p.entry, "moe_sm90::moe_grouped_gemm_wgmma_pp_n176");
+            assert_eq!((p.grid, p.block, u64::from(p.shared_bytes)), ([132, 1, 1], [384, 1, 1], ring(176, 5)));
+        }
+        for (offsets, n, big_n, big_k) in GROUPED_WGMMA_CASES {
+            let e = offsets.len() as i32 - 1;
+            let entry = plan(&HOPPER, n as i32, e, big_n as i32, big_k as i32, 256).entry;
+            assert!(entry.starts_with("moe_sm90::"), "{offsets:?}");
+            assert_eq!(entry.contains("_pp_"), big_n % 176 == 0, "{offsets:?} N={big_n}");
+        }
+        let (offsets, n, big_n, big_k) = grouped_many_segments();
+        let p = plan(&HOPPER, n as i32, offsets.len() as i32 - 1, big_n as i32, big_k as i32, 256);
+        assert_eq!((p.entry, p.grid), ("moe_sm90::moe_grouped_gemm_wgmma_pp_n176", [132, 1, 1]));
+        set_grouped_pingpong(false);
         let gate_up = plan(&HOPPER, 32768, 128, 1408, 2816, 256);
         assert_eq!(gate_up.entry, "moe_sm90::moe_grouped_gemm_wgmma_n176");
         assert_eq!((gate_up.grid, gate_up.block, u64::from(gate_up.shared_bytes)), ([132, 1, 1], [384, 1, 1], ring(176, 5)));
@@ -858,8 +932,10 @@ mod tests {
         assert_eq!((down.entry, u64::from(down.shared_bytes)), ("moe_sm90::moe_grouped_gemm_wgmma_n256", ring(256, 4)));
         for (offsets, n, big_n, big_k) in GROUPED_WGMMA_CASES {
             let e = offsets.len() as i32 - 1;
-            assert!(plan(&HOPPER, n as i32, e, big_n as i32, big_k as i32, 256).entry.starts_with("moe_sm90::"), "{offsets:?}");
+            let entry = plan(&HOPPER, n as i32, e, big_n as i32, big_k as i32, 256).entry;
+            assert!(entry.starts_with("moe_sm90::") && !entry.contains("_pp_"), "{offsets:?}");
         }
+        set_grouped_pingpong(true);
         assert_eq!(plan(&HOPPER, 606, 4, 384, 72, 256).entry, "moe_sm90::moe_grouped_gemm_wgmma_n192");
         let tiles = "moe_grouped_gemm_bf16";
         assert_eq!(plan(&HOPPER, 128, 128, 1408, 2816, 256).entry, "moe_grouped_gemm_bf16_seg");
@@ -876,9 +952,12 @@ mod tests {
     /// BN-row boxes.
     #[test]
     fn grouped_wgmma_maps_view_the_weights_as_one_matrix() {
-        for (entry, bn) in
-            [("moe_grouped_gemm_wgmma_n256", 256), ("moe_grouped_gemm_wgmma_n192", 192), ("moe_grouped_gemm_wgmma_n176", 176)]
-        {
+        for (entry, bn) in [
+            ("moe_grouped_gemm_wgmma_n256", 256),
+            ("moe_grouped_gemm_wgmma_n192", 192),
+            ("moe_grouped_gemm_wgmma_n176", 176),
+            ("moe_grouped_gemm_wgmma_pp_n176", 176),
+        ] {
             let args: Vec<switchyard_core::Arg> = MOE_GROUPED_GEMM_BF16
                 .args
                 .iter()

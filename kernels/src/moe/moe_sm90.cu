@@ -22,30 +22,43 @@
 // timing: no atomics, no queue. Tiles are numbered expert by expert, n-tile
 // outer and m-tile inner, so the ~one wave in flight covers a few experts:
 // each expert's weight panel streams from HBM about once and its rows are
-// re-read from L2.
+// re-read from L2. A tile's output is one K loop in f32 from k = 0 upward
+// in both kernels below, so they give the same bits.
 //
 // Block 384 = three warpgroups, as the dense kernel:
 // - warpgroup 0: one thread issues the TMA copies of each 64-wide K slice
 //   (a: the 128 rows from the tile's first row, w: BN rows of the 2-D view
-//   [e * N, K] starting at x * N + column) into a STAGES-deep ring. Rows of
-//   a past the segment belong to the next expert (or, past n, arrive as
-//   zeros): they are multiplied but never stored. Weight rows past N of an
-//   expert likewise give columns that are never stored. The other three
-//   warps write the zero rows (before offsets[0], at or past offsets[e]).
-// - warpgroups 1 and 2: each owns 64 rows of the tile. A warpgroup whose
-//   64 rows all lie past the segment's end (the last tile of a segment of
-//   at most 64 leftover rows) skips its wgmma and only keeps the ring
-//   moving (waits `full`, arrives on `empty`), so a ragged tail costs half
-//   a tile. The epilogue stages each warp's 16 x 64 bf16 pieces in shared
-//   memory (rows padded to 72 elements: conflict-free on both sides) and
-//   stores rows inside the segment as 16-byte vectors; a store straight
-//   from the fragment would write 4 bytes of 8 rows an instruction.
+//   [e * N, K] starting at x * N + column) into a STAGES-deep ring, the
+//   block's tiles in order. Rows of a past the segment belong to the next
+//   expert (or, past n, arrive as zeros): they are multiplied but never
+//   stored. Weight rows past N of an expert likewise give columns that are
+//   never stored. The other three warps write the zero rows (before
+//   offsets[0], at or past offsets[e]).
+// - warpgroups 1 and 2, in one of two ways:
+//   * cooperative (moe_grouped_gemm_wgmma_n*): both work on every tile,
+//     each on 64 of its rows. A warpgroup whose 64 rows all lie past the
+//     segment's end skips its wgmma and only keeps the ring moving, so a
+//     ragged tail costs half a tile. Both drain their last wgmma group and
+//     run the epilogue at the same time, so the tensor cores idle once a
+//     tile: at K = 704 (11 slices) ncu saw the tensor pipe 64% active.
+//   * ping-pong (moe_grouped_gemm_wgmma_pp_n176): the block's tiles
+//     alternate between the warpgroups, each owning all 128 rows of its
+//     tile as two m64 row blocks (176 f32 accumulators a thread, so
+//     setmaxnreg moves registers from the producer). A pair of named
+//     barriers hands the tensor cores over: a warpgroup issues its tile's
+//     K loop only after the other has issued all of its own, so one's
+//     drain and epilogue run under the other's MMAs. A row block past the
+//     segment's end skips its wgmma.
+//   The epilogue stages each warp's 16 x 64 bf16 pieces in shared memory
+//   (rows padded to 72 elements: conflict-free on both sides) and stores
+//   rows inside the segment as 16-byte vectors; a store straight from the
+//   fragment would write 4 bytes of 8 rows an instruction.
 //
-// Measured and dropped: tiles of 256 rows x 176 (two m64 row blocks a
-// consumer warpgroup, setmaxnreg 40/232, 3 stages) cut ncu's L2 throughput
-// from 91% to 81% of peak at the gate_up shape but left the tensor pipe no
-// busier (76% of active cycles), and ran slower in the same call (gate_up
-// 503 against 528 TFLOP/s, down 409 against 473).
+// Measured and dropped: tiles of 256 rows x 176 shared by both warpgroups
+// (two m64 row blocks each, setmaxnreg 40/232, 3 stages) cut ncu's L2
+// throughput from 91% to 81% of peak at the gate_up shape but left the
+// tensor pipe no busier (76% of active cycles), and ran slower in the same
+// call (gate_up 503 against 528 TFLOP/s, down 409 against 473).
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -55,6 +68,12 @@
 // Epilogue staging of one consumer warp: 16 rows of 64 bf16, padded to 72.
 #define MG_ST_LD 72
 #define MG_ST_BYTES (16 * MG_ST_LD * 2)
+// Named barriers of the ping-pong hand-over (0 is __syncthreads').
+#define MG_TURN_BAR 1
+
+template <int V> struct MgConst {
+    static constexpr int value = V;
+};
 
 // Tile t's expert, m-tile and n-tile: x is the last expert whose first tile
 // is at or before t (so never an empty one), then n-tile outer, m-tile inner.
@@ -73,32 +92,53 @@ __device__ __forceinline__ void mg_tile(int t, const int* pre, int e, int ntc, i
     mt = local - nt * tm;
 }
 
-// Dynamic shared memory (the plan asks for the same,
+// The block's shared-memory layout (the plan asks for the same,
 // grouped_wgmma_shared_bytes): up to 1023 bytes to align the ring to 1024
 // (the 128-byte swizzle's atom), STAGES x (a slice + w slice), the eight
 // consumer warps' staging, 2 * STAGES mbarriers, then pre[e + 1] and
 // start[e + 1] (segment starts clamped to [0, n]).
+struct MgSmem {
+    unsigned ring, bars;
+    unsigned char* staging;
+    int* pre;
+    int* start;
+};
+
+// Lays out shared memory, sets up the ring (an empty stage takes
+// `releases` arrivals: one per warp that reads it) and the tile list;
+// ends with __syncthreads.
 template <int BN, int STAGES>
-__device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, const int* __restrict__ offsets, int n, int e,
-                                          int big_n, int big_k) {
-    constexpr int B_BYTES = BN * MG_BK * 2;
-    constexpr int STAGE_BYTES = MG_A_BYTES + B_BYTES;
+__device__ __forceinline__ MgSmem mg_setup(const TmaMap* ta, const TmaMap* tw, const int* __restrict__ offsets, int n, int e, unsigned releases) {
+    constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
     extern __shared__ __align__(1024) unsigned char mg_raw[];
     const unsigned raw = wg_smem(mg_raw);
     const unsigned pad = ((raw + 1023u) & ~1023u) - raw;
-    const unsigned ring = raw + pad;
-    unsigned char* staging = mg_raw + pad + STAGES * STAGE_BYTES;
-    const unsigned bars = ring + STAGES * STAGE_BYTES + 8 * MG_ST_BYTES;
-    int* pre = reinterpret_cast<int*>(staging + 8 * MG_ST_BYTES + 16 * STAGES);
-    int* start = pre + (e + 1);
-    auto full = [&](int s) { return bars + 8u * s; };
-    auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
+    MgSmem m;
+    m.ring = raw + pad;
+    m.staging = mg_raw + pad + STAGES * STAGE_BYTES;
+    m.bars = m.ring + STAGES * STAGE_BYTES + 8 * MG_ST_BYTES;
+    m.pre = reinterpret_cast<int*>(m.staging + 8 * MG_ST_BYTES + 16 * STAGES);
+    m.start = m.pre + (e + 1);
 
-    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
-    if (tid == 0) ring_init<STAGES>(bars, ta, tw);
+    const int tid = threadIdx.x, lane = tid & 31;
+    if (tid == 0) {
+        if (releases == 8) {
+            ring_init<STAGES>(m.bars, ta, tw);
+        } else {
+            for (int s = 0; s < STAGES; ++s) {
+                mbar_init(m.bars + 8u * s, 1);
+                mbar_init(m.bars + 8u * (STAGES + s), releases);
+            }
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+            tma_prefetch(ta);
+            tma_prefetch(tw);
+        }
+    }
     if ((tid >> 5) == 1) {
         // Segment x is [start[x], max(start[x + 1], start[x])): clamped, so
         // offsets from device memory can never address rows outside [0, n).
+        int* start = m.start;
+        int* pre = m.pre;
         for (int x = lane; x <= e; x += 32) start[x] = min(max(offsets[x], 0), n);
         __syncwarp();
         int carry = 0;
@@ -117,92 +157,221 @@ __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf
         if (lane == 0) pre[0] = 0;
     }
     __syncthreads();
+    return m;
+}
 
-    const int ntc = (big_n + BN - 1) / BN, tiles = pre[e] * ntc;
-    const int KT = (big_k + MG_BK - 1) / MG_BK;
-
-    if (wg == 0) {
-        if (tid == 0) {
-            int s = 0;
-            unsigned phase = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                int x, mt, nt;
-                mg_tile(t, pre, e, ntc, x, mt, nt);
-                const int r0 = start[x] + mt * MG_BM, w0 = x * big_n + nt * BN;
-                for (int kt = 0; kt < KT; ++kt) {
-                    // A fresh barrier is in phase 0: parity 1 passes the first round.
-                    mbar_wait(empty(s), phase ^ 1u);
-                    mbar_expect_tx(full(s), STAGE_BYTES);
-                    const unsigned dst = ring + s * STAGE_BYTES;
-                    tma_load_2d(dst, ta, full(s), kt * MG_BK, r0);
-                    tma_load_2d(dst + MG_A_BYTES, tw, full(s), kt * MG_BK, w0);
-                    ring_next<STAGES>(s, phase);
-                }
+// Warpgroup 0: thread 0 feeds the ring with every K slice of the block's
+// tiles in order; warps 1-3 write the rows outside every segment.
+template <int BN, int STAGES>
+__device__ __forceinline__ void mg_produce(const MgSmem& m, const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, int n, int e, int big_n,
+                                           int tiles, int ntc, int KT) {
+    constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+        int s = 0;
+        unsigned phase = 0;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            int x, mt, nt;
+            mg_tile(t, m.pre, e, ntc, x, mt, nt);
+            const int r0 = m.start[x] + mt * MG_BM, w0 = x * big_n + nt * BN;
+            for (int kt = 0; kt < KT; ++kt) {
+                const unsigned full = m.bars + 8u * s, empty = m.bars + 8u * (STAGES + s);
+                // A fresh barrier is in phase 0: parity 1 passes the first round.
+                mbar_wait(empty, phase ^ 1u);
+                mbar_expect_tx(full, STAGE_BYTES);
+                const unsigned dst = m.ring + s * STAGE_BYTES;
+                tma_load_2d(dst, ta, full, kt * MG_BK, r0);
+                tma_load_2d(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0);
+                ring_next<STAGES>(s, phase);
             }
-        } else if (tid >= 32) {
-            // Rows outside every segment: [0, start[0]) and [start[e], n).
-            unsigned* o = reinterpret_cast<unsigned*>(out);
-            const size_t wpr = (size_t)(big_n / 2), stride = (size_t)gridDim.x * 96;
-            const size_t first = (size_t)blockIdx.x * 96 + (tid - 32);
-            const size_t head = (size_t)start[0] * wpr, tail = (size_t)start[e] * wpr, all = (size_t)n * wpr;
-            for (size_t i = first; i < head; i += stride) o[i] = 0u;
-            for (size_t i = tail + first; i < all; i += stride) o[i] = 0u;
         }
+    } else if (tid >= 32) {
+        // Rows outside every segment: [0, start[0]) and [start[e], n).
+        unsigned* o = reinterpret_cast<unsigned*>(out);
+        const size_t wpr = (size_t)(big_n / 2), stride = (size_t)gridDim.x * 96;
+        const size_t first = (size_t)blockIdx.x * 96 + (tid - 32);
+        const size_t head = (size_t)m.start[0] * wpr, tail = (size_t)m.start[e] * wpr, all = (size_t)n * wpr;
+        for (size_t i = first; i < head; i += stride) o[i] = 0u;
+        for (size_t i = tail + first; i < all; i += stride) o[i] = 0u;
+    }
+}
+
+// One warp's 16 rows of an m64 x BN accumulator fragment to `out`, through
+// the warp's staging `stg`. Fragment layout: n8 block j holds (row g, cols
+// 8j + 2q, +1) in acc[4j], acc[4j+1] and row g + 8 in acc[4j+2], acc[4j+3];
+// row0 is the warp's first row, column col0 the tile's first. Rows at or
+// past seg_hi and columns at or past big_n are not stored.
+template <int BN>
+__device__ __forceinline__ void mg_store_rows(const float* acc, unsigned char* stg, bf16* __restrict__ out, int row0, int seg_hi, int col0,
+                                              int big_n, int lane) {
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int c = 0; c < (BN + 63) / 64; ++c) {
+        const int blocks = min(8, BN / 8 - 8 * c); // n8 blocks in this 64-column piece
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+            if (jj >= blocks) break;
+            const int j = 8 * c + jj;
+            *reinterpret_cast<unsigned*>(stg + (g * MG_ST_LD + 8 * jj + 2 * q) * 2) = pack_bf16(acc[4 * j], acc[4 * j + 1]);
+            *reinterpret_cast<unsigned*>(stg + ((g + 8) * MG_ST_LD + 8 * jj + 2 * q) * 2) = pack_bf16(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+        __syncwarp();
+        // 16 rows x `blocks` 16-byte pieces; N % 8 == 0, so a piece is
+        // all inside N or all outside.
+#pragma unroll
+        for (int p0 = 0; p0 < 16 * blocks; p0 += 32) {
+            const int p = p0 + lane;
+            const int r = p / blocks, pc = p - r * blocks;
+            const int row = row0 + r, col = col0 + 64 * c + 8 * pc;
+            if (p < 16 * blocks && row < seg_hi && col < big_n) {
+                const uint4 v = *reinterpret_cast<const uint4*>(stg + (r * MG_ST_LD + 8 * pc) * 2);
+                *reinterpret_cast<uint4*>(out + (size_t)row * big_n + col) = v;
+            }
+        }
+        __syncwarp();
+    }
+}
+
+// The cooperative kernel: both consumer warpgroups on every tile.
+template <int BN, int STAGES>
+__device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, const int* __restrict__ offsets, int n, int e,
+                                          int big_n, int big_k) {
+    constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
+    const MgSmem m = mg_setup<BN, STAGES>(ta, tw, offsets, n, e, 8);
+    const int ntc = (big_n + BN - 1) / BN, tiles = m.pre[e] * ntc;
+    const int KT = (big_k + MG_BK - 1) / MG_BK;
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
+    if (wg == 0) {
+        mg_produce<BN, STAGES>(m, ta, tw, out, n, e, big_n, tiles, ntc, KT);
         return;
     }
 
     // Consumers: warpgroup cw owns tile rows 64·cw .. 64·cw + 63.
-    const int cw = wg - 1, warp = (tid & 127) >> 5, g = lane >> 2, q = lane & 3;
-    unsigned char* stg = staging + (cw * 4 + warp) * MG_ST_BYTES;
+    const int cw = wg - 1, warp = (tid & 127) >> 5;
+    unsigned char* stg = m.staging + (cw * 4 + warp) * MG_ST_BYTES;
     float acc[BN / 2];
     int s = 0;
     unsigned phase = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int x, mt, nt;
-        mg_tile(t, pre, e, ntc, x, mt, nt);
-        const int seg_hi = max(start[x + 1], start[x]);
-        const int r0 = start[x] + mt * MG_BM + cw * 64;
+        mg_tile(t, m.pre, e, ntc, x, mt, nt);
+        const int seg_hi = max(m.start[x + 1], m.start[x]);
+        const int r0 = m.start[x] + mt * MG_BM + cw * 64;
         if (r0 >= seg_hi) {
             // Nothing of ours in the segment: release each stage once it has
             // landed (waiting keeps our arrivals in step with the ring).
             for (int kt = 0; kt < KT; ++kt) {
-                mbar_wait(full(s), phase);
-                if (lane == 0) mbar_arrive(empty(s));
+                mbar_wait(m.bars + 8u * s, phase);
+                if (lane == 0) mbar_arrive(m.bars + 8u * (STAGES + s));
                 ring_next<STAGES>(s, phase);
             }
             continue;
         }
-        wg_consume_tile<BN, MG_BK, STAGES>(acc, ring, STAGE_BYTES, cw * 64 * (MG_BK * 2), MG_A_BYTES, bars, KT, lane, s, phase);
+        wg_consume_tile<BN, MG_BK, STAGES>(acc, m.ring, STAGE_BYTES, cw * 64 * (MG_BK * 2), MG_A_BYTES, m.bars, KT, lane, s, phase);
+        mg_store_rows<BN>(acc, stg, out, r0 + warp * 16, seg_hi, nt * BN, big_n, lane);
+    }
+}
 
-        // Fragment layout: n8 block j holds (row g, cols 8j + 2q, +1) in
-        // acc[4j], acc[4j+1] and row g + 8 in acc[4j+2], acc[4j+3]; this
-        // warp's rows are r0 + 16·warp .. + 15.
-        const int row0 = r0 + warp * 16;
+// Moves a ring position past `slices` stages (another warpgroup's tile).
+template <int STAGES> __device__ __forceinline__ void ring_skip(int& s, unsigned& phase, int slices) {
+    const int rounds = slices / STAGES, rest = slices - rounds * STAGES;
+    phase ^= (unsigned)(rounds & 1);
+    s += rest;
+    if (s >= STAGES) {
+        s -= STAGES;
+        phase ^= 1u;
+    }
+}
+
+// The ping-pong kernel: the block's i-th tile belongs to consumer warpgroup
+// i % 2, which computes all 128 of its rows.
+template <int BN, int STAGES>
+__device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, const int* __restrict__ offsets, int n,
+                                             int e, int big_n, int big_k) {
+    constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
+    // Each stage is read by one warpgroup: four warps release it.
+    const MgSmem m = mg_setup<BN, STAGES>(ta, tw, offsets, n, e, 4);
+    const int ntc = (big_n + BN - 1) / BN, tiles = m.pre[e] * ntc;
+    const int KT = (big_k + MG_BK - 1) / MG_BK;
+    const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
+    if (wg == 0) {
+        // The producer needs few registers; the consumers' 176 accumulators
+        // need more than the 168 an even split of the SM leaves them.
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        mg_produce<BN, STAGES>(m, ta, tw, out, n, e, big_n, tiles, ntc, KT);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+
+    const int cw = wg - 1, warp = (tid & 127) >> 5;
+    unsigned char* stg = m.staging + (cw * 4 + warp) * MG_ST_BYTES;
+    float acc[2][BN / 2];
+    // Ring position of this warpgroup's first tile (turn cw).
+    int s = 0;
+    unsigned phase = 0;
+    if (cw == 1) ring_skip<STAGES>(s, phase, KT);
+    // One tile's K loop with the first ACT row blocks multiplying (the
+    // other lies past the segment's end). `more`: the other warpgroup has a
+    // next tile, and takes its turn once this K loop is issued.
+    auto k_loop = [&](auto act_c, bool more) {
+        constexpr int ACT = decltype(act_c)::value;
 #pragma unroll
-        for (int c = 0; c < (BN + 63) / 64; ++c) {
-            const int blocks = min(8, BN / 8 - 8 * c); // n8 blocks in this 64-column piece
+        for (int b = 0; b < ACT; ++b)
 #pragma unroll
-            for (int jj = 0; jj < 8; ++jj) {
-                if (jj >= blocks) break;
-                const int j = 8 * c + jj;
-                *reinterpret_cast<unsigned*>(stg + (g * MG_ST_LD + 8 * jj + 2 * q) * 2) = pack_bf16(acc[4 * j], acc[4 * j + 1]);
-                *reinterpret_cast<unsigned*>(stg + ((g + 8) * MG_ST_LD + 8 * jj + 2 * q) * 2) = pack_bf16(acc[4 * j + 2], acc[4 * j + 3]);
-            }
-            __syncwarp();
-            // 16 rows x `blocks` 16-byte pieces; N % 8 == 0, so a piece is
-            // all inside N or all outside.
+            for (int i = 0; i < BN / 2; ++i) acc[b][i] = 0.0f;
+        int prev = -1;
+        for (int kt = 0; kt < KT; ++kt) {
+            mbar_wait(m.bars + 8u * s, phase);
+            const unsigned a_addr = m.ring + s * STAGE_BYTES;
+            const unsigned b_addr = a_addr + MG_A_BYTES;
 #pragma unroll
-            for (int p0 = 0; p0 < 16 * blocks; p0 += 32) {
-                const int p = p0 + lane;
-                const int r = p / blocks, pc = p - r * blocks;
-                const int row = row0 + r, col = nt * BN + 64 * c + 8 * pc;
-                if (p < 16 * blocks && row < seg_hi && col < big_n) {
-                    const uint4 v = *reinterpret_cast<const uint4*>(stg + (r * MG_ST_LD + 8 * pc) * 2);
-                    *reinterpret_cast<uint4*>(out + (size_t)row * big_n + col) = v;
-                }
-            }
-            __syncwarp();
+            for (int b = 0; b < ACT; ++b)
+#pragma unroll
+                for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[b][i]);
+            wgmma_fence();
+#pragma unroll
+            for (int j = 0; j < MG_BK / 16; ++j)
+#pragma unroll
+                for (int b = 0; b < ACT; ++b) wgmma_tile<BN>(acc[b], wg_desc(a_addr + b * 64 * (MG_BK * 2) + 32 * j), wg_desc(b_addr + 32 * j));
+            wgmma_commit();
+#pragma unroll
+            for (int b = 0; b < ACT; ++b)
+#pragma unroll
+                for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[b][i]);
+            // The slice before this one is finished with: free its stage.
+            wgmma_wait<1>();
+            if (prev >= 0 && lane == 0) mbar_arrive(m.bars + 8u * (STAGES + prev));
+            prev = s;
+            ring_next<STAGES>(s, phase);
         }
+        // Everything of this tile is issued: the tensor cores are the other
+        // warpgroup's while this one drains and stores.
+        if (more) asm volatile("bar.arrive %0, 256;\n" ::"r"(MG_TURN_BAR + (1 - cw)) : "memory");
+        wgmma_wait<0>();
+#pragma unroll
+        for (int b = 0; b < ACT; ++b)
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[b][i]);
+        if (prev >= 0 && lane == 0) mbar_arrive(m.bars + 8u * (STAGES + prev));
+    };
+    // Turn i (the block's i-th tile) waits for turn i - 1's hand-over; each
+    // bar.sync meets exactly one bar.arrive (the previous turn hands over
+    // only when this turn exists), so no arrival is left pending at exit.
+    int i = cw;
+    for (int t = blockIdx.x + cw * gridDim.x; t < tiles; t += 2 * gridDim.x, i += 2) {
+        int x, mt, nt;
+        mg_tile(t, m.pre, e, ntc, x, mt, nt);
+        const int seg_hi = max(m.start[x + 1], m.start[x]);
+        const int r0 = m.start[x] + mt * MG_BM;
+        const bool more = t + gridDim.x < tiles;
+        if (i > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(MG_TURN_BAR + cw) : "memory");
+        // A tile's first row block always holds rows of its segment (tiles
+        // are ⌈len / 128⌉ a segment).
+        if (r0 + 64 < seg_hi) k_loop(MgConst<2>{}, more);
+        else k_loop(MgConst<1>{}, more);
+        ring_skip<STAGES>(s, phase, KT); // the other warpgroup's next tile
+        mg_store_rows<BN>(acc[0], stg, out, r0 + warp * 16, seg_hi, nt * BN, big_n, lane);
+        if (r0 + 64 < seg_hi) mg_store_rows<BN>(acc[1], stg, out, r0 + 64 + warp * 16, seg_hi, nt * BN, big_n, lane);
     }
 }
 
@@ -222,6 +391,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     moe_grouped_gemm_wgmma_n176(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
                                 int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
     moe_wgmma<176, 5>(&ta, &tw, out, offsets, n, e, big_n, big_k);
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    moe_grouped_gemm_wgmma_pp_n176(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
+                                   int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
+    moe_wgmma_pp<176, 5>(&ta, &tw, out, offsets, n, e, big_n, big_k);
 }
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
