@@ -18,20 +18,40 @@
 // window ranges, in tiles of BN keys; tiles wholly outside a warp's rows'
 // ranges cost that warp nothing, and tiles outside every row's range are
 // never loaded. Per tile, everything on the tensor cores (mma.sync
-// m16n8k16, bf16 in, f32 accumulate):
+// m16n8k16, f32 accumulate):
 //   - the block's 2..4 warps' threads copy K (and V's DV-dim slice) rows
 //     into a STAGES-deep ring in shared memory with cp.async, one block-table
 //     lookup per key row and thread; rows padded by 16 bytes so ldmatrix is
 //     conflict-free. V aliasing K (the same pool, Gemma's attention_k_eq_v)
-//     reads V from the K tile;
-//   - S = Q·Kᵀ: Q (loaded once per block into shared memory) and K
+//     copies only the K tile (V's f16 tile is converted from it);
+//   - S = Q·Kᵀ in bf16: Q (loaded once per block into shared memory) and K
 //     fragments by ldmatrix;
 //   - masks (only on tiles that are not wholly inside every row's range of
 //     the warp), online softmax in f32 with exp2 (scale·log2 e folded in);
-//   - O += P·V with V by ldmatrix.trans. P is split into bf16 hi + lo
-//     (lo = bf16(p − hi)) and both products are accumulated: a single bf16
-//     rounding of P (2^-9 relative) puts the output's NMSE near the 1e-6 the
-//     contract allows; hi + lo keeps P to about 2^-17 (as attn.cu's kernel).
+//   - O += P·V in f16 (mma.sync m16n8k16 f16 in, f32 accumulate), one MMA
+//     per product, with V by ldmatrix.trans from a converted copy of the tile.
+// Numeric contract of P·V (the rest is as attn.cu's): V is converted to f16
+// once per tile in shared memory, by the threads that copied it, each key
+// row j scaled by 2^(15 - e_j) where e_j is the exponent of the row's
+// largest |v| (e_j >= -110): bf16's 8 significant bits fit f16's 11, so
+// every value down to 2^-39 of its row's largest converts exactly and none
+// can overflow (f16 tops at 65504, V may reach 3e38). P is rounded to f16
+// as p·2^(e_j - e_run) ∈ [0, 1], e_run the largest e_j of the tiles seen so
+// far, so that P'·V' = p·v·2^(15 - e_run) for every key; the accumulator
+// moves to a new e_run by a power of two folded into the online-softmax
+// rescale, and 2^(e_run - 15) / l comes off at the end. Scales are powers of
+// two, exact in f32, bf16 and f16. What is lost: P's rounding to f16 (2^-12
+// relative; each product p·v also carries at most 2^-25 · 2^(e_run + 1)
+// absolute, where p·2^(e_j - e_run) falls below f16's normal range). Before
+// the output's bf16 rounding that is an NMSE of about 2e-8 against an exact
+// reference; after it, the few outputs whose rounding flips dominate: NMSE
+// about 5e-7 against the CPU reference's bf16 output on the parity cases
+// (bound 1e-6; hi + lo bf16 P, the previous form at 1.5x the tensor work,
+// gave about 4e-9; one bf16 rounding of P, 2^-9, about 5e-6).
+// The converted tile costs one pass over V per block (4 16-byte chunks a
+// thread at hd 256) and no barrier of its own (it runs before the loop's
+// barrier); converting after ldmatrix.trans instead would have each of the
+// 8 warps convert the whole tile (8x the conversions).
 // Invalid slots: a key in the range whose page entry is negative or whose
 // slot is outside the pool gets zero K and V rows in shared memory, and the
 // thread that found it flags every row of the sequence with that key in its
@@ -47,6 +67,37 @@ __device__ __forceinline__ void fp_mma(float* c, unsigned a0, unsigned a1, unsig
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+
+// The same with f16 inputs (P·V: P and the scaled V tile in f16).
+__device__ __forceinline__ void fp_mma_f16(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// (lo, hi) f32 -> packed f16 pair, round to nearest even (lo in bits 0..15).
+__device__ __forceinline__ unsigned fp_pack_f16(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// 2^e as f32 for e >= -126, else 0 (every caller's e is at most 127).
+__device__ __forceinline__ float fp_pow2(int e) { return e >= -126 ? __int_as_float((e + 127) << 23) : 0.0f; }
+
+// Shared-memory 16-byte load / store as asm volatile, so that they stay
+// ordered against the cp.async waits (which carry no memory clobber).
+__device__ __forceinline__ void fp_lds16(unsigned (&w)[4], unsigned addr) {
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "r"(addr));
+}
+__device__ __forceinline__ void fp_sts16(unsigned addr, const unsigned (&w)[4]) {
+    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]));
+}
+
+// Exponents of V rows: a row whose largest |v| is below 2^FP_EMIN (zeros,
+// tiny or subnormal values) counts as 2^FP_EMIN, so that its scale
+// 2^(15 - e) stays a normal f32 (and its tiny values stay normal f16).
+#define FP_EMIN (-110)
 
 // 16 bytes global -> shared; zero-filled (nothing read) when !in.
 __device__ __forceinline__ void fp_cp16(unsigned dst, const void* src, bool in) {
@@ -101,6 +152,7 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
     __shared__ int s_seq[BM], s_pos[BM], s_lo[BM];
     __shared__ int s_ctl[3];
     __shared__ int s_rowbad[BM]; // the row has a key with an invalid slot in its range
+    __shared__ __align__(8) int s_vexp[STAGES * BN]; // per stage and key: e, the V row's scale being 2^(15 - e)
 
     if (hd != HD || nkv <= 0 || nh % nkv != 0 || (int)blockIdx.y >= nh) return; // block-uniform: the plan never launches these
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
@@ -113,7 +165,6 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
     const bool alias = k_pool == v_pool;
     bf16* const qs = fp_dyn;
     bf16* const ring = fp_dyn + C::Q_ELEMS;
-    const int ldv = alias ? LDK : C::LDV;
 
     // ---- row metadata; rows with an invalid sequence or position are NaN (this block's DV dims).
     for (int i = tid; i < BM; i += THREADS) {
@@ -245,124 +296,183 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
             }
         };
 
+        // V of the tile in stage `st` to f16, by the threads that copied it
+        // (their cp.async data is visible to them after the wait, to others
+        // only after the next barrier, which every reader passes first): each
+        // key row is scaled by 2^(15 - e), e the exponent of its largest |v|,
+        // so the row's values are exact in f16 (bf16's 8 significant bits
+        // fit f16's 11 wherever the scaled value is a normal f16: down to
+        // 2^-39 of the row's largest) and none overflows. Written to the
+        // stage's V area, which under V = K is otherwise unused (the K tile
+        // must stay bf16 for Q·Kᵀ).
+        auto convert_v = [&](int st) {
+            bf16* ks = ring + st * C::STAGE_ELEMS;
+            bf16* vs = ks + C::K_ELEMS;
+            const int kr = tid / TPK, sub = tid % TPK;
+            const unsigned src = smem_addr(alias ? ks + kr * LDK + z * DV : vs + kr * C::LDV);
+            const unsigned dst = smem_addr(vs + kr * C::LDV);
+            constexpr int NC = DV / 8 / TPK;
+            unsigned w[NC][4];
+            unsigned mx = 0;
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+                fp_lds16(w[c], src + (sub + c * TPK) * 16);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) mx = max(mx, max(w[c][i] & 0x7fffu, (w[c][i] >> 16) & 0x7fffu));
+            }
+#pragma unroll
+            for (int sh = 1; sh < TPK; sh <<= 1) mx = max(mx, __shfl_xor_sync(FP_FULL, mx, sh));
+            // Biased exponent 255 (inf / NaN) gives e = 128 and a scale of 2^-113: inf and NaN stay what they are.
+            const int e = max((int)(mx >> 7) - 127, FP_EMIN);
+            const float f = __int_as_float((142 - e) << 23); // 2^(15 - e), e in [-110, 128]
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+                unsigned y[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) y[i] = fp_pack_f16(bf16_lo(w[c][i]) * f, bf16_hi(w[c][i]) * f);
+                fp_sts16(dst + (sub + c * TPK) * 16, y);
+            }
+            if (sub == 0) s_vexp[st * BN + kr] = e;
+        };
+
 #pragma unroll
         for (int t = 0; t < STAGES - 1; ++t) {
             if (t < ntiles) load_tile(t);
             fp_commit();
         }
+        fp_wait<STAGES - 2>(); // tile 0 landed (this thread's copies)
+        convert_v(0);
 
         float o[DV / 8][4];
 #pragma unroll
         for (int i = 0; i < DV / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
         float m_a = -SY_INF, m_b = -SY_INF, l_a = 0.0f, l_b = 0.0f;
+        // o holds P·V in units of 2^(15 - e_run): e_run is the largest V row exponent of the tiles seen so far.
+        int e_run = FP_EMIN;
 
         for (int t = 0; t < ntiles; ++t) {
-            fp_wait<STAGES - 2>();
-            __syncthreads(); // tile t landed for every thread; stage (t - 1) % STAGES is free
+            __syncthreads(); // tile t landed and converted for every thread; stage (t - 1) % STAGES is free
             if (t + STAGES - 1 < ntiles) load_tile(t + STAGES - 1);
             fp_commit();
 
             const int kt = kt0 + t * BN;
-            if (kt > wmax || kt + BN - 1 < wmin) continue; // warp-uniform: no key of this tile is seen by the warp's rows
-            const bf16* ks = ring + (t % STAGES) * C::STAGE_ELEMS;
-            const bf16* vs = alias ? ks + z * DV : ks + C::K_ELEMS;
+            // warp-uniform: skip when no key of this tile is seen by the warp's rows
+            if (kt <= wmax && kt + BN - 1 >= wmin) {
+                const int st = t % STAGES;
+                const bf16* ks = ring + st * C::STAGE_ELEMS;
+                const bf16* vs = ks + C::K_ELEMS;
+                constexpr int ldv = C::LDV;
 
-            // ---- S = Q · Kᵀ (16 rows x BN keys per warp).
-            float s[BN / 8][4];
+                // ---- S = Q · Kᵀ (16 rows x BN keys per warp).
+                float s[BN / 8][4];
 #pragma unroll
-            for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-            const unsigned qa_addr = smem_addr(qs + (warp * 16 + (mi & 1) * 8 + rr) * LDK + (mi >> 1) * 8);
-            const unsigned kb_addr = smem_addr(ks + ((mi >> 1) * 8 + rr) * LDK + (mi & 1) * 8);
+                for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+                const unsigned qa_addr = smem_addr(qs + (warp * 16 + (mi & 1) * 8 + rr) * LDK + (mi >> 1) * 8);
+                const unsigned kb_addr = smem_addr(ks + ((mi >> 1) * 8 + rr) * LDK + (mi & 1) * 8);
 #pragma unroll 2
-            for (int kk = 0; kk < HD; kk += 16) {
-                unsigned a0, a1, a2, a3;
-                ldsm_x4(a0, a1, a2, a3, qa_addr + kk * 2);
+                for (int kk = 0; kk < HD; kk += 16) {
+                    unsigned a0, a1, a2, a3;
+                    ldsm_x4(a0, a1, a2, a3, qa_addr + kk * 2);
 #pragma unroll
-                for (int nb = 0; nb < BN / 16; ++nb) {
-                    unsigned b0, b1, b2, b3;
-                    ldsm_x4(b0, b1, b2, b3, kb_addr + (nb * 16 * LDK + kk) * 2);
-                    fp_mma(s[2 * nb], a0, a1, a2, a3, b0, b1);
-                    fp_mma(s[2 * nb + 1], a0, a1, a2, a3, b2, b3);
+                    for (int nb = 0; nb < BN / 16; ++nb) {
+                        unsigned b0, b1, b2, b3;
+                        ldsm_x4(b0, b1, b2, b3, kb_addr + (nb * 16 * LDK + kk) * 2);
+                        fp_mma(s[2 * nb], a0, a1, a2, a3, b0, b1);
+                        fp_mma(s[2 * nb + 1], a0, a1, a2, a3, b2, b3);
+                    }
                 }
-            }
 
-            // ---- masks, online softmax (log2 domain).
-            float mx_a = -SY_INF, mx_b = -SY_INF;
-            const bool full = kt >= full_lo && kt + BN - 1 <= full_hi;
-            if (full) {
+                // ---- masks, online softmax (log2 domain).
+                float mx_a = -SY_INF, mx_b = -SY_INF;
+                const bool full = kt >= full_lo && kt + BN - 1 <= full_hi;
+                if (full) {
 #pragma unroll
-                for (int nt = 0; nt < BN / 8; ++nt) {
+                    for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) s[nt][e] *= sc;
-                    mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
-                    mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
+                        for (int e = 0; e < 4; ++e) s[nt][e] *= sc;
+                        mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
+                        mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
+                    }
+                } else {
+#pragma unroll
+                    for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            const int j = kt + nt * 8 + 2 * t4 + (e & 1);
+                            const bool rowa = e < 2;
+                            const bool inr = rowa ? (aa && j >= la && j <= pa) : (ab && j >= lb && j <= pb);
+                            const float v = inr ? s[nt][e] * sc : -SY_INF;
+                            s[nt][e] = v;
+                            if (rowa) mx_a = fmaxf(mx_a, v);
+                            else mx_b = fmaxf(mx_b, v);
+                        }
+                    }
                 }
-            } else {
+                mx_a = fmaxf(mx_a, __shfl_xor_sync(FP_FULL, mx_a, 1));
+                mx_b = fmaxf(mx_b, __shfl_xor_sync(FP_FULL, mx_b, 1));
+                mx_a = fmaxf(mx_a, __shfl_xor_sync(FP_FULL, mx_a, 2));
+                mx_b = fmaxf(mx_b, __shfl_xor_sync(FP_FULL, mx_b, 2));
+                const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+                // A row that has seen no key yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN.
+                const float ua = mn_a == -SY_INF ? 0.0f : mn_a, ub = mn_b == -SY_INF ? 0.0f : mn_b;
+                const float al_a = fp_ex2(m_a - ua), al_b = fp_ex2(m_b - ub);
+                m_a = mn_a;
+                m_b = mn_b;
+                float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
                 for (int nt = 0; nt < BN / 8; ++nt) {
+                    s[nt][0] = fp_ex2(s[nt][0] - ua);
+                    s[nt][1] = fp_ex2(s[nt][1] - ua);
+                    s[nt][2] = fp_ex2(s[nt][2] - ub);
+                    s[nt][3] = fp_ex2(s[nt][3] - ub);
+                    sum_a += s[nt][0] + s[nt][1];
+                    sum_b += s[nt][2] + s[nt][3];
+                }
+                l_a = l_a * al_a + sum_a;
+                l_b = l_b * al_b + sum_b;
+
+                // ---- V scales: the tile's largest row exponent joins e_run; o moves to the new
+                // units with the softmax rescale (a power of two more, exact).
+                const int* ve = s_vexp + st * BN;
+                int et = FP_EMIN;
+                for (int j = lane; j < BN; j += 32) et = max(et, ve[j]);
+                et = __reduce_max_sync(FP_FULL, et);
+                const int e_new = max(e_run, et);
+                const float rs = fp_pow2(e_run - e_new);
+                e_run = e_new;
+                const float oa = al_a * rs, ob = al_b * rs;
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int j = kt + nt * 8 + 2 * t4 + (e & 1);
-                        const bool rowa = e < 2;
-                        const bool inr = rowa ? (aa && j >= la && j <= pa) : (ab && j >= lb && j <= pb);
-                        const float v = inr ? s[nt][e] * sc : -SY_INF;
-                        s[nt][e] = v;
-                        if (rowa) mx_a = fmaxf(mx_a, v);
-                        else mx_b = fmaxf(mx_b, v);
+                for (int i = 0; i < DV / 8; ++i) {
+                    o[i][0] *= oa;
+                    o[i][1] *= oa;
+                    o[i][2] *= ob;
+                    o[i][3] *= ob;
+                }
+
+                // ---- O += P · V, 16 keys at a time, in f16: V' = v · 2^(15 - e_j) (the converted
+                // tile), P' = p · 2^(e_j - e_run) in [0, 1], so P'·V' = p · v · 2^(15 - e_run).
+                const unsigned vb_addr = smem_addr(vs + ((mi & 1) * 8 + rr) * ldv + (mi >> 1) * 8);
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; ++kk) {
+                    unsigned ph[4];
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int nt = 2 * kk + (i >> 1), e0 = (i & 1) * 2;
+                        const int2 ej = *reinterpret_cast<const int2*>(ve + nt * 8 + 2 * t4);
+                        ph[i] = fp_pack_f16(s[nt][e0] * fp_pow2(ej.x - e_run), s[nt][e0 + 1] * fp_pow2(ej.y - e_run));
+                    }
+#pragma unroll
+                    for (int nb = 0; nb < DV / 16; ++nb) {
+                        unsigned v0, v1, v2, v3;
+                        ldsm_x4_t(v0, v1, v2, v3, vb_addr + (kk * 16 * ldv + nb * 16) * 2);
+                        fp_mma_f16(o[2 * nb], ph[0], ph[1], ph[2], ph[3], v0, v1);
+                        fp_mma_f16(o[2 * nb + 1], ph[0], ph[1], ph[2], ph[3], v2, v3);
                     }
                 }
             }
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(FP_FULL, mx_a, 1));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(FP_FULL, mx_b, 1));
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(FP_FULL, mx_a, 2));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(FP_FULL, mx_b, 2));
-            const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-            // A row that has seen no key yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN.
-            const float ua = mn_a == -SY_INF ? 0.0f : mn_a, ub = mn_b == -SY_INF ? 0.0f : mn_b;
-            const float al_a = fp_ex2(m_a - ua), al_b = fp_ex2(m_b - ub);
-            m_a = mn_a;
-            m_b = mn_b;
-            float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < BN / 8; ++nt) {
-                s[nt][0] = fp_ex2(s[nt][0] - ua);
-                s[nt][1] = fp_ex2(s[nt][1] - ua);
-                s[nt][2] = fp_ex2(s[nt][2] - ub);
-                s[nt][3] = fp_ex2(s[nt][3] - ub);
-                sum_a += s[nt][0] + s[nt][1];
-                sum_b += s[nt][2] + s[nt][3];
-            }
-            l_a = l_a * al_a + sum_a;
-            l_b = l_b * al_b + sum_b;
-#pragma unroll
-            for (int i = 0; i < DV / 8; ++i) {
-                o[i][0] *= al_a;
-                o[i][1] *= al_a;
-                o[i][2] *= al_b;
-                o[i][3] *= al_b;
-            }
-
-            // ---- O += P · V, 16 keys at a time; P as bf16 hi + lo.
-            const unsigned vb_addr = smem_addr(vs + ((mi & 1) * 8 + rr) * ldv + (mi >> 1) * 8);
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) {
-                unsigned ph[4], pl[4];
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int nt = 2 * kk + (i >> 1), e0 = (i & 1) * 2;
-                    const float x0 = s[nt][e0], x1 = s[nt][e0 + 1];
-                    ph[i] = pack_bf16_rn(x0, x1);
-                    pl[i] = pack_bf16_rn(x0 - bf16_lo(ph[i]), x1 - bf16_hi(ph[i]));
-                }
-#pragma unroll
-                for (int nb = 0; nb < DV / 16; ++nb) {
-                    unsigned v0, v1, v2, v3;
-                    ldsm_x4_t(v0, v1, v2, v3, vb_addr + (kk * 16 * ldv + nb * 16) * 2);
-                    fp_mma(o[2 * nb], ph[0], ph[1], ph[2], ph[3], v0, v1);
-                    fp_mma(o[2 * nb + 1], ph[0], ph[1], ph[2], ph[3], v2, v3);
-                    fp_mma(o[2 * nb], pl[0], pl[1], pl[2], pl[3], v0, v1);
-                    fp_mma(o[2 * nb + 1], pl[0], pl[1], pl[2], pl[3], v2, v3);
-                }
+            if (t + 1 < ntiles) {
+                fp_wait<STAGES - 2>(); // tile t + 1 landed (this thread's copies)
+                convert_v((t + 1) % STAGES);
             }
         }
         fp_wait<0>(); // nothing in flight into the ring before the next sequence reuses it
@@ -374,13 +484,22 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
         l_b += __shfl_xor_sync(FP_FULL, l_b, 2);
         const bool nan_a = s_rowbad[ra] != 0, nan_b = s_rowbad[rb] != 0;
         const float ia = 1.0f / l_a, ib = 1.0f / l_b;
+        const float un = __int_as_float((e_run + 112) << 23); // 2^(e_run - 15), e_run in [-110, 128]
+        // 1/l first: o/l is within V's scaled range, so the power of two after it is exact unless the output is itself subnormal.
+#pragma unroll
+        for (int i = 0; i < DV / 8; ++i) {
+            o[i][0] *= ia;
+            o[i][1] *= ia;
+            o[i][2] *= ib;
+            o[i][3] *= ib;
+        }
         bf16* oa = out + (size_t)(r0 + ra) * width + (size_t)h * HD + z * DV;
         bf16* ob = out + (size_t)(r0 + rb) * width + (size_t)h * HD + z * DV;
 #pragma unroll
         for (int nt = 0; nt < DV / 8; ++nt) {
             const int col = nt * 8 + 2 * t4;
-            if (aa) *reinterpret_cast<unsigned*>(oa + col) = nan_a ? 0x7fc07fc0u : pack_bf16(o[nt][0] * ia, o[nt][1] * ia);
-            if (ab) *reinterpret_cast<unsigned*>(ob + col) = nan_b ? 0x7fc07fc0u : pack_bf16(o[nt][2] * ib, o[nt][3] * ib);
+            if (aa) *reinterpret_cast<unsigned*>(oa + col) = nan_a ? 0x7fc07fc0u : pack_bf16(o[nt][0] * un, o[nt][1] * un);
+            if (ab) *reinterpret_cast<unsigned*>(ob + col) = nan_b ? 0x7fc07fc0u : pack_bf16(o[nt][2] * un, o[nt][3] * un);
         }
     }
 }

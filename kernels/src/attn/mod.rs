@@ -553,6 +553,22 @@ struct PagedCache {
 }
 
 fn paged_cache(g: &mut Gen, lens: &[usize], nkv: usize, hd: usize, page: usize, max_pages: usize) -> PagedCache {
+    paged_cache_v(g, lens, nkv, hd, page, max_pages, &V_UNIT)
+}
+
+/// Magnitudes of a cache's V values: uniform in `[lo, hi)`, then each
+/// (slot, KV head) row of `hd` values times 2^k, k uniform in
+/// `[-spread, spread]` (exact in bf16 at these magnitudes).
+struct VMag {
+    lo: f32,
+    hi: f32,
+    spread: i32,
+}
+
+/// V as every attention case draws it (K always is).
+const V_UNIT: VMag = VMag { lo: 0.01, hi: 1.0, spread: 0 };
+
+fn paged_cache_v(g: &mut Gen, lens: &[usize], nkv: usize, hd: usize, page: usize, max_pages: usize, v: &VMag) -> PagedCache {
     let used: Vec<usize> = lens.iter().map(|l| l.div_ceil(page)).collect();
     let max_pages = max_pages.max(used.iter().copied().max().unwrap_or(1)).max(1);
     let total_pages = used.iter().sum::<usize>() + 2;
@@ -570,7 +586,14 @@ fn paged_cache(g: &mut Gen, lens: &[usize], nkv: usize, hd: usize, page: usize, 
     }
     let num_slots = total_pages * page;
     let (_, k_pool) = g.bf16(num_slots * nkv * hd, 0.01, 1.0);
-    let (_, v_pool) = g.bf16(num_slots * nkv * hd, 0.01, 1.0);
+    let (mut vals, mut v_pool) = g.bf16(num_slots * nkv * hd, v.lo, v.hi);
+    if v.spread > 0 {
+        for row in vals.chunks_exact_mut(hd) {
+            let f = 2f32.powi(rand::Rng::random_range(&mut g.rng, -v.spread..=v.spread));
+            row.iter_mut().for_each(|x| *x *= f);
+        }
+        v_pool = bytes::bf16_bytes(&vals);
+    }
     PagedCache { k_pool, v_pool, table, num_slots, max_pages }
 }
 
@@ -662,13 +685,44 @@ static FLASH_SHAPES: [(AttnShape, bool); 5] = [
     (AttnShape { lens: &[60, 45, 1], nh: 4, nkv: 4, hd: 128, page: 16, window: 0, scale: 0.09, k_eq_v: false }, true),
 ];
 
+/// Prefill only, V's range (the CUDA flash kernels run P·V in f16 with V
+/// rows scaled by powers of two; the other backends see ordinary f32 math):
+/// V around 1e4..6e4 (f16's top binade and below), past f16's 65504 (up to
+/// 2e6), tiny (1e-6..1e-5, below f16's normal range), and rows of one tile
+/// 2^±20 apart (each row its own scale, P rescaled per key), at each flash
+/// head width, with GQA and windows (V = K converts the same way from the K
+/// tile: FLASH_SHAPES' k_eq_v case).
+static V_RANGE_SHAPES: [(AttnShape, VMag); 5] = [
+    (
+        AttnShape { lens: &[150, 70], nh: 4, nkv: 2, hd: 256, page: 16, window: 0, scale: 0.0625, k_eq_v: false },
+        VMag { lo: 1e4, hi: 6e4, spread: 0 },
+    ),
+    (
+        AttnShape { lens: &[100, 37], nh: 4, nkv: 1, hd: 512, page: 4, window: 0, scale: 0.04, k_eq_v: false },
+        VMag { lo: 1e5, hi: 2e6, spread: 0 },
+    ),
+    (
+        AttnShape { lens: &[60, 45, 1], nh: 4, nkv: 4, hd: 128, page: 16, window: 0, scale: 0.09, k_eq_v: false },
+        VMag { lo: 1e-6, hi: 1e-5, spread: 0 },
+    ),
+    (
+        AttnShape { lens: &[200], nh: 2, nkv: 1, hd: 256, page: 8, window: 48, scale: 0.07, k_eq_v: false },
+        VMag { lo: 1e-6, hi: 1e-5, spread: 0 },
+    ),
+    (
+        AttnShape { lens: &[130, 20], nh: 4, nkv: 2, hd: 256, page: 16, window: 0, scale: 0.0625, k_eq_v: false },
+        VMag { lo: 0.01, hi: 1.0, spread: 20 },
+    ),
+];
+
 fn prefill_cases(g: &mut Gen) -> Vec<Case> {
     ATTN_SHAPES
         .iter()
-        .map(|s| (s, false))
-        .chain(FLASH_SHAPES.iter().map(|(s, i)| (s, *i)))
-        .map(|(s, interleave)| {
-            let c = paged_cache(g, s.lens, s.nkv, s.hd, s.page, 0);
+        .map(|s| (s, false, &V_UNIT))
+        .chain(FLASH_SHAPES.iter().map(|(s, i)| (s, *i, &V_UNIT)))
+        .chain(V_RANGE_SHAPES.iter().map(|(s, v)| (s, false, v)))
+        .map(|(s, interleave, v)| {
+            let c = paged_cache_v(g, s.lens, s.nkv, s.hd, s.page, 0, v);
             // Every position of every sequence, sequence after sequence, like
             // a batched prefill, or interleaved row by row.
             let (mut seq_of_row, mut pos) = (Vec::new(), Vec::new());
@@ -702,7 +756,16 @@ fn prefill_cases(g: &mut Gen) -> Vec<Case> {
             ];
             Case {
                 kernel: &ATTENTION_PREFILL,
-                label: if interleave { format!("{} rows interleaved", label(s)) } else { label(s) },
+                label: format!(
+                    "{}{}{}",
+                    label(s),
+                    if interleave { " rows interleaved" } else { "" },
+                    match (v.spread, v.lo == V_UNIT.lo && v.hi == V_UNIT.hi) {
+                        (0, true) => String::new(),
+                        (0, false) => format!(" v=±[{:e}, {:e})", v.lo, v.hi),
+                        (k, _) => format!(" v rows ×2^±{k}"),
+                    }
+                ),
                 buffers,
                 run: Box::new(move |o, a| o.attention_prefill(a[0], a[1], a[5], a[6], rows, &view_of(a, 2, s, sizes), &params)),
             }
