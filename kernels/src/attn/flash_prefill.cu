@@ -45,10 +45,12 @@
 // absolute, where p·2^(e_j - e_run) falls below f16's normal range). Before
 // the output's bf16 rounding that is an NMSE of about 2e-8 against an exact
 // reference; after it, the few outputs whose rounding flips dominate: NMSE
-// about 5e-7 against the CPU reference's bf16 output on the parity cases
-// (bound 1e-6; hi + lo bf16 P, the previous form at 1.5x the tensor work,
-// gave about 4e-9; one bf16 rounding of P, 2^-9, about 5e-6).
-// The converted tile costs one pass over V per block (4 16-byte chunks a
+// 3.8e-7 .. 5.9e-7 against the CPU reference's bf16 output on the H200 over
+// the parity cases these entries take, V's range cases included (bound
+// 1e-6; hi + lo bf16 P, the previous form at 1.5x the tensor work, gave
+// 1.3e-9 .. 8.6e-9; one bf16 rounding of P, 2^-9, about 5e-6 in a host
+// model of the same cases).
+// The converted tile costs one pass over V per block (8 16-byte chunks a
 // thread at hd 256) and no barrier of its own (it runs before the loop's
 // barrier); converting after ldmatrix.trans instead would have each of the
 // 8 warps convert the whole tile (8x the conversions).
@@ -506,6 +508,13 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
 
 // Entries: <hd, warps, keys per tile, stages>, which the plan's table in
 // kernels/src/attn/mod.rs (FLASH_PREFILL) restates with the shared-memory size.
+// hd 256 takes 64-key tiles in 2 stages (the same 198 KiB as 32 keys in 4):
+// on the H200, 4096 tokens causal, 170.7 TFLOP/s against 153.2 for 32 keys
+// in 3 stages and 153.7 in 4, in one call. The kernel is bound by the work
+// each tile costs beside its MMAs (the o rescale, the V conversion, the
+// softmax, the barrier; ncu at 32 keys: 11% of the warp instructions are
+// HMMA, tensor pipe 27.5% active, 4.7 cycles a warp between issues with 2
+// warps a scheduler), which a wider tile spreads over twice the MMAs.
 #define FLASH_ENTRY(NAME, HD, WARPS, BN, STAGES)                                                                                    \
     extern "C" __global__ void __launch_bounds__(32 * WARPS, 1)                                                                      \
         NAME(bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool, \
@@ -516,5 +525,5 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
     }
 
 FLASH_ENTRY(attention_prefill_flash_hd128, 128, 8, 64, 3)
-FLASH_ENTRY(attention_prefill_flash_hd256, 256, 8, 32, 3)
+FLASH_ENTRY(attention_prefill_flash_hd256, 256, 8, 64, 2)
 FLASH_ENTRY(attention_prefill_flash_hd512, 512, 8, 16, 3)

@@ -219,7 +219,7 @@ fn decode_layout(a: &PlanArgs) -> Result<(u32, u64)> {
 /// lines instantiate them.
 const FLASH_PREFILL: [(u32, &str, u32, u32, u32); 3] = [
     (128, "flash_prefill::attention_prefill_flash_hd128", 8, 64, 3),
-    (256, "flash_prefill::attention_prefill_flash_hd256", 8, 32, 3),
+    (256, "flash_prefill::attention_prefill_flash_hd256", 8, 64, 2),
     (512, "flash_prefill::attention_prefill_flash_hd512", 8, 16, 3),
 ];
 /// Static shared memory of a flash prefill block (row metadata, control
@@ -238,7 +238,9 @@ pub const FLASH_PREFILL_ENV: &str = "SWITCHYARD_FLASH_PREFILL";
 /// kernel → flash: hd 256 causal 27.2 → 151.0 (torch SDPA's flash backend
 /// 263.7, its default dispatch 525.0), hd 256 window 1024 31.1 → 141.9,
 /// hd 512 causal (nkv 4) 19.4 → 93.0 (SDPA 18.3), V = K 20.0 → 96.6, V = K
-/// window 1024 21.7 → 90.5.
+/// window 1024 21.7 → 90.5. With P·V in f16 and 64-key tiles at hd 256
+/// (another call): hd 256 causal 170.7 (SDPA's flash backend 272.7), window
+/// 1024 158.3, hd 512 90.9, V = K 94.5, V = K window 1024 87.5.
 const FLASH_PREFILL_DEFAULT: bool = true;
 /// 0: not read yet; 1: off; 2: on.
 static FLASH_PREFILL_ON: AtomicU8 = AtomicU8::new(0);
@@ -976,7 +978,7 @@ mod tests {
             let c = prefill_plan(&PlanArgs::new(&ATTENTION_PREFILL, &a), &small, true).unwrap();
             assert_eq!(c.passes[0].entry, "attention_prefill");
         }
-        assert_eq!(flash_shared_bytes(256, 8, 32, 3), 168_960);
+        assert_eq!(flash_shared_bytes(256, 8, 64, 2), 202_752);
         assert_eq!(flash_shared_bytes(512, 8, 16, 3), 208_384);
         // Other head widths keep attn.cu's kernel.
         let a = args(&ATTENTION_PREFILL, &[("rows", 300), ("nh", 8), ("nkv", 2), ("hd", 192)]);
