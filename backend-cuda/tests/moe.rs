@@ -3,23 +3,18 @@
 //! device's own facts, and the wgmma kernel against the CPU reference at a
 //! size where every block walks several tiles, with segments off tile
 //! boundaries, empty ones and zero rows on both ends, launched twice to the
-//! same bits, on the ping-pong kernel and on the cooperative one (the same
-//! bits again).
+//! same bits.
 use switchyard_core::codec::bf16_value;
 use switchyard_core::compare::nmse;
 use switchyard_core::{Arg, DeviceBuffer};
 use switchyard_cuda::CudaBackend;
 use switchyard_kernels::gemm::REORDERED_NMSE;
-use switchyard_kernels::moe::expert::{set_grouped_pingpong, ExpertWeights, MOE_GROUPED_GEMM_BF16};
+use switchyard_kernels::moe::expert::{ExpertWeights, MOE_GROUPED_GEMM_BF16};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::plan::{cuda_kernel, DeviceFacts, PlanArgs};
 use switchyard_kernels::Ops;
 
 mod common;
-
-/// Held by each test here: both switch the plan's ping-pong entry, a
-/// process-wide setting, and libtest runs tests on parallel threads.
-static PINGPONG_SETTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The plan's first entry for a launch of `n` slots, `e` experts, N × K,
 /// with every pointer at `addr`.
@@ -41,11 +36,9 @@ fn entry(f: &DeviceFacts, n: i32, e: i32, big_n: i32, big_k: i32, addr: u64) -> 
 
 /// On this device's facts: the wgmma entries at the issue-13 MoE shapes
 /// when it runs sm_90a entries (the ping-pong kernel's 176-column tiles for
-/// gate_up N = 1408 and down N = 2816; with it off, the cooperative 176 and
-/// 256); decode sizes, misaligned operands, N % 8 != 0 and a
-/// device without sm_90a keep the other plans.
+/// gate_up N = 1408 and down N = 2816); decode sizes, misaligned operands,
+/// N % 8 != 0 and a device without sm_90a keep the other plans.
 fn grouped_plan_picks_the_wgmma_entries_at_prefill_sizes() {
-    let _setting = PINGPONG_SETTING.lock().unwrap_or_else(|e| e.into_inner());
     let cb = CudaBackend::open(0).unwrap_or_else(|e| panic!("opening CUDA device 0: {e}"));
     let f = cb.device_facts();
     println!("{}: cuda_sm90a {}, {} SMs", cb.arch(), f.cuda_sm90a, f.multiprocessors);
@@ -55,13 +48,8 @@ fn grouped_plan_picks_the_wgmma_entries_at_prefill_sizes() {
     assert_eq!(entry(&f, 128, 128, 1408, 2816, 256).0, "moe_grouped_gemm_bf16_seg");
     if f.cuda_sm90a {
         let wg = |name: &'static str| (name, [f.multiprocessors, 1, 1], [384, 1, 1]);
-        set_grouped_pingpong(true);
         assert_eq!(entry(&f, 32768, 128, 1408, 2816, 256), wg("moe_sm90::moe_grouped_gemm_wgmma_pp_n176"));
         assert_eq!(entry(&f, 32768, 128, 2816, 704, 256), wg("moe_sm90::moe_grouped_gemm_wgmma_pp_n176"));
-        set_grouped_pingpong(false);
-        assert_eq!(entry(&f, 32768, 128, 1408, 2816, 256), wg("moe_sm90::moe_grouped_gemm_wgmma_n176"));
-        assert_eq!(entry(&f, 32768, 128, 2816, 704, 256), wg("moe_sm90::moe_grouped_gemm_wgmma_n256"));
-        set_grouped_pingpong(true);
         assert_eq!(entry(&f, 32768, 128, 1408, 2816, 264).0, tiles, "8-byte aligned operands");
         assert_eq!(entry(&f, 32768, 128, 1410, 2816, 256).0, tiles, "N % 8 != 0");
     } else {
@@ -73,10 +61,9 @@ fn grouped_plan_picks_the_wgmma_entries_at_prefill_sizes() {
 /// the last among them; the first starting at row 2, three zero rows past
 /// the last), N = 1056 (176-column tiles), K = 256: 384 tiles, so each of
 /// the H200's 132 blocks walks about three and the ring's phases carry
-/// across tiles. Against the CPU reference, on NaN-poisoned outputs, twice
-/// on the ping-pong kernel, then on the cooperative one.
+/// across tiles, both consumer warpgroups of the ping-pong kernel taking
+/// turns. Against the CPU reference, on NaN-poisoned outputs, twice.
 fn grouped_wgmma_matches_the_reference_over_many_tiles() {
-    let _setting = PINGPONG_SETTING.lock().unwrap_or_else(|e| e.into_inner());
     let cb = CudaBackend::open(0).unwrap_or_else(|e| panic!("opening CUDA device 0: {e}"));
     let (e, big_n, big_k) = (32usize, 1056usize, 256usize);
     let mut offsets = vec![2i32];
@@ -86,13 +73,9 @@ fn grouped_wgmma_matches_the_reference_over_many_tiles() {
     }
     let n = offsets[e] as usize + 3;
     let facts = cb.device_facts();
-    let pick = |pingpong: bool| {
-        set_grouped_pingpong(pingpong);
-        let picked = entry(&facts, n as i32, e as i32, big_n as i32, big_k as i32, 256).0;
-        println!("n = {n}, ping-pong {pingpong}: {picked}");
-        assert!(!facts.cuda_sm90a || picked.starts_with("moe_sm90::"), "{picked}");
-        assert!(!facts.cuda_sm90a || picked.contains("_pp_") == pingpong, "{picked}");
-    };
+    let picked = entry(&facts, n as i32, e as i32, big_n as i32, big_k as i32, 256).0;
+    println!("n = {n}: {picked}");
+    assert!(!facts.cuda_sm90a || picked == "moe_sm90::moe_grouped_gemm_wgmma_pp_n176", "{picked}");
     let mut gen = Gen::new(0x13e5);
     let (_, a) = gen.bf16(n * big_k, 0.01, 1.0);
     let (_, w) = gen.bf16(e * big_n * big_k, 0.01, 0.5);
@@ -106,14 +89,9 @@ fn grouped_wgmma_matches_the_reference_over_many_tiles() {
         out.to_vec().unwrap()
     };
     let cuda: std::sync::Arc<dyn switchyard_core::Backend> = std::sync::Arc::new(cb);
-    pick(true);
     let (got, again) = (run(&cuda), run(&cuda));
-    pick(false);
-    let cooperative = run(&cuda);
-    set_grouped_pingpong(true);
     let want = run(&switchyard_cpu_ref::cpu_backend());
     assert!(got == again, "two launches differ");
-    assert!(got == cooperative, "the ping-pong and cooperative kernels differ");
     let f64s = |b: &[u8]| b.chunks_exact(2).map(|c| bf16_value(u16::from_le_bytes([c[0], c[1]])) as f64).collect::<Vec<_>>();
     let (g, r) = (f64s(&got), f64s(&want));
     assert!(g.iter().all(|v| v.is_finite()), "an output the kernel never wrote (NaN poison) or a non-finite value");

@@ -7,7 +7,6 @@ use crate::gemm::REORDERED_NMSE;
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{groups, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan};
-use std::sync::atomic::{AtomicU8, Ordering};
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
@@ -168,47 +167,23 @@ pub const GROUPED_WGMMA_MIN_SLOTS: u32 = 512;
 const GROUPED_WGMMA_MAX_EXPERTS: u32 = 1024;
 /// The wgmma entries of `moe_sm90.cu`: (entry, columns per tile BN, ring
 /// stages, ping-pong). 176 fits the gate_up width 1408 = 8 · 176 and the
-/// down width 2816 = 16 · 176 exactly. The ping-pong entry gives each tile
-/// to one consumer warpgroup (its accumulators cap BN at 176); the others
-/// split every tile between both.
-const GROUPED_WGMMA_ENTRIES: [(&str, u32, u32, bool); 4] = [
+/// down width 2816 = 16 · 176 exactly: the ping-pong kernel, each tile on
+/// one consumer warpgroup (176 accumulators a thread cap BN). 192 and 256 are
+/// the cooperative kernel (both warpgroups on every tile), for widths that
+/// 176 pads more. In one H200 call the ping-pong kernel beat the
+/// cooperative one at both shapes (gate_up 536–563 TFLOP/s against 517 at
+/// 176 columns, down 483–494 against 465 at 256); the cooperative
+/// 176-column entry was withdrawn.
+const GROUPED_WGMMA_ENTRIES: [(&str, u32, u32, bool); 3] = [
     ("moe_sm90::moe_grouped_gemm_wgmma_n256", 256, 4, false),
     ("moe_sm90::moe_grouped_gemm_wgmma_n192", 192, 5, false),
-    ("moe_sm90::moe_grouped_gemm_wgmma_n176", 176, 5, false),
     ("moe_sm90::moe_grouped_gemm_wgmma_pp_n176", 176, 5, true),
 ];
-/// Rows per tile (two consumer warpgroups of 64), and K per ring stage.
+/// Rows per tile (two m64 row blocks), and K per ring stage.
 const GROUPED_WGMMA_BM: u32 = 128;
 const GROUPED_WGMMA_BK: u32 = 64;
 /// Epilogue staging: 8 consumer warps × 16 rows × 72 bf16.
 const GROUPED_WGMMA_STAGING: u64 = 8 * 16 * 72 * 2;
-
-/// Environment variable that, set to `0`, keeps the grouped Hopper plan off
-/// its ping-pong entry (the cooperative kernels only); anything else, or
-/// unset, lets it take that entry ([`grouped_pingpong`]).
-pub const GROUPED_PINGPONG_ENV: &str = "SWITCHYARD_MOE_PINGPONG";
-/// 0: not read yet; 1: off; 2: on.
-static GROUPED_PINGPONG_ON: AtomicU8 = AtomicU8::new(0);
-
-/// Whether the grouped Hopper plan may take its ping-pong entry:
-/// [`set_grouped_pingpong`]'s last word, else [`GROUPED_PINGPONG_ENV`], else on.
-pub fn grouped_pingpong() -> bool {
-    match GROUPED_PINGPONG_ON.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let on = std::env::var(GROUPED_PINGPONG_ENV).map_or(true, |v| v.trim() != "0");
-            GROUPED_PINGPONG_ON.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-            on
-        }
-    }
-}
-
-/// Turns the ping-pong entry on or off for the process's later plans (tests
-/// run both kernels in one process).
-pub fn set_grouped_pingpong(on: bool) {
-    GROUPED_PINGPONG_ON.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-}
 
 /// Dynamic shared memory of a grouped wgmma entry (`moe_wgmma` in
 /// moe_sm90.cu): the ring, the epilogue staging, 2·stages mbarriers, the
@@ -227,11 +202,10 @@ fn grouped_wgmma_shared_bytes(bn: u32, stages: u32, e: u32) -> u64 {
 /// e ≤ 1024, N % 8 == 0 (16-byte stores), a, w and out 16-byte aligned (TMA
 /// and the stores; K % 8 == 0 is the contract's), rows, weight rows `e · N`
 /// and every tile index inside i32 with room to spare. Among the entries
-/// whose shared memory fits (the ping-pong one only while
-/// [`grouped_pingpong`]), the one whose tiles pad N least, then the
-/// ping-pong one (the same tiles with the epilogue off the tensor cores'
-/// path), then the wider; a persistent grid of at most one block an SM (and no more than
-/// the tiles there can be).
+/// whose shared memory fits, the one whose tiles pad N least, then the
+/// ping-pong one (down's 2816 is 16 · 176 and 11 · 256), then the wider; a
+/// persistent grid of at most one block an SM (and no more than the tiles
+/// there can be).
 fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>> {
     let (n, e, big_n, big_k) = (a.u32("n")?, a.u32("e")?, a.u32("big_n")?, a.u32("big_k")?);
     let aligned = a.addr("a")? % 16 == 0 && a.addr("w")? % 16 == 0 && a.addr("out")? % 16 == 0;
@@ -250,12 +224,9 @@ fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>>
     {
         return Ok(None);
     }
-    let pingpong = grouped_pingpong();
-    let usable = |&&(_, bn, stages, pp): &&(&str, u32, u32, bool)| {
-        (pingpong || !pp) && grouped_wgmma_shared_bytes(bn, stages, e) <= u64::from(f.max_shared_bytes)
-    };
+    let fits = |&&(_, bn, stages, _): &&(&str, u32, u32, bool)| grouped_wgmma_shared_bytes(bn, stages, e) <= u64::from(f.max_shared_bytes);
     let Some(&(entry, bn, stages, _)) =
-        GROUPED_WGMMA_ENTRIES.iter().filter(usable).min_by_key(|&&(_, bn, _, pp)| (big_n.div_ceil(bn) * bn, !pp, u32::MAX - bn))
+        GROUPED_WGMMA_ENTRIES.iter().filter(fits).min_by_key(|&&(_, bn, _, pp)| (big_n.div_ceil(bn) * bn, !pp, u32::MAX - bn))
     else {
         return Ok(None);
     };
@@ -286,7 +257,6 @@ fn grouped_wgmma_maps<const BN: u32>(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
 }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n256", maps: grouped_wgmma_maps::<256> } }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n192", maps: grouped_wgmma_maps::<192> } }
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n176", maps: grouped_wgmma_maps::<176> } }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_pp_n176", maps: grouped_wgmma_maps::<176> } }
 
 /// At decode sizes, `moe_grouped_gemm_bf16_seg`: a block per (32 weight
@@ -899,19 +869,17 @@ mod tests {
         p.passes[0].clone()
     }
 
-    /// The issue-13 shapes take the wgmma entries (gate_up 1408 = 8 · 176,
-    /// down 2816 = 16 · 176 on the ping-pong kernel; with it off, 8 · 176
-    /// and 11 · 256 on the cooperative ones), one block an SM, shared memory
-    /// as the kernel lays it out; every prefill parity case takes one, and
-    /// the ping-pong kernel exactly the cases whose N is a multiple of 176;
-    /// decode sizes, n < 512, misaligned operands, N % 8 != 0, too many
-    /// experts and a device without sm_90a keep the other plans.
+    /// The issue-13 shapes take the ping-pong entry (gate_up 1408 = 8 · 176,
+    /// down 2816 = 16 · 176), one block an SM, shared memory as the kernel
+    /// lays it out; every prefill parity case takes a wgmma entry, the
+    /// ping-pong one exactly where N is a multiple of 176; decode sizes,
+    /// n < 512, misaligned operands, N % 8 != 0, too many experts and a
+    /// device without sm_90a keep the other plans.
     #[test]
     fn grouped_bf16_takes_the_wgmma_plan_at_prefill_sizes_on_hopper() {
         let ring = |bn: u64, stages: u64| stages * (128 + bn) * 128 + 8 * 16 * 72 * 2 + 16 * stages + 8 * 129 + 1024;
-        set_grouped_pingpong(true);
-        for big_n in [1408, 2816] {
-            let p = plan(&HOPPER, 32768, 128, big_n, 2816, 256);
+        for (big_n, big_k) in [(1408, 2816), (2816, 704)] {
+            let p = plan(&HOPPER, 32768, 128, big_n, big_k, 256);
             assert_eq!(p.entry, "moe_sm90::moe_grouped_gemm_wgmma_pp_n176");
             assert_eq!((p.grid, p.block, u64::from(p.shared_bytes)), ([132, 1, 1], [384, 1, 1], ring(176, 5)));
         }
@@ -924,18 +892,7 @@ mod tests {
         let (offsets, n, big_n, big_k) = grouped_many_segments();
         let p = plan(&HOPPER, n as i32, offsets.len() as i32 - 1, big_n as i32, big_k as i32, 256);
         assert_eq!((p.entry, p.grid), ("moe_sm90::moe_grouped_gemm_wgmma_pp_n176", [132, 1, 1]));
-        set_grouped_pingpong(false);
-        let gate_up = plan(&HOPPER, 32768, 128, 1408, 2816, 256);
-        assert_eq!(gate_up.entry, "moe_sm90::moe_grouped_gemm_wgmma_n176");
-        assert_eq!((gate_up.grid, gate_up.block, u64::from(gate_up.shared_bytes)), ([132, 1, 1], [384, 1, 1], ring(176, 5)));
-        let down = plan(&HOPPER, 32768, 128, 2816, 704, 256);
-        assert_eq!((down.entry, u64::from(down.shared_bytes)), ("moe_sm90::moe_grouped_gemm_wgmma_n256", ring(256, 4)));
-        for (offsets, n, big_n, big_k) in GROUPED_WGMMA_CASES {
-            let e = offsets.len() as i32 - 1;
-            let entry = plan(&HOPPER, n as i32, e, big_n as i32, big_k as i32, 256).entry;
-            assert!(entry.starts_with("moe_sm90::") && !entry.contains("_pp_"), "{offsets:?}");
-        }
-        set_grouped_pingpong(true);
+        assert_eq!(plan(&HOPPER, 606, 4, 424, 200, 256).entry, "moe_sm90::moe_grouped_gemm_wgmma_n256");
         assert_eq!(plan(&HOPPER, 606, 4, 384, 72, 256).entry, "moe_sm90::moe_grouped_gemm_wgmma_n192");
         let tiles = "moe_grouped_gemm_bf16";
         assert_eq!(plan(&HOPPER, 128, 128, 1408, 2816, 256).entry, "moe_grouped_gemm_bf16_seg");
@@ -952,12 +909,9 @@ mod tests {
     /// BN-row boxes.
     #[test]
     fn grouped_wgmma_maps_view_the_weights_as_one_matrix() {
-        for (entry, bn) in [
-            ("moe_grouped_gemm_wgmma_n256", 256),
-            ("moe_grouped_gemm_wgmma_n192", 192),
-            ("moe_grouped_gemm_wgmma_n176", 176),
-            ("moe_grouped_gemm_wgmma_pp_n176", 176),
-        ] {
+        for (entry, bn) in
+            [("moe_grouped_gemm_wgmma_n256", 256), ("moe_grouped_gemm_wgmma_n192", 192), ("moe_grouped_gemm_wgmma_pp_n176", 176)]
+        {
             let args: Vec<switchyard_core::Arg> = MOE_GROUPED_GEMM_BF16
                 .args
                 .iter()

@@ -23,7 +23,7 @@
 // outer and m-tile inner, so the ~one wave in flight covers a few experts:
 // each expert's weight panel streams from HBM about once and its rows are
 // re-read from L2. A tile's output is one K loop in f32 from k = 0 upward
-// in both kernels below, so they give the same bits.
+// in both kernels below (the same bits where both can run).
 //
 // Block 384 = three warpgroups, as the dense kernel:
 // - warpgroup 0: one thread issues the TMA copies of each 64-wide K slice
@@ -35,7 +35,8 @@
 //   never stored. The other three warps write the zero rows (before
 //   offsets[0], at or past offsets[e]).
 // - warpgroups 1 and 2, in one of two ways:
-//   * cooperative (moe_grouped_gemm_wgmma_n*): both work on every tile,
+//   * cooperative (moe_grouped_gemm_wgmma_n256, _n192, taken where 176
+//     columns would pad N more): both work on every tile,
 //     each on 64 of its rows. A warpgroup whose 64 rows all lie past the
 //     segment's end skips its wgmma and only keeps the ring moving, so a
 //     ragged tail costs half a tile. Both drain their last wgmma group and
@@ -48,7 +49,11 @@
 //     barriers hands the tensor cores over: a warpgroup issues its tile's
 //     K loop only after the other has issued all of its own, so one's
 //     drain and epilogue run under the other's MMAs. A row block past the
-//     segment's end skips its wgmma.
+//     segment's end skips its wgmma. Against the cooperative kernel at
+//     the same 176 columns (withdrawn after), one H200 call: gate_up
+//     536-563 against 517 TFLOP/s, down 483-494 against 465 (ncu: tensor
+//     pipe 74% of active cycles at down, from 64% with 256 columns; L2
+//     87%: down's a rows are re-read by 16 column tiles, not 11).
 //   The epilogue stages each warp's 16 x 64 bf16 pieces in shared memory
 //   (rows padded to 72 elements: conflict-free on both sides) and stores
 //   rows inside the segment as 16-byte vectors; a store straight from the
@@ -385,12 +390,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     moe_grouped_gemm_wgmma_n192(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
                                 int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
     moe_wgmma<192, 5>(&ta, &tw, out, offsets, n, e, big_n, big_k);
-}
-
-extern "C" __global__ void __launch_bounds__(384, 1)
-    moe_grouped_gemm_wgmma_n176(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
-                                int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
-    moe_wgmma<176, 5>(&ta, &tw, out, offsets, n, e, big_n, big_k);
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
