@@ -267,15 +267,18 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 // scaled by 2^-7 would be an f32 subnormal where the reference's is not).
 #define DEC_WARPS 4
 #define DEC_COLS 128
-// Ring depth and resident blocks an SM (the plan's CUDA_DECODE_STAGES and
-// CUDA_DECODE_BLOCKS_PER_SM). NVFP4 moves a quarter of bf16's bytes per
-// weight, so at DRAM speed an SM needs several tiles a warp in flight: the
-// previous two-deep ring with 4 tiles a warp spent most of the kernel in its
-// opening burst and its tail (ncu: DRAM 31%, 0.77 eligible warps a
-// scheduler, L1TEX scoreboard stalls). Four stages x 4 warps x 2 blocks keep
-// 24 tiles (108 KiB of weights) an SM in flight while 8 warps decode.
-#define DEC_STAGES 4
-#define DEC_BLOCKS_PER_SM 2
+// Ring depth and resident blocks an SM of each entry (the plan's
+// DecodeEntry). A deeper ring costs resident warps: the shared memory is
+// the occupancy limit. Measured on the H200 in one call (BENCHMARKS.md,
+// 2026-12-02): for M <= 8, 3 stages x 3 blocks beat 4 x 2 in bench-model
+// (332.8 against 320.3 tok/s) and tied the previous 2 x 4 there; for
+// M <= 16, 4 x 2 is what batch 16 ran (2980 tok/s). The kernel is
+// issue-latency bound either way (ncu: 1.9 warps a scheduler, 5.3 cycles
+// between a warp's instructions, 37% of them waiting on shared loads).
+#define DEC_STAGES_M8 3
+#define DEC_BLOCKS_M8 3
+#define DEC_STAGES_M16 4
+#define DEC_BLOCKS_M16 2
 // The decode kernels read only weights before sy_wait_prior().
 // dependent-launch: w4a16_gemm_decode w4a16_gemm_decode_m16
 // Column blocks a K-split decode may have: the module-scope semaphores that
@@ -481,16 +484,16 @@ __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u
     }
 }
 
-// M <= 8: one token tile (an 88 KiB ring a block).
-extern "C" __global__ void __launch_bounds__(128, DEC_BLOCKS_PER_SM) w4a16_gemm_decode(const bf16* __restrict__ a, const u8* __restrict__ bq,
+// M <= 8: one token tile (a 66 KiB ring a block).
+extern "C" __global__ void __launch_bounds__(128, DEC_BLOCKS_M8) w4a16_gemm_decode(const bf16* __restrict__ a, const u8* __restrict__ bq,
                                                                        const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
                                                                        unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
-    w4a16_decode<1, DEC_STAGES>(a, bq, bs, scale2, c, m, n, k, workspace);
+    w4a16_decode<1, DEC_STAGES_M8>(a, bq, bs, scale2, c, m, n, k, workspace);
 }
 
 // 8 < M <= 16: two token tiles (a 104 KiB ring a block).
-extern "C" __global__ void __launch_bounds__(128, DEC_BLOCKS_PER_SM) w4a16_gemm_decode_m16(const bf16* __restrict__ a, const u8* __restrict__ bq,
+extern "C" __global__ void __launch_bounds__(128, DEC_BLOCKS_M16) w4a16_gemm_decode_m16(const bf16* __restrict__ a, const u8* __restrict__ bq,
                                                                            const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
                                                                            unsigned m, unsigned n, unsigned k, float* __restrict__ workspace) {
-    w4a16_decode<2, DEC_STAGES>(a, bq, bs, scale2, c, m, n, k, workspace);
+    w4a16_decode<2, DEC_STAGES_M16>(a, bq, bs, scale2, c, m, n, k, workspace);
 }

@@ -169,27 +169,44 @@ const CUDA_DECODE_COLS: u64 = 128;
 const CUDA_DECODE_KTILE: u64 = 64;
 /// Warps per block (`DEC_WARPS`), each with its own cp.async ring.
 const CUDA_DECODE_WARPS: u64 = 4;
-/// Ring depth in tiles (`DEC_STAGES`).
-const CUDA_DECODE_STAGES: u32 = 4;
-/// Blocks an SM holds (`DEC_BLOCKS_PER_SM`, the entries' launch bounds):
-/// two rings of at most 104 KiB.
-const CUDA_DECODE_BLOCKS_PER_SM: u64 = 2;
+/// One CUDA decode entry: its symbol, token tiles of 8, ring depth in
+/// tiles and resident blocks an SM (`DEC_STAGES_*`, `DEC_BLOCKS_*` and the
+/// launch bounds in w4a16.cu, which say how they were chosen).
+struct DecodeEntry {
+    symbol: &'static str,
+    token_tiles: u32,
+    stages: u32,
+    blocks_per_sm: u64,
+}
+
+impl DecodeEntry {
+    /// Dynamic shared memory: a ring a warp of 16-byte pieces, 9 + 2·(token tiles) a lane per tile.
+    const fn shared_bytes(&self) -> u32 {
+        CUDA_DECODE_WARPS as u32 * self.stages * (9 + 2 * self.token_tiles) * 32 * 16
+    }
+}
+
+/// M ≤ 8 (the kernel's own symbol): three 66 KiB rings an SM.
+const CUDA_DECODE_M8: DecodeEntry = DecodeEntry { symbol: "w4a16_gemm_decode", token_tiles: 1, stages: 3, blocks_per_sm: 3 };
+/// 8 < M ≤ 16: two 104 KiB rings an SM.
+const CUDA_DECODE_M16: DecodeEntry = DecodeEntry { symbol: "w4a16_gemm_decode_m16", token_tiles: 2, stages: 4, blocks_per_sm: 2 };
+// Both fit an SM's 228 KiB of shared memory with 1 KiB reserved a block.
+const _: () = assert!(3 * (CUDA_DECODE_M8.shared_bytes() + 1024) <= 228 * 1024);
+const _: () = assert!(2 * (CUDA_DECODE_M16.shared_bytes() + 1024) <= 228 * 1024);
 /// A block's opening latency (its first tile, before the ring streams) in
 /// tiles of work: the split choice's price for one more round of blocks.
 const CUDA_DECODE_RAMP_TILES: u64 = 4;
 /// Column blocks a K-split decode may have (`DEC_MAX_COL_BLOCKS`, w4a16.cu).
 const CUDA_DECODE_MAX_COL_BLOCKS: u32 = 65536;
-/// The M ≤ 16 entry (two token tiles); M ≤ 8 takes the kernel's own symbol.
-const CUDA_DECODE_M16_ENTRY: &str = "w4a16_gemm_decode_m16";
 
 /// K splits S of a decode launch with `cols` column blocks and `tiles` 64-k
 /// tiles, each split at least one tile a warp. A block's time is about its
-/// tiles plus a ramp, and an SM runs [`CUDA_DECODE_BLOCKS_PER_SM`] blocks at
-/// once, so the busiest SM (⌈cols·S / SMs⌉ blocks) takes
-/// ⌈that / blocks an SM⌉ rounds of (⌈tiles/S⌉ + ramp): S minimises that
-/// (the fewest splits among equals, so warps keep the most tiles). On an
-/// H200 the issue-5 shapes get S = 4, 3 and 6 (256, 504 and 252 blocks).
-fn cuda_decode_splits(cols: u64, tiles: u64, sms: u64) -> u64 {
+/// tiles plus a ramp, and an SM runs `blocks_per_sm` blocks at once, so the
+/// busiest SM (⌈cols·S / SMs⌉ blocks) takes ⌈that / blocks an SM⌉ rounds
+/// of (⌈tiles/S⌉ + ramp): S minimises that (the fewest splits among equals,
+/// so warps keep the most tiles). On an H200 the issue-5 shapes get S = 6,
+/// 2 and 9 at M ≤ 8 (384, 336 and 378 blocks), 4, 3 and 6 at M ≤ 16.
+fn cuda_decode_splits(cols: u64, tiles: u64, sms: u64, blocks_per_sm: u64) -> u64 {
     let mut best = (u64::MAX, 1);
     for s in 1..=(tiles / CUDA_DECODE_WARPS).max(1) {
         let per = tiles.div_ceil(s);
@@ -197,7 +214,7 @@ fn cuda_decode_splits(cols: u64, tiles: u64, sms: u64) -> u64 {
         if tiles.div_ceil(per) != s {
             continue;
         }
-        let rounds = (cols * s).div_ceil(sms).div_ceil(CUDA_DECODE_BLOCKS_PER_SM);
+        let rounds = (cols * s).div_ceil(sms).div_ceil(blocks_per_sm);
         let cost = rounds * (per + CUDA_DECODE_RAMP_TILES);
         if cost < best.0 {
             best = (cost, s);
@@ -208,9 +225,7 @@ fn cuda_decode_splits(cols: u64, tiles: u64, sms: u64) -> u64 {
 
 /// ⌈N/128⌉ column blocks of 4 warps times S K splits ([`cuda_decode_splits`]).
 /// With S > 1 the f32 partials go to workspace `[S, M, N]` and the last
-/// block of each column block adds them in split order and scales. Dynamic
-/// shared memory: per warp a four-tile ring of 16-byte pieces, 9 + 2·(token
-/// tiles) a lane per tile.
+/// block of each column block adds them in split order and scales.
 fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
     if !(1..=DECODE_MAX_M as u64).contains(&m) {
@@ -218,7 +233,8 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
     }
     let cols = groups(a.kernel, n, CUDA_DECODE_COLS)?;
     let tiles = k.div_ceil(CUDA_DECODE_KTILE).max(1);
-    let splits = cuda_decode_splits(u64::from(cols), tiles, u64::from(facts.multiprocessors.max(1)));
+    let e = if m <= 8 { &CUDA_DECODE_M8 } else { &CUDA_DECODE_M16 };
+    let splits = cuda_decode_splits(u64::from(cols), tiles, u64::from(facts.multiprocessors.max(1)), e.blocks_per_sm);
     if splits > 1 && cols > CUDA_DECODE_MAX_COL_BLOCKS {
         return Err(Error::invalid(
             a.kernel.symbol,
@@ -226,12 +242,15 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
             format!("n = {n} needs {cols} column blocks; a K-split decode reduces at most {CUDA_DECODE_MAX_COL_BLOCKS}"),
         ));
     }
-    let (entry, token_tiles) = if m <= 8 { (a.kernel.symbol, 1) } else { (CUDA_DECODE_M16_ENTRY, 2) };
-    let shared_bytes = CUDA_DECODE_WARPS as u32 * CUDA_DECODE_STAGES * (9 + 2 * token_tiles) * 32 * 16;
     // The kernel always takes the workspace pointer.
     let workspace_bytes = if splits > 1 { splits * m * n * 4 } else { 16 };
     Ok(CudaPlan {
-        passes: vec![CudaPass { entry, grid: [cols, splits as u32, 1], block: [32 * CUDA_DECODE_WARPS as u32, 1, 1], shared_bytes }],
+        passes: vec![CudaPass {
+            entry: e.symbol,
+            grid: [cols, splits as u32, 1],
+            block: [32 * CUDA_DECODE_WARPS as u32, 1, 1],
+            shared_bytes: e.shared_bytes(),
+        }],
         workspace_bytes,
     })
 }
@@ -424,10 +443,9 @@ fn decode_cases(g: &mut Gen) -> Vec<Case> {
         // Wider than one column block with several K splits, M = 1 and 8;
         // M in 9..16 (the two-token-tile CUDA entry) with K ragged against
         // the 64-k tile (1232 = 19 tiles + 16); and on a 132-SM device,
-        // warps that go round their four-tile ring: 192 column blocks and
-        // one K split, 8 tiles a warp, and 5 or 6 with the last tile
-        // ragged (1424 = 22 tiles + 16), for M = 1 and for the two-token-tile
-        // entry.
+        // warps that go round their ring (192 column blocks): M = 1 with 4
+        // tiles a warp, 3 with the last tile ragged (1424 = 22 tiles + 16),
+        // and the two-token-tile entry with 5 or 6 a warp, ragged.
         &[
             (1, 64, 64, 64),
             (16, 256, 208, 256),
@@ -551,7 +569,7 @@ mod tests {
             assert_ne!(plan(sig, 512, 8192, 8192, 256, &FACTS).1, entry, "{}", sig.symbol);
         }
         assert_eq!(plan(&W4A16_GEMM_N128_LDB, 512, 8192, 8192, 256, &hopper).1, "w4a16_gemm_n128_ldb");
-        assert_eq!(plan(&W4A16_GEMM_DECODE, 16, 8192, 8192, 256, &hopper).1, CUDA_DECODE_M16_ENTRY);
+        assert_eq!(plan(&W4A16_GEMM_DECODE, 16, 8192, 8192, 256, &hopper).1, CUDA_DECODE_M16.symbol);
         assert_eq!(plan(&W4A16_GEMM_DECODE, 8, 8192, 8192, 256, &hopper).1, "w4a16_gemm_decode");
         let maps = crate::plan::cuda_tensor_maps("w4a16_sm90", "w4a16_gemm_wgmma").expect("registered");
         let a = [P(256), P(256), P(512), F(1.0), P(768), U(520), U(272), U(144)];
@@ -566,11 +584,11 @@ mod tests {
         );
     }
 
-    /// The CUDA decode plan on an H200 (132 SMs): one round of two 4-warp
-    /// blocks an SM at the issue-5 shapes but 21504 × 5376 (two rounds of
-    /// 28 tiles rather than one of 84 on half the SMs), at least one 64-k
-    /// tile per warp, the two-token-tile entry above M = 8, and the parity
-    /// cases whose warps go round the ring.
+    /// The CUDA decode plan on an H200 (132 SMs): at most one round of
+    /// resident blocks at the issue-5 shapes (three 4-warp blocks an SM at
+    /// M ≤ 8, two at M ≤ 16), at least one 64-k tile per warp, the
+    /// two-token-tile entry above M = 8, and the parity cases whose warps go
+    /// round the ring.
     #[test]
     fn decode_plan_fills_one_wave() {
         let plan = |m: u32, n: u32, k: u32| {
@@ -579,16 +597,19 @@ mod tests {
             let p = &c.passes[0];
             (p.entry, p.grid, p.block, p.shared_bytes, c.workspace_bytes)
         };
-        let ring = |tt: u32| 4 * 4 * (9 + 2 * tt) * 512;
-        assert_eq!(plan(1, 8192, 8192), ("w4a16_gemm_decode", [64, 4, 1], [128, 1, 1], ring(1), 4 * 8192 * 4));
-        assert_eq!(plan(1, 21504, 5376), ("w4a16_gemm_decode", [168, 3, 1], [128, 1, 1], ring(1), 3 * 21504 * 4));
-        assert_eq!(plan(1, 5376, 21504), ("w4a16_gemm_decode", [42, 6, 1], [128, 1, 1], ring(1), 6 * 5376 * 4));
-        assert_eq!(plan(16, 8192, 8192), (CUDA_DECODE_M16_ENTRY, [64, 4, 1], [128, 1, 1], ring(2), 4 * 16 * 8192 * 4));
-        assert_eq!(plan(9, 8192, 8192).0, CUDA_DECODE_M16_ENTRY);
-        // Two rings a block fit an SM's shared memory.
-        assert!(2 * (ring(2) + 1024) <= 233472);
-        // 192 column blocks: one split, 8 tiles a warp; 23 tiles: 6, 6, 6 and 5.
-        assert_eq!(plan(1, 24576, 2048).1, [192, 1, 1]);
+        let (m8, m16) = ("w4a16_gemm_decode", "w4a16_gemm_decode_m16");
+        let ring = |stages: u32, tt: u32| 4 * stages * (9 + 2 * tt) * 512;
+        assert_eq!(plan(1, 8192, 8192), (m8, [64, 6, 1], [128, 1, 1], ring(3, 1), 6 * 8192 * 4));
+        assert_eq!(plan(1, 21504, 5376), (m8, [168, 2, 1], [128, 1, 1], ring(3, 1), 2 * 21504 * 4));
+        assert_eq!(plan(1, 5376, 21504), (m8, [42, 9, 1], [128, 1, 1], ring(3, 1), 9 * 5376 * 4));
+        assert_eq!(plan(16, 8192, 8192), (m16, [64, 4, 1], [128, 1, 1], ring(4, 2), 4 * 16 * 8192 * 4));
+        assert_eq!(plan(16, 21504, 5376).1, [168, 3, 1]);
+        assert_eq!(plan(16, 5376, 21504).1, [42, 6, 1]);
+        assert_eq!(plan(9, 8192, 8192).0, m16);
+        // 192 column blocks: 2 splits of 16 tiles at M = 1, 4 a warp (a
+        // three-tile ring wraps); one split of 23 at M = 10, 6, 6, 6 and 5 a
+        // warp (a four-tile ring wraps, the last tile ragged).
+        assert_eq!(plan(1, 24576, 2048).1, [192, 2, 1]);
         assert_eq!(plan(10, 24576, 1424).1, [192, 1, 1]);
         // One 64-k tile: no split; 20 tiles: at most 5 splits (one tile a warp).
         assert_eq!(plan(1, 64, 64).1, [1, 1, 1]);
