@@ -274,7 +274,8 @@ extern "C" __global__ void __launch_bounds__(128) w4a16_gemm_n128_m128_bf16(cons
 // (332.8 against 320.3 tok/s) and tied the previous 2 x 4 there; for
 // M <= 16, 4 x 2 is what batch 16 ran (2980 tok/s). The kernel is
 // issue-latency bound either way (ncu: 1.9 warps a scheduler, 5.3 cycles
-// between a warp's instructions, 37% of them waiting on shared loads).
+// between a warp's instructions, DRAM at 30%): a warp's own ring buys
+// bytes in flight with the warps that hide the decode's latency.
 #define DEC_STAGES_M8 3
 #define DEC_BLOCKS_M8 3
 #define DEC_STAGES_M16 4
