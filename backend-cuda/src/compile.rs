@@ -346,6 +346,21 @@ mod tests {
     }
 
     #[test]
+    fn only_the_weight_streaming_decode_entries_launch_as_dependents() {
+        // A dependent that loads nothing before its wait only holds SM slots
+        // (ARCHITECTURE.md, programmatic dependent launch).
+        let gemv = dependent_entries("gemv");
+        for entry in ["dense_gemv_bf16", "dense_gemv_bf16_m1", "dense_gemv_gelu_mul_bf16_m1", "dense_gemv_layer_out_rmsnorm_bf16_x2"] {
+            assert!(is_dependent(&gemv, entry), "{entry}");
+        }
+        assert!(!is_dependent(&gemv, "dense_gemv_bf16_reduce"));
+        assert!(is_dependent(&dependent_entries("w4a16"), "w4a16_gemm_decode"));
+        for module in ["norm", "attn", "rope_kv", "head", "embed"] {
+            assert_eq!(dependent_entries(module), Vec::<String>::new(), "{module}");
+        }
+    }
+
+    #[test]
     fn entries_round_trip_and_reject_corruption() {
         let e = encode_entry(b"cubin bytes");
         assert_eq!(decode_entry(&e).as_deref(), Some(&b"cubin bytes"[..]));

@@ -1,5 +1,7 @@
-// The decode entries wait for the launch before them at their start (launched as programmatic dependents).
-// dependent-launch: attention_decode attention_decode_reduce attention_decode_cl
+// The decode entries: not launched as programmatic dependents (no `dependent-launch:` line):
+// with nothing to load before sy_wait_prior(), early-launched blocks would
+// only hold SM slots; their sy_allow_next() at the start lets a GEMV after
+// them launch early and stream its weights meanwhile.
 // cluster-launch: x attention_decode_cl
 // Paged attention: flash-style prefill on the tensor cores, split-K decode
 // (two passes through plan workspace) on the CUDA cores.
@@ -570,7 +572,7 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
                                                       const bf16* __restrict__ v_pool, const int* __restrict__ block_table,
                                                       const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
                                                       int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     extern __shared__ __align__(16) unsigned char dsm[];
     __shared__ float4 spart[4][32];
@@ -722,7 +724,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     const int b = blockIdx.x, h = blockIdx.y, d = blockIdx.z * blockDim.x + threadIdx.x;
     if (b >= batch || h >= nh || nkv <= 0 || d >= hd) return;

@@ -1,5 +1,7 @@
-// The embedding gathers wait for the launch before them at their start (launched as programmatic dependents).
-// dependent-launch: embed_gather_fp8 embed_gather_bf16
+// The embedding gathers: not launched as programmatic dependents (no `dependent-launch:` line):
+// with nothing to load before sy_wait_prior(), early-launched blocks would
+// only hold SM slots; their sy_allow_next() at the start lets a GEMV after
+// them launch early and stream its weights meanwhile.
 // Embedding gathers. Plan (embed/mod.rs): a persistent grid of min(rows,
 // SMs * B) blocks of T = norm_block(h) <= 128 threads (96 for h = 5376, so a
 // thread owns 7 chunks of 8 elements of a row), B = the blocks an SM holds at
@@ -154,7 +156,7 @@ __device__ __forceinline__ void fp8_row(uint4* __restrict__ dst, const uint2* __
 
 extern "C" __global__ void EMBED_BOUNDS embed_gather_fp8(bf16* __restrict__ out, const u8* __restrict__ table, const float* __restrict__ row_scale,
                                                         const int* __restrict__ ids, int rows, int h, int vocab, float scale) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     if ((int)blockIdx.x >= rows) return;
     bool piped = (h % 8) == 0 && aligned8(table) && aligned16(out);
@@ -231,7 +233,7 @@ __device__ __forceinline__ void scale_rows(bf16* __restrict__ out, const bf16* _
 
 extern "C" __global__ void EMBED_BOUNDS embed_gather_bf16(bf16* __restrict__ out, const bf16* __restrict__ table, const int* __restrict__ ids, int rows,
                                                          int h, int vocab, float scale) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     if ((int)blockIdx.x >= rows) return;
     bool piped = (h % 8) == 0 && aligned16(table) && aligned16(out);

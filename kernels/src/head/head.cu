@@ -1,5 +1,7 @@
-// These entries wait for the launch before them at their start (launched as programmatic dependents).
-// dependent-launch: lm_head_logits_fp8 lm_head_logits_bf16 argmax_rows argmax_rows_final
+// Not launched as programmatic dependents (no `dependent-launch:` line):
+// with nothing to load before sy_wait_prior(), early-launched blocks would
+// only hold SM slots; their sy_allow_next() at the start lets a GEMV after
+// them launch early and stream its weights meanwhile.
 // The output head: logits over the tied table, argmax, option letters.
 //
 // lm_head kernels (plan: block 128, grid ceil(vocab / 4) at m = 1 and
@@ -260,14 +262,14 @@ __device__ void head_mma(float* out, const bf16* h, const typename TT::T* table,
 
 extern "C" __global__ void HEAD_BOUNDS lm_head_logits_fp8(float* out, const bf16* h, const u8* e8, const float* row_scale, int m, int vocab, int hdim,
                                                           float softcap) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     if (m <= 1) head_m1<Fp8Table>(out, h, e8, row_scale, vocab, hdim, softcap);
     else head_mma<Fp8Table>(out, h, e8, row_scale, min(m, HEAD_MAX_M), vocab, hdim, softcap);
 }
 
 extern "C" __global__ void HEAD_BOUNDS lm_head_logits_bf16(float* out, const bf16* h, const bf16* table, int m, int vocab, int hdim, float softcap) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     if (m <= 1) head_m1<Bf16Table>(out, h, table, nullptr, vocab, hdim, softcap);
     else head_mma<Bf16Table>(out, h, table, nullptr, min(m, HEAD_MAX_M), vocab, hdim, softcap);
@@ -348,7 +350,7 @@ __device__ __forceinline__ void argmax_block(float& bv, int& bi, float* sv, int*
 // Pass 1. The trailing workspace holds the (value, index) pairs, [m][S].
 extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_rows(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1,
                                                                        float2* workspace) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     const int row = blockIdx.x, s = blockIdx.y, S = argmax_slices(m, vocab);
     if (row >= m || s >= S) return;
@@ -395,7 +397,7 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_rows(int* id
 // Pass 2: grid [m], a thread per slice (block S rounded up to whole warps).
 extern "C" __global__ void __launch_bounds__(1024) argmax_rows_final(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1,
                                                                     float2* workspace) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     const int row = blockIdx.x, S = argmax_slices(m, vocab);
     if (row >= m) return;

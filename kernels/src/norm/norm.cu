@@ -1,6 +1,7 @@
-// Every entry waits for the launch before it at its start, so each may
-// launch as a programmatic dependent (its launch overlaps the previous one).
-// dependent-launch: rmsnorm_bf16* post_norm_add_pre_norm_bf16* layer_out_bf16*
+// Not launched as programmatic dependents (no `dependent-launch:` line):
+// with nothing to load before sy_wait_prior(), early-launched blocks would
+// only hold SM slots; their sy_allow_next() at the start lets a GEMV after
+// them launch early and stream its weights meanwhile.
 // RMSNorm family. Plan (norm/mod.rs, `cuda_norm_plan`): a persistent grid of
 // min(rows, SMs * B) blocks of T = norm_block(dim) <= 128 threads (96 for dim
 // 5376: 7 chunks of 8 bf16 per thread), B = the blocks one SM holds at the
@@ -244,7 +245,7 @@ __device__ __forceinline__ void rmsnorm_simple(bf16* out, const bf16* x, const b
 }
 
 extern "C" __global__ void NORM_BOUNDS rmsnorm_bf16(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     __shared__ float red[32];
     rmsnorm_simple(out, x, w, rows, dim, eps, red);
@@ -404,7 +405,7 @@ __device__ __forceinline__ void sandwich_simple(bf16* resid_out, bf16* normed, c
 
 extern "C" __global__ void NORM_BOUNDS post_norm_add_pre_norm_bf16(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
                                                                     const bf16* w_post, const bf16* w_pre, int rows, int dim, float eps) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     __shared__ float red[32];
     sandwich_simple(resid_out, w_pre ? normed : nullptr, resid, x, w_post, w_pre, rows, dim, eps, red);
@@ -536,7 +537,7 @@ __device__ __forceinline__ void layer_out_simple(bf16* out, const bf16* mid, con
 
 extern "C" __global__ void NORM_BOUNDS layer_out_bf16(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar, int rows,
                                                        int dim, float eps) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     __shared__ float red[32];
     layer_out_simple(out, mid, x, w, *layer_scalar, rows, dim, eps, red);

@@ -1,5 +1,7 @@
-// qkv_prep waits for the launch before it at its start (launched as a programmatic dependent).
-// dependent-launch: qkv_prep_bf16
+// qkv_prep: not launched as programmatic dependents (no `dependent-launch:` line):
+// with nothing to load before sy_wait_prior(), early-launched blocks would
+// only hold SM slots; their sy_allow_next() at the start lets a GEMV after
+// them launch early and stream its weights meanwhile.
 // q/k/v RMSNorm + rotate-half RoPE + paged KV write.
 //
 // Plan (rope_kv/mod.rs, `cuda_qkv_prep`): a persistent grid of blocks of
@@ -309,7 +311,7 @@ __device__ __forceinline__ bool ok_align(const void* p, int bytes) { return !p |
 extern "C" __global__ void QKV_BOUNDS qkv_prep_bf16(bf16* q_out, bf16* k_pool, bf16* v_pool, const bf16* q_raw, const bf16* k_raw, const bf16* v_raw,
                                                   const bf16* q_norm, const bf16* k_norm, const float* cos_sin, const int* pos, const int* slot, int nh,
                                                   int nkv, int hd, float eps, const int* pmap, int rows, int src_rows, int max_pos, int num_slots) {
-    sy_allow_next(); // launched as a dependent (see the dependent-launch line)
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     // nkv <= 0: queries only (E = nh), the KV pointers are never touched.
     if (nkv <= 0) slot = nullptr;
