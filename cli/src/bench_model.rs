@@ -183,11 +183,12 @@ impl WeightSource for Filler {
             }
             let scale2 = (3.0 / cols as f32).sqrt() / 6.0;
             let (bq, bs) = (self.random(total * cols / 2 + total)?, self.random_e4m3(total * cols / nvfp4::BLOCK + total)?);
+            // The padding rows and the gather table (a few KiB a layer that a
+            // decode step does not stream) stay out of the count: the bound's
+            // bytes are the weights' (`bound::step_bytes`).
+            self.placed.set(self.placed.get() - 2 * total);
             let w = Linear::Nvfp4 { bq, bs, scale2, n: total, k: cols };
-            let stack = StackedFp4::new(w, n, cols, |d| {
-                self.placed.set(self.placed.get() + d.len());
-                Ok(DeviceBuffer::from_bytes(&self.be, d)?)
-            })?;
+            let stack = StackedFp4::new(w, n, cols, |d| Ok(DeviceBuffer::from_bytes(&self.be, d)?))?;
             return Ok(AttnProj::StackedFp4(stack));
         }
         Ok(AttnProj::Stacked { w: self.random(2 * n.iter().sum::<usize>() * cols)?, n, k: cols })
