@@ -87,23 +87,39 @@ declare_kernel! {
         A::i32("rows"), A::i32("k"), A::i32("h"), A::i32("n"))
 }
 
-/// CUDA: one 256-thread block per row (router norm, gated activation).
+/// CUDA: one 256-thread block per row (router norm).
 fn cuda_row_blocks(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
     Ok(CudaPlan::single(a.kernel, [a.u32("rows")?, 1, 1], [256, 1, 1]))
+}
+
+/// Grid (rows, Y), block 256: the Y blocks of a row take its `pairs` bf16
+/// pairs in runs of 256 (pair 256·y + thread, + 256·Y, ...), Y at most
+/// `max_split`, so a decode row is spread over Y SMs instead of walked by one
+/// block.
+fn cuda_row_runs(a: &PlanArgs, pairs: u64, max_split: u64) -> Result<CudaPlan> {
+    let split = pairs.div_ceil(256).clamp(1, max_split) as u32;
+    Ok(CudaPlan::single(a.kernel, [a.u32("rows")?, split, 1], [256, 1, 1]))
 }
 
 /// Most CUDA blocks one combined row is spread over.
 const CUDA_COMBINE_MAX_SPLIT: u64 = 16;
 
-/// CUDA combine: a block of 256 per (row, run of 256 bf16 pairs), at most
-/// [`CUDA_COMBINE_MAX_SPLIT`] a row. One block walking a whole decode row
-/// (1408 pairs at hidden 2816, each the sum of k = 8 expert rows) took
-/// 9.3 us on the H200 (ncu); spread over 6 SMs each thread loads its k rows
-/// once.
+/// CUDA combine: [`cuda_row_runs`] over the h / 2 pairs. One block walking a
+/// whole decode row (1408 pairs at hidden 2816, each the sum of k = 8 expert
+/// rows) took 9.3 us on the H200 (ncu); spread over 6 SMs each thread loads
+/// its k rows once.
 fn cuda_moe_combine(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    let pairs = u64::from(a.u32("h")?) / 2;
-    let split = pairs.div_ceil(256).clamp(1, CUDA_COMBINE_MAX_SPLIT) as u32;
-    Ok(CudaPlan::single(a.kernel, [a.u32("rows")?, split, 1], [256, 1, 1]))
+    cuda_row_runs(a, u64::from(a.u32("h")?) / 2, CUDA_COMBINE_MAX_SPLIT)
+}
+
+/// Most CUDA blocks one gated-activation row is spread over.
+const CUDA_GELU_MAX_SPLIT: u64 = 64;
+
+/// CUDA gated GELU: [`cuda_row_runs`] over the inter / 2 output pairs. One
+/// block a row took 11.9 us a launch on the H200 at the NVFP4 decode's
+/// inter 10240 (ncu): 20 runs of 256 pairs, one pass each.
+fn cuda_gelu_mul(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    cuda_row_runs(a, u64::from(a.u32("inter")?) / 2, CUDA_GELU_MAX_SPLIT)
 }
 
 /// WGSL: one workgroup per row (each shader's fixed size).
@@ -294,7 +310,7 @@ cuda_plan!(MOE_ROUTER_TOPK => cuda_moe_router_topk);
 cuda_plan!(MOE_GATHER_BF16 => cuda_moe_gather);
 cuda_plan!(MOE_GROUPED_GEMM_BF16 => cuda_moe_grouped_bf16);
 cuda_plan!(MOE_GROUPED_W4A16 => cuda_moe_grouped);
-cuda_plan!(GELU_MUL_BF16 => cuda_row_blocks);
+cuda_plan!(GELU_MUL_BF16 => cuda_gelu_mul);
 cuda_plan!(MOE_COMBINE_BF16 => cuda_moe_combine);
 wgsl_plan!(ROUTER_NORM_BF16, "moe/router_norm_bf16.wgsl" => wgsl_row_groups);
 wgsl_plan!(MOE_ROUTER_TOPK, "moe/moe_router_topk.wgsl" => wgsl_row_groups);
@@ -780,7 +796,8 @@ fn grouped_fp4_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn gelu_cases(g: &mut Gen) -> Vec<Case> {
-    [(1usize, 2usize), (9, 42), (17, 1030)]
+    // (1, 10240): a decode row over 20 blocks (the CUDA plan's runs of 256 pairs).
+    [(1usize, 2usize), (9, 42), (17, 1030), (1, 10240)]
         .into_iter()
         .map(|(rows, inter)| {
             let (_, gu) = g.bf16(rows * 2 * inter, 0.01, 4.0);
@@ -867,6 +884,16 @@ mod tests {
         let p = (cuda_kernel(&MOE_GROUPED_GEMM_BF16).unwrap().plan)(&PlanArgs::new(&MOE_GROUPED_GEMM_BF16, &args), f).unwrap();
         assert_eq!((p.passes.len(), p.workspace_bytes), (1, 0));
         p.passes[0].clone()
+    }
+
+    #[test]
+    fn row_kernels_spread_a_decode_row_over_runs_of_256_pairs() {
+        let gelu = |rows: i32, inter: i32| cuda_gelu_mul(&PlanArgs::new(&GELU_MUL_BF16, &[P(256), P(256), I(rows), I(inter)]), &HOPPER).unwrap();
+        // The NVFP4 decode's gated row, inter 10240: 5120 pairs over 20 blocks.
+        assert_eq!((gelu(1, 10240).passes[0].grid, gelu(1, 10240).passes[0].block), ([1, 20, 1], [256, 1, 1]));
+        // A short row stays one block; a very long one stops at 64 blocks a row.
+        assert_eq!(gelu(9, 42).passes[0].grid, [9, 1, 1]);
+        assert_eq!(gelu(2, 1 << 16).passes[0].grid, [2, 64, 1]);
     }
 
     /// The issue-13 shapes take the ping-pong entry (gate_up 1408 = 8 · 176,

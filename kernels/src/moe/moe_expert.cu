@@ -393,14 +393,15 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_w4a16(bf16* __rest
 
 // ---------------------------------------------------------------- gated GELU
 
-// Plan: grid (rows), block 256. inter even.
+// Plan: grid (rows, Y), block 256: the Y blocks of a row take its output
+// pairs i = 256·y + thread, + 256·Y, ... inter even.
 extern "C" __global__ void __launch_bounds__(256) gelu_mul_bf16(bf16* __restrict__ out, const bf16* __restrict__ gu, int rows, int inter) {
     const size_t r = blockIdx.x;
     if ((int)r >= rows) return;
     const unsigned* gate = reinterpret_cast<const unsigned*>(gu + r * 2 * (size_t)inter);
     const unsigned* up = reinterpret_cast<const unsigned*>(gu + r * 2 * (size_t)inter + inter);
     unsigned* o = reinterpret_cast<unsigned*>(out + r * (size_t)inter);
-    for (int i = threadIdx.x; i < inter / 2; i += blockDim.x) {
+    for (int i = threadIdx.x + blockIdx.y * blockDim.x; i < inter / 2; i += blockDim.x * gridDim.y) {
         const unsigned gw = gate[i], uw = up[i];
         const float a = __fmul_rn(round_bf16(gelu_tanh_f32(bf16_lo(gw))), bf16_lo(uw));
         const float b = __fmul_rn(round_bf16(gelu_tanh_f32(bf16_hi(gw))), bf16_hi(uw));
