@@ -888,7 +888,8 @@ mod tests {
 
     #[test]
     fn row_kernels_spread_a_decode_row_over_runs_of_256_pairs() {
-        let gelu = |rows: i32, inter: i32| cuda_gelu_mul(&PlanArgs::new(&GELU_MUL_BF16, &[P(256), P(256), I(rows), I(inter)]), &HOPPER).unwrap();
+        let gelu =
+            |rows: i32, inter: i32| cuda_gelu_mul(&PlanArgs::new(&GELU_MUL_BF16, &[P(256), P(256), I(rows), I(inter)]), &HOPPER).unwrap();
         // The NVFP4 decode's gated row, inter 10240: 5120 pairs over 20 blocks.
         assert_eq!((gelu(1, 10240).passes[0].grid, gelu(1, 10240).passes[0].block), ([1, 20, 1], [256, 1, 1]));
         // A short row stays one block; a very long one stops at 64 blocks a row.
