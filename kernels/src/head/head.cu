@@ -260,6 +260,166 @@ __device__ void head_mma(float* out, const bf16* h, const typename TT::T* table,
     }
 }
 
+// ---------------------------------------------------------------- m >= 2, streamed through shared memory
+
+// Plan (head/mod.rs, m >= 2): lm_head_logits_{fp8,bf16}_mma, a persistent
+// grid of min(tiles, SMs * HEAD_PIPE_BLOCKS) blocks of 128 threads; block b
+// takes tiles b, b + grid, ... of HEAD_PIPE_ROWS (128) table rows, a warp 32
+// of them (4 n-tiles), and walks each tile's k in groups of 4 * KC (64 table
+// bytes a row). Every group is copied into a ring of HEAD_STAGES shared
+// stages with cp.async: the 128 rows' 64 bytes (each lane copies and later
+// reads its own 4 chunks, the same chunks head_mma gives it, so the mma k
+// order and thus every f32 sum are head_mma's) and the m hidden rows' k range
+// (rows >= m and k >= hdim zero-filled), which the block's 4 warps share
+// instead of each re-reading it through L1. The copies of the next
+// HEAD_STAGES - 1 groups are in flight while one is converted and
+// multiplied, across tile boundaries too, so the loads no longer wait behind
+// the math of their own warp: head_mma kept 4 KiB a warp in flight only
+// between its compute steps and streamed at 59-68% of copy on the H200.
+// Needs 16-byte aligned table and hidden rows and 128-thread blocks (else
+// head_mma, which is correct for any grid and block).
+
+#define HEAD_STAGES 4
+#define HEAD_PIPE_ROWS 128
+// Resident blocks an SM the plan counts on (CUDA_HEAD_PIPE_BLOCKS in head/mod.rs).
+#define HEAD_PIPE_BLOCKS 4
+
+__device__ __forceinline__ void head_cp16(unsigned dst, const void* src, bool in) {
+    // src-size 0 zero-fills the 16 shared bytes without reading src.
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void head_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void head_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+template <class TT> struct HeadPipe {
+    static constexpr int KC = TT::KC, GROUP = 4 * KC;
+    // Hidden bytes a row a stage; fp8's 128-byte rows get 16 bytes of padding
+    // so the 8 lanes of a 16-byte shared load phase (rows g, g + 1) hit
+    // distinct banks.
+    static constexpr int HROW = 2 * GROUP, HSTRIDE = HROW == 128 ? 144 : HROW;
+    static constexpr int TBYTES = HEAD_PIPE_ROWS * 64, STAGE = TBYTES + HEAD_MAX_M * HSTRIDE;
+    static constexpr int BYTES = HEAD_STAGES * STAGE;
+};
+
+template <class TT>
+__device__ __forceinline__ bool head_pipe_ok(const bf16* h, const typename TT::T* table, int hdim) {
+    return aligned16(table) && aligned16(h) && ((size_t)hdim * sizeof(typename TT::T)) % 16 == 0 && hdim % 8 == 0;
+}
+
+template <class TT>
+__device__ void head_pipe(float* out, const bf16* h, const typename TT::T* table, const float* row_scale, int m, int vocab, int hdim, float softcap,
+                          unsigned char* smem) {
+    typedef HeadPipe<TT> P;
+    constexpr int KC = TT::KC, GROUP = P::GROUP, NQ = KC / 8, PPR = P::HROW / 16;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+    const int ksteps = (hdim + GROUP - 1) / GROUP;
+    const int tiles = (vocab + HEAD_PIPE_ROWS - 1) / HEAD_PIPE_ROWS;
+    const int mine = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    const long long total = (long long)mine * ksteps;
+    const unsigned sbase = smem_addr(smem);
+    const size_t row_bytes = (size_t)hdim * sizeof(typename TT::T);
+    const u8* tb = reinterpret_cast<const u8*>(table);
+
+    // Producer state: the next group to copy.
+    long long issued = 0;
+    int p_tile = blockIdx.x, p_ks = 0, p_slot = 0;
+#define HEAD_ISSUE()                                                                                                         \
+    do {                                                                                                                     \
+        if (issued < total) {                                                                                                \
+            const unsigned st = sbase + p_slot * P::STAGE;                                                                   \
+            const int v0 = p_tile * HEAD_PIPE_ROWS + warp * 32 + g;                                                          \
+            const int kb = p_ks * GROUP + c * KC;                                                                            \
+            _Pragma("unroll") for (int t = 0; t < 4; ++t) {                                                                  \
+                const int v = v0 + 8 * t;                                                                                    \
+                const bool in = kb < hdim && v < vocab;                                                                      \
+                head_cp16(st + ((warp * 4 + t) * 32 + lane) * 16, in ? tb + (size_t)v * row_bytes + (size_t)kb * sizeof(typename TT::T) : tb, in); \
+            }                                                                                                                \
+            if (tid < HEAD_MAX_M * PPR) {                                                                                    \
+                const int hr = tid / PPR, k = p_ks * GROUP + (tid % PPR) * 8;                                                \
+                const bool in = hr < m && k < hdim;                                                                          \
+                head_cp16(st + P::TBYTES + hr * P::HSTRIDE + (tid % PPR) * 16, in ? h + (size_t)hr * hdim + k : h, in);      \
+            }                                                                                                                \
+            if (++p_ks == ksteps) {                                                                                          \
+                p_ks = 0;                                                                                                    \
+                p_tile += gridDim.x;                                                                                         \
+            }                                                                                                                \
+            ++issued;                                                                                                        \
+        }                                                                                                                    \
+        head_cp_commit(); /* empty groups too: wait_group counts stay uniform */                                             \
+        p_slot = p_slot + 1 == HEAD_STAGES ? 0 : p_slot + 1;                                                                 \
+    } while (0)
+
+#pragma unroll
+    for (int i = 0; i < HEAD_STAGES - 1; ++i) HEAD_ISSUE();
+
+    float acc[4][4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
+    int c_tile = blockIdx.x, c_ks = 0, c_slot = 0;
+    for (long long it = 0; it < total; ++it) {
+        head_cp_wait<HEAD_STAGES - 2>(); // this thread's copies of group `it` have landed
+        __syncthreads();                 // everyone's have (the hidden rows), and group it - 1's slot is free
+        HEAD_ISSUE();
+        const unsigned char* st = smem + c_slot * P::STAGE;
+        unsigned a0[4 * NQ], a1[4 * NQ];
+#pragma unroll
+        for (int j = 0; j < NQ; ++j) {
+            const uint4 x0 = *reinterpret_cast<const uint4*>(st + P::TBYTES + g * P::HSTRIDE + c * 2 * KC + 16 * j);
+            const uint4 x1 = *reinterpret_cast<const uint4*>(st + P::TBYTES + (g + 8) * P::HSTRIDE + c * 2 * KC + 16 * j);
+            a0[4 * j] = x0.x, a0[4 * j + 1] = x0.y, a0[4 * j + 2] = x0.z, a0[4 * j + 3] = x0.w;
+            a1[4 * j] = x1.x, a1[4 * j + 1] = x1.y, a1[4 * j + 2] = x1.z, a1[4 * j + 3] = x1.w;
+        }
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            const uint4 tw = *reinterpret_cast<const uint4*>(st + ((warp * 4 + t) * 32 + lane) * 16);
+            unsigned b[8];
+            b_frags(tw, table, b);
+#pragma unroll
+            for (int s = 0; s < KC / 4; ++s) mma16816_bf16_f32(acc[t], a0[2 * s], a1[2 * s], a0[2 * s + 1], a1[2 * s + 1], b[2 * s], b[2 * s + 1]);
+        }
+        c_slot = c_slot + 1 == HEAD_STAGES ? 0 : c_slot + 1;
+        if (++c_ks == ksteps) {
+            const int v0 = c_tile * HEAD_PIPE_ROWS + warp * 32;
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int i = g + (e >= 2 ? 8 : 0);
+                    const int v = v0 + 8 * t + 2 * c + (e & 1);
+                    if (i < m && v < vocab) out[(size_t)i * vocab + v] = softcap_f32(acc[t][e] * (row_scale ? row_scale[v] : 1.0f), softcap);
+                    acc[t][e] = 0.0f;
+                }
+            }
+            c_ks = 0;
+            c_tile += gridDim.x;
+        }
+    }
+#undef HEAD_ISSUE
+    head_cp_wait<0>(); // no copy may still target shared memory when the block exits
+}
+
+extern "C" __global__ void __launch_bounds__(128, HEAD_PIPE_BLOCKS) lm_head_logits_fp8_mma(float* out, const bf16* h, const u8* e8, const float* row_scale,
+                                                                                         int m, int vocab, int hdim, float softcap) {
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
+    sy_wait_prior();
+    __shared__ __align__(16) unsigned char smem[HeadPipe<Fp8Table>::BYTES];
+    const int mm = max(1, min(m, HEAD_MAX_M));
+    if (blockDim.x == 128 && head_pipe_ok<Fp8Table>(h, e8, hdim)) head_pipe<Fp8Table>(out, h, e8, row_scale, mm, vocab, hdim, softcap, smem);
+    else head_mma<Fp8Table>(out, h, e8, row_scale, mm, vocab, hdim, softcap);
+}
+
+extern "C" __global__ void __launch_bounds__(128, HEAD_PIPE_BLOCKS) lm_head_logits_bf16_mma(float* out, const bf16* h, const bf16* table, int m, int vocab,
+                                                                                          int hdim, float softcap) {
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
+    sy_wait_prior();
+    __shared__ __align__(16) unsigned char smem[HeadPipe<Bf16Table>::BYTES];
+    const int mm = max(1, min(m, HEAD_MAX_M));
+    if (blockDim.x == 128 && head_pipe_ok<Bf16Table>(h, table, hdim)) head_pipe<Bf16Table>(out, h, table, nullptr, mm, vocab, hdim, softcap, smem);
+    else head_mma<Bf16Table>(out, h, table, nullptr, mm, vocab, hdim, softcap);
+}
+
 extern "C" __global__ void HEAD_BOUNDS lm_head_logits_fp8(float* out, const bf16* h, const u8* e8, const float* row_scale, int m, int vocab, int hdim,
                                                           float softcap) {
     sy_allow_next(); // a dependent GEMV after this may start now (file header)
@@ -277,17 +437,20 @@ extern "C" __global__ void HEAD_BOUNDS lm_head_logits_bf16(float* out, const bf1
 
 // ---------------------------------------------------------------- argmax
 
-// Plan (head/mod.rs, `cuda_argmax_rows`): two passes over plan workspace.
-// argmax_rows, grid [m, S], block ARGMAX_THREADS: block (i, s) reduces slice
-// s of row i to its best (value, index) pair, written to workspace pair
-// [i * S + s]. argmax_rows_final, grid [m], block S rounded up to whole
-// warps: reduces row i's S pairs. S = argmax_slices(m, vocab) (below; the
-// plan computes the same): about ARGMAX_TARGET_BLOCKS blocks in all (four an
-// SM on an H200), each slice at least ARGMAX_MIN_SLICE logits, so every load
-// of the launch is issued in the first wave, each thread holding
-// ARGMAX_UNROLL 16-byte loads in registers. The pairs compare by (value
-// desc, index asc) and NaN never enters a pair, a total order, so the result
-// does not depend on S or on the order of the reductions.
+// Plan (head/mod.rs, `cuda_argmax_rows`): one launch, grid [m, S], block
+// ARGMAX_THREADS. Block (i, s) reduces slice s of row i to its best (value,
+// index) pair. S = argmax_slices(m, vocab) (below; the plan computes the
+// same): about ARGMAX_TARGET_BLOCKS blocks in all (four an SM on an H200),
+// each slice at least ARGMAX_MIN_SLICE logits, so every load of the launch
+// is issued in the first wave, each thread holding ARGMAX_UNROLL 16-byte
+// loads in registers. With S = 1 the block writes the row's result. With S >
+// 1 it writes its pair to workspace pair [i * S + s], and the last of the
+// row's S blocks to arrive (a per-row arrival counter, see below) reduces the
+// row's S pairs and writes the result: one launch, where a second pass cost
+// a launch of its own (4.3-5 us a launch back to back on the H200, about the
+// first pass's whole 16 MiB stream at m = 16). The pairs compare by
+// (value desc, index asc) and NaN never enters a pair, a total order, so
+// the result depends neither on S nor on which block arrives last.
 //
 // Slices are cut in float4 units of the row's 16-byte-aligned body (a row
 // starts at row * vocab floats, so its scalar head before the first aligned
@@ -300,6 +463,13 @@ extern "C" __global__ void HEAD_BOUNDS lm_head_logits_bf16(float* out, const bf1
 #define ARGMAX_TARGET_BLOCKS 512
 #define ARGMAX_MIN_SLICE 2048
 #define ARGMAX_MAX_SLICES 1024
+
+// Arrival counters, one a row. A row is cut into S > 1 slices only when
+// ceil(ARGMAX_TARGET_BLOCKS / m) > 1, i.e. m < ARGMAX_TARGET_BLOCKS, so rows
+// below ARGMAX_TARGET_BLOCKS cover every row that uses one. Zero at module
+// load; the last block of a row puts its counter back to zero, so every
+// launch finds them zero (launches on the backend's one stream never overlap).
+__device__ unsigned argmax_arrivals[ARGMAX_TARGET_BLOCKS];
 
 __device__ __forceinline__ int argmax_slices(int m, int vocab) {
     const int want = (ARGMAX_TARGET_BLOCKS + m - 1) / max(m, 1);
@@ -347,7 +517,13 @@ __device__ __forceinline__ void argmax_block(float& bv, int& bi, float* sv, int*
     }
 }
 
-// Pass 1. The trailing workspace holds the (value, index) pairs, [m][S].
+__device__ __forceinline__ void argmax_write(int* idx, float* val, int row, float bv, int bi) {
+    const bool none = bi == ARGMAX_NONE;
+    idx[row] = none ? -1 : bi;
+    val[row] = none ? -SY_INF : bv;
+}
+
+// The trailing workspace holds the (value, index) pairs, [m][S].
 extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_rows(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1,
                                                                        float2* workspace) {
     sy_allow_next(); // a dependent GEMV after this may start now (file header)
@@ -356,6 +532,7 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_rows(int* id
     if (row >= m || s >= S) return;
     __shared__ float sv[32];
     __shared__ int si[32];
+    __shared__ bool last;
     const float* l = logits + (size_t)row * vocab;
     float bv = -SY_INF;
     int bi = ARGMAX_NONE;
@@ -391,30 +568,34 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) argmax_rows(int* id
     if (s == S - 1)
         for (int k = head + nvec * 4 + threadIdx.x; k < vocab; k += blockDim.x) argmax_consider(l[k], k, ex0, ex1, bv, bi);
     argmax_block(bv, bi, sv, si);
-    if (threadIdx.x == 0) workspace[(size_t)row * S + s] = make_float2(bv, __int_as_float(bi));
-}
-
-// Pass 2: grid [m], a thread per slice (block S rounded up to whole warps).
-extern "C" __global__ void __launch_bounds__(1024) argmax_rows_final(int* idx, float* val, const float* logits, int m, int vocab, int ex0, int ex1,
-                                                                    float2* workspace) {
-    sy_allow_next(); // a dependent GEMV after this may start now (file header)
-    sy_wait_prior();
-    const int row = blockIdx.x, S = argmax_slices(m, vocab);
-    if (row >= m) return;
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    float bv = -SY_INF;
-    int bi = ARGMAX_NONE;
+    if (S == 1) {
+        if (threadIdx.x == 0) argmax_write(idx, val, row, bv, bi);
+        return;
+    }
+    float2* pairs = workspace + (size_t)row * S;
+    if (threadIdx.x == 0) {
+        pairs[s] = make_float2(bv, __int_as_float(bi));
+        // Release: the pair is visible device-wide before the arrival that
+        // may let another block read it.
+        __threadfence();
+        const unsigned arrived = atomicAdd(&argmax_arrivals[row], 1u);
+        last = arrived == (unsigned)S - 1u;
+        if (last) argmax_arrivals[row] = 0u; // every block of this launch has arrived
+    }
+    __syncthreads();
+    if (!last) return;
+    // Acquire: order the reads of the other blocks' pairs after the arrival
+    // count that showed them written; __ldcg reads them from L2, not a stale L1.
+    __threadfence();
+    bv = -SY_INF;
+    bi = ARGMAX_NONE;
     for (int t = threadIdx.x; t < S; t += blockDim.x) {
-        const float2 p = workspace[(size_t)row * S + t];
+        const float2 p = __ldcg(pairs + t);
         argmax_take(p.x, __float_as_int(p.y), bv, bi);
     }
+    __syncthreads(); // sv / si are reused by the second reduction
     argmax_block(bv, bi, sv, si);
-    if (threadIdx.x == 0) {
-        const bool none = bi == ARGMAX_NONE;
-        idx[row] = none ? -1 : bi;
-        val[row] = none ? -SY_INF : bv;
-    }
+    if (threadIdx.x == 0) argmax_write(idx, val, row, bv, bi);
 }
 
 // ---------------------------------------------------------------- letters
