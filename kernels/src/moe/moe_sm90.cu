@@ -97,6 +97,18 @@ __device__ __forceinline__ void mg_tile(int t, const int* pre, int e, int ntc, i
     mt = local - nt * tm;
 }
 
+// The block's i-th tile (its i-th turn); past its last one, an index at or
+// past `tiles` (the index grows with i, so the turns that exist are a
+// prefix). Strided: block b takes b, b + grid, b + 2 grid, ... Pairs: block
+// b takes the neighbours 2 (r grid + b) and 2 (r grid + b) + 1 in round r,
+// so its two consumer warpgroups' tiles are usually two m-tiles of the same
+// (expert, n-tile) and read the same weight slice within half a tile of
+// each other, from the same SM.
+template <bool PAIRS> __device__ __forceinline__ int mg_turn_tile(int i) {
+    if (PAIRS) return 2 * ((i >> 1) * (int)gridDim.x + (int)blockIdx.x) + (i & 1);
+    return (int)blockIdx.x + i * (int)gridDim.x;
+}
+
 // The block's shared-memory layout (the plan asks for the same,
 // grouped_wgmma_shared_bytes): up to 1023 bytes to align the ring to 1024
 // (the 128-byte swizzle's atom), STAGES x (a slice + w slice), the eight
@@ -166,8 +178,13 @@ __device__ __forceinline__ MgSmem mg_setup(const TmaMap* ta, const TmaMap* tw, c
 }
 
 // Warpgroup 0: thread 0 feeds the ring with every K slice of the block's
-// tiles in order; warps 1-3 write the rows outside every segment.
-template <int BN, int STAGES>
+// tiles in turn order (mg_turn_tile<PAIRS>); warps 1-3 write the rows
+// outside every segment. HINT (L2 eviction priority of the copies): 0, none;
+// 1, a tile that is the last reader of its weight slice (the expert's last
+// m-tile) or of its rows (the last n-tile) reads them evict_first, so dead
+// data leaves L2 before data still to be re-read; 2, as 1, and rows with
+// n-tiles still to come are read evict_last (the weights stream past them).
+template <int BN, int STAGES, bool PAIRS = false, int HINT = 0>
 __device__ __forceinline__ void mg_produce(const MgSmem& m, const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, int n, int e, int big_n,
                                            int tiles, int ntc, int KT) {
     constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
@@ -175,18 +192,32 @@ __device__ __forceinline__ void mg_produce(const MgSmem& m, const TmaMap* ta, co
     if (tid == 0) {
         int s = 0;
         unsigned phase = 0;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        unsigned long long first = 0, last = 0;
+        if (HINT > 0) first = l2_evict_first_policy();
+        if (HINT > 1) last = l2_evict_last_policy();
+        for (int i = 0;; ++i) {
+            const int t = mg_turn_tile<PAIRS>(i);
+            if (t >= tiles) break;
             int x, mt, nt;
             mg_tile(t, m.pre, e, ntc, x, mt, nt);
             const int r0 = m.start[x] + mt * MG_BM, w0 = x * big_n + nt * BN;
+            const bool w_dead = mt == m.pre[x + 1] - m.pre[x] - 1, a_dead = nt == ntc - 1;
             for (int kt = 0; kt < KT; ++kt) {
                 const unsigned full = m.bars + 8u * s, empty = m.bars + 8u * (STAGES + s);
                 // A fresh barrier is in phase 0: parity 1 passes the first round.
                 mbar_wait(empty, phase ^ 1u);
                 mbar_expect_tx(full, STAGE_BYTES);
                 const unsigned dst = m.ring + s * STAGE_BYTES;
-                tma_load_2d(dst, ta, full, kt * MG_BK, r0);
-                tma_load_2d(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0);
+                if (HINT == 0) {
+                    tma_load_2d(dst, ta, full, kt * MG_BK, r0);
+                    tma_load_2d(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0);
+                } else {
+                    if (a_dead) tma_load_2d_hint(dst, ta, full, kt * MG_BK, r0, first);
+                    else if (HINT > 1) tma_load_2d_hint(dst, ta, full, kt * MG_BK, r0, last);
+                    else tma_load_2d(dst, ta, full, kt * MG_BK, r0);
+                    if (w_dead) tma_load_2d_hint(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0, first);
+                    else tma_load_2d(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0);
+                }
                 ring_next<STAGES>(s, phase);
             }
         }
@@ -290,7 +321,7 @@ template <int STAGES> __device__ __forceinline__ void ring_skip(int& s, unsigned
 
 // The ping-pong kernel: the block's i-th tile belongs to consumer warpgroup
 // i % 2, which computes all 128 of its rows.
-template <int BN, int STAGES>
+template <int BN, int STAGES, bool PAIRS, int HINT>
 __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, const int* __restrict__ offsets, int n,
                                              int e, int big_n, int big_k) {
     constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
@@ -303,7 +334,7 @@ __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw,
         // The producer needs few registers; the consumers' 176 accumulators
         // need more than the 168 an even split of the SM leaves them.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        mg_produce<BN, STAGES>(m, ta, tw, out, n, e, big_n, tiles, ntc, KT);
+        mg_produce<BN, STAGES, PAIRS, HINT>(m, ta, tw, out, n, e, big_n, tiles, ntc, KT);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
@@ -362,13 +393,14 @@ __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw,
     // Turn i (the block's i-th tile) waits for turn i - 1's hand-over; each
     // bar.sync meets exactly one bar.arrive (the previous turn hands over
     // only when this turn exists), so no arrival is left pending at exit.
-    int i = cw;
-    for (int t = blockIdx.x + cw * gridDim.x; t < tiles; t += 2 * gridDim.x, i += 2) {
+    for (int i = cw;; i += 2) {
+        const int t = mg_turn_tile<PAIRS>(i);
+        if (t >= tiles) break;
         int x, mt, nt;
         mg_tile(t, m.pre, e, ntc, x, mt, nt);
         const int seg_hi = max(m.start[x + 1], m.start[x]);
         const int r0 = m.start[x] + mt * MG_BM;
-        const bool more = t + gridDim.x < tiles;
+        const bool more = mg_turn_tile<PAIRS>(i + 1) < tiles;
         if (i > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(MG_TURN_BAR + cw) : "memory");
         // A tile's first row block always holds rows of its segment (tiles
         // are ⌈len / 128⌉ a segment).
@@ -395,7 +427,20 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_grouped_gemm_wgmma_pp_n176(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
                                    int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
-    moe_wgmma_pp<176, 5>(&ta, &tw, out, offsets, n, e, big_n, big_k);
+    moe_wgmma_pp<176, 5, true, 2>(&ta, &tw, out, offsets, n, e, big_n, big_k);
 }
+
+// Measurement variants of the ping-pong kernel (tile order, L2 hints), taken
+// through SWITCHYARD_MOE_PP (kernels/src/moe/expert.rs).
+#define MG_PP_VARIANT(NAME, PAIRS, HINT)                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                                                                         \
+        NAME(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets, int n, int e,      \
+             int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {                                      \
+        moe_wgmma_pp<176, 5, PAIRS, HINT>(&ta, &tw, out, offsets, n, e, big_n, big_k);                                                           \
+    }
+MG_PP_VARIANT(moe_grouped_gemm_wgmma_pp_n176_strided, false, 0)
+MG_PP_VARIANT(moe_grouped_gemm_wgmma_pp_n176_pairs, true, 0)
+MG_PP_VARIANT(moe_grouped_gemm_wgmma_pp_n176_pairs_h1, true, 1)
+MG_PP_VARIANT(moe_grouped_gemm_wgmma_pp_n176_strided_h2, false, 2)
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
