@@ -2,7 +2,10 @@
 // with nothing to load before sy_wait_prior(), early-launched blocks would
 // only hold SM slots; their sy_allow_next() at the start lets a GEMV after
 // them launch early and stream its weights meanwhile.
-// RMSNorm family. Plan (norm/mod.rs, `cuda_norm_plan`): a persistent grid of
+// RMSNorm family. Plans (norm/mod.rs, `cuda_norm_plan`): rows >= SMs whose
+// row moves in 16-byte vectors take the shared-memory ring entries
+// (`<kernel>_ring`, at the end of this file). Otherwise (decode: fewer rows
+// than SMs) the register entries below: a persistent grid of
 // min(rows, SMs * B) blocks of T = norm_block(dim) <= 128 threads (96 for dim
 // 5376: 7 chunks of 8 bf16 per thread), B = the blocks one SM holds at the
 // 128-register cap of NORM_BOUNDS (5 for T = 96). Block b takes rows b,
@@ -571,3 +574,198 @@ __device__ __noinline__ void layer_out_scalar(bf16* out, const bf16* mid, const 
         if ((int)blockIdx.x < rows) layer_out_rows<C_>(out, mid, x, w, *layer_scalar, rows, dim, eps, red);                         \
     }
 NORM_PIPE_ENTRIES(LAYER_OUT_PIPE_ENTRY)
+
+// ---------------------------------------------------------------- shared-memory ring
+// The entries `<kernel>_ring` (norm/mod.rs picks them when rows >= SMs, the
+// row moves in 16-byte vectors and the ring fits in shared memory): a
+// persistent grid whose blocks stream their rows b, b + G, ... through a ring
+// of NORM_RING_STAGES row buffers in dynamic shared memory, filled with
+// cp.async. Each thread copies, and later reads, only its own chunks (t,
+// t + T, ... as in the register paths), so its cp.async.wait_group is all the
+// ordering the ring needs: no barrier besides the block reduction's. While a
+// row is reduced and written, the next STAGES - 1 rows are in flight without
+// holding a register (the register pipeline above kept one row in flight,
+// ~54 KiB an SM at dim 5376, which left rmsnorm at 64.5% of copy on the
+// H200); blocks are as many as the shared memory holds (7 an SM for
+// rmsnorm at dim 5376: ~150-225 KiB in flight an SM).
+//
+// Sum order: each thread's chunks in slot order, then block_sum, as the
+// register paths at the same block size.
+#define NORM_RING_STAGES 3
+// Up to 128 threads at up to 64 registers: norm/mod.rs counts resident
+// blocks with RING_REG_CAP.
+#define NORM_RING_BOUNDS __launch_bounds__(128, 8)
+
+__device__ __forceinline__ void ring_cp16(unsigned dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void ring_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Every group but the newest STAGES - 1 complete: the row about to be used.
+__device__ __forceinline__ void ring_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(NORM_RING_STAGES - 1) : "memory"); }
+__device__ __forceinline__ unsigned dyn_smem_bytes() {
+    unsigned r;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+
+extern __shared__ uint4 ring_smem[];
+
+// This thread's slots: chunk j of input i of stage s at ring_smem[at(s, i, j)].
+struct Ring {
+    int n, C, nin; // chunks a row, chunks a thread, inputs a row
+    __device__ __forceinline__ int at(int s, int i, int j) const { return ((s * nin + i) * C + j) * (int)blockDim.x + (int)threadIdx.x; }
+    __device__ __forceinline__ void get(BfVec<8>& v, int s, int i, int j) const {
+        const uint4 u = ring_smem[at(s, i, j)];
+        v.w[0] = u.x; v.w[1] = u.y; v.w[2] = u.z; v.w[3] = u.w;
+    }
+    __device__ __forceinline__ void put(int s, int i, int j, const BfVec<8>& v) const { ring_smem[at(s, i, j)] = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]); }
+    // This thread's chunks of one row (`row` at its first element) into input i of stage s.
+    __device__ __forceinline__ void fill(int s, int i, const bf16* row) const {
+        for (int j = 0, k = threadIdx.x; k < n; ++j, k += blockDim.x) ring_cp16(smem_addr(&ring_smem[at(s, i, j)]), row + (size_t)k * 8);
+    }
+};
+
+// The ring for `nin` inputs of rows of `dim`, if the launch gave it the
+// shared memory (a geometry the plan did not pick may not have).
+__device__ __forceinline__ bool ring_setup(Ring& g, int dim, int nin) {
+    g.n = dim / 8;
+    g.C = (g.n + (int)blockDim.x - 1) / (int)blockDim.x;
+    g.nin = nin;
+    return dyn_smem_bytes() >= (unsigned)(NORM_RING_STAGES * nin * g.C) * blockDim.x * 16u;
+}
+
+// The block's rows through the ring: fill(s, r) issues row r into stage s,
+// row(s, r) consumes it. Every trip commits one group (empty past the last
+// row), so wait_group(STAGES - 1) always means "the oldest row is here".
+template <class Fill, class Row>
+__device__ __forceinline__ void ring_rows(int rows, Fill fill, Row row) {
+    const int G = gridDim.x;
+#pragma unroll
+    for (int s = 0; s < NORM_RING_STAGES; ++s) {
+        const int r = (int)blockIdx.x + s * G;
+        if (r < rows) fill(s, r);
+        ring_commit();
+    }
+    int s = 0;
+    for (int r = blockIdx.x; r < rows; r += G) {
+        ring_wait();
+        row(s, r);
+        // This thread has read all it will of stage s (its stores used the values).
+        const int next = r + NORM_RING_STAGES * G;
+        if (next < rows) fill(s, next);
+        ring_commit();
+        s = s + 1 == NORM_RING_STAGES ? 0 : s + 1;
+    }
+}
+
+extern "C" __global__ void NORM_RING_BOUNDS rmsnorm_bf16_ring(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps) {
+    sy_allow_next();
+    sy_wait_prior();
+    __shared__ float red[32];
+    Ring g;
+    if (pick_width(dim, out, x, w, nullptr, nullptr) != 8 || !ring_setup(g, dim, 1)) {
+        rmsnorm_scalar(out, x, w, rows, dim, eps, red);
+        return;
+    }
+    ring_rows(
+        rows, [&](int s, int r) { g.fill(s, 0, x + (size_t)r * dim); },
+        [&](int s, int r) {
+            bf16* o = out + (size_t)r * dim;
+            float ss = 0.0f;
+            for (int j = 0, k = threadIdx.x; k < g.n; ++j, k += blockDim.x) {
+                BfVec<8> v;
+                g.get(v, s, 0, j);
+                ss += sumsq<8>(v);
+            }
+            const float inv = inv_rms(ss, dim, eps, red);
+            for (int j = 0, k = threadIdx.x; k < g.n; ++j, k += blockDim.x) {
+                BfVec<8> v;
+                g.get(v, s, 0, j);
+                norm_chunk<8>(o, v, w, k * 8, inv);
+            }
+        });
+}
+
+// Inputs: x (0), resid (1); resid's slots take the rounded resid_out for the second norm.
+extern "C" __global__ void NORM_RING_BOUNDS post_norm_add_pre_norm_bf16_ring(bf16* resid_out, bf16* normed, const bf16* resid, const bf16* x,
+                                                                            const bf16* w_post, const bf16* w_pre, int rows, int dim, float eps) {
+    sy_allow_next();
+    sy_wait_prior();
+    __shared__ float red[32];
+    if (!w_pre) normed = resid_out; // only addressed, never written (see the _c entries)
+    Ring g;
+    if (sandwich_width(dim, resid_out, normed, resid, x, w_post, w_pre) != 8 || !ring_setup(g, dim, 2)) {
+        sandwich_scalar(resid_out, normed, resid, x, w_post, w_pre, rows, dim, eps, red);
+        return;
+    }
+    // resid_out may alias resid: a row's resid is in shared memory before any
+    // of it is written, and only this block touches the row.
+    ring_rows(
+        rows,
+        [&](int s, int r) {
+            g.fill(s, 0, x + (size_t)r * dim);
+            g.fill(s, 1, resid + (size_t)r * dim);
+        },
+        [&](int s, int r) {
+            const size_t off = (size_t)r * dim;
+            float ss = 0.0f;
+            for (int j = 0, k = threadIdx.x; k < g.n; ++j, k += blockDim.x) {
+                BfVec<8> v;
+                g.get(v, s, 0, j);
+                ss += sumsq<8>(v);
+            }
+            const float inv1 = inv_rms(ss, dim, eps, red);
+            float ss2 = 0.0f;
+            for (int j = 0, k = threadIdx.x; k < g.n; ++j, k += blockDim.x) {
+                BfVec<8> xv, rv;
+                g.get(xv, s, 0, j);
+                g.get(rv, s, 1, j);
+                sandwich_chunk<8>(resid_out + off, rv, xv, w_post, k * 8, inv1, rv);
+                ss2 += sumsq<8>(rv);
+                g.put(s, 1, j, rv);
+            }
+            if (!w_pre) return; // uniform across the block
+            const float inv2 = inv_rms(ss2, dim, eps, red);
+            for (int j = 0, k = threadIdx.x; k < g.n; ++j, k += blockDim.x) {
+                BfVec<8> rv;
+                g.get(rv, s, 1, j);
+                norm_chunk<8>(normed + off, rv, w_pre, k * 8, inv2);
+            }
+        });
+}
+
+// Inputs: x (0), mid (1).
+extern "C" __global__ void NORM_RING_BOUNDS layer_out_bf16_ring(bf16* out, const bf16* mid, const bf16* x, const bf16* w, const float* layer_scalar,
+                                                               int rows, int dim, float eps) {
+    sy_allow_next();
+    sy_wait_prior();
+    __shared__ float red[32];
+    Ring g;
+    if (pick_width(dim, out, mid, x, w, nullptr) != 8 || !ring_setup(g, dim, 2)) {
+        layer_out_scalar(out, mid, x, w, layer_scalar, rows, dim, eps, red);
+        return;
+    }
+    const float scalar = *layer_scalar;
+    ring_rows(
+        rows,
+        [&](int s, int r) {
+            g.fill(s, 0, x + (size_t)r * dim);
+            g.fill(s, 1, mid + (size_t)r * dim);
+        },
+        [&](int s, int r) {
+            bf16* o = out + (size_t)r * dim;
+            float ss = 0.0f;
+            for (int j = 0, k = threadIdx.x; k < g.n; ++j, k += blockDim.x) {
+                BfVec<8> v;
+                g.get(v, s, 0, j);
+                ss += sumsq<8>(v);
+            }
+            const float inv = inv_rms(ss, dim, eps, red);
+            for (int j = 0, k = threadIdx.x; k < g.n; ++j, k += blockDim.x) {
+                BfVec<8> xv, mv;
+                g.get(xv, s, 0, j);
+                g.get(mv, s, 1, j);
+                layer_out_chunk<8>(o, mv, xv, w, k * 8, inv, scalar);
+            }
+        });
+}

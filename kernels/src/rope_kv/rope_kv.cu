@@ -341,3 +341,171 @@ extern "C" __global__ void QKV_BOUNDS qkv_prep_bf16(bf16* q_out, bf16* k_pool, b
         default: qkv_simple(a, pos, slot, pmap);
     }
 }
+
+// ---------------------------------------------------------------- shared-memory ring
+// `qkv_prep_bf16_ring` (rope_kv/mod.rs picks it when the vectors do not fit
+// in one wave of warps, hd is 64, 128 or 256 and every vector pointer and the
+// (cos, sin) table are 16-byte aligned): each warp streams its groups of
+// QKV_RING_U vectors (g, g + W, ...) through a ring of QKV_RING_STAGES
+// stages in dynamic shared memory, filled with 16-byte cp.async, so while
+// one group is normalised and stored the next STAGES - 1 are in flight (the
+// register path above waits one round trip per group: 65.7% of copy on the
+// H200 at the bench row). A stage holds the group's U vectors, its row's
+// (cos, sin) row and a header (row, first vector, slot, bad row); lanes copy
+// 16-byte chunks and then read their rotate-half pieces, so the copies are
+// made visible across the warp by wait_group then __syncwarp, and the stage
+// is refilled only after a second __syncwarp. Same arithmetic, order and
+// invalid-index rules as qkv_fast.
+#define QKV_RING_STAGES 3
+#define QKV_RING_U 8
+#define QKV_RING_BOUNDS __launch_bounds__(QKV_THREADS, 4)
+
+__device__ __forceinline__ void qkv_cp16(unsigned dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void qkv_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void qkv_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(QKV_RING_STAGES - 1) : "memory"); }
+__device__ __forceinline__ unsigned qkv_dyn_smem() {
+    unsigned r;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+
+extern __shared__ uint4 qkv_smem[];
+
+// Bytes of one stage: U vectors, the (cos, sin) row, a 16-byte header.
+__device__ __forceinline__ int qkv_stage_bytes(int hd) { return QKV_RING_U * hd * 2 + hd * 4 + 16; }
+
+template <int V>
+__device__ __forceinline__ void qkv_ring(const Qkv& a, const int* pos, const int* slot, const int* pmap) {
+    constexpr int U = QKV_RING_U, S = QKV_RING_STAGES;
+    const int lane = threadIdx.x & 31, half = a.hd / 2, at = lane * V;
+    const int E = a.nkv > 0 ? a.nh + 2 * a.nkv : a.nh;
+    const int gpr = (E + U - 1) / U;
+    const long long groups = (long long)a.rows * gpr;
+    const long long W = (long long)gridDim.x * (blockDim.x >> 5);
+    const long long g0 = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (g0 >= groups) return;
+    const int sb = qkv_stage_bytes(a.hd), vb = a.hd * 2, cpv = a.hd / 8;
+    unsigned char* ring = reinterpret_cast<unsigned char*>(qkv_smem) + (size_t)(threadIdx.x >> 5) * S * sb;
+
+    // Issues group g (row indices m) into stage st.
+    auto fill = [&](int st, long long g, const RowMeta& m) {
+        unsigned char* p = ring + st * sb;
+        const int e0 = (int)(g - (long long)m.r * gpr) * U;
+        const bool bad_s = m.s < 0 || m.s >= a.src_rows, bad_p = m.p < 0 || m.p >= a.max_pos;
+        const int s = bad_s ? 0 : m.s;
+        for (int c = lane; c < U * cpv; c += 32) {
+            const int u = c / cpv, k = c - u * cpv;
+            if (e0 + u < E) qkv_cp16(smem_addr(p + u * vb + k * 16), head_source(a, e0 + u, s) + k * 8);
+        }
+        const float* cs = a.cos_sin + (size_t)(bad_p ? 0 : m.p) * a.hd;
+        for (int c = lane; c < a.hd / 4; c += 32) qkv_cp16(smem_addr(p + U * vb + c * 16), cs + c * 4);
+        if (lane == 0) *reinterpret_cast<int4*>(p + sb - 16) = make_int4(m.r, e0, m.sl, (bad_s || bad_p) ? 1 : 0);
+    };
+
+    // Normalises, rotates and stores the group in stage st.
+    auto process = [&](int st) {
+        const unsigned char* p = ring + st * sb;
+        const int4 h = *reinterpret_cast<const int4*>(p + sb - 16);
+        const int r = h.x, e0 = h.y, sl = h.z;
+        const bool bad = h.w != 0, slot_ok = sl >= 0 && sl < a.num_slots;
+        Halves<V> x[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (e0 + u < E) {
+                const bf16* src = reinterpret_cast<const bf16*>(p + u * vb);
+                vload<V>(x[u].lo, src + at);
+                vload<V>(x[u].hi, src + half + at);
+            }
+        }
+        float cs_c[V], cs_s[V];
+        load_cs<V>(cs_c, cs_s, reinterpret_cast<const float*>(p + U * vb), at);
+        float ss[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            float t = 0.0f;
+            if (e0 + u < E) {
+#pragma unroll
+                for (int i = 0; i < V; ++i) {
+                    const float lo = vget<V>(x[u].lo, i), hi = vget<V>(x[u].hi, i);
+                    t = fmaf(lo, lo, t);
+                    t = fmaf(hi, hi, t);
+                }
+            }
+            ss[u] = t;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+            for (int u = 0; u < U; ++u) ss[u] += __shfl_xor_sync(0xffffffffu, ss[u], o);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int e = e0 + u;
+            if (e < E) {
+                const Vec v = head_vector(a, e, r, 0, sl, slot_ok);
+                if (v.store) {
+                    const float inv = 1.0f / sqrtf(ss[u] / (float)a.hd + a.eps);
+                    Halves<V> w;
+                    if (v.w) {
+                        vload<V>(w.lo, v.w + at);
+                        vload<V>(w.hi, v.w + half + at);
+                    }
+                    emit<V>(v.dst, x[u], w, v.w != nullptr, cs_c, cs_s, v.rot, inv, half, at, bad);
+                }
+            }
+        }
+    };
+
+    // The first S groups' row indices together, then their fills.
+    RowMeta m[S];
+#pragma unroll
+    for (int i = 0; i < S; ++i)
+        if (g0 + i * W < groups) m[i] = load_meta(g0 + i * W, gpr, pmap, pos, slot);
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+        if (g0 + i * W < groups) fill(i, g0 + i * W, m[i]);
+        qkv_commit();
+    }
+    long long gn = g0 + S * W; // the next group to fill, its indices fetched one trip ahead
+    RowMeta mn = m[0];
+    if (gn < groups) mn = load_meta(gn, gpr, pmap, pos, slot);
+    int st = 0;
+    for (long long g = g0; g < groups; g += W) {
+        qkv_wait();
+        __syncwarp();
+        process(st);
+        __syncwarp(); // every lane is done with stage st before it is refilled
+        if (gn < groups) fill(st, gn, mn);
+        qkv_commit();
+        gn += W;
+        if (gn < groups) mn = load_meta(gn, gpr, pmap, pos, slot);
+        st = st + 1 == S ? 0 : st + 1;
+    }
+}
+
+extern "C" __global__ void QKV_RING_BOUNDS qkv_prep_bf16_ring(bf16* q_out, bf16* k_pool, bf16* v_pool, const bf16* q_raw, const bf16* k_raw,
+                                                            const bf16* v_raw, const bf16* q_norm, const bf16* k_norm, const float* cos_sin,
+                                                            const int* pos, const int* slot, int nh, int nkv, int hd, float eps, const int* pmap,
+                                                            int rows, int src_rows, int max_pos, int num_slots) {
+    sy_allow_next();
+    sy_wait_prior();
+    if (nkv <= 0) slot = nullptr;
+    const Qkv a{q_out, k_pool, v_pool, q_raw, k_raw, v_raw, q_norm, k_norm, cos_sin, nh, nkv, hd, rows, src_rows, max_pos, num_slots, eps};
+    // The ring's conditions, checked again here: a launch the plan did not
+    // pick (other hd, alignment or shared memory) takes the simple path.
+    bool ok = (hd == 64 || hd == 128 || hd == 256) && qkv_dyn_smem() >= (unsigned)(qkv_stage_bytes(hd) * QKV_RING_STAGES) * (blockDim.x >> 5);
+    const void* vecs[9] = {q_out, k_pool, v_pool, q_raw, k_raw, v_raw, q_norm, k_norm, cos_sin};
+#pragma unroll
+    for (int i = 0; i < 9; ++i) ok = ok && ok_align(vecs[i], 16);
+    if (!ok) {
+        qkv_simple(a, pos, slot, pmap);
+        return;
+    }
+    switch (hd) {
+        case 64: qkv_ring<1>(a, pos, slot, pmap); break;
+        case 128: qkv_ring<2>(a, pos, slot, pmap); break;
+        default: qkv_ring<4>(a, pos, slot, pmap); break;
+    }
+}
