@@ -41,12 +41,12 @@ const CUDA_GATHER_THREADS: u32 = 256;
 /// Resident CUDA gather blocks an SM (`EMBED_BLOCKS` in embed.cu, its
 /// `__launch_bounds__` minimum).
 const CUDA_GATHER_BLOCKS: u64 = 4;
-/// 8-element chunks a thread at least, so a small gather (a decode step's
-/// 1-16 rows) runs as few blocks, each thread with about one trip of the
-/// chunk loop's loads in flight (`EMBED_U` = 6 of them in embed.cu).
-const CUDA_GATHER_CHUNKS_PER_THREAD: u64 = 8;
+/// 8-element chunks a thread at least (`EMBED_U` in embed.cu, the loads a
+/// thread keeps in flight), so a small gather (a decode step's 1-16 rows)
+/// runs as few blocks as take it in one trip of the chunk loop.
+const CUDA_GATHER_CHUNKS_PER_THREAD: u64 = 6;
 
-/// CUDA: `min(SMs * 4, ceil(rows * h / 8 / (256 * 8)))` blocks of 256
+/// CUDA: `min(SMs * 4, ceil(rows * h / 8 / (256 * 6)))` blocks of 256
 /// threads (at least one); embed.cu cuts the rows x h output into one equal
 /// run of chunks a block, so any grid is correct and every block of a large
 /// gather streams the same bytes.
@@ -283,7 +283,11 @@ mod tests {
     #[test]
     fn the_cuda_gathers_use_the_plan_constants() {
         let cu = sources::cuda("embed").expect("embed.cu").text;
-        for (name, v) in [("EMBED_THREADS", CUDA_GATHER_THREADS as u64), ("EMBED_BLOCKS", CUDA_GATHER_BLOCKS)] {
+        for (name, v) in [
+            ("EMBED_THREADS", CUDA_GATHER_THREADS as u64),
+            ("EMBED_BLOCKS", CUDA_GATHER_BLOCKS),
+            ("EMBED_U", CUDA_GATHER_CHUNKS_PER_THREAD),
+        ] {
             assert!(cu.contains(&format!("#define {name} {v}\n")), "embed.cu must define {name} {v}");
         }
     }
@@ -307,7 +311,7 @@ mod tests {
         };
         assert_eq!(grid(4096, 5376), (528, 256));
         assert_eq!(grid(1, 5376), (1, 256));
-        assert_eq!(grid(16, 5376), (6, 256));
+        assert_eq!(grid(16, 5376), (7, 256));
         assert_eq!(grid(1, 2), (1, 256));
     }
 }
