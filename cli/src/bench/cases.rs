@@ -242,7 +242,11 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
 /// head once, once in all when V = K) plus q and out. Pages are 16 tokens
 /// (the model's `PAGE`), handed out from the end of the pool as the model's
 /// cache does; the block table maps every visible page.
+///
+/// `SWITCHYARD_BENCH_ATTN_SHAPE`, when set, keeps only the cases whose shape
+/// contains it (one case under a profiler, e.g. `global b=16 ctx=16384`).
 fn attention_decode_cases(v: &mut Vec<BenchCase>, scale: Scale) {
+    let only = std::env::var("SWITCHYARD_BENCH_ATTN_SHAPE").ok();
     let div = if scale == Scale::Production { 1 } else { 64 };
     let layers = [("sliding", 32usize, 16usize, 256usize, 1024 / div, false), ("global", 32, 4, 512, 0, true)];
     for (layer, nh, nkv, hd, window, k_eq_v) in layers {
@@ -263,12 +267,14 @@ fn attention_decode_cases(v: &mut Vec<BenchCase>, scale: Scale) {
                 let pool = 2 * num_slots * nkv * hd;
                 let width = nh * hd;
                 let kv_bytes = batch * visible_keys(ctx, window) * nkv * hd * 2 * if k_eq_v { 1 } else { 2 };
+                let shape =
+                    format!("{layer} b={batch} ctx={ctx} nh={nh} nkv={nkv} hd={hd} window={window}{}", if k_eq_v { " v=k" } else { "" });
+                if only.as_deref().is_some_and(|o| !shape.contains(o)) {
+                    continue;
+                }
                 v.push(BenchCase {
                     kernel: "attention_decode",
-                    shape: format!(
-                        "{layer} b={batch} ctx={ctx} nh={nh} nkv={nkv} hd={hd} window={window}{}",
-                        if k_eq_v { " v=k" } else { "" }
-                    ),
+                    shape,
                     buffers: vec![
                         buf(2 * batch * width, Fill::Output),
                         buf(2 * batch * width, Fill::Bf16(1.0)),

@@ -266,10 +266,11 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
 // ================================================================ decode
 
 // Plan (attn/mod.rs, `cuda_attention_decode`): attention_decode, grid
-// (S, nkv * QG, batch), block 128, DECODE_STAGES-deep pipeline in dynamic
-// shared memory; then, when S > 1, attention_decode_reduce, grid (batch, nh,
-// ceil(hd / 128)), block 128. Both take the declared arguments and the plan's
-// workspace: f32 o [batch][nh][S][hd], then (m, l) [batch][nh][S][2]. S =
+// (S, nkv * QG, batch), block 128 * T (T teams of 4 warps), a pipeline of up
+// to DECODE_STAGES tiles per team in dynamic shared memory; then, when S > 1,
+// attention_decode_reduce, grid (batch, nh, ceil(hd / 128)), block 128. Both
+// take the declared arguments and the plan's workspace: f32 o
+// [batch][nh][S][hd], then (m, l) [batch][nh][S][2]. S =
 // decode_splits(visible_keys(max_ctx), batch, nkv) bounds every sequence's
 // chunk count, which comes from its own ctx_len (kernels/src/attn/mod.rs
 // defines the rule); chunks past it are idle, so max_ctx can stay fixed
@@ -281,11 +282,20 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
 // up to 8 of the G = nh / nkv query heads that read it (query group y % QG,
 // QG = ceil(G / 8)): each K and V row is read from memory once per KV head
 // (once in all when v_pool aliases k_pool, Gemma's attention_k_eq_v), not
-// once per query head. Keys go in tiles of 16: the 128 threads copy a tile's
-// K (and V) rows into shared memory with cp.async (8 threads a key row,
-// 16-byte pieces; the block table is read once per key), DECODE_STAGES tiles
-// in flight. On the tensor cores (mma.m16n8k16, bf16 in, f32 out), with the
-// head dims padded to a multiple of 64 and split over the 4 warps:
+// once per query head. Keys go in tiles of 16; in a chunk of DC_TEAM_TILES
+// tiles or more, team tau of the block takes the chunk's tiles tau, tau + T,
+// tau + 2T, ... (shorter chunks run on team 0) with its own pipeline and its
+// own named barrier, so the T teams' latency chains overlap (a team's
+// iteration is a chain of barriers, shuffles and dependent MMAs that leaves
+// DRAM idle unless another chain runs beside it); at the end the teams'
+// (m, l, o) are merged in team order in shared memory. Within a team: the 128
+// threads copy a tile's K (and V) rows into shared memory with cp.async (8
+// threads a key row, 16-byte pieces). The slots come from the block table
+// through a ring of page entries that cp.async fetches DECODE_STAGES - 1
+// tiles ahead of use, so no block-table load sits on the path between one
+// tile and the next copy. On the tensor cores (mma.m16n8k16, bf16 in, f32
+// out), with the head dims padded to a multiple of 64 and split over the
+// team's 4 warps:
 //   S^T[16 keys x 8 heads] = K · Q^T: warp w sums its quarter of the dims,
 //     the 4 partials meet in shared memory and every warp adds them in warp
 //     order (so all warps hold the same scores);
@@ -295,12 +305,19 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
 //     layout with shuffles and split into bf16 hi + lo (a single bf16
 //     rounding of P, 2^-9, would put the NMSE near the 1e-6 the contract
 //     allows; hi + lo keeps P to ~2^-17).
+// Dynamic shared memory, per team: its stages, then after all teams' stages
+// the teams' score partials ([T][4][32] float4) and page rings ([T][8][16]
+// int): DC_TEAM_EXTRA bytes a team, which the plan adds.
 // Every block checks the pages of its own chunk; a bad page or slot makes
 // that chunk's partial NaN, which the reduce turns into a NaN row (the union
 // of the chunks is the whole visible range the reference checks).
 #define DECODE_STAGES 6
 #define DC_THREADS 128
 #define DC_TILE 16
+#define DC_MAX_TEAMS 4
+#define DC_PG_RING 8
+#define DC_TEAM_EXTRA 2560
+#define DC_TEAM_TILES 8
 
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool in) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 16 : 0));
@@ -347,13 +364,27 @@ struct DecodeJob {
     bool async; // pools 16-byte aligned: cp.async, else plain copies
 };
 
-// Copies tile t's K (and V) rows into stage smem (row stride job.ld); keys
-// past the chunk and dims past hd are zero.
+// 4-byte cp.async (through L1: .cg takes only 16) with zero fill when !in.
+__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, bool in) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 4 : 0));
+}
+
+// The team's barrier: named barrier 1 + team over its 128 threads (0 is
+// __syncthreads').
+__device__ __forceinline__ void team_sync(int team) { asm volatile("bar.sync %0, %1;\n" ::"r"(team + 1), "r"(DC_THREADS) : "memory"); }
+
+// Copies the 16 key rows of the tile whose first key is j0 into stage smem
+// (row stride job.ld); keys past the chunk and dims past hd are zero. `pg`:
+// the page entry of this thread's key (key_slot's checks apply to it).
 template <int KS>
-__device__ __forceinline__ void load_tile(const DecodeJob& job, int t, bf16* ks, bf16* vs) {
-    const int kk = threadIdx.x >> 3, sub = threadIdx.x & 7;
-    const int j = job.start + t * DC_TILE + kk;
-    const long long slot = j < job.stop ? key_slot(job.trow, j, job.page, job.num_slots) : -1;
+__device__ __forceinline__ void load_tile(const DecodeJob& job, int j0, int pg, bf16* ks, bf16* vs) {
+    const int tt = threadIdx.x % DC_THREADS, kk = tt >> 3, sub = tt & 7;
+    const int j = j0 + kk;
+    long long slot = -1;
+    if (j < job.stop && pg >= 0) {
+        slot = (long long)pg * job.page + j % job.page;
+        if (slot >= job.num_slots) slot = -1;
+    }
     const size_t row = slot >= 0 ? ((size_t)slot * job.nkv + job.kvh) * job.hd : 0;
 #pragma unroll
     for (int c = 0; c < KS; ++c) {
@@ -373,29 +404,58 @@ __device__ __forceinline__ void load_tile(const DecodeJob& job, int t, bf16* ks,
     }
 }
 
+// Starts the copy of the page entries of the tile whose first key is j0 into
+// `ring` (one int per key, threads 0..15 of the team), in the caller's
+// cp.async group. Keys past the chunk read nothing (their entry is never used).
+__device__ __forceinline__ void fetch_pages(const DecodeJob& job, int j0, int* ring) {
+    const int tt = threadIdx.x % DC_THREADS;
+    if (tt < DC_TILE) {
+        const int j = j0 + tt;
+        const bool in = j < job.stop;
+        cp_async4(smem_addr(ring + tt), job.trow + (in ? j / job.page : 0), in);
+    }
+}
+
 // The chunk's attention for up to 8 heads: (m, l) of the lane's two head
-// columns in mo / lo, O^T fragments in `o` (dims padded to 64 * KS). Returns
-// true, computing nothing, when a page or slot of the chunk is invalid; that
-// check runs while the first tiles are on their way.
+// columns in mo / lo, O^T fragments in `o` (dims padded to 64 * KS), merged
+// over the block's teams into team 0's registers (the other teams' results
+// are meaningless on return). Returns true, computing nothing, when a page
+// or slot of the chunk is invalid; that check runs while the first tiles are
+// on their way. Every thread of the block calls this.
 template <int KS>
 __device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigned (&qb)[KS][2], float scale, float (&o)[KS][4], float* mo, float* lo,
-                                             unsigned char* dsm, float4 (*spart)[32]) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+                                             unsigned char* dsm) {
+    const int teams = blockDim.x / DC_THREADS, team = threadIdx.x / DC_THREADS, tt = threadIdx.x % DC_THREADS;
+    const int warp = tt >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const int mi = lane >> 3, rr = lane & 7;
     const int dw = 16 * KS * warp; // this warp's first dim
     const int stage_elems = DC_TILE * job.ld * (job.alias ? 1 : 2);
-    const int stages = min(DECODE_STAGES, (int)(dynamic_smem_bytes() / (2u * (unsigned)stage_elems)));
-    bf16* base = reinterpret_cast<bf16*>(dsm);
+    const int stages = min(DECODE_STAGES, (int)((dynamic_smem_bytes() / (unsigned)teams - DC_TEAM_EXTRA) / (2u * (unsigned)stage_elems)));
+    bf16* base = reinterpret_cast<bf16*>(dsm) + (size_t)team * stages * stage_elems;
+    unsigned char* extra = dsm + (size_t)teams * stages * stage_elems * 2;
+    float4(*spart)[32] = reinterpret_cast<float4(*)[32]>(extra) + 4 * team;
+    int(*pgr)[DC_TILE] = reinterpret_cast<int(*)[DC_TILE]>(extra + (size_t)teams * 2048) + DC_PG_RING * team;
     const int ntiles = (job.stop - job.start + DC_TILE - 1) / DC_TILE;
+    // Teams sharing this chunk: all of them from DC_TEAM_TILES tiles, else
+    // team 0 alone. The plan launches more than one team only where a chunk
+    // can be that long (mod.rs, cuda_decode_teams), so the sums' order
+    // depends on the chunk alone, never on max_ctx.
+    const int share = ntiles >= DC_TEAM_TILES ? teams : 1;
+    const int nt = ntiles > team && team < share ? (ntiles - team + share - 1) / share : 0; // this team's tiles
+    auto first_key = [&](int k) { return job.start + (team + k * share) * DC_TILE; };
 #pragma unroll
     for (int i = 0; i < KS; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m0 = -SY_INF, m1 = -SY_INF, l0 = 0.0f, l1 = 0.0f;
 
-    for (int t = 0; t < stages - 1; ++t) {
-        if (t < ntiles) {
-            bf16* ks = base + (t % stages) * stage_elems;
-            load_tile<KS>(job, t, ks, job.alias ? ks : ks + DC_TILE * job.ld);
+    // The first stages - 1 tiles read their page entries directly; each of
+    // their groups also fetches the entries of the tile stages - 1 later.
+    for (int k = 0; k < stages - 1; ++k) {
+        if (k < nt) {
+            bf16* ks = base + (k % stages) * stage_elems;
+            const int j0 = first_key(k), j = j0 + (tt >> 3);
+            load_tile<KS>(job, j0, j < job.stop ? job.trow[j / job.page] : -1, ks, job.alias ? ks : ks + DC_TILE * job.ld);
         }
+        if (k + stages - 1 < nt) fetch_pages(job, first_key(k + stages - 1), pgr[(k + stages - 1) % DC_PG_RING]);
         cp_async_commit();
     }
     // This chunk's pages: a negative entry or a slot past the pool poisons it.
@@ -413,28 +473,29 @@ __device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigne
         cp_async_wait(0); // no copy may land in shared memory after the block is gone
         return true;
     }
-    for (int t = 0; t < ntiles; ++t) {
+    for (int k = 0; k < nt; ++k) {
         cp_async_wait(stages - 2);
-        __syncthreads(); // tile t is visible; every warp is done with tile t - 1's stage
-        const int tn = t + stages - 1;
-        if (tn < ntiles) {
-            bf16* ks = base + (tn % stages) * stage_elems;
-            load_tile<KS>(job, tn, ks, job.alias ? ks : ks + DC_TILE * job.ld);
+        team_sync(team); // tile k (and tile k + stages - 1's page entries) visible; the team is done with tile k - 1's stage
+        const int kn = k + stages - 1;
+        if (kn < nt) {
+            bf16* ks = base + (kn % stages) * stage_elems;
+            load_tile<KS>(job, first_key(kn), pgr[kn % DC_PG_RING][tt >> 3], ks, job.alias ? ks : ks + DC_TILE * job.ld);
         }
+        if (kn + stages - 1 < nt) fetch_pages(job, first_key(kn + stages - 1), pgr[(kn + stages - 1) % DC_PG_RING]);
         cp_async_commit();
-        const bf16* ks = base + (t % stages) * stage_elems;
+        const bf16* ks = base + (k % stages) * stage_elems;
         const bf16* vs = job.alias ? ks : ks + DC_TILE * job.ld;
 
         // S^T partial over this warp's dims.
         float sp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int k = 0; k < KS; ++k) {
+        for (int kk = 0; kk < KS; ++kk) {
             unsigned a0, a1, a2, a3;
-            ldsm_x4(a0, a1, a2, a3, smem_addr(ks + ((mi & 1) * 8 + rr) * job.ld + dw + 16 * k + (mi >> 1) * 8));
-            mma_bf16(sp, a0, a1, a2, a3, qb[k][0], qb[k][1]);
+            ldsm_x4(a0, a1, a2, a3, smem_addr(ks + ((mi & 1) * 8 + rr) * job.ld + dw + 16 * kk + (mi >> 1) * 8));
+            mma_bf16(sp, a0, a1, a2, a3, qb[kk][0], qb[kk][1]);
         }
         spart[warp][lane] = make_float4(sp[0], sp[1], sp[2], sp[3]);
-        __syncthreads();
+        team_sync(team);
         float4 st = spart[0][lane];
 #pragma unroll
         for (int w = 1; w < 4; ++w) {
@@ -446,7 +507,7 @@ __device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigne
         }
 
         // Online softmax per head column: lane holds keys g, g + 8 of heads 2c, 2c + 1.
-        const int j0 = job.start + t * DC_TILE + g;
+        const int j0 = first_key(k) + g;
         const bool ka = j0 < job.stop, kb = j0 + 8 < job.stop;
         const float v0 = ka ? scale * st.x : -SY_INF, v1 = ka ? scale * st.y : -SY_INF;
         const float v2 = kb ? scale * st.z : -SY_INF, v3 = kb ? scale * st.w : -SY_INF;
@@ -456,7 +517,7 @@ __device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigne
             x0 = fmaxf(x0, __shfl_xor_sync(SY_FULL, x0, off));
             x1 = fmaxf(x1, __shfl_xor_sync(SY_FULL, x1, off));
         }
-        // Key j0 of g = 0 is always in the chunk, so x0, x1 are finite and m = -inf gives alpha 0.
+        // The tile's first key is always in the chunk, so x0, x1 are finite and m = -inf gives alpha 0.
         const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
         const float al0 = __expf(m0 - n0), al1 = __expf(m1 - n1);
         m0 = n0;
@@ -497,6 +558,64 @@ __device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigne
     for (int off = 4; off < 32; off <<= 1) {
         l0 += __shfl_xor_sync(SY_FULL, l0, off);
         l1 += __shfl_xor_sync(SY_FULL, l1, off);
+    }
+    if (share > 1) {
+        // Teams 1.. park (o, m, l) where the stages were, thread by thread
+        // (thread tt of every team holds the same dims and heads); team 0
+        // merges them in team order. A team without tiles has m = -inf,
+        // l = 0, o = 0: weight 0 (team 0 always has tile 0, so M is finite
+        // unless scores are NaN, which then reach the output as they would
+        // in one team).
+        float* park = reinterpret_cast<float*>(dsm);
+        const int per = (KS * 4 + 4) * DC_THREADS;
+        __syncthreads(); // every team is done with its stages
+        if (team > 0 && team < share) {
+            float* p = park + (size_t)(team - 1) * per + tt;
+#pragma unroll
+            for (int i = 0; i < KS; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) p[(i * 4 + e) * DC_THREADS] = o[i][e];
+            p[(KS * 4 + 0) * DC_THREADS] = m0;
+            p[(KS * 4 + 1) * DC_THREADS] = m1;
+            p[(KS * 4 + 2) * DC_THREADS] = l0;
+            p[(KS * 4 + 3) * DC_THREADS] = l1;
+        }
+        __syncthreads();
+        if (team == 0) {
+            float b0 = m0, b1 = m1;
+            for (int u = 1; u < share; ++u) {
+                const float* p = park + (size_t)(u - 1) * per + tt;
+                b0 = fmaxf(b0, p[(KS * 4 + 0) * DC_THREADS]);
+                b1 = fmaxf(b1, p[(KS * 4 + 1) * DC_THREADS]);
+            }
+            float w0 = __expf(m0 - b0), w1 = __expf(m1 - b1);
+            l0 *= w0;
+            l1 *= w1;
+#pragma unroll
+            for (int i = 0; i < KS; ++i) {
+                o[i][0] *= w0;
+                o[i][1] *= w1;
+                o[i][2] *= w0;
+                o[i][3] *= w1;
+            }
+            for (int u = 1; u < share; ++u) {
+                const float* p = park + (size_t)(u - 1) * per + tt;
+                const float um0 = p[(KS * 4 + 0) * DC_THREADS], um1 = p[(KS * 4 + 1) * DC_THREADS];
+                w0 = um0 == -SY_INF ? 0.0f : __expf(um0 - b0);
+                w1 = um1 == -SY_INF ? 0.0f : __expf(um1 - b1);
+                l0 += w0 * p[(KS * 4 + 2) * DC_THREADS];
+                l1 += w1 * p[(KS * 4 + 3) * DC_THREADS];
+#pragma unroll
+                for (int i = 0; i < KS; ++i) {
+                    o[i][0] += w0 * p[(i * 4 + 0) * DC_THREADS];
+                    o[i][1] += w1 * p[(i * 4 + 1) * DC_THREADS];
+                    o[i][2] += w0 * p[(i * 4 + 2) * DC_THREADS];
+                    o[i][3] += w1 * p[(i * 4 + 3) * DC_THREADS];
+                }
+            }
+            m0 = b0;
+            m1 = b1;
+        }
     }
     mo[0] = m0;
     mo[1] = m1;
@@ -575,8 +694,8 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
     sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     extern __shared__ __align__(16) unsigned char dsm[];
-    __shared__ float4 spart[4][32];
-    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0) return; // the plan refuses these
+    // The plan refuses these (and blocks that are not whole teams).
+    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0 || blockDim.x % DC_THREADS != 0) return;
     const int G = nh / nkv, QG = (G + 7) / 8;
     const int s = blockIdx.x, kvh = blockIdx.y / QG, b = blockIdx.z;
     const int h0 = kvh * G + (blockIdx.y % QG) * 8, nq = min(8, kvh * G + G - h0);
@@ -650,7 +769,7 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
 
     // Q^T fragments for this warp's dims: head g of the group, dims 2c.. and 2c + 8...
     const bf16* qrow = q + ((size_t)b * nh + h0 + (g < nq ? g : 0)) * hd;
-    const int dw = (hdp / 4) * (threadIdx.x >> 5);
+    const int dw = (hdp / 4) * ((threadIdx.x % DC_THREADS) >> 5);
     float mo[2], lsum[2];
 #define DECODE_CASE(KS_)                                                                    \
     case KS_: {                                                                             \
@@ -661,14 +780,14 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
             qf[k][1] = (g < nq && d + 8 < hd) ? ld32(qrow + d + 8) : 0u;                    \
         }                                                                                   \
         float o[KS_][4];                                                                    \
-        if (decode_chunk<KS_>(job, qf, scale, o, mo, lsum, dsm, spart)) {                  \
+        if (decode_chunk<KS_>(job, qf, scale, o, mo, lsum, dsm)) {                         \
             nothing(true);                                                                  \
             break;                                                                          \
         }                                                                                   \
         if (CLUSTER) __syncthreads(); /* every warp is done with the tiles red reuses */    \
         for (int k2 = 0; k2 < 2; ++k2) {                                                    \
             const int hq = k2 ? qb2 : qa;                                                   \
-            if (hq < nq) {                                                                  \
+            if (hq < nq && threadIdx.x < DC_THREADS) { /* team 0 holds the merge */        \
                 const size_t hr = (size_t)b * nh + h0 + hq;                                 \
                 if (CLUSTER)                                                                \
                     decode_store<KS_>(out, red, o, hq, k2, mo[k2], lsum[k2], hd, hr, hq,    \
@@ -696,7 +815,7 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
 
 // The two-pass plan's phase 1 and the cluster plan's one launch (entry
 // points written out: the signature test reads the catalogue entry's list).
-extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
+extern "C" __global__ void __launch_bounds__(DC_THREADS * DC_MAX_TEAMS) attention_decode(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
@@ -704,7 +823,7 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
                                  window, scale, workspace);
 }
 
-extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_cl(
+extern "C" __global__ void __launch_bounds__(DC_THREADS * DC_MAX_TEAMS) attention_decode_cl(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {

@@ -310,18 +310,61 @@ fn wgsl_attention_prefill(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
 }
 
 /// Pipeline depth of the CUDA decode: tiles of [`CUDA_DECODE_TILE`] keys in
-/// shared memory at once (`DECODE_STAGES` in attn.cu).
+/// shared memory at once, per team (`DECODE_STAGES` in attn.cu).
 pub const CUDA_DECODE_STAGES: u32 = 6;
 /// Keys per tile of the CUDA decode (`DC_TILE` in attn.cu).
 pub const CUDA_DECODE_TILE: u32 = 16;
-/// Static shared memory of the CUDA decode block (the 4 warps' score partials).
-const CUDA_DECODE_STATIC_SHARED: u32 = 2048;
+/// Dynamic shared memory a CUDA decode team holds beside its stages: its 4
+/// warps' score partials (2048 bytes) and its ring of 8 tiles' page entries
+/// (512) (`DC_TEAM_EXTRA` in attn.cu).
+const CUDA_DECODE_TEAM_EXTRA: u32 = 2560;
+/// Most teams of 4 warps a CUDA decode block holds (`DC_MAX_TEAMS`).
+const CUDA_DECODE_MAX_TEAMS: u32 = 4;
+/// Tiles of the longest chunk from which a CUDA decode block runs two teams
+/// (each then takes at least 4 of the chunk's tiles); shorter chunks keep
+/// one team and its deeper pipeline (the bench model's chunks, 16-50 keys,
+/// stay on one team of 6 stages, as before teams). The kernel applies the same threshold
+/// to each chunk (`DC_TEAM_TILES`: a shorter chunk runs on team 0 alone), so
+/// the order of a chunk's sums depends on its own length only, and growing
+/// `max_ctx` still changes no bit (as long as the teams come from this rule,
+/// not from [`DECODE_TEAMS_ENV`]).
+const CUDA_DECODE_TEAM_TILES: u32 = 8;
 /// Query heads a CUDA decode block serves (the mma's 8 columns).
 const CUDA_DECODE_HEADS: u32 = 8;
 /// Most chunks the cluster plan of the CUDA decode takes (the largest
 /// cluster Hopper schedules, which the backend opts cluster entries into);
 /// a longer split keeps the two-pass plan.
 const CUDA_DECODE_MAX_CLUSTER: u32 = 16;
+/// Environment overrides of the CUDA decode's teams a block (1, 2 or 4) and
+/// stages a team (2..=6), for measuring the rule; unset, the rule decides.
+pub const DECODE_TEAMS_ENV: &str = "SWITCHYARD_ATTN_DECODE_TEAMS";
+/// See [`DECODE_TEAMS_ENV`].
+pub const DECODE_STAGES_ENV: &str = "SWITCHYARD_ATTN_DECODE_STAGES";
+/// Environment override for measuring: `1` takes the cluster plan for every
+/// split of 2..=16 chunks, however many blocks the grid has.
+pub const DECODE_CLUSTER_ENV: &str = "SWITCHYARD_ATTN_DECODE_CLUSTER";
+
+/// The CUDA decode plan's measurement overrides: teams, stages, cluster for any grid.
+type DecodeOverrides = (Option<u32>, Option<u32>, bool);
+
+fn env_choice(name: &str, allowed: &[u32]) -> Option<u32> {
+    let v = std::env::var(name).ok()?.trim().parse::<u32>().ok()?;
+    allowed.contains(&v).then_some(v)
+}
+
+/// The CUDA decode's teams a block and stages a team: the overrides, else
+/// two teams once the longest chunk has [`CUDA_DECODE_TEAM_TILES`] tiles,
+/// with as many stages (up to [`CUDA_DECODE_STAGES`]) as leave room for two
+/// blocks an SM; a team needs two stages, and where two blocks' share is too
+/// small for that, one block takes the whole room.
+fn cuda_decode_teams(longest_keys: u32, stage_bytes: u32, room: u32, over: (Option<u32>, Option<u32>)) -> (u32, u32) {
+    let tiles = longest_keys.div_ceil(CUDA_DECODE_TILE);
+    let teams = over.0.unwrap_or(if tiles >= CUDA_DECODE_TEAM_TILES { 2 } else { 1 });
+    let fit = |budget: u32| (budget / teams).saturating_sub(CUDA_DECODE_TEAM_EXTRA) / stage_bytes;
+    let stages = if teams == 1 || fit(room / 2) >= 2 { fit(if teams == 1 { room } else { room / 2 }) } else { fit(room) };
+    let stages = stages.min(CUDA_DECODE_STAGES);
+    (teams, over.1.map_or(stages, |s| s.min(stages.max(2))))
+}
 
 /// CUDA decode: phase 1 `attention_decode`, grid (S, nkv · ⌈G / 8⌉, batch)
 /// with G = nh / nkv, one block per (chunk, KV head, group of up to 8 of its
@@ -341,15 +384,27 @@ const CUDA_DECODE_MAX_CLUSTER: u32 = 16;
 /// as clusters of 4, it lost 126 us a step).
 /// That covers batch-1 contexts up to 256 keys (chunks of 16 keys).
 ///
-/// Shared memory: [`CUDA_DECODE_STAGES`] tiles of 16 keys × (hd padded to
-/// 64, + 8) bf16, for K and V (K only when V aliases K), fewer stages where
-/// the device's per-block limit is lower. H200 numbers for the bench rows:
-/// hd 256 with V, or hd 512 with V = K, 16.5 KiB a stage, 99 KiB a block, 2
-/// blocks an SM with 5 tiles each in flight (~165 KiB an SM). Blocks: with
+/// A block is T teams of 128 threads ([`cuda_decode_teams`]): the teams
+/// take alternate tiles of the chunk, each with its own pipeline, and merge
+/// at the end. Shared memory, per team: its stages of 16 keys × (hd padded
+/// to 64, + 8) bf16, for K and V (K only when V aliases K), and
+/// [`CUDA_DECODE_TEAM_EXTRA`]. H200 numbers for the bench rows: hd 256 with
+/// V, or hd 512 with V = K, 16.5 KiB a stage; chunks of 128 keys and more
+/// take 2 teams of 3 stages (105 KiB a block, 2 blocks an SM: 4 pipelines
+/// of 2 tiles in flight), shorter ones one team of 6 stages. Blocks: with
 /// [`DECODE_TARGET_BLOCKS`] = 256, batch 1 at 4 KV heads and 16k keys is 64
-/// chunks of 256 keys (256 blocks, 1.9 an SM); batch 16 at 16 KV heads with a
-/// 1024 window is 256 one-chunk blocks and no second pass.
+/// chunks of 256 keys (256 blocks, 1.9 an SM); batch 16 at 16 KV heads with
+/// a 1024 window is 256 one-chunk blocks and no second pass.
 fn cuda_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    let over = (
+        env_choice(DECODE_TEAMS_ENV, &[1, 2, 4]),
+        env_choice(DECODE_STAGES_ENV, &[2, 3, 4, 5, 6]),
+        env_choice(DECODE_CLUSTER_ENV, &[1]).is_some(),
+    );
+    cuda_decode_plan(a, f, over)
+}
+
+fn cuda_decode_plan(a: &PlanArgs, f: &DeviceFacts, over: DecodeOverrides) -> Result<CudaPlan> {
     let (splits, two_pass_bytes) = decode_layout(a)?;
     let (nh, nkv) = heads(a)?;
     let (batch, hd) = (positive(a, "batch")?, head_dim(a)?);
@@ -361,26 +416,33 @@ fn cuda_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     let matrices = if a.addr("k_pool")? == a.addr("v_pool")? { 1 } else { 2 };
     let stage_bytes = CUDA_DECODE_TILE * padded * 2 * matrices;
     let room = if f.max_shared_bytes == 0 { 48 * 1024 } else { f.max_shared_bytes };
-    let stages = (room.saturating_sub(CUDA_DECODE_STATIC_SHARED) / stage_bytes).min(CUDA_DECODE_STAGES);
-    if stages < 2 {
+    let keys = visible_keys(a.u32("max_ctx")? as usize, a.u32("window")? as usize) as u32;
+    let (teams, stages) = cuda_decode_teams(keys.div_ceil(splits), stage_bytes, room, (over.0, over.1));
+    debug_assert!(teams <= CUDA_DECODE_MAX_TEAMS);
+    let shared_bytes = teams * (stages * stage_bytes + CUDA_DECODE_TEAM_EXTRA);
+    if stages < 2 || shared_bytes > room {
         return Err(Error::invalid(
             a.kernel.symbol,
             "hd",
-            format!("two {stage_bytes}-byte tiles do not fit the device's {room} bytes of shared memory"),
+            format!("{teams} x two {stage_bytes}-byte tiles do not fit the device's {room} bytes of shared memory"),
         ));
     }
-    let block = [CUDA_THREADS, 1, 1];
+    let block = [CUDA_THREADS * teams, 1, 1];
     let blocks = u64::from(splits) * y * u64::from(batch);
-    if f.cuda_clusters && (2..=CUDA_DECODE_MAX_CLUSTER).contains(&splits) && blocks <= u64::from(f.multiprocessors) {
+    if f.cuda_clusters && (2..=CUDA_DECODE_MAX_CLUSTER).contains(&splits) && (blocks <= u64::from(f.multiprocessors) || over.2) {
         // The chunk's partials for up to 8 heads, then their (m, l), reuse the tiles' memory.
-        let shared_bytes = (stages * stage_bytes).max(CUDA_DECODE_HEADS * (hd + 2) * 4);
+        let shared_bytes = shared_bytes.max(CUDA_DECODE_HEADS * (hd + 2) * 4);
         let pass = CudaPass { entry: "attention_decode_cl", grid: [splits, y as u32, batch], block, shared_bytes };
         return Ok(CudaPlan { passes: vec![pass], workspace_bytes: 8 });
     }
-    let mut passes =
-        vec![CudaPass { entry: "attention_decode", grid: [splits, y as u32, batch], block, shared_bytes: stages * stage_bytes }];
+    let mut passes = vec![CudaPass { entry: "attention_decode", grid: [splits, y as u32, batch], block, shared_bytes }];
     if splits > 1 {
-        passes.push(CudaPass { entry: "attention_decode_reduce", grid: [batch, nh, hd.div_ceil(128)], block, shared_bytes: 0 });
+        passes.push(CudaPass {
+            entry: "attention_decode_reduce",
+            grid: [batch, nh, hd.div_ceil(128)],
+            block: [CUDA_THREADS, 1, 1],
+            shared_bytes: 0,
+        });
     }
     Ok(CudaPlan { passes, workspace_bytes: if splits > 1 { two_pass_bytes } else { 8 } })
 }
@@ -629,8 +691,14 @@ static ATTN_SHAPES: [AttnShape; 5] = [
 /// batch wide enough (8 sequences x 32 KV heads) for one chunk per sequence,
 /// which CUDA runs in one pass; last, the bench model's two layer kinds a few
 /// steps into decode (131 and 147 keys: chunks of 15 and 16 keys, each one
-/// tile of the WGSL plan where the adapter's workgroup storage holds it).
-static LONG_SHAPES: [AttnShape; 11] = [
+/// tile of the WGSL plan where the adapter's workgroup storage holds it);
+/// then chunks of 8 tiles and more, which the CUDA plan deals to two teams
+/// of a block (11 tiles, a last tile part-full, shorter chunks in the same
+/// launch that stay on team 0): the global layers' V = K at hd 512, hd 256
+/// with a window that starts mid-page over pages of 4 keys, and pages of 3
+/// keys (a tile spans 6-7 pages). The earlier 8 x 32 KV-head batch (chunks
+/// of 9-19 tiles) and the 1000-key sequence (8 tiles) take teams too.
+static LONG_SHAPES: [AttnShape; 14] = [
     AttnShape { lens: &[700, 300], nh: 4, nkv: 2, hd: 64, page: 16, window: 0, scale: 0.125, k_eq_v: false },
     AttnShape { lens: &[1000, 37], nh: 2, nkv: 1, hd: 128, page: 16, window: 600, scale: 0.1, k_eq_v: false },
     AttnShape { lens: &[1500], nh: 8, nkv: 2, hd: 256, page: 16, window: 0, scale: 0.0625, k_eq_v: false },
@@ -642,6 +710,9 @@ static LONG_SHAPES: [AttnShape; 11] = [
     AttnShape { lens: &[300, 257, 130, 1, 64, 97, 200, 33], nh: 64, nkv: 32, hd: 64, page: 16, window: 0, scale: 0.125, k_eq_v: false },
     AttnShape { lens: &[131], nh: 8, nkv: 4, hd: 256, page: 16, window: 512, scale: 0.0625, k_eq_v: false },
     AttnShape { lens: &[147], nh: 8, nkv: 2, hd: 512, page: 16, window: 0, scale: 0.044, k_eq_v: true },
+    AttnShape { lens: &[700, 333, 90, 17], nh: 32, nkv: 16, hd: 512, page: 16, window: 0, scale: 0.044, k_eq_v: true },
+    AttnShape { lens: &[600, 250, 77, 300, 40, 520], nh: 32, nkv: 16, hd: 256, page: 4, window: 497, scale: 0.0625, k_eq_v: false },
+    AttnShape { lens: &[500, 130, 260], nh: 32, nkv: 32, hd: 128, page: 3, window: 0, scale: 0.09, k_eq_v: false },
 ];
 
 fn label(s: &AttnShape) -> String {
@@ -863,6 +934,9 @@ mod tests {
         assert!(cu.contains(&format!("#define DECODE_STAGES {CUDA_DECODE_STAGES}\n")));
         assert!(cu.contains(&format!("#define DC_TILE {CUDA_DECODE_TILE}\n")));
         assert!(cu.contains(&format!("#define DC_THREADS {CUDA_THREADS}\n")));
+        assert!(cu.contains(&format!("#define DC_TEAM_EXTRA {CUDA_DECODE_TEAM_EXTRA}\n")));
+        assert!(cu.contains(&format!("#define DC_MAX_TEAMS {CUDA_DECODE_MAX_TEAMS}\n")));
+        assert!(cu.contains(&format!("#define DC_TEAM_TILES {CUDA_DECODE_TEAM_TILES}\n")));
     }
 
     fn args(kernel: &'static KernelSig, named: &[(&str, i32)]) -> Vec<switchyard_core::Arg> {
@@ -898,7 +972,10 @@ mod tests {
         // A block per (chunk, KV head): both query heads of a group share it.
         assert_eq!(c.passes[0].grid, [32, 8, 1]);
         // args() passes one address for every pointer, so V aliases K: one 16 x 264 tile a stage.
-        assert_eq!(c.passes[0].shared_bytes, CUDA_DECODE_STAGES * 16 * 264 * 2);
+        // 256-key chunks: two teams, each with 6 stages in half of two blocks' share of the room.
+        assert_eq!(c.passes[0].block, [256, 1, 1]);
+        assert_eq!(c.passes[0].shared_bytes, 2 * (CUDA_DECODE_STAGES * 16 * 264 * 2 + CUDA_DECODE_TEAM_EXTRA));
+        assert_eq!(c.passes[1].block, [128, 1, 1]);
         assert_eq!(c.passes[1].grid, [1, 16, 2]);
         assert_eq!((c.passes[0].entry, c.passes[1].entry), ("attention_decode", "attention_decode_reduce"));
         let w = wgsl_attention_decode(&pa, &FACTS).unwrap();
@@ -933,6 +1010,38 @@ mod tests {
             let a = args(&ATTENTION_DECODE, &named);
             let e = cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap_err();
             assert!(matches!(&e, Error::InvalidArgument { arg, .. } if arg == name), "{name} = {v}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn cuda_decode_teams_follow_the_chunk_length_and_fit_two_blocks_an_sm() {
+        let plan = |batch: i32, max_ctx: i32, nkv: i32, hd: i32, window: i32, over| {
+            let a = args(
+                &ATTENTION_DECODE,
+                &[("batch", batch), ("max_ctx", max_ctx), ("nh", 32), ("nkv", nkv), ("hd", hd), ("window", window)],
+            );
+            cuda_decode_plan(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS, over).unwrap()
+        };
+        // The bench's global layer (hd 512, V = K) at batch 16, 16k keys: 4 chunks of 4096 keys,
+        // 2 teams of 3 stages of 16 x 520 bf16, 2 blocks an SM.
+        let c = plan(16, 16384, 4, 512, 0, (None, None, false));
+        assert_eq!((c.passes[0].grid, c.passes[0].block), ([4, 4, 16], [256, 1, 1]));
+        assert_eq!(c.passes[0].shared_bytes, 2 * (3 * 16 * 520 * 2 + CUDA_DECODE_TEAM_EXTRA));
+        assert!(2 * (c.passes[0].shared_bytes + 1024) <= 233_472);
+        // The bench model's batch 16, up to 200 keys over 4 chunks (4 tiles): one team, 6 stages.
+        let c = plan(16, 200, 4, 512, 0, (None, None, false));
+        assert_eq!((c.passes[0].block, c.passes[0].shared_bytes), ([128, 1, 1], 6 * 16 * 520 * 2 + CUDA_DECODE_TEAM_EXTRA));
+        // Four teams do not fit two blocks an SM at hd 512: one block takes the room, 3 stages a team.
+        let c = plan(16, 16384, 4, 512, 0, (Some(4), None, false));
+        assert_eq!((c.passes[0].block, c.passes[0].shared_bytes), ([512, 1, 1], 4 * (3 * 16 * 520 * 2 + CUDA_DECODE_TEAM_EXTRA)));
+        // A stage override is capped by what fits.
+        assert_eq!(cuda_decode_teams(4096, 16_640, 232_448, (Some(2), Some(6))), (2, 3));
+        assert_eq!(cuda_decode_teams(4096, 16_640, 232_448, (Some(1), Some(2))), (1, 2));
+        // Whatever the choice, the teams' merge area fits where the stages were.
+        for (teams, stages, hd) in [(2u32, 2u32, 64u32), (4, 2, 64), (2, 2, 512), (4, 3, 512)] {
+            let stage = 16 * (hd.next_multiple_of(64) + 8) * 2;
+            let ks = hd.next_multiple_of(64) / 64;
+            assert!((teams - 1) * (ks * 4 + 4) * 128 * 4 <= teams * stages * stage, "{teams} teams at hd {hd}");
         }
     }
 
