@@ -47,7 +47,11 @@ fn grouped_plan_picks_the_wgmma_entries_at_prefill_sizes() {
     assert_eq!(entry(&plain, 32768, 128, 1408, 2816, 256).0, tiles);
     assert_eq!(entry(&f, 128, 128, 1408, 2816, 256).0, "moe_grouped_gemm_bf16_seg");
     if f.cuda_sm90a {
-        let wg = |name: &'static str| (name, [f.multiprocessors, 1, 1], [384, 1, 1]);
+        // The cluster variant (SWITCHYARD_MOE_PP=mc) launches 2 x (SMs / 2).
+        let wg = |name: &'static str| {
+            let grid = if name.ends_with("_mc") { [2, f.multiprocessors / 2, 1] } else { [f.multiprocessors, 1, 1] };
+            (name, grid, [384, 1, 1])
+        };
         assert_eq!(entry(&f, 32768, 128, 1408, 2816, 256), wg(grouped_pp_entry()));
         assert_eq!(entry(&f, 32768, 128, 2816, 704, 256), wg(grouped_pp_entry()));
         assert_eq!(entry(&f, 32768, 128, 1408, 2816, 264).0, tiles, "8-byte aligned operands");
