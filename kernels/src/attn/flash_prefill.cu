@@ -25,9 +25,13 @@
 //     conflict-free. V aliasing K (the same pool, Gemma's attention_k_eq_v)
 //     copies only the K tile (V's f16 tile is converted from it);
 //   - S = Q·Kᵀ in bf16: Q (loaded once per block into shared memory) and K
-//     fragments by ldmatrix;
+//     fragments by ldmatrix, the 16 k-steps unrolled so that the next steps'
+//     fragments load while this step's MMAs run;
 //   - masks (only on tiles that are not wholly inside every row's range of
-//     the warp), online softmax in f32 with exp2 (scale·log2 e folded in);
+//     the warp), online softmax in f32 with exp2 (scale·log2 e folded in: on
+//     unmasked tiles the max is taken on raw scores and each exp2's argument
+//     is one FFMA); the accumulator's rescale is skipped when no row of the
+//     warp changed its max (or e_run, below);
 //   - O += P·V in f16 (mma.sync m16n8k16 f16 in, f32 accumulate), one MMA
 //     per product, with V by ldmatrix.trans from a converted copy of the tile.
 // Numeric contract of P·V (the rest is as attn.cu's): V is converted to f16
@@ -45,7 +49,7 @@
 // absolute, where p·2^(e_j - e_run) falls below f16's normal range). Before
 // the output's bf16 rounding that is an NMSE of about 2e-8 against an exact
 // reference; after it, the few outputs whose rounding flips dominate: NMSE
-// 3.8e-7 .. 5.9e-7 against the CPU reference's bf16 output on the H200 over
+// 3.7e-7 .. 6.5e-7 against the CPU reference's bf16 output on the H200 over
 // the parity cases these entries take, V's range cases included (bound
 // 1e-6; hi + lo bf16 P, the previous form at 1.5x the tensor work, gave
 // 1.3e-9 .. 8.6e-9; one bf16 rounding of P, 2^-9, about 5e-6 in a host
@@ -105,25 +109,79 @@ __device__ __forceinline__ void fp_sts16(unsigned addr, const unsigned (&w)[4]) 
 __device__ __forceinline__ void fp_cp16(unsigned dst, const void* src, bool in) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 16 : 0));
 }
+// The same at constant byte offsets OFF from both addresses: the chunks of a
+// key row share one 64-bit source and one shared address (offsets fold into
+// the instruction instead of a 64-bit add each).
+template <int OFF>
+__device__ __forceinline__ void fp_cp16_at(unsigned dst, const void* src, bool in) {
+    asm volatile("cp.async.cg.shared.global [%0+%3], [%1+%3], 16, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 16 : 0), "n"(OFF));
+}
 __device__ __forceinline__ void fp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void fp_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// ftz: one MUFU.EX2, where the plain form adds a range test and two
+// multiplies for subnormal results. What it flushes is below 2^-126 of the
+// row's largest term (p, or the rescale of an accumulator that the new max
+// dwarfs by as much): P rounds to f16 (nothing below 2^-25 survives) and l
+// holds at least 1.
 __device__ __forceinline__ float fp_ex2(float x) {
     float r;
-    asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
+}
+
+// Two bf16 times two bf16 (bf16x2, sm_90). Only used with a power-of-two
+// factor, where it is exact unless the product leaves bf16's (= f32's) range.
+__device__ __forceinline__ unsigned fp_mul_bf16x2(unsigned a, unsigned b) {
+    unsigned r;
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+// 2^d as f32 for d >= -126, else 0, from an exponent difference d = a - b
+// (one VIADDMNMX and one LEA: the clamp to -127 makes the biased exponent 0).
+__device__ __forceinline__ float fp_pow2_diff(int a, int b) {
+    return __int_as_float((__viaddmax_s32(a, -b, -127) + 127) << 23);
 }
 
 // Slot of key j of the block-table row `trow`, or -1 when its page entry is
 // negative or the slot is outside the pool. j < max_pages * page is the caller's.
-__device__ __forceinline__ long long fp_slot(const int* trow, int j, int page, int num_slots) {
-    const int pg = trow[j / page];
+// pshift >= 0: page is 2^pshift (the usual case), a shift and a mask instead
+// of the integer division's ~20 instructions a key row and tile.
+__device__ __forceinline__ long long fp_slot(const int* trow, int j, int page, int pshift, int num_slots) {
+    int pi, po;
+    if (pshift >= 0) {
+        pi = j >> pshift;
+        po = j & (page - 1);
+    } else {
+        pi = j / page;
+        po = j % page;
+    }
+    const int pg = trow[pi];
     if (pg < 0) return -1;
-    const long long s = (long long)pg * page + j % page;
+    const long long s = (long long)pg * page + po;
     return s < num_slots ? s : -1;
+}
+
+// f(fp_ic<0>{}) .. f(fp_ic<N - 1>{}): compile-time indices for template
+// arguments (the cp.async offsets).
+template <int V>
+struct fp_ic {
+    static constexpr int value = V;
+};
+template <int I, int N, typename F>
+__device__ __forceinline__ void static_for_from(F&& f) {
+    if constexpr (I < N) {
+        f(fp_ic<I>{});
+        static_for_from<I + 1, N>(f);
+    }
+}
+template <int N, typename F>
+__device__ __forceinline__ void static_for(F&& f) {
+    static_for_from<0, N>(f);
 }
 
 template <int HD, int WARPS, int BN, int STAGES>
@@ -165,8 +223,10 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
     const size_t width = (size_t)nh * HD;
     const long long cap = (long long)max_pages * page;
     const bool alias = k_pool == v_pool;
+    const int pshift = page > 0 && (page & (page - 1)) == 0 ? __ffs(page) - 1 : -1;
     bf16* const qs = fp_dyn;
     bf16* const ring = fp_dyn + C::Q_ELEMS;
+    const unsigned ring_addr = smem_addr(ring);
 
     // ---- row metadata; rows with an invalid sequence or position are NaN (this block's DV dims).
     for (int i = tid; i < BM; i += THREADS) {
@@ -266,35 +326,28 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
 
         // Copies tile `t` into ring stage `t % STAGES`.
         auto load_tile = [&](int t) {
-            bf16* ks = ring + (t % STAGES) * C::STAGE_ELEMS;
-            bf16* vs = ks + C::K_ELEMS;
             const int kr = tid / TPK, sub = tid % TPK;
             const int key = kt0 + t * BN + kr;
             long long slot = -1;
             bool bad = false;
             if (key >= kmin && key <= kmax) {
-                slot = fp_slot(trow, key, page, num_slots);
+                slot = fp_slot(trow, key, page, pshift, num_slots);
                 bad = slot < 0;
             }
             const size_t at = slot >= 0 ? ((size_t)slot * nkv + kvh) * HD : 0;
-            bf16* kd = ks + kr * LDK;
             if (bad && sub == 0) {
                 for (int i = 0; i < BM; ++i) {
                     if (s_seq[i] == cur && key >= s_lo[i] && key <= s_pos[i]) s_rowbad[i] = 1;
                 }
             }
-#pragma unroll
-            for (int c = 0; c < HD / 8 / TPK; ++c) {
-                const int col = (sub + c * TPK) * 8;
-                fp_cp16(smem_addr(kd + col), k_pool + at + col, slot >= 0);
-            }
+            const unsigned kd = ring_addr + (unsigned)((t % STAGES) * C::STAGE_ELEMS + kr * LDK + sub * 8) * 2;
+            const bf16* ksrc = k_pool + at + sub * 8;
+            const bool in = slot >= 0;
+            static_for<HD / 8 / TPK>([&](auto c) { fp_cp16_at<c.value * TPK * 16>(kd, ksrc, in); });
             if (!alias) {
-                bf16* vd = vs + kr * C::LDV;
-#pragma unroll
-                for (int c = 0; c < DV / 8 / TPK; ++c) {
-                    const int col = (sub + c * TPK) * 8;
-                    fp_cp16(smem_addr(vd + col), v_pool + at + z * DV + col, slot >= 0);
-                }
+                const unsigned vd = ring_addr + (unsigned)((t % STAGES) * C::STAGE_ELEMS + C::K_ELEMS + kr * C::LDV + sub * 8) * 2;
+                const bf16* vsrc = v_pool + at + z * DV + sub * 8;
+                static_for<DV / 8 / TPK>([&](auto c) { fp_cp16_at<c.value * TPK * 16>(vd, vsrc, in); });
             }
         };
 
@@ -315,23 +368,34 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
             const unsigned dst = smem_addr(vs + kr * C::LDV);
             constexpr int NC = DV / 8 / TPK;
             unsigned w[NC][4];
-            unsigned mx = 0;
+            // |v| as bf16 bit patterns order as unsigned integers (NaN above inf): the
+            // largest by halfword pairs, three operands an instruction (VIMNMX3.U16x2).
+            unsigned mx2 = 0;
 #pragma unroll
             for (int c = 0; c < NC; ++c) {
                 fp_lds16(w[c], src + (sub + c * TPK) * 16);
-#pragma unroll
-                for (int i = 0; i < 4; ++i) mx = max(mx, max(w[c][i] & 0x7fffu, (w[c][i] >> 16) & 0x7fffu));
+                mx2 = __vimax3_u16x2(mx2, w[c][0] & 0x7fff7fffu, w[c][1] & 0x7fff7fffu);
+                mx2 = __vimax3_u16x2(mx2, w[c][2] & 0x7fff7fffu, w[c][3] & 0x7fff7fffu);
             }
+            unsigned mx = max(mx2 & 0xffffu, mx2 >> 16);
 #pragma unroll
             for (int sh = 1; sh < TPK; sh <<= 1) mx = max(mx, __shfl_xor_sync(FP_FULL, mx, sh));
             // Biased exponent 255 (inf / NaN) gives e = 128 and a scale of 2^-113: inf and NaN stay what they are.
             const int e = max((int)(mx >> 7) - 127, FP_EMIN);
-            const float f = __int_as_float((142 - e) << 23); // 2^(15 - e), e in [-110, 128]
+            // 2^(15 - e) as a bf16 pair (e in [-110, 128]: a normal bf16): the scaling in
+            // bf16x2 is exact (the product's exponent stays in bf16's range, and a product
+            // that would be subnormal there is below f16's smallest subnormal anyway), one
+            // instruction for two values where f32 needed two.
+            const unsigned fb = (unsigned)(142 - e) << 7;
+            const unsigned f2 = fb | (fb << 16);
 #pragma unroll
             for (int c = 0; c < NC; ++c) {
                 unsigned y[4];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) y[i] = fp_pack_f16(bf16_lo(w[c][i]) * f, bf16_hi(w[c][i]) * f);
+                for (int i = 0; i < 4; ++i) {
+                    const unsigned ws = fp_mul_bf16x2(w[c][i], f2);
+                    y[i] = fp_pack_f16(bf16_lo(ws), bf16_hi(ws));
+                }
                 fp_sts16(dst + (sub + c * TPK) * 16, y);
             }
             if (sub == 0) s_vexp[st * BN + kr] = e;
@@ -371,7 +435,7 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
                 for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
                 const unsigned qa_addr = smem_addr(qs + (warp * 16 + (mi & 1) * 8 + rr) * LDK + (mi >> 1) * 8);
                 const unsigned kb_addr = smem_addr(ks + ((mi >> 1) * 8 + rr) * LDK + (mi & 1) * 8);
-#pragma unroll 2
+#pragma unroll
                 for (int kk = 0; kk < HD; kk += 16) {
                     unsigned a0, a1, a2, a3;
                     ldsm_x4(a0, a1, a2, a3, qa_addr + kk * 2);
@@ -384,14 +448,16 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
                     }
                 }
 
-                // ---- masks, online softmax (log2 domain).
+                // ---- masks, online softmax (log2 domain). Tiles wholly inside every row's
+                // range (all but the diagonal ones) keep raw scores: the max is taken
+                // unscaled (sc >= 0: scaling keeps the order) and each exp2 gets its
+                // scale and shift in one FFMA. Edge tiles (and sc < 0) scale first and
+                // mask with -inf, whose exp2 is 0 whatever the scale.
                 float mx_a = -SY_INF, mx_b = -SY_INF;
-                const bool full = kt >= full_lo && kt + BN - 1 <= full_hi;
+                const bool full = kt >= full_lo && kt + BN - 1 <= full_hi && sc >= 0.0f;
                 if (full) {
 #pragma unroll
                     for (int nt = 0; nt < BN / 8; ++nt) {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) s[nt][e] *= sc;
                         mx_a = fmaxf(mx_a, fmaxf(s[nt][0], s[nt][1]));
                         mx_b = fmaxf(mx_b, fmaxf(s[nt][2], s[nt][3]));
                     }
@@ -414,6 +480,10 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
                 mx_b = fmaxf(mx_b, __shfl_xor_sync(FP_FULL, mx_b, 1));
                 mx_a = fmaxf(mx_a, __shfl_xor_sync(FP_FULL, mx_a, 2));
                 mx_b = fmaxf(mx_b, __shfl_xor_sync(FP_FULL, mx_b, 2));
+                if (full) {
+                    mx_a *= sc;
+                    mx_b *= sc;
+                }
                 const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
                 // A row that has seen no key yet keeps max -inf: subtract 0 so exp2 gives 0, not NaN.
                 const float ua = mn_a == -SY_INF ? 0.0f : mn_a, ub = mn_b == -SY_INF ? 0.0f : mn_b;
@@ -421,14 +491,26 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
                 m_a = mn_a;
                 m_b = mn_b;
                 float sum_a = 0.0f, sum_b = 0.0f;
+                if (full) {
 #pragma unroll
-                for (int nt = 0; nt < BN / 8; ++nt) {
-                    s[nt][0] = fp_ex2(s[nt][0] - ua);
-                    s[nt][1] = fp_ex2(s[nt][1] - ua);
-                    s[nt][2] = fp_ex2(s[nt][2] - ub);
-                    s[nt][3] = fp_ex2(s[nt][3] - ub);
-                    sum_a += s[nt][0] + s[nt][1];
-                    sum_b += s[nt][2] + s[nt][3];
+                    for (int nt = 0; nt < BN / 8; ++nt) {
+                        s[nt][0] = fp_ex2(fmaf(s[nt][0], sc, -ua));
+                        s[nt][1] = fp_ex2(fmaf(s[nt][1], sc, -ua));
+                        s[nt][2] = fp_ex2(fmaf(s[nt][2], sc, -ub));
+                        s[nt][3] = fp_ex2(fmaf(s[nt][3], sc, -ub));
+                        sum_a += s[nt][0] + s[nt][1];
+                        sum_b += s[nt][2] + s[nt][3];
+                    }
+                } else {
+#pragma unroll
+                    for (int nt = 0; nt < BN / 8; ++nt) {
+                        s[nt][0] = fp_ex2(s[nt][0] - ua);
+                        s[nt][1] = fp_ex2(s[nt][1] - ua);
+                        s[nt][2] = fp_ex2(s[nt][2] - ub);
+                        s[nt][3] = fp_ex2(s[nt][3] - ub);
+                        sum_a += s[nt][0] + s[nt][1];
+                        sum_b += s[nt][2] + s[nt][3];
+                    }
                 }
                 l_a = l_a * al_a + sum_a;
                 l_b = l_b * al_b + sum_b;
@@ -443,12 +525,16 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
                 const float rs = fp_pow2(e_run - e_new);
                 e_run = e_new;
                 const float oa = al_a * rs, ob = al_b * rs;
+                // Past the first tiles the running max and e_run rarely move: skip the
+                // 128 multiplies when no row of the warp needs them (warp-uniform).
+                if (__any_sync(FP_FULL, oa != 1.0f || ob != 1.0f)) {
 #pragma unroll
-                for (int i = 0; i < DV / 8; ++i) {
-                    o[i][0] *= oa;
-                    o[i][1] *= oa;
-                    o[i][2] *= ob;
-                    o[i][3] *= ob;
+                    for (int i = 0; i < DV / 8; ++i) {
+                        o[i][0] *= oa;
+                        o[i][1] *= oa;
+                        o[i][2] *= ob;
+                        o[i][3] *= ob;
+                    }
                 }
 
                 // ---- O += P · V, 16 keys at a time, in f16: V' = v · 2^(15 - e_j) (the converted
@@ -461,7 +547,7 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
                     for (int i = 0; i < 4; ++i) {
                         const int nt = 2 * kk + (i >> 1), e0 = (i & 1) * 2;
                         const int2 ej = *reinterpret_cast<const int2*>(ve + nt * 8 + 2 * t4);
-                        ph[i] = fp_pack_f16(s[nt][e0] * fp_pow2(ej.x - e_run), s[nt][e0 + 1] * fp_pow2(ej.y - e_run));
+                        ph[i] = fp_pack_f16(s[nt][e0] * fp_pow2_diff(ej.x, e_run), s[nt][e0 + 1] * fp_pow2_diff(ej.y, e_run));
                     }
 #pragma unroll
                     for (int nb = 0; nb < DV / 16; ++nb) {
@@ -510,11 +596,16 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
 // kernels/src/attn/mod.rs (FLASH_PREFILL) restates with the shared-memory size.
 // hd 256 takes 64-key tiles in 2 stages (the same 198 KiB as 32 keys in 4):
 // on the H200, 4096 tokens causal, 170.7 TFLOP/s against 153.2 for 32 keys
-// in 3 stages and 153.7 in 4, in one call. The kernel is bound by the work
-// each tile costs beside its MMAs (the o rescale, the V conversion, the
-// softmax, the barrier; ncu at 32 keys: 11% of the warp instructions are
-// HMMA, tensor pipe 27.5% active, 4.7 cycles a warp between issues with 2
-// warps a scheduler), which a wider tile spreads over twice the MMAs.
+// in 3 stages and 153.7 in 4, in one call. Cutting each tile's non-MMA
+// instructions (ex2.ftz, the FFMA-folded exp2, the skipped rescale, the
+// packed V-row max and bf16x2 scaling, cp.async at immediate offsets, the
+// unrolled Q·Kᵀ: about 1780 -> 1110 SASS instructions a warp and unmasked tile)
+// moved it only to 177.5 against 171.6 (one call, sixth session): with 2
+// warps a scheduler (one 198 KiB block an SM) it is latency-bound, not
+// issue-bound (ncu, the same code with the V conversion interleaved into
+// P·V: 7.99 cycles a warp between issues, 20% of instructions HMMA, tensor
+// pipe 30.8% active, L1/shared 61%). Interleaving that conversion with the
+// P·V MMAs measured 171.9 in the same call and was left out.
 #define FLASH_ENTRY(NAME, HD, WARPS, BN, STAGES)                                                                                    \
     extern "C" __global__ void __launch_bounds__(32 * WARPS, 1)                                                                      \
         NAME(bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool, \

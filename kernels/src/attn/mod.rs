@@ -750,8 +750,10 @@ fn view_of(a: &[Region], at: usize, s: &AttnShape, (max_pages, num_slots): (usiz
 /// 4; windows that leave whole tiles out; V aliasing K at hd 512; and (the
 /// `true` ones) rows of the sequences interleaved one by one, so that every
 /// warp takes each sequence in turn.
-static FLASH_SHAPES: [(AttnShape, bool); 5] = [
+static FLASH_SHAPES: [(AttnShape, bool); 6] = [
     (AttnShape { lens: &[150, 70], nh: 4, nkv: 2, hd: 256, page: 16, window: 0, scale: 0.0625, k_eq_v: false }, false),
+    // A page that is not a power of two (the kernel's division path; pages of 24 keys straddle its 64-key tiles).
+    (AttnShape { lens: &[170, 60], nh: 4, nkv: 2, hd: 256, page: 24, window: 0, scale: 0.0625, k_eq_v: false }, false),
     (AttnShape { lens: &[200], nh: 2, nkv: 1, hd: 256, page: 8, window: 48, scale: 0.07, k_eq_v: false }, false),
     (AttnShape { lens: &[100, 37], nh: 4, nkv: 1, hd: 512, page: 4, window: 0, scale: 0.04, k_eq_v: true }, false),
     (AttnShape { lens: &[90, 3], nh: 2, nkv: 2, hd: 512, page: 16, window: 40, scale: 0.05, k_eq_v: false }, true),
