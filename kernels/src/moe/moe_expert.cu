@@ -12,49 +12,102 @@
 
 // ---------------------------------------------------------------- router norm
 
-// Plan: grid (rows), block 256.
+// x · inv · scale · root for one bf16 pair, left to right, one rounding.
+__device__ __forceinline__ unsigned router_norm_pair(unsigned w, unsigned s, float inv, float root) {
+    const float a = __fmul_rn(__fmul_rn(__fmul_rn(bf16_lo(w), inv), bf16_lo(s)), root);
+    const float b = __fmul_rn(__fmul_rn(__fmul_rn(bf16_hi(w), inv), bf16_hi(s)), root);
+    return pack_bf16(a, b);
+}
+
+// Up to this many 16-byte chunks a thread keeps in registers (dim <= 8192
+// at block 256); longer or unaligned rows take the word loop.
+#define ROUTER_NORM_CHUNKS 4
+
+// Plan: grid (rows), block 256. At decode a launch is one row: what it costs
+// is latency, so the row's 16-byte chunks and the scale's are all loaded
+// before the block reduction and the row is not read twice.
 extern "C" __global__ void __launch_bounds__(256) router_norm_bf16(bf16* __restrict__ out, const bf16* __restrict__ x,
                                                                     const bf16* __restrict__ scale, int rows, int dim, float eps, float root) {
     if ((int)blockIdx.x >= rows) return;
     __shared__ float red[32];
     const size_t row = blockIdx.x;
-    const unsigned* xr = reinterpret_cast<const unsigned*>(x + row * (size_t)dim); // dim even: word pairs
+    const bf16* xrow = x + row * (size_t)dim;
+    bf16* orow = out + row * (size_t)dim;
+    const int chunks = dim / 8;
+    if (dim % 8 == 0 && chunks <= ROUTER_NORM_CHUNKS * (int)blockDim.x && aligned16(xrow) && aligned16(orow) && aligned16(scale)) {
+        uint4 xv[ROUTER_NORM_CHUNKS], sv[ROUTER_NORM_CHUNKS];
+#pragma unroll
+        for (int u = 0; u < ROUTER_NORM_CHUNKS; ++u) {
+            const int c = threadIdx.x + u * blockDim.x;
+            xv[u] = c < chunks ? ld_nc16(xrow + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
+            sv[u] = c < chunks ? ld_nc16(scale + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
+        }
+        float ss = 0.0f;
+#pragma unroll
+        for (int u = 0; u < ROUTER_NORM_CHUNKS; ++u) {
+            const unsigned w[4] = {xv[u].x, xv[u].y, xv[u].z, xv[u].w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float a = bf16_lo(w[e]), b = bf16_hi(w[e]);
+                ss = fmaf(a, a, ss);
+                ss = fmaf(b, b, ss);
+            }
+        }
+        const float inv = 1.0f / sqrtf(block_sum(ss, red) / (float)dim + eps);
+#pragma unroll
+        for (int u = 0; u < ROUTER_NORM_CHUNKS; ++u) {
+            const int c = threadIdx.x + u * blockDim.x;
+            if (c >= chunks) break;
+            const uint4 o = make_uint4(router_norm_pair(xv[u].x, sv[u].x, inv, root), router_norm_pair(xv[u].y, sv[u].y, inv, root),
+                                       router_norm_pair(xv[u].z, sv[u].z, inv, root), router_norm_pair(xv[u].w, sv[u].w, inv, root));
+            *reinterpret_cast<uint4*>(orow + (size_t)c * 8) = o;
+        }
+        return;
+    }
+    const unsigned* xr = reinterpret_cast<const unsigned*>(xrow); // dim even: word pairs
     const unsigned* sr = reinterpret_cast<const unsigned*>(scale);
-    unsigned* orow = reinterpret_cast<unsigned*>(out + row * (size_t)dim);
+    unsigned* ow = reinterpret_cast<unsigned*>(orow);
     const int words = dim / 2;
     float ss = 0.0f;
     for (int i = threadIdx.x; i < words; i += blockDim.x) {
         const unsigned w = xr[i];
         const float a = bf16_lo(w), b = bf16_hi(w);
-        ss += a * a + b * b;
+        ss = fmaf(a, a, ss);
+        ss = fmaf(b, b, ss);
     }
-    const float total = block_sum(ss, red);
-    const float inv = 1.0f / sqrtf(total / (float)dim + eps);
-    for (int i = threadIdx.x; i < words; i += blockDim.x) {
-        const unsigned w = xr[i], s = sr[i];
-        // x · inv · scale · root, left to right, one rounding.
-        const float a = __fmul_rn(__fmul_rn(__fmul_rn(bf16_lo(w), inv), bf16_lo(s)), root);
-        const float b = __fmul_rn(__fmul_rn(__fmul_rn(bf16_hi(w), inv), bf16_hi(s)), root);
-        orow[i] = pack_bf16(a, b);
-    }
+    const float inv = 1.0f / sqrtf(block_sum(ss, red) / (float)dim + eps);
+    for (int i = threadIdx.x; i < words; i += blockDim.x) ow[i] = router_norm_pair(xr[i], sr[i], inv, root);
 }
 
 // ---------------------------------------------------------------- softmax top-k
 
 // Plan: grid (rows), block 32 (one warp per row). e <= 1024, k <= 32.
+//
+// At decode a launch is one row, a single warp's chain of dependent steps,
+// so each step is kept short. Every p gets a rank key, its f32 bits (p >= 0,
+// so the bit order is the value order) with the sign cleared, plus one, and
+// a chosen entry's key drops to 0. Then a round of the k is: each lane's
+// largest key among its entries (the lowest index of equal keys, as it scans
+// upward), the warp's largest key by one `redux`, and the lowest index
+// holding it by another. A NaN p (a NaN logit) ranks above every number, as
+// the reference's total order ranks a positive NaN, so every round picks an
+// index inside the row.
 extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict__ topk_ids, float* __restrict__ topk_w,
                                                                    const bf16* __restrict__ logits,
                                                                    const float* __restrict__ per_expert_scale, int rows, int e, int k) {
     __shared__ float p[1024];
-    __shared__ float chosen_p[32];
-    __shared__ int chosen_id[32];
+    __shared__ unsigned key[1024];
+    __shared__ float scale_of[1024];
     __shared__ float total_s;
     const int r = blockIdx.x, lane = threadIdx.x;
     if (r >= rows || e > 1024 || k > 32 || k > e) return;
     const bf16* lr = logits + (size_t)r * e;
     float m = -SY_INF;
+    // The expert scales are read with the logits, so the weights at the end
+    // do not wait on a second round trip to memory.
     for (int i = lane; i < e; i += 32) {
         const float v = bf16_to_f32(lr[i]);
+        scale_of[i] = per_expert_scale[i];
         p[i] = v;
         m = fmaxf(m, v);
     }
@@ -62,48 +115,47 @@ extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(SY_FULL, m, o));
     for (int i = lane; i < e; i += 32) p[i] = expf(p[i] - m);
     __syncwarp();
-    // The contract sums in index order: one lane walks the row (e <= 1024).
+    // The contract sums in index order: one lane walks the row (e <= 1024),
+    // unrolled so that the shared-memory loads run ahead of the add chain.
     if (lane == 0) {
         float s = 0.0f;
-        for (int i = 0; i < e; ++i) s += p[i];
+#pragma unroll 16
+        for (int i = 0; i < e; ++i) s = __fadd_rn(s, p[i]);
         total_s = s;
     }
     __syncwarp();
     const float total = total_s;
-    for (int i = lane; i < e; i += 32) p[i] = p[i] / total;
+    for (int i = lane; i < e; i += 32) {
+        const float v = p[i] / total;
+        p[i] = v;
+        key[i] = (__float_as_uint(v) & 0x7fffffffu) + 1u;
+    }
     __syncwarp();
-    // k rounds of a warp argmax (largest p, lowest index on ties); a chosen
-    // entry is set to -inf (every p is >= 0) so it is never picked again.
+    // The chosen p summed in the order chosen (descending, as the reference).
+    float chosen_sum = 0.0f, my_p = 0.0f;
+    int my_id = 0;
     for (int c = 0; c < k; ++c) {
-        float bv = -SY_INF;
-        int bi = 0x7fffffff;
+        unsigned best = 0u, best_i = 0xffffffffu;
         for (int i = lane; i < e; i += 32) {
-            const float v = p[i];
-            if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
+            const unsigned kv = key[i];
+            if (kv > best) {
+                best = kv;
+                best_i = (unsigned)i;
+            }
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(SY_FULL, bv, o);
-            const int oi = __shfl_xor_sync(SY_FULL, bi, o);
-            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        const unsigned top = __reduce_max_sync(SY_FULL, best);
+        const int win = (int)__reduce_min_sync(SY_FULL, best == top ? best_i : 0xffffffffu);
+        if ((win & 31) == lane) key[win] = 0u; // only its owner lane reads it again
+        const float pv = p[win];
+        chosen_sum = __fadd_rn(chosen_sum, pv);
+        if (lane == c) {
+            my_id = win;
+            my_p = pv;
         }
-        if (lane == 0) {
-            chosen_p[c] = bv;
-            chosen_id[c] = bi;
-            p[bi] = -SY_INF;
-        }
-        __syncwarp();
     }
-    if (lane == 0) {
-        float s = 0.0f;
-        for (int c = 0; c < k; ++c) s += chosen_p[c]; // descending order, as the reference
-        total_s = s;
-    }
-    __syncwarp();
     if (lane < k) {
-        const int id = chosen_id[lane];
-        topk_ids[(size_t)r * k + lane] = id;
-        topk_w[(size_t)r * k + lane] = __fmul_rn(__fdiv_rn(chosen_p[lane], total_s), per_expert_scale[id]);
+        topk_ids[(size_t)r * k + lane] = my_id;
+        topk_w[(size_t)r * k + lane] = __fmul_rn(__fdiv_rn(my_p, chosen_sum), scale_of[my_id]);
     }
 }
 
@@ -236,13 +288,16 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_gemm_bf16(bf16* __
 // issued before any math (16 measured slower on the H200: 49% of the copy
 // rate against 52% for the 26b-a4b expert projections), and the
 // segment's activation rows in groups of MOE_SEG_R (the weights are read
-// again, from L2, only for segments longer than that). f32 sums, the lanes'
-// partials added by a warp reduction: the K order is free by contract.
+// again, from L2, only for segments longer than that). Two rows a group, not
+// four: 80 registers instead of 103, so three blocks an SM stream at once
+// instead of two (a decode segment holds one row at batch 1 and rarely more
+// than two at 16). f32 sums, the lanes' partials added by a warp reduction:
+// the K order is free by contract.
 #define MOE_SEG_RW 4
-#define MOE_SEG_R 4
+#define MOE_SEG_R 2
 #define MOE_SEG_U 2
 #define MOE_SEG_COLS (8 * MOE_SEG_RW)
-extern "C" __global__ void __launch_bounds__(256) moe_grouped_gemm_bf16_seg(bf16* __restrict__ out, const bf16* __restrict__ a,
+extern "C" __global__ void __launch_bounds__(256, 3) moe_grouped_gemm_bf16_seg(bf16* __restrict__ out, const bf16* __restrict__ a,
                                                                              const bf16* __restrict__ w, const int* __restrict__ offsets,
                                                                              int n, int e, int big_n, int big_k) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
