@@ -9,7 +9,7 @@ use switchyard_core::compare::nmse;
 use switchyard_core::{Arg, DeviceBuffer};
 use switchyard_cuda::CudaBackend;
 use switchyard_kernels::gemm::REORDERED_NMSE;
-use switchyard_kernels::moe::expert::{grouped_pp_entry, ExpertWeights, MOE_GROUPED_GEMM_BF16};
+use switchyard_kernels::moe::expert::{ExpertWeights, MOE_GROUPED_GEMM_BF16};
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::plan::{cuda_kernel, DeviceFacts, PlanArgs};
 use switchyard_kernels::Ops;
@@ -47,13 +47,9 @@ fn grouped_plan_picks_the_wgmma_entries_at_prefill_sizes() {
     assert_eq!(entry(&plain, 32768, 128, 1408, 2816, 256).0, tiles);
     assert_eq!(entry(&f, 128, 128, 1408, 2816, 256).0, "moe_grouped_gemm_bf16_seg");
     if f.cuda_sm90a {
-        // The cluster variant (SWITCHYARD_MOE_PP=mc) launches 2 x (SMs / 2).
-        let wg = |name: &'static str| {
-            let grid = if name.ends_with("_mc") { [2, f.multiprocessors / 2, 1] } else { [f.multiprocessors, 1, 1] };
-            (name, grid, [384, 1, 1])
-        };
-        assert_eq!(entry(&f, 32768, 128, 1408, 2816, 256), wg(grouped_pp_entry()));
-        assert_eq!(entry(&f, 32768, 128, 2816, 704, 256), wg(grouped_pp_entry()));
+        let wg = |name: &'static str| (name, [f.multiprocessors, 1, 1], [384, 1, 1]);
+        assert_eq!(entry(&f, 32768, 128, 1408, 2816, 256), wg("moe_sm90::moe_grouped_gemm_wgmma_pp_n176"));
+        assert_eq!(entry(&f, 32768, 128, 2816, 704, 256), wg("moe_sm90::moe_grouped_gemm_wgmma_pp_n176"));
         assert_eq!(entry(&f, 32768, 128, 1408, 2816, 264).0, tiles, "8-byte aligned operands");
         assert_eq!(entry(&f, 32768, 128, 1410, 2816, 256).0, tiles, "N % 8 != 0");
     } else {
@@ -79,7 +75,7 @@ fn grouped_wgmma_matches_the_reference_over_many_tiles() {
     let facts = cb.device_facts();
     let picked = entry(&facts, n as i32, e as i32, big_n as i32, big_k as i32, 256).0;
     println!("n = {n}: {picked}");
-    assert!(!facts.cuda_sm90a || picked == grouped_pp_entry(), "{picked}");
+    assert!(!facts.cuda_sm90a || picked == "moe_sm90::moe_grouped_gemm_wgmma_pp_n176", "{picked}");
     let mut gen = Gen::new(0x13e5);
     let (_, a) = gen.bf16(n * big_k, 0.01, 1.0);
     let (_, w) = gen.bf16(e * big_n * big_k, 0.01, 0.5);

@@ -42,48 +42,6 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, uns
         : "memory");
 }
 
-// L2 eviction-priority policies for the *_hint copies (createpolicy):
-// evict_first for data no later reader needs, so a stream of it leaves the
-// lines others will re-read in L2; evict_last for data read again later.
-__device__ __forceinline__ unsigned long long l2_evict_first_policy() {
-    unsigned long long p;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-    return p;
-}
-__device__ __forceinline__ unsigned long long l2_evict_last_policy() {
-    unsigned long long p;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(p));
-    return p;
-}
-
-// tma_load_2d with an L2 cache policy (from l2_evict_*_policy) on the lines
-// it reads.
-__device__ __forceinline__ void tma_load_2d_hint(unsigned dst, const TmaMap* map, unsigned bar, int c0, int c1, unsigned long long policy) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(dst),
-        "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "l"(policy)
-        : "memory");
-}
-
-// Thread-block clusters of Hopper GEMMs (cluster_rank / cluster_sync are in
-// prelude.cuh). An arrival on the mbarrier at `bar` (this block's shared
-// address) in cluster block `rank`'s shared memory, releasing this thread's
-// earlier reads of shared memory to the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
-    asm volatile(
-        "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar),
-        "r"(rank)
-        : "memory");
-}
-// tma_load_2d into the same shared offset `dst` of every cluster block in
-// `mask` (bit r: block r), completing the mbarrier at offset `bar` in each.
-__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TmaMap* map, unsigned bar, int c0, int c1, unsigned short mask) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(dst),
-        "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
-        : "memory");
-}
-
 // wgmma shared-memory descriptor of a K-major tile written by TMA with the
 // 128-byte swizzle: rows of 128 bytes in 8-row (1024-byte) atoms, so the
 // stride between 8-row groups is 1024 bytes; the leading offset is unused

@@ -201,35 +201,6 @@ const GROUPED_WGMMA_BK: u32 = 64;
 /// Epilogue staging: 8 consumer warps × 16 rows × 72 bf16.
 const GROUPED_WGMMA_STAGING: u64 = 8 * 16 * 72 * 2;
 
-/// Environment variable naming a measurement variant of the ping-pong entry
-/// (`strided`: the block's tiles `grid` apart, no L2 hints, the kernel
-/// before the tile-order change; `pairs`: neighbouring tiles, no hints;
-/// `pairs_h1`: neighbours, dead operands evict_first; `strided_h2`: strided
-/// with the default's hints; `mc`: 2-block clusters, each pair of
-/// neighbouring tiles on the two blocks with their shared weight slice
-/// multicast, the default's row hints, where the clusters apply
-/// ([`GROUPED_PP_MC_ENTRY`]); unset or anything else: the default entry
-/// (neighbours, dead operands evict_first, rows to be re-read evict_last).
-pub const GROUPED_PP_VARIANT_ENV: &str = "SWITCHYARD_MOE_PP";
-
-/// The ping-pong entry the plan takes ([`GROUPED_PP_VARIANT_ENV`], read once).
-pub fn grouped_pp_entry() -> &'static str {
-    static ENTRY: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
-    ENTRY.get_or_init(|| match std::env::var(GROUPED_PP_VARIANT_ENV).as_deref().map(str::trim) {
-        Ok("strided") => "moe_sm90::moe_grouped_gemm_wgmma_pp_n176_strided",
-        Ok("pairs") => "moe_sm90::moe_grouped_gemm_wgmma_pp_n176_pairs",
-        Ok("pairs_h1") => "moe_sm90::moe_grouped_gemm_wgmma_pp_n176_pairs_h1",
-        Ok("strided_h2") => "moe_sm90::moe_grouped_gemm_wgmma_pp_n176_strided_h2",
-        Ok("mc") => GROUPED_PP_MC_ENTRY,
-        _ => "moe_sm90::moe_grouped_gemm_wgmma_pp_n176",
-    })
-}
-
-/// The cluster variant of the ping-pong entry: launched as 2 × (grid / 2)
-/// blocks with each x pair one cluster (`// cluster-launch: x` in
-/// moe_sm90.cu); it needs an even tile count, so an even number of n-tiles.
-const GROUPED_PP_MC_ENTRY: &str = "moe_sm90::moe_grouped_gemm_wgmma_pp_n176_mc";
-
 /// Dynamic shared memory of a grouped wgmma entry (`moe_wgmma` in
 /// moe_sm90.cu): the ring, the epilogue staging, 2·stages mbarriers, the
 /// tile prefix and segment starts (e + 1 i32 each), and 1024 bytes to align
@@ -270,7 +241,7 @@ fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>>
         return Ok(None);
     }
     let fits = |&&(_, bn, stages, _): &&(&str, u32, u32, bool)| grouped_wgmma_shared_bytes(bn, stages, e) <= u64::from(f.max_shared_bytes);
-    let Some(&(entry, bn, stages, pp)) =
+    let Some(&(entry, bn, stages, _)) =
         GROUPED_WGMMA_ENTRIES.iter().filter(fits).min_by_key(|&&(_, bn, _, pp)| (big_n.div_ceil(bn) * bn, !pp, u32::MAX - bn))
     else {
         return Ok(None);
@@ -287,20 +258,6 @@ fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>>
     let sorted_tiles = (row_tiles + u64::from(e)) * n_tiles;
     let grid = u32::try_from(sorted_tiles.min(u64::from(f.multiprocessors))).expect("at most the SM count");
     let shared_bytes = u32::try_from(grouped_wgmma_shared_bytes(bn, stages, e)).expect("checked against max_shared_bytes");
-    if pp && grouped_pp_entry() == GROUPED_PP_MC_ENTRY {
-        // Clusters of two: an even n-tile count keeps every cluster's turns
-        // whole (both tiles of a pair exist), and an even grid.
-        if f.cuda_clusters && n_tiles % 2 == 0 && grid >= 2 {
-            return Ok(Some(CudaPass { entry: GROUPED_PP_MC_ENTRY, grid: [2, grid / 2, 1], block: [384, 1, 1], shared_bytes }));
-        }
-        return Ok(Some(CudaPass {
-            entry: "moe_sm90::moe_grouped_gemm_wgmma_pp_n176",
-            grid: [grid, 1, 1],
-            block: [384, 1, 1],
-            shared_bytes,
-        }));
-    }
-    let entry = if pp { grouped_pp_entry() } else { entry };
     Ok(Some(CudaPass { entry, grid: [grid, 1, 1], block: [384, 1, 1], shared_bytes }))
 }
 
@@ -308,31 +265,15 @@ fn grouped_wgmma_pass(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<CudaPass>>
 /// w as one `e·N × K` matrix in BN × 64 boxes (expert x's rows start at
 /// x·N).
 fn grouped_wgmma_maps<const BN: u32>(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
-    grouped_wgmma_maps_box(a, BN)
-}
-
-/// As [`grouped_wgmma_maps`], with w in `w_rows`-row boxes.
-fn grouped_wgmma_maps_box(a: &PlanArgs, w_rows: u32) -> Result<Vec<TensorMap2d>> {
     let (n, e, big_n, big_k) = (a.u32("n")?, a.u32("e")?, a.u32("big_n")?, a.u32("big_k")?);
     Ok(vec![
         TensorMap2d { arg: "a", rows: u64::from(n), cols: u64::from(big_k), box_rows: GROUPED_WGMMA_BM, box_cols: GROUPED_WGMMA_BK },
-        TensorMap2d {
-            arg: "w",
-            rows: u64::from(e) * u64::from(big_n),
-            cols: u64::from(big_k),
-            box_rows: w_rows,
-            box_cols: GROUPED_WGMMA_BK,
-        },
+        TensorMap2d { arg: "w", rows: u64::from(e) * u64::from(big_n), cols: u64::from(big_k), box_rows: BN, box_cols: GROUPED_WGMMA_BK },
     ])
 }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n256", maps: grouped_wgmma_maps::<256> } }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_n192", maps: grouped_wgmma_maps::<192> } }
 inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_pp_n176", maps: grouped_wgmma_maps::<176> } }
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_pp_n176_strided", maps: grouped_wgmma_maps::<176> } }
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_pp_n176_pairs", maps: grouped_wgmma_maps::<176> } }
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_pp_n176_pairs_h1", maps: grouped_wgmma_maps::<176> } }
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_pp_n176_strided_h2", maps: grouped_wgmma_maps::<176> } }
-inventory::submit! { CudaTensorMaps { module: "moe_sm90", entry: "moe_grouped_gemm_wgmma_pp_n176_mc", maps: grouped_wgmma_maps::<88> } }
 
 /// At decode sizes, `moe_grouped_gemm_bf16_seg`: a block per (32 weight
 /// rows, slot), where only the block of a segment's first slot computes it,

@@ -6,7 +6,6 @@
 // __CUDA_ARCH_FEAT_SM90_ALL, so the module is empty on other targets.
 //
 // nvrtc-arch: sm_90a
-// cluster-launch: x moe_grouped_gemm_wgmma_pp_n176_mc
 //
 // Contract (moe_grouped_gemm_bf16's): rows s in [offsets[x], offsets[x+1])
 // use expert x, out[s, :] = bf16(sum_k a[s, k] * w[x, :, k]), f32
@@ -65,6 +64,16 @@
 // throughput from 91% to 81% of peak at the gate_up shape but left the
 // tensor pipe no busier (76% of active cycles), and ran slower in the same
 // call (gate_up 503 against 528 TFLOP/s, down 409 against 473).
+// Also measured and dropped (one H200 call, against this kernel's 539-561 /
+// 486-491 TFLOP/s gate_up / down; BENCHMARKS.md, 2026-12-02 sixth session;
+// the code is commit be6604a): a block's two warpgroups on neighbouring
+// tiles (two m-tiles of one weight slice) cut down's DRAM reads from
+// 726-754 MB to 646-675 MB but ran slower (gate_up 414, down 479-480); L2
+// eviction hints on the TMA copies (dead operands evict_first, rows still to
+// be re-read evict_last) raised the reads and ran slower in either order;
+// 2-block clusters multicasting the shared weight slice read the minimum
+// 555 MB but ran at 265-269 / 310 (tensor pipe 31% of active cycles: the
+// two blocks' rings refill in lock step). DRAM bytes are not down's limit.
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -96,23 +105,6 @@ __device__ __forceinline__ void mg_tile(int t, const int* pre, int e, int ntc, i
     const int local = t - pre[x] * ntc;
     nt = local / tm;
     mt = local - nt * tm;
-}
-
-// The block's i-th tile (its i-th turn); past its last one, an index at or
-// past `tiles` (the index grows with i, so the turns that exist are a
-// prefix). ORDER 0, strided: block b takes b, b + grid, b + 2 grid, ...
-// ORDER 1, pairs: block b takes the neighbours 2 (r grid + b) and
-// 2 (r grid + b) + 1 in round r, so its two consumer warpgroups' tiles are
-// usually two m-tiles of the same (expert, n-tile) and read the same weight
-// slice within half a tile of each other, from the same SM. ORDER 2,
-// cluster pairs (grid 2 x clusters, a cluster along x, blockIdx.x its rank):
-// turn i of cluster c is the pair 2 (i clusters + c), + 1, one tile a
-// block, so both blocks' turns are in step; the plan guarantees an even
-// tile count (an even number of n-tiles), so every turn has both tiles.
-template <int ORDER> __device__ __forceinline__ int mg_turn_tile(int i) {
-    if (ORDER == 2) return 2 * (i * (int)gridDim.y + (int)blockIdx.y) + (int)blockIdx.x;
-    if (ORDER == 1) return 2 * ((i >> 1) * (int)gridDim.x + (int)blockIdx.x) + (i & 1);
-    return (int)blockIdx.x + i * (int)gridDim.x;
 }
 
 // The block's shared-memory layout (the plan asks for the same,
@@ -184,19 +176,8 @@ __device__ __forceinline__ MgSmem mg_setup(const TmaMap* ta, const TmaMap* tw, c
 }
 
 // Warpgroup 0: thread 0 feeds the ring with every K slice of the block's
-// tiles in turn order (mg_turn_tile<ORDER>); warps 1-3 write the rows
-// outside every segment. HINT (L2 eviction priority of the copies): 0, none;
-// 1, a tile that is the last reader of its weight slice (the expert's last
-// m-tile) or of its rows (the last n-tile) reads them evict_first, so dead
-// data leaves L2 before data still to be re-read; 2, as 1, and rows with
-// n-tiles still to come are read evict_last (the weights stream past them).
-// ORDER 2: where the cluster's two tiles share a weight slice (same expert
-// and n-tile), each block copies half of its rows (BN / 2, the tensor map's
-// box) into both blocks' stage; otherwise both halves into its own. Each
-// block's full barrier expects the whole stage either way, and its empty
-// barrier the releases of both blocks' readers, so neither block's copy
-// lands in a stage the other still reads. No hints on the weights there.
-template <int BN, int STAGES, int ORDER = 0, int HINT = 0>
+// tiles in order; warps 1-3 write the rows outside every segment.
+template <int BN, int STAGES>
 __device__ __forceinline__ void mg_produce(const MgSmem& m, const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, int n, int e, int big_n,
                                            int tiles, int ntc, int KT) {
     constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
@@ -204,62 +185,26 @@ __device__ __forceinline__ void mg_produce(const MgSmem& m, const TmaMap* ta, co
     if (tid == 0) {
         int s = 0;
         unsigned phase = 0;
-        unsigned long long first = 0, last = 0;
-        if (HINT > 0) first = l2_evict_first_policy();
-        if (HINT > 1) last = l2_evict_last_policy();
-        for (int i = 0;; ++i) {
-            const int t = mg_turn_tile<ORDER>(i);
-            if (t >= tiles) break;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
             int x, mt, nt;
             mg_tile(t, m.pre, e, ntc, x, mt, nt);
             const int r0 = m.start[x] + mt * MG_BM, w0 = x * big_n + nt * BN;
-            const bool w_dead = mt == m.pre[x + 1] - m.pre[x] - 1, a_dead = nt == ntc - 1;
-            bool shared_w = false;
-            if (ORDER == 2) {
-                int x2, mt2, nt2;
-                mg_tile(t ^ 1, m.pre, e, ntc, x2, mt2, nt2);
-                shared_w = x2 == x && nt2 == nt;
-            }
             for (int kt = 0; kt < KT; ++kt) {
                 const unsigned full = m.bars + 8u * s, empty = m.bars + 8u * (STAGES + s);
                 // A fresh barrier is in phase 0: parity 1 passes the first round.
                 mbar_wait(empty, phase ^ 1u);
                 mbar_expect_tx(full, STAGE_BYTES);
                 const unsigned dst = m.ring + s * STAGE_BYTES;
-                if (ORDER == 2) {
-                    constexpr int HB = BN / 2;
-                    constexpr unsigned HALF = HB * MG_BK * 2;
-                    const unsigned rank = blockIdx.x;
-                    if (HINT == 0) tma_load_2d(dst, ta, full, kt * MG_BK, r0);
-                    else if (a_dead) tma_load_2d_hint(dst, ta, full, kt * MG_BK, r0, first);
-                    else if (HINT > 1) tma_load_2d_hint(dst, ta, full, kt * MG_BK, r0, last);
-                    else tma_load_2d(dst, ta, full, kt * MG_BK, r0);
-                    if (shared_w) {
-                        tma_load_2d_multicast(dst + MG_A_BYTES + rank * HALF, tw, full, kt * MG_BK, w0 + (int)rank * HB, (unsigned short)3);
-                    } else {
-                        tma_load_2d(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0);
-                        tma_load_2d(dst + MG_A_BYTES + HALF, tw, full, kt * MG_BK, w0 + HB);
-                    }
-                } else if (HINT == 0) {
-                    tma_load_2d(dst, ta, full, kt * MG_BK, r0);
-                    tma_load_2d(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0);
-                } else {
-                    if (a_dead) tma_load_2d_hint(dst, ta, full, kt * MG_BK, r0, first);
-                    else if (HINT > 1) tma_load_2d_hint(dst, ta, full, kt * MG_BK, r0, last);
-                    else tma_load_2d(dst, ta, full, kt * MG_BK, r0);
-                    if (w_dead) tma_load_2d_hint(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0, first);
-                    else tma_load_2d(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0);
-                }
+                tma_load_2d(dst, ta, full, kt * MG_BK, r0);
+                tma_load_2d(dst + MG_A_BYTES, tw, full, kt * MG_BK, w0);
                 ring_next<STAGES>(s, phase);
             }
         }
     } else if (tid >= 32) {
         // Rows outside every segment: [0, start[0]) and [start[e], n).
         unsigned* o = reinterpret_cast<unsigned*>(out);
-        const int blk = ORDER == 2 ? (int)(blockIdx.y * 2 + blockIdx.x) : (int)blockIdx.x;
-        const int blks = ORDER == 2 ? (int)(gridDim.y * 2) : (int)gridDim.x;
-        const size_t wpr = (size_t)(big_n / 2), stride = (size_t)blks * 96;
-        const size_t first = (size_t)blk * 96 + (tid - 32);
+        const size_t wpr = (size_t)(big_n / 2), stride = (size_t)gridDim.x * 96;
+        const size_t first = (size_t)blockIdx.x * 96 + (tid - 32);
         const size_t head = (size_t)m.start[0] * wpr, tail = (size_t)m.start[e] * wpr, all = (size_t)n * wpr;
         for (size_t i = first; i < head; i += stride) o[i] = 0u;
         for (size_t i = tail + first; i < all; i += stride) o[i] = 0u;
@@ -355,16 +300,12 @@ template <int STAGES> __device__ __forceinline__ void ring_skip(int& s, unsigned
 
 // The ping-pong kernel: the block's i-th tile belongs to consumer warpgroup
 // i % 2, which computes all 128 of its rows.
-template <int BN, int STAGES, int ORDER, int HINT>
+template <int BN, int STAGES>
 __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, const int* __restrict__ offsets, int n,
                                              int e, int big_n, int big_k) {
     constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
-    // Each stage is read by one warpgroup: four warps release it (and, in
-    // a cluster, the other block's four).
-    const MgSmem m = mg_setup<BN, STAGES>(ta, tw, offsets, n, e, ORDER == 2 ? 8 : 4);
-    // The other block's copies and releases reach this block's barriers:
-    // both must be initialised first.
-    if (ORDER == 2) cluster_sync();
+    // Each stage is read by one warpgroup: four warps release it.
+    const MgSmem m = mg_setup<BN, STAGES>(ta, tw, offsets, n, e, 4);
     const int ntc = (big_n + BN - 1) / BN, tiles = m.pre[e] * ntc;
     const int KT = (big_k + MG_BK - 1) / MG_BK;
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
@@ -372,13 +313,7 @@ __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw,
         // The producer needs few registers; the consumers' 176 accumulators
         // need more than the 168 an even split of the SM leaves them.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        mg_produce<BN, STAGES, ORDER, HINT>(m, ta, tw, out, n, e, big_n, tiles, ntc, KT);
-        if (ORDER == 2) {
-            // The other block still arrives on this block's empty barriers
-            // until its last slice: stay until both are done.
-            __syncwarp();
-            cluster_sync();
-        }
+        mg_produce<BN, STAGES>(m, ta, tw, out, n, e, big_n, tiles, ntc, KT);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
@@ -390,12 +325,6 @@ __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw,
     int s = 0;
     unsigned phase = 0;
     if (cw == 1) ring_skip<STAGES>(s, phase, KT);
-    // A warp is done reading stage st: one arrival on its empty barrier here
-    // (and on the other cluster block's, whose copies fill both).
-    auto release = [&](int st) {
-        mbar_arrive(m.bars + 8u * (STAGES + st));
-        if (ORDER == 2) mbar_arrive_cluster(m.bars + 8u * (STAGES + st), blockIdx.x ^ 1u);
-    };
     // One tile's K loop with the first ACT row blocks multiplying (the
     // other lies past the segment's end). `more`: the other warpgroup has a
     // next tile, and takes its turn once this K loop is issued.
@@ -426,7 +355,7 @@ __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw,
                 for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[b][i]);
             // The slice before this one is finished with: free its stage.
             wgmma_wait<1>();
-            if (prev >= 0 && lane == 0) release(prev);
+            if (prev >= 0 && lane == 0) mbar_arrive(m.bars + 8u * (STAGES + prev));
             prev = s;
             ring_next<STAGES>(s, phase);
         }
@@ -438,19 +367,18 @@ __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw,
         for (int b = 0; b < ACT; ++b)
 #pragma unroll
             for (int i = 0; i < BN / 2; ++i) wg_fence_operand(acc[b][i]);
-        if (prev >= 0 && lane == 0) release(prev);
+        if (prev >= 0 && lane == 0) mbar_arrive(m.bars + 8u * (STAGES + prev));
     };
     // Turn i (the block's i-th tile) waits for turn i - 1's hand-over; each
     // bar.sync meets exactly one bar.arrive (the previous turn hands over
     // only when this turn exists), so no arrival is left pending at exit.
-    for (int i = cw;; i += 2) {
-        const int t = mg_turn_tile<ORDER>(i);
-        if (t >= tiles) break;
+    int i = cw;
+    for (int t = blockIdx.x + cw * gridDim.x; t < tiles; t += 2 * gridDim.x, i += 2) {
         int x, mt, nt;
         mg_tile(t, m.pre, e, ntc, x, mt, nt);
         const int seg_hi = max(m.start[x + 1], m.start[x]);
         const int r0 = m.start[x] + mt * MG_BM;
-        const bool more = mg_turn_tile<ORDER>(i + 1) < tiles;
+        const bool more = t + gridDim.x < tiles;
         if (i > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(MG_TURN_BAR + cw) : "memory");
         // A tile's first row block always holds rows of its segment (tiles
         // are ⌈len / 128⌉ a segment).
@@ -459,10 +387,6 @@ __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw,
         ring_skip<STAGES>(s, phase, KT); // the other warpgroup's next tile
         mg_store_rows<BN>(acc[0], stg, out, r0 + warp * 16, seg_hi, nt * BN, big_n, lane);
         if (r0 + 64 < seg_hi) mg_store_rows<BN>(acc[1], stg, out, r0 + 64 + warp * 16, seg_hi, nt * BN, big_n, lane);
-    }
-    if (ORDER == 2) {
-        __syncwarp();
-        cluster_sync();
     }
 }
 
@@ -481,23 +405,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 extern "C" __global__ void __launch_bounds__(384, 1)
     moe_grouped_gemm_wgmma_pp_n176(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets,
                                    int n, int e, int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {
-    moe_wgmma_pp<176, 5, 1, 2>(&ta, &tw, out, offsets, n, e, big_n, big_k);
+    moe_wgmma_pp<176, 5>(&ta, &tw, out, offsets, n, e, big_n, big_k);
 }
-
-// Measurement variants of the ping-pong kernel (tile order, L2 hints), taken
-// through SWITCHYARD_MOE_PP (kernels/src/moe/expert.rs).
-#define MG_PP_VARIANT(NAME, PAIRS, HINT)                                                                                                          \
-    extern "C" __global__ void __launch_bounds__(384, 1)                                                                                         \
-        NAME(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w, const int* __restrict__ offsets, int n, int e,      \
-             int big_n, int big_k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tw) {                                      \
-        moe_wgmma_pp<176, 5, PAIRS, HINT>(&ta, &tw, out, offsets, n, e, big_n, big_k);                                                           \
-    }
-MG_PP_VARIANT(moe_grouped_gemm_wgmma_pp_n176_strided, 0, 0)
-MG_PP_VARIANT(moe_grouped_gemm_wgmma_pp_n176_pairs, 1, 0)
-MG_PP_VARIANT(moe_grouped_gemm_wgmma_pp_n176_pairs_h1, 1, 1)
-MG_PP_VARIANT(moe_grouped_gemm_wgmma_pp_n176_strided_h2, 0, 2)
-// 2-block clusters (grid 2 x clusters), the weight slice multicast to both
-// blocks where their tiles share it; the tensor map's w box is 88 rows.
-MG_PP_VARIANT(moe_grouped_gemm_wgmma_pp_n176_mc, 2, 2)
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
