@@ -142,98 +142,49 @@ const LAYER_OUT_PIPES: [&str; 8] = [
     "layer_out_bf16_c8",
 ];
 
-/// Stages of the ring entries' shared-memory ring (`NORM_RING_STAGES` in norm.cu).
-pub const RING_STAGES: usize = 3;
-/// Registers per thread the ring entries' bounds allow (`NORM_RING_BOUNDS`,
-/// `__launch_bounds__(128, 8)`: 65536 / (128 · 8)).
-pub const RING_REG_CAP: u32 = 64;
-
-/// Dynamic shared memory of a ring entry: [`RING_STAGES`] rows of `inputs`
-/// inputs, `per_thread` 16-byte chunks for each of `threads` threads.
-pub fn ring_shared_bytes(inputs: usize, per_thread: usize, threads: u32) -> usize {
-    RING_STAGES * inputs * per_thread * threads as usize * 16
-}
-
-/// Blocks of a ring entry one SM holds: by shared memory (an SM has the
-/// per-block maximum plus the 1 KiB the driver reserves a block, 228 KiB on
-/// sm_90), threads (2048), blocks (32) and registers at [`RING_REG_CAP`].
-pub fn ring_blocks_per_sm(shared: usize, threads: u32, f: &DeviceFacts) -> u32 {
-    let per_sm = f.max_shared_bytes as usize + 1024;
-    let by_smem = (per_sm / (shared + 1024)) as u32;
-    let t = threads.max(1).next_multiple_of(32);
-    by_smem.min(2048 / t).min(65536 / (RING_REG_CAP * t)).min(32)
-}
-
-/// CUDA plan of the three norm kernels.
-///
-/// Rows >= SMs (prefill, the bench row): where the row moves in 16-byte
-/// vectors (`dim % 8 == 0`, the `vectors` pointers 16-byte aligned) and the
-/// ring fits, the `<kernel>_ring` entry: a persistent grid of
-/// [`ring_blocks_per_sm`] blocks of [`norm_block`] threads an SM, each block
-/// streaming its rows through a [`RING_STAGES`]-row ring of shared memory
-/// (norm.cu), so two rows a block are in flight while one is reduced. At
-/// rows 4096, dim 5376: 96 threads x 7 chunks, rmsnorm 31.5 KiB a block, 7
-/// blocks an SM, grid 924; the sandwich and layer_out (two inputs) 63 KiB, 3
-/// an SM, grid 396.
-///
-/// Fewer rows than SMs (decode), or no ring: a persistent grid
+/// CUDA plan of the three norm kernels: a persistent grid
 /// ([`persistent_rows`]) of [`norm_block`] threads ([`latency_row_block`]
-/// when there are fewer rows than SMs) on the register entries: where the
-/// row moves in 16-byte vectors and `C = ⌈dim / 8 / threads⌉ <= 8`, the
-/// pipelined `<kernel>_c<C>` (each thread keeps its C chunks of a row in
-/// registers and the next row's x is loaded before this row's reduction);
-/// otherwise the kernel's own entry (one row at a time, any alignment and
-/// width).
-fn cuda_norm_plan(
-    a: &PlanArgs,
-    f: &DeviceFacts,
-    pipes: &[&'static str; 8],
-    ring: &'static str,
-    inputs: usize,
-    vectors: &[&str],
-) -> Result<CudaPlan> {
+/// when there are fewer rows than SMs). Where the row moves in
+/// 16-byte vectors (`dim % 8 == 0`, the `vectors` pointers 16-byte aligned)
+/// and `C = ⌈dim / 8 / threads⌉ <= 8`, the entry is the pipelined `<kernel>_c<C>`:
+/// each thread keeps its C chunks of a row in registers and the next row's x
+/// is loaded before this row's reduction. Otherwise the kernel's own entry
+/// (one row at a time, any alignment and width).
+///
+/// H200 numbers for the bench row (rows 4096, dim 5376): 96 threads x 7
+/// chunks; 5 blocks an SM at the 128-register cap (15 warps), grid 660 = one
+/// wave, 6.2 rows a block; bytes in flight an SM: 5 blocks x (the next x row,
+/// 10.5 KiB, plus this row's resid / mid while it is consumed) ~ 55-105 KiB,
+/// above the ~40 KiB an SM needs at the H200's bandwidth-latency product.
+fn cuda_norm_plan(a: &PlanArgs, f: &DeviceFacts, pipes: &[&'static str; 8], vectors: &[&str]) -> Result<CudaPlan> {
     let rows = positive(a, "rows")?;
     let dim = positive(a, "dim")? as usize;
-    let latency = rows < f.multiprocessors;
-    let threads = if latency { latency_row_block(dim) } else { norm_block(dim) };
+    let threads = if rows < f.multiprocessors { latency_row_block(dim) } else { norm_block(dim) };
     let per_thread = (dim / 8).div_ceil(threads as usize);
-    let vec16 = dim.is_multiple_of(8) && aligned16(a, vectors)?;
-    if !latency && vec16 && f.multiprocessors > 0 {
-        let shared = ring_shared_bytes(inputs, per_thread, threads);
-        let blocks = ring_blocks_per_sm(shared, threads, f);
-        if shared <= f.max_shared_bytes as usize && blocks > 0 {
-            let grid = [rows.min(f.multiprocessors.saturating_mul(blocks)), 1, 1];
-            let shared_bytes = shared as u32;
-            return Ok(CudaPlan { passes: vec![CudaPass { entry: ring, grid, block: [threads, 1, 1], shared_bytes }], workspace_bytes: 0 });
-        }
-    }
-    let entry = if vec16 && (1..=8).contains(&per_thread) { pipes[per_thread - 1] } else { a.kernel.symbol };
+    let entry = if dim.is_multiple_of(8) && (1..=8).contains(&per_thread) && aligned16(a, vectors)? {
+        pipes[per_thread - 1]
+    } else {
+        a.kernel.symbol
+    };
     let grid = [persistent_rows(rows, threads, f), 1, 1];
     Ok(CudaPlan { passes: vec![CudaPass { entry, grid, block: [threads, 1, 1], shared_bytes: 0 }], workspace_bytes: 0 })
 }
 
 fn cuda_rmsnorm(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
-    cuda_norm_plan(a, f, &RMSNORM_PIPES, "rmsnorm_bf16_ring", 1, &["out", "x", "w"])
+    cuda_norm_plan(a, f, &RMSNORM_PIPES, &["out", "x", "w"])
 }
 
 fn cuda_sandwich(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     // normed is written only when w_pre is set (the kernel ignores it otherwise).
     if a.is_null("w_pre")? {
-        cuda_norm_plan(a, f, &SANDWICH_PIPES, "post_norm_add_pre_norm_bf16_ring", 2, &["resid_out", "resid", "x", "w_post"])
+        cuda_norm_plan(a, f, &SANDWICH_PIPES, &["resid_out", "resid", "x", "w_post"])
     } else {
-        cuda_norm_plan(
-            a,
-            f,
-            &SANDWICH_PIPES,
-            "post_norm_add_pre_norm_bf16_ring",
-            2,
-            &["resid_out", "normed", "resid", "x", "w_post", "w_pre"],
-        )
+        cuda_norm_plan(a, f, &SANDWICH_PIPES, &["resid_out", "normed", "resid", "x", "w_post", "w_pre"])
     }
 }
 
 fn cuda_layer_out(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
-    cuda_norm_plan(a, f, &LAYER_OUT_PIPES, "layer_out_bf16_ring", 2, &["out", "mid", "x", "w"])
+    cuda_norm_plan(a, f, &LAYER_OUT_PIPES, &["out", "mid", "x", "w"])
 }
 
 /// WGSL: one workgroup of 256 per row (the shaders' fixed size).
@@ -350,11 +301,10 @@ impl Ops {
 const DERIVED: Tolerance = Tolerance::Bf16Ulp(2);
 
 /// Shapes every norm case runs: rows = 1, dims not a multiple of 8 or 32, a
-/// wide row, and two with rows past the CUDA ring grid on an H200: at dim
-/// 5376 (924 blocks for rmsnorm, 396 for the two-input kernels) every block
-/// comes back to its first ring stage (3000 rows: 3.2 and 7.6 rows a
-/// block), at dim 256 (4224 blocks) some blocks take a second row.
-const SHAPES: [(usize, usize); 6] = [(1, 64), (5, 42), (3, 1030), (17, 2048), (3000, 5376), (4500, 256)];
+/// wide row, and two with more rows than two waves of the CUDA persistent
+/// grid on an H200 (660 blocks at dim 5376, 2112 at dim 256), so blocks run
+/// the pipelined row loop's full two-row trip and part of another.
+const SHAPES: [(usize, usize); 6] = [(1, 64), (5, 42), (3, 1030), (17, 2048), (1400, 5376), (4500, 256)];
 
 fn rmsnorm_cases(g: &mut Gen) -> Vec<Case> {
     SHAPES
@@ -498,36 +448,15 @@ mod tests {
             }
         }
         assert!(cu.contains("#define NORM_BOUNDS __launch_bounds__(128, 4)\n"), "ROW_MAX_THREADS / ROW_REG_CAP follow these bounds");
-        assert!(cu.contains("#define NORM_RING_BOUNDS __launch_bounds__(128, 8)\n"), "RING_REG_CAP follows these bounds");
-        assert!(cu.contains(&format!("#define NORM_RING_STAGES {RING_STAGES}\n")));
-        for ring in ["rmsnorm_bf16_ring(", "post_norm_add_pre_norm_bf16_ring(", "layer_out_bf16_ring("] {
-            assert!(cu.contains(&format!("NORM_RING_BOUNDS {ring}")), "norm.cu defines no {ring}");
-        }
     }
 
     #[test]
     fn norm_plans_pick_a_pipelined_entry_and_a_one_wave_grid() {
         assert_eq!((norm_block(5376), resident_row_blocks(96)), (96, 5));
         assert_eq!((resident_row_blocks(32), resident_row_blocks(128)), (16, 4));
-        // The bench row: the shared-memory ring, as many blocks an SM as it holds.
         let a = args(&RMSNORM_BF16, 4096, 5376, 0x1000);
         let p = cuda_rmsnorm(&PlanArgs::new(&RMSNORM_BF16, &a), &FACTS).unwrap();
-        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("rmsnorm_bf16_ring", [924, 1, 1], [96, 1, 1]));
-        assert_eq!(p.passes[0].shared_bytes, 3 * 7 * 96 * 16);
-        let a = args(&POST_NORM_ADD_PRE_NORM_BF16, 4096, 5376, 0x1000);
-        let p = cuda_sandwich(&PlanArgs::new(&POST_NORM_ADD_PRE_NORM_BF16, &a), &FACTS).unwrap();
-        assert_eq!(
-            (p.passes[0].entry, p.passes[0].grid, p.passes[0].shared_bytes),
-            ("post_norm_add_pre_norm_bf16_ring", [396, 1, 1], 64_512)
-        );
-        let a = args(&LAYER_OUT_BF16, 4096, 5376, 0x1000);
-        let p = cuda_layer_out(&PlanArgs::new(&LAYER_OUT_BF16, &a), &FACTS).unwrap();
-        assert_eq!((p.passes[0].entry, p.passes[0].grid), ("layer_out_bf16_ring", [396, 1, 1]));
-        // A ring that does not fit in shared memory: the register entries.
-        let small = DeviceFacts { max_shared_bytes: 48 * 1024, ..FACTS };
-        let a = args(&LAYER_OUT_BF16, 4096, 5376, 0x1000);
-        let p = cuda_layer_out(&PlanArgs::new(&LAYER_OUT_BF16, &a), &small).unwrap();
-        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].shared_bytes), ("layer_out_bf16_c7", [660, 1, 1], 0));
+        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("rmsnorm_bf16_c7", [660, 1, 1], [96, 1, 1]));
         // Fewer rows than SMs: a block per row, as many threads as the bounds allow.
         let a = args(&LAYER_OUT_BF16, 17, 2048, 0x1000);
         let p = cuda_layer_out(&PlanArgs::new(&LAYER_OUT_BF16, &a), &FACTS).unwrap();

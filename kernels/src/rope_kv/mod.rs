@@ -159,47 +159,11 @@ fn cuda_qkv_prep(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     let all = rows as u64 * vectors;
     let one_each = all.div_ceil(warps_per_block);
     let groups = rows as u64 * vectors.div_ceil(QKV_VECTORS_PER_WARP);
-    let too_many = |_| Error::invalid(a.kernel.symbol, "rows", format!("{groups} vector groups need more than 2^32 blocks"));
-    if one_each > resident && f.multiprocessors > 0 {
-        if let Some(shared) = qkv_ring_shared_bytes(a, f)? {
-            let per_sm = (f.max_shared_bytes as usize + 1024) / (shared + 1024);
-            let blocks = f.multiprocessors as u64 * (per_sm as u64).min(QKV_RING_MIN_BLOCKS as u64);
-            let grid = u32::try_from(groups.div_ceil(warps_per_block).min(blocks).max(1)).map_err(too_many)?;
-            let mut plan = CudaPlan::single(a.kernel, [grid, 1, 1], [QKV_THREADS, 1, 1]);
-            plan.passes[0].entry = "qkv_prep_bf16_ring";
-            plan.passes[0].shared_bytes = shared as u32;
-            return Ok(plan);
-        }
-    }
     let needed = if one_each <= resident { one_each } else { groups.div_ceil(warps_per_block) };
     let grid = needed.min(resident);
-    let grid = u32::try_from(grid.max(1)).map_err(too_many)?;
+    let grid = u32::try_from(grid.max(1))
+        .map_err(|_| Error::invalid(a.kernel.symbol, "rows", format!("{groups} vector groups need more than 2^32 blocks")))?;
     Ok(CudaPlan::single(a.kernel, [grid, 1, 1], [QKV_THREADS, 1, 1]))
-}
-
-/// Stages of `qkv_prep_bf16_ring`'s shared-memory ring (`QKV_RING_STAGES`).
-const QKV_RING_STAGES: usize = 3;
-/// Blocks an SM its launch bounds allow (`QKV_RING_BOUNDS`: 128 registers).
-const QKV_RING_MIN_BLOCKS: u32 = 4;
-
-/// Dynamic shared memory of `qkv_prep_bf16_ring` (rope_kv.cu) where it
-/// applies: hd 64, 128 or 256, every vector pointer and the (cos, sin) table
-/// 16-byte aligned, and a block's ring (4 warps x 3 stages of 8 vectors, their
-/// (cos, sin) row and a 16-byte header) within the device's shared memory.
-/// At hd 256: 5136 bytes a stage, 61,632 a block, 3 blocks an SM.
-fn qkv_ring_shared_bytes(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<usize>> {
-    let hd = a.u32("hd")? as usize;
-    if ![64, 128, 256].contains(&hd) {
-        return Ok(None);
-    }
-    for n in ["q_out", "k_pool", "v_pool", "q_raw", "k_raw", "v_raw", "q_norm", "k_norm", "cos_sin"] {
-        if a.addr(n)? % 16 != 0 {
-            return Ok(None);
-        }
-    }
-    let stage = QKV_VECTORS_PER_WARP as usize * hd * 2 + hd * 4 + 16;
-    let shared = (QKV_THREADS as usize / 32) * QKV_RING_STAGES * stage;
-    Ok((shared <= f.max_shared_bytes as usize).then_some(shared))
 }
 
 /// Threads of a WGSL `qkv_prep_bf16_vec` workgroup.
@@ -433,9 +397,6 @@ mod tests {
         let cu = sources::cuda("rope_kv").expect("rope_kv.cu").text;
         assert!(cu.contains(&format!("#define QKV_THREADS {QKV_THREADS}\n")));
         assert!(cu.contains(&format!("#define QKV_MIN_BLOCKS {QKV_MIN_BLOCKS}\n")));
-        assert!(cu.contains(&format!("#define QKV_RING_STAGES {QKV_RING_STAGES}\n")));
-        assert!(cu.contains(&format!("#define QKV_RING_U {QKV_VECTORS_PER_WARP}\n")));
-        assert!(cu.contains(&format!("#define QKV_RING_BOUNDS __launch_bounds__(QKV_THREADS, {QKV_RING_MIN_BLOCKS})\n")));
         let facts = DeviceFacts {
             multiprocessors: 132,
             max_shared_bytes: 232_448,
@@ -460,18 +421,10 @@ mod tests {
                 })
                 .collect()
         };
-        // The bench row: 32,768 groups on the shared-memory ring, 3 blocks of
-        // 61,632 bytes an SM.
+        // The bench row: 32,768 groups, capped at one wave of 5 blocks on 132 SMs.
         let a = args(4096, 32, 16);
         let p = cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).unwrap();
-        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("qkv_prep_bf16_ring", [396, 1, 1], [128, 1, 1]));
-        assert_eq!(p.passes[0].shared_bytes, 61_632);
-        // No ring at hd 512: the register path's grid, one wave of 5 blocks on 132 SMs.
-        let mut a = args(4096, 32, 16);
-        let hd = QKV_PREP_BF16.args.iter().position(|s| s.name == "hd").unwrap();
-        a[hd] = I(512);
-        let p = cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).unwrap();
-        assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].shared_bytes), ("qkv_prep_bf16", [660, 1, 1], 0));
+        assert_eq!((p.passes[0].grid, p.passes[0].block), ([660, 1, 1], [128, 1, 1]));
         // Launches that fit in one wave get a warp per vector (4 a block):
         // 9 vectors, then Gemma's decode step at batch 1 and 16 (16 vectors a row).
         for (rows, nh, nkv, blocks) in [(3, 3, 0, 3), (1, 8, 4, 4), (16, 8, 4, 64)] {
