@@ -266,11 +266,10 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
 // ================================================================ decode
 
 // Plan (attn/mod.rs, `cuda_attention_decode`): attention_decode, grid
-// (S, nkv * QG, batch), block 128 * T (T teams of 4 warps), a pipeline of up
-// to DECODE_STAGES tiles per team in dynamic shared memory; then, when S > 1,
-// attention_decode_reduce, grid (batch, nh, ceil(hd / 128)), block 128. Both
-// take the declared arguments and the plan's workspace: f32 o
-// [batch][nh][S][hd], then (m, l) [batch][nh][S][2]. S =
+// (S, nkv * QG, batch), block 128, DECODE_STAGES-deep pipeline in dynamic
+// shared memory; then, when S > 1, attention_decode_reduce, grid (batch, nh,
+// ceil(hd / 128)), block 128. Both take the declared arguments and the plan's
+// workspace: f32 o [batch][nh][S][hd], then (m, l) [batch][nh][S][2]. S =
 // decode_splits(visible_keys(max_ctx), batch, nkv) bounds every sequence's
 // chunk count, which comes from its own ctx_len (kernels/src/attn/mod.rs
 // defines the rule); chunks past it are idle, so max_ctx can stay fixed
@@ -282,20 +281,11 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
 // up to 8 of the G = nh / nkv query heads that read it (query group y % QG,
 // QG = ceil(G / 8)): each K and V row is read from memory once per KV head
 // (once in all when v_pool aliases k_pool, Gemma's attention_k_eq_v), not
-// once per query head. Keys go in tiles of 16; in a chunk of DC_TEAM_TILES
-// tiles or more, team tau of the block takes the chunk's tiles tau, tau + T,
-// tau + 2T, ... (shorter chunks run on team 0) with its own pipeline and its
-// own named barrier, so the T teams' latency chains overlap (a team's
-// iteration is a chain of barriers, shuffles and dependent MMAs that leaves
-// DRAM idle unless another chain runs beside it); at the end the teams'
-// (m, l, o) are merged in team order in shared memory. Within a team: the 128
-// threads copy a tile's K (and V) rows into shared memory with cp.async (8
-// threads a key row, 16-byte pieces). The slots come from the block table
-// through a ring of page entries that cp.async fetches DECODE_STAGES - 1
-// tiles ahead of use, so no block-table load sits on the path between one
-// tile and the next copy. On the tensor cores (mma.m16n8k16, bf16 in, f32
-// out), with the head dims padded to a multiple of 64 and split over the
-// team's 4 warps:
+// once per query head. Keys go in tiles of 16: the 128 threads copy a tile's
+// K (and V) rows into shared memory with cp.async (8 threads a key row,
+// 16-byte pieces; the block table is read once per key), DECODE_STAGES tiles
+// in flight. On the tensor cores (mma.m16n8k16, bf16 in, f32 out), with the
+// head dims padded to a multiple of 64 and split over the 4 warps:
 //   S^T[16 keys x 8 heads] = K · Q^T: warp w sums its quarter of the dims,
 //     the 4 partials meet in shared memory and every warp adds them in warp
 //     order (so all warps hold the same scores);
@@ -305,15 +295,29 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
 //     layout with shuffles and split into bf16 hi + lo (a single bf16
 //     rounding of P, 2^-9, would put the NMSE near the 1e-6 the contract
 //     allows; hi + lo keeps P to ~2^-17).
-// Dynamic shared memory, per team: its stages, then after all teams' stages
-// the teams' score partials ([T][4][32] float4) and page rings ([T][8][16]
-// int): DC_TEAM_EXTRA bytes a team, which the plan adds.
 // Every block checks the pages of its own chunk; a bad page or slot makes
 // that chunk's partial NaN, which the reduce turns into a NaN row (the union
 // of the chunks is the whole visible range the reference checks).
+//
+// Long chunks (the plan's rule: DC_TEAM_TILES tiles or more) take
+// attention_decode_tm instead, the same work with T teams of 128 threads a
+// block: in a chunk of DC_TEAM_TILES tiles or more, team tau takes tiles tau,
+// tau + T, tau + 2T, ... with its own pipeline (dynamic shared memory: each
+// team's stages, then all teams' score partials and page rings) and its own
+// named barrier, and the teams' (m, l, o) merge in team order at the end.
+// One team's iteration is a chain of barriers, shuffles and dependent MMAs
+// (ncu on the H200, hd 512: 11 cycles a warp between instructions) during
+// which its copies wait; two teams a block keep twice the tiles moving
+// (global layer, batch 16, 16k keys: 52% -> 74% of the copy ceiling). The
+// slots come from the block table through a ring of page entries that
+// cp.async fetches DECODE_STAGES - 1 tiles ahead of their copy, so no
+// block-table load stands between one tile and the next copy.
 #define DECODE_STAGES 6
 #define DC_THREADS 128
 #define DC_TILE 16
+// attention_decode_tm (below): teams a block at most, page-entry ring depth,
+// shared memory a team holds beside its stages, tiles from which a chunk is
+// shared between teams.
 #define DC_MAX_TEAMS 4
 #define DC_PG_RING 8
 #define DC_TEAM_EXTRA 2560
@@ -364,6 +368,164 @@ struct DecodeJob {
     bool async; // pools 16-byte aligned: cp.async, else plain copies
 };
 
+// Copies tile t's K (and V) rows into stage smem (row stride job.ld); keys
+// past the chunk and dims past hd are zero.
+template <int KS>
+__device__ __forceinline__ void load_tile(const DecodeJob& job, int t, bf16* ks, bf16* vs) {
+    const int kk = threadIdx.x >> 3, sub = threadIdx.x & 7;
+    const int j = job.start + t * DC_TILE + kk;
+    const long long slot = j < job.stop ? key_slot(job.trow, j, job.page, job.num_slots) : -1;
+    const size_t row = slot >= 0 ? ((size_t)slot * job.nkv + job.kvh) * job.hd : 0;
+#pragma unroll
+    for (int c = 0; c < KS; ++c) {
+        const int col = (sub + 8 * c) * 8;
+        const bool in = slot >= 0 && col < job.hd;
+        const size_t at = in ? row + col : 0;
+        bf16* kd = ks + kk * job.ld + col;
+        bf16* vd = vs + kk * job.ld + col;
+        if (job.async) {
+            cp_async16(smem_addr(kd), job.k_pool + at, in);
+            if (!job.alias) cp_async16(smem_addr(vd), job.v_pool + at, in);
+        } else {
+            const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+            *reinterpret_cast<uint4*>(kd) = in ? *reinterpret_cast<const uint4*>(job.k_pool + at) : z;
+            if (!job.alias) *reinterpret_cast<uint4*>(vd) = in ? *reinterpret_cast<const uint4*>(job.v_pool + at) : z;
+        }
+    }
+}
+
+// The chunk's attention for up to 8 heads: (m, l) of the lane's two head
+// columns in mo / lo, O^T fragments in `o` (dims padded to 64 * KS). Returns
+// true, computing nothing, when a page or slot of the chunk is invalid; that
+// check runs while the first tiles are on their way.
+template <int KS>
+__device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigned (&qb)[KS][2], float scale, float (&o)[KS][4], float* mo, float* lo,
+                                             unsigned char* dsm, float4 (*spart)[32]) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    const int mi = lane >> 3, rr = lane & 7;
+    const int dw = 16 * KS * warp; // this warp's first dim
+    const int stage_elems = DC_TILE * job.ld * (job.alias ? 1 : 2);
+    const int stages = min(DECODE_STAGES, (int)(dynamic_smem_bytes() / (2u * (unsigned)stage_elems)));
+    bf16* base = reinterpret_cast<bf16*>(dsm);
+    const int ntiles = (job.stop - job.start + DC_TILE - 1) / DC_TILE;
+#pragma unroll
+    for (int i = 0; i < KS; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m0 = -SY_INF, m1 = -SY_INF, l0 = 0.0f, l1 = 0.0f;
+
+    for (int t = 0; t < stages - 1; ++t) {
+        if (t < ntiles) {
+            bf16* ks = base + (t % stages) * stage_elems;
+            load_tile<KS>(job, t, ks, job.alias ? ks : ks + DC_TILE * job.ld);
+        }
+        cp_async_commit();
+    }
+    // This chunk's pages: a negative entry or a slot past the pool poisons it.
+    int bad = 0;
+    {
+        const int p_first = job.start / job.page, p_last = (job.stop - 1) / job.page;
+        for (int pi = p_first + threadIdx.x; pi <= p_last; pi += blockDim.x) {
+            const int pg = job.trow[pi];
+            const long long first = (long long)pi * job.page;
+            const long long last = min((long long)job.stop - 1, first + job.page - 1);
+            if (pg < 0 || (long long)pg * job.page + (last - first) >= job.num_slots) bad = 1;
+        }
+    }
+    if (__syncthreads_or(bad)) {
+        cp_async_wait(0); // no copy may land in shared memory after the block is gone
+        return true;
+    }
+    for (int t = 0; t < ntiles; ++t) {
+        cp_async_wait(stages - 2);
+        __syncthreads(); // tile t is visible; every warp is done with tile t - 1's stage
+        const int tn = t + stages - 1;
+        if (tn < ntiles) {
+            bf16* ks = base + (tn % stages) * stage_elems;
+            load_tile<KS>(job, tn, ks, job.alias ? ks : ks + DC_TILE * job.ld);
+        }
+        cp_async_commit();
+        const bf16* ks = base + (t % stages) * stage_elems;
+        const bf16* vs = job.alias ? ks : ks + DC_TILE * job.ld;
+
+        // S^T partial over this warp's dims.
+        float sp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int k = 0; k < KS; ++k) {
+            unsigned a0, a1, a2, a3;
+            ldsm_x4(a0, a1, a2, a3, smem_addr(ks + ((mi & 1) * 8 + rr) * job.ld + dw + 16 * k + (mi >> 1) * 8));
+            mma_bf16(sp, a0, a1, a2, a3, qb[k][0], qb[k][1]);
+        }
+        spart[warp][lane] = make_float4(sp[0], sp[1], sp[2], sp[3]);
+        __syncthreads();
+        float4 st = spart[0][lane];
+#pragma unroll
+        for (int w = 1; w < 4; ++w) {
+            const float4 p = spart[w][lane];
+            st.x += p.x;
+            st.y += p.y;
+            st.z += p.z;
+            st.w += p.w;
+        }
+
+        // Online softmax per head column: lane holds keys g, g + 8 of heads 2c, 2c + 1.
+        const int j0 = job.start + t * DC_TILE + g;
+        const bool ka = j0 < job.stop, kb = j0 + 8 < job.stop;
+        const float v0 = ka ? scale * st.x : -SY_INF, v1 = ka ? scale * st.y : -SY_INF;
+        const float v2 = kb ? scale * st.z : -SY_INF, v3 = kb ? scale * st.w : -SY_INF;
+        float x0 = fmaxf(v0, v2), x1 = fmaxf(v1, v3);
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) {
+            x0 = fmaxf(x0, __shfl_xor_sync(SY_FULL, x0, off));
+            x1 = fmaxf(x1, __shfl_xor_sync(SY_FULL, x1, off));
+        }
+        // Key j0 of g = 0 is always in the chunk, so x0, x1 are finite and m = -inf gives alpha 0.
+        const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+        const float al0 = __expf(m0 - n0), al1 = __expf(m1 - n1);
+        m0 = n0;
+        m1 = n1;
+        const float p0 = ka ? __expf(v0 - n0) : 0.0f, p1 = ka ? __expf(v1 - n1) : 0.0f;
+        const float p2 = kb ? __expf(v2 - n0) : 0.0f, p3 = kb ? __expf(v3 - n1) : 0.0f;
+        l0 = l0 * al0 + (p0 + p2);
+        l1 = l1 * al1 + (p1 + p3);
+#pragma unroll
+        for (int i = 0; i < KS; ++i) {
+            o[i][0] *= al0;
+            o[i][1] *= al1;
+            o[i][2] *= al0;
+            o[i][3] *= al1;
+        }
+        // P^T as the B operand (k = keys, n = heads): lane (g, c) needs keys
+        // 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1) of head g, held by lanes
+        // (2c, g / 2) and (2c + 1, g / 2) as packed head pairs.
+        const unsigned ha = pack_bf16_rn(p0, p1), hb = pack_bf16_rn(p2, p3);
+        const unsigned la = pack_bf16_rn(p0 - bf16_lo(ha), p1 - bf16_hi(ha)), lb = pack_bf16_rn(p2 - bf16_lo(hb), p3 - bf16_hi(hb));
+        const int src0 = 8 * c + (g >> 1), src1 = src0 + 4;
+        const unsigned sel = (g & 1) ? 0x7632u : 0x5410u;
+        const unsigned bh0 = __byte_perm(__shfl_sync(SY_FULL, ha, src0), __shfl_sync(SY_FULL, ha, src1), sel);
+        const unsigned bh1 = __byte_perm(__shfl_sync(SY_FULL, hb, src0), __shfl_sync(SY_FULL, hb, src1), sel);
+        const unsigned bl0 = __byte_perm(__shfl_sync(SY_FULL, la, src0), __shfl_sync(SY_FULL, la, src1), sel);
+        const unsigned bl1 = __byte_perm(__shfl_sync(SY_FULL, lb, src0), __shfl_sync(SY_FULL, lb, src1), sel);
+#pragma unroll
+        for (int i = 0; i < KS; ++i) {
+            unsigned a0, a1, a2, a3;
+            ldsm_x4_t(a0, a1, a2, a3, smem_addr(vs + ((mi >> 1) * 8 + rr) * job.ld + dw + 16 * i + (mi & 1) * 8));
+            mma_bf16(o[i], a0, a1, a2, a3, bh0, bh1);
+            mma_bf16(o[i], a0, a1, a2, a3, bl0, bl1);
+        }
+    }
+    cp_async_wait(0);
+    // Row sums: each lane summed its own keys.
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        l0 += __shfl_xor_sync(SY_FULL, l0, off);
+        l1 += __shfl_xor_sync(SY_FULL, l1, off);
+    }
+    mo[0] = m0;
+    mo[1] = m1;
+    lo[0] = l0;
+    lo[1] = l1;
+    return false;
+}
+
 // 4-byte cp.async (through L1: .cg takes only 16) with zero fill when !in.
 __device__ __forceinline__ void cp_async4(unsigned dst, const void* src, bool in) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 4 : 0));
@@ -377,7 +539,7 @@ __device__ __forceinline__ void team_sync(int team) { asm volatile("bar.sync %0,
 // (row stride job.ld); keys past the chunk and dims past hd are zero. `pg`:
 // the page entry of this thread's key (key_slot's checks apply to it).
 template <int KS>
-__device__ __forceinline__ void load_tile(const DecodeJob& job, int j0, int pg, bf16* ks, bf16* vs) {
+__device__ __forceinline__ void load_tile_tm(const DecodeJob& job, int j0, int pg, bf16* ks, bf16* vs) {
     const int tt = threadIdx.x % DC_THREADS, kk = tt >> 3, sub = tt & 7;
     const int j = j0 + kk;
     long long slot = -1;
@@ -423,8 +585,8 @@ __device__ __forceinline__ void fetch_pages(const DecodeJob& job, int j0, int* r
 // or slot of the chunk is invalid; that check runs while the first tiles are
 // on their way. Every thread of the block calls this.
 template <int KS>
-__device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigned (&qb)[KS][2], float scale, float (&o)[KS][4], float* mo, float* lo,
-                                             unsigned char* dsm) {
+__device__ __forceinline__ bool decode_chunk_tm(const DecodeJob& job, const unsigned (&qb)[KS][2], float scale, float (&o)[KS][4], float* mo, float* lo,
+                                                unsigned char* dsm) {
     const int teams = blockDim.x / DC_THREADS, team = threadIdx.x / DC_THREADS, tt = threadIdx.x % DC_THREADS;
     const int warp = tt >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const int mi = lane >> 3, rr = lane & 7;
@@ -453,7 +615,7 @@ __device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigne
         if (k < nt) {
             bf16* ks = base + (k % stages) * stage_elems;
             const int j0 = first_key(k), j = j0 + (tt >> 3);
-            load_tile<KS>(job, j0, j < job.stop ? job.trow[j / job.page] : -1, ks, job.alias ? ks : ks + DC_TILE * job.ld);
+            load_tile_tm<KS>(job, j0, j < job.stop ? job.trow[j / job.page] : -1, ks, job.alias ? ks : ks + DC_TILE * job.ld);
         }
         if (k + stages - 1 < nt) fetch_pages(job, first_key(k + stages - 1), pgr[(k + stages - 1) % DC_PG_RING]);
         cp_async_commit();
@@ -479,7 +641,7 @@ __device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigne
         const int kn = k + stages - 1;
         if (kn < nt) {
             bf16* ks = base + (kn % stages) * stage_elems;
-            load_tile<KS>(job, first_key(kn), pgr[kn % DC_PG_RING][tt >> 3], ks, job.alias ? ks : ks + DC_TILE * job.ld);
+            load_tile_tm<KS>(job, first_key(kn), pgr[kn % DC_PG_RING][tt >> 3], ks, job.alias ? ks : ks + DC_TILE * job.ld);
         }
         if (kn + stages - 1 < nt) fetch_pages(job, first_key(kn + stages - 1), pgr[(kn + stages - 1) % DC_PG_RING]);
         cp_async_commit();
@@ -694,8 +856,8 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
     sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
     extern __shared__ __align__(16) unsigned char dsm[];
-    // The plan refuses these (and blocks that are not whole teams).
-    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0 || blockDim.x % DC_THREADS != 0) return;
+    __shared__ float4 spart[4][32];
+    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0) return; // the plan refuses these
     const int G = nh / nkv, QG = (G + 7) / 8;
     const int s = blockIdx.x, kvh = blockIdx.y / QG, b = blockIdx.z;
     const int h0 = kvh * G + (blockIdx.y % QG) * 8, nq = min(8, kvh * G + G - h0);
@@ -769,7 +931,7 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
 
     // Q^T fragments for this warp's dims: head g of the group, dims 2c.. and 2c + 8...
     const bf16* qrow = q + ((size_t)b * nh + h0 + (g < nq ? g : 0)) * hd;
-    const int dw = (hdp / 4) * ((threadIdx.x % DC_THREADS) >> 5);
+    const int dw = (hdp / 4) * (threadIdx.x >> 5);
     float mo[2], lsum[2];
 #define DECODE_CASE(KS_)                                                                    \
     case KS_: {                                                                             \
@@ -780,14 +942,14 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
             qf[k][1] = (g < nq && d + 8 < hd) ? ld32(qrow + d + 8) : 0u;                    \
         }                                                                                   \
         float o[KS_][4];                                                                    \
-        if (decode_chunk<KS_>(job, qf, scale, o, mo, lsum, dsm)) {                         \
+        if (decode_chunk<KS_>(job, qf, scale, o, mo, lsum, dsm, spart)) {                  \
             nothing(true);                                                                  \
             break;                                                                          \
         }                                                                                   \
         if (CLUSTER) __syncthreads(); /* every warp is done with the tiles red reuses */    \
         for (int k2 = 0; k2 < 2; ++k2) {                                                    \
             const int hq = k2 ? qb2 : qa;                                                   \
-            if (hq < nq && threadIdx.x < DC_THREADS) { /* team 0 holds the merge */        \
+            if (hq < nq) {                                                                  \
                 const size_t hr = (size_t)b * nh + h0 + hq;                                 \
                 if (CLUSTER)                                                                \
                     decode_store<KS_>(out, red, o, hq, k2, mo[k2], lsum[k2], hd, hr, hq,    \
@@ -815,7 +977,7 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
 
 // The two-pass plan's phase 1 and the cluster plan's one launch (entry
 // points written out: the signature test reads the catalogue entry's list).
-extern "C" __global__ void __launch_bounds__(DC_THREADS * DC_MAX_TEAMS) attention_decode(
+extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
@@ -823,12 +985,128 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS * DC_MAX_TEAMS) attentio
                                  window, scale, workspace);
 }
 
-extern "C" __global__ void __launch_bounds__(DC_THREADS * DC_MAX_TEAMS) attention_decode_cl(
+extern "C" __global__ void __launch_bounds__(DC_THREADS) attention_decode_cl(
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
     attention_decode_body<true>(out, q, k_pool, v_pool, block_table, ctx_len, batch, max_ctx, nh, nkv, hd, page, max_pages, num_slots,
                                 window, scale, workspace);
+}
+
+// attention_decode_tm: the two-pass plan's phase 1 for chunks long enough
+// to share between teams (mod.rs, cuda_decode_teams): block 128 * T, the
+// same grid, workspace and results as attention_decode, the chunk's tiles
+// dealt to the teams by decode_chunk_tm. A chunk shorter than DC_TEAM_TILES
+// tiles runs on team 0 alone, with attention_decode's arithmetic tile for
+// tile, so which entry a launch takes (a function of max_ctx) changes no
+// bit. Never a cluster: where the grid is one block an SM the chunks are
+// short.
+extern "C" __global__ void __launch_bounds__(DC_THREADS * DC_MAX_TEAMS) attention_decode_tm(
+    bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
+    const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
+    int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
+    sy_allow_next(); // a dependent GEMV after this may start now (file header)
+    sy_wait_prior();
+    extern __shared__ __align__(16) unsigned char dsm[];
+    // The plan refuses these (and blocks that are not whole teams).
+    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0 || blockDim.x % DC_THREADS != 0) return;
+    const int G = nh / nkv, QG = (G + 7) / 8;
+    const int s = blockIdx.x, kvh = blockIdx.y / QG, b = blockIdx.z;
+    const int h0 = kvh * G + (blockIdx.y % QG) * 8, nq = min(8, kvh * G + G - h0);
+    const int splits = decode_splits(visible_keys(max_ctx, window), batch, nkv);
+    if (b >= batch || kvh >= nkv || s >= splits) return; // block-uniform
+    const bool single = splits == 1;
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    const size_t ml_base = (size_t)batch * nh * splits * hd;
+    // This lane's two head columns.
+    const int qa = 2 * c, qb2 = 2 * c + 1;
+
+    const int n = ctx_len[b];
+    const long long cap = (long long)max_pages * page;
+    const bool ok = n >= 1 && n <= max_ctx && n <= cap;
+    const int lo = (ok && window > 0) ? max(0, n - window) : 0;
+    const int my_splits = ok ? decode_splits(n - lo, batch, nkv) : 1;
+    long long start = 0, stop = 0;
+    if (ok && s < my_splits) {
+        const long long split_len = ((long long)(n - lo) + my_splits - 1) / my_splits;
+        start = lo + (long long)s * split_len;
+        stop = min((long long)n, start + split_len);
+    }
+    const int* trow = block_table + (size_t)b * max_pages;
+    // As attention_decode's: an invalid chunk (NaN o, m, l, or a NaN row with
+    // one chunk in all) or an idle / empty one (m = -inf, l = 0).
+    auto nothing = [&](bool bad) {
+        for (int i = threadIdx.x; i < nq * hd; i += blockDim.x) {
+            const int hq = i / hd, d = i % hd;
+            const size_t hr = (size_t)b * nh + h0 + hq;
+            if (single) out[hr * hd + d] = SY_NAN_BF16;
+            else if (bad) workspace[(hr * splits + s) * hd + d] = SY_NAN;
+        }
+        if (!single && threadIdx.x < nq) {
+            const size_t e = ((size_t)b * nh + h0 + threadIdx.x) * splits + s;
+            workspace[ml_base + e * 2] = bad ? SY_NAN : -SY_INF;
+            workspace[ml_base + e * 2 + 1] = bad ? SY_NAN : 0.0f;
+        }
+    };
+    if (!ok || start >= stop) {
+        nothing(!ok);
+        return;
+    }
+
+    const int hdp = (hd + 63) & ~63;
+    DecodeJob job;
+    job.k_pool = k_pool;
+    job.v_pool = v_pool;
+    job.trow = trow;
+    job.start = (int)start;
+    job.stop = (int)stop;
+    job.hd = hd;
+    job.nkv = nkv;
+    job.kvh = kvh;
+    job.page = page;
+    job.num_slots = num_slots;
+    job.ld = hdp + 8;
+    job.alias = k_pool == v_pool;
+    job.async = aligned16(k_pool) && aligned16(v_pool);
+
+    // Q^T fragments for this warp's dims (every team's warp w takes the same dims).
+    const bf16* qrow = q + ((size_t)b * nh + h0 + (g < nq ? g : 0)) * hd;
+    const int dw = (hdp / 4) * ((threadIdx.x % DC_THREADS) >> 5);
+    float mo[2], lsum[2];
+#define DECODE_TM_CASE(KS_)                                                                 \
+    case KS_: {                                                                             \
+        unsigned qf[KS_][2];                                                                \
+        _Pragma("unroll") for (int k = 0; k < KS_; ++k) {                                   \
+            const int d = dw + 16 * k + 2 * c;                                              \
+            qf[k][0] = (g < nq && d < hd) ? ld32(qrow + d) : 0u;                            \
+            qf[k][1] = (g < nq && d + 8 < hd) ? ld32(qrow + d + 8) : 0u;                    \
+        }                                                                                   \
+        float o[KS_][4];                                                                    \
+        if (decode_chunk_tm<KS_>(job, qf, scale, o, mo, lsum, dsm)) {                       \
+            nothing(true);                                                                  \
+            break;                                                                          \
+        }                                                                                   \
+        for (int k2 = 0; k2 < 2; ++k2) {                                                    \
+            const int hq = k2 ? qb2 : qa;                                                   \
+            if (hq < nq && threadIdx.x < DC_THREADS) { /* team 0 holds the merge */        \
+                const size_t hr = (size_t)b * nh + h0 + hq;                                 \
+                decode_store<KS_>(out, workspace, o, hq, k2, mo[k2], lsum[k2], hd, hr,      \
+                                  hr * splits + s, ml_base, single);                        \
+            }                                                                               \
+        }                                                                                   \
+        break;                                                                              \
+    }
+    switch (hdp / 64) {
+        DECODE_TM_CASE(1)
+        DECODE_TM_CASE(2)
+        DECODE_TM_CASE(3)
+        DECODE_TM_CASE(4)
+        DECODE_TM_CASE(5)
+        DECODE_TM_CASE(6)
+        DECODE_TM_CASE(7)
+        DECODE_TM_CASE(8)
+    }
+#undef DECODE_TM_CASE
 }
 
 // Grid (batch, nh, ceil(hd / 128)), block 128: a thread per output dim.

@@ -314,9 +314,12 @@ fn wgsl_attention_prefill(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
 pub const CUDA_DECODE_STAGES: u32 = 6;
 /// Keys per tile of the CUDA decode (`DC_TILE` in attn.cu).
 pub const CUDA_DECODE_TILE: u32 = 16;
-/// Dynamic shared memory a CUDA decode team holds beside its stages: its 4
-/// warps' score partials (2048 bytes) and its ring of 8 tiles' page entries
-/// (512) (`DC_TEAM_EXTRA` in attn.cu).
+/// Static shared memory of the one-team CUDA decode block (the 4 warps'
+/// score partials).
+const CUDA_DECODE_STATIC_SHARED: u32 = 2048;
+/// Dynamic shared memory a team of `attention_decode_tm` holds beside its
+/// stages: its 4 warps' score partials (2048 bytes) and its ring of 8 tiles'
+/// page entries (512) (`DC_TEAM_EXTRA` in attn.cu).
 const CUDA_DECODE_TEAM_EXTRA: u32 = 2560;
 /// Most teams of 4 warps a CUDA decode block holds (`DC_MAX_TEAMS`).
 const CUDA_DECODE_MAX_TEAMS: u32 = 4;
@@ -353,15 +356,24 @@ fn env_choice(name: &str, allowed: &[u32]) -> Option<u32> {
 }
 
 /// The CUDA decode's teams a block and stages a team: the overrides, else
-/// two teams once the longest chunk has [`CUDA_DECODE_TEAM_TILES`] tiles,
-/// with as many stages (up to [`CUDA_DECODE_STAGES`]) as leave room for two
-/// blocks an SM; a team needs two stages, and where two blocks' share is too
-/// small for that, one block takes the whole room.
+/// two teams once the longest chunk has [`CUDA_DECODE_TEAM_TILES`] tiles.
+/// One team: `attention_decode`'s sizing, up to [`CUDA_DECODE_STAGES`]
+/// stages in the room beside its static partials. Teams: as many stages (up
+/// to the same) as leave room for two blocks an SM; a team needs two
+/// stages, so where two blocks' share is too small one block takes the
+/// whole room, and where even that is too small, fewer teams.
 fn cuda_decode_teams(longest_keys: u32, stage_bytes: u32, room: u32, over: (Option<u32>, Option<u32>)) -> (u32, u32) {
     let tiles = longest_keys.div_ceil(CUDA_DECODE_TILE);
-    let teams = over.0.unwrap_or(if tiles >= CUDA_DECODE_TEAM_TILES { 2 } else { 1 });
-    let fit = |budget: u32| (budget / teams).saturating_sub(CUDA_DECODE_TEAM_EXTRA) / stage_bytes;
-    let stages = if teams == 1 || fit(room / 2) >= 2 { fit(if teams == 1 { room } else { room / 2 }) } else { fit(room) };
+    let mut teams = over.0.unwrap_or(if tiles >= CUDA_DECODE_TEAM_TILES { 2 } else { 1 });
+    let fit = |teams: u32, budget: u32| (budget / teams).saturating_sub(CUDA_DECODE_TEAM_EXTRA) / stage_bytes;
+    while teams > 1 && fit(teams, room) < 2 {
+        teams /= 2;
+    }
+    let stages = match teams {
+        1 => room.saturating_sub(CUDA_DECODE_STATIC_SHARED) / stage_bytes,
+        _ if fit(teams, room / 2) >= 2 => fit(teams, room / 2),
+        _ => fit(teams, room),
+    };
     let stages = stages.min(CUDA_DECODE_STAGES);
     (teams, over.1.map_or(stages, |s| s.min(stages.max(2))))
 }
@@ -384,14 +396,20 @@ fn cuda_decode_teams(longest_keys: u32, stage_bytes: u32, room: u32, over: (Opti
 /// as clusters of 4, it lost 126 us a step).
 /// That covers batch-1 contexts up to 256 keys (chunks of 16 keys).
 ///
-/// A block is T teams of 128 threads ([`cuda_decode_teams`]): the teams
-/// take alternate tiles of the chunk, each with its own pipeline, and merge
-/// at the end. Shared memory, per team: its stages of 16 keys × (hd padded
-/// to 64, + 8) bf16, for K and V (K only when V aliases K), and
-/// [`CUDA_DECODE_TEAM_EXTRA`]. H200 numbers for the bench rows: hd 256 with
-/// V, or hd 512 with V = K, 16.5 KiB a stage; chunks of 128 keys and more
-/// take 2 teams of 3 stages (105 KiB a block, 2 blocks an SM: 4 pipelines
-/// of 2 tiles in flight), shorter ones one team of 6 stages. Blocks: with
+/// Where the longest chunk has [`CUDA_DECODE_TEAM_TILES`] tiles or more,
+/// phase 1 is `attention_decode_tm` instead, a block of T teams of 128
+/// threads ([`cuda_decode_teams`]) that take alternate tiles of a chunk,
+/// each team with its own pipeline, and merge at the end (never as a
+/// cluster: such grids are past one block an SM). Shared memory: stages of
+/// 16 keys × (hd padded to 64, + 8) bf16, for K and V (K only when V aliases
+/// K), per team, plus [`CUDA_DECODE_TEAM_EXTRA`] per team for `_tm` (the
+/// one-team entries keep [`CUDA_DECODE_STATIC_SHARED`] static). H200
+/// numbers for the bench rows: hd 256 with V, or hd 512 with V = K, 16.5
+/// KiB a stage; chunks of 128 keys and more take 2 teams of 3 stages (105
+/// KiB a block, 2 blocks an SM: 4 pipelines of 2 tiles in flight; one team
+/// of 6 stages, 2 blocks an SM, read the global layer at batch 16 at 52% of
+/// the copy ceiling, two teams at 74%), shorter ones one team of 6 stages
+/// (bench-model's short contexts: `attention_decode` as before). Blocks: with
 /// [`DECODE_TARGET_BLOCKS`] = 256, batch 1 at 4 KV heads and 16k keys is 64
 /// chunks of 256 keys (256 blocks, 1.9 an SM); batch 16 at 16 KV heads with
 /// a 1024 window is 256 one-chunk blocks and no second pass.
@@ -419,8 +437,11 @@ fn cuda_decode_plan(a: &PlanArgs, f: &DeviceFacts, over: DecodeOverrides) -> Res
     let keys = visible_keys(a.u32("max_ctx")? as usize, a.u32("window")? as usize) as u32;
     let (teams, stages) = cuda_decode_teams(keys.div_ceil(splits), stage_bytes, room, (over.0, over.1));
     debug_assert!(teams <= CUDA_DECODE_MAX_TEAMS);
-    let shared_bytes = teams * (stages * stage_bytes + CUDA_DECODE_TEAM_EXTRA);
-    if stages < 2 || shared_bytes > room {
+    let (shared_bytes, fixed) = match teams {
+        1 => (stages * stage_bytes, CUDA_DECODE_STATIC_SHARED),
+        _ => (teams * (stages * stage_bytes + CUDA_DECODE_TEAM_EXTRA), 0),
+    };
+    if stages < 2 || shared_bytes + fixed > room {
         return Err(Error::invalid(
             a.kernel.symbol,
             "hd",
@@ -429,13 +450,15 @@ fn cuda_decode_plan(a: &PlanArgs, f: &DeviceFacts, over: DecodeOverrides) -> Res
     }
     let block = [CUDA_THREADS * teams, 1, 1];
     let blocks = u64::from(splits) * y * u64::from(batch);
-    if f.cuda_clusters && (2..=CUDA_DECODE_MAX_CLUSTER).contains(&splits) && (blocks <= u64::from(f.multiprocessors) || over.2) {
+    let cluster = blocks <= u64::from(f.multiprocessors) || over.2;
+    if f.cuda_clusters && teams == 1 && (2..=CUDA_DECODE_MAX_CLUSTER).contains(&splits) && cluster {
         // The chunk's partials for up to 8 heads, then their (m, l), reuse the tiles' memory.
         let shared_bytes = shared_bytes.max(CUDA_DECODE_HEADS * (hd + 2) * 4);
         let pass = CudaPass { entry: "attention_decode_cl", grid: [splits, y as u32, batch], block, shared_bytes };
         return Ok(CudaPlan { passes: vec![pass], workspace_bytes: 8 });
     }
-    let mut passes = vec![CudaPass { entry: "attention_decode", grid: [splits, y as u32, batch], block, shared_bytes }];
+    let entry = if teams == 1 { "attention_decode" } else { "attention_decode_tm" };
+    let mut passes = vec![CudaPass { entry, grid: [splits, y as u32, batch], block, shared_bytes }];
     if splits > 1 {
         passes.push(CudaPass {
             entry: "attention_decode_reduce",
@@ -975,11 +998,11 @@ mod tests {
         assert_eq!(c.passes[0].grid, [32, 8, 1]);
         // args() passes one address for every pointer, so V aliases K: one 16 x 264 tile a stage.
         // 256-key chunks: two teams, each with 6 stages in half of two blocks' share of the room.
-        assert_eq!(c.passes[0].block, [256, 1, 1]);
+        assert_eq!((c.passes[0].entry, c.passes[0].block), ("attention_decode_tm", [256, 1, 1]));
         assert_eq!(c.passes[0].shared_bytes, 2 * (CUDA_DECODE_STAGES * 16 * 264 * 2 + CUDA_DECODE_TEAM_EXTRA));
         assert_eq!(c.passes[1].block, [128, 1, 1]);
         assert_eq!(c.passes[1].grid, [1, 16, 2]);
-        assert_eq!((c.passes[0].entry, c.passes[1].entry), ("attention_decode", "attention_decode_reduce"));
+        assert_eq!((c.passes[0].entry, c.passes[1].entry), ("attention_decode_tm", "attention_decode_reduce"));
         let w = wgsl_attention_decode(&pa, &FACTS).unwrap();
         assert_eq!(w.workspace_bytes, c.workspace_bytes);
         // Groups of 2 query heads per KV head, 8 rows per workgroup at hd 256: one workgroup per KV head.
@@ -1030,15 +1053,21 @@ mod tests {
         assert_eq!((c.passes[0].grid, c.passes[0].block), ([4, 4, 16], [256, 1, 1]));
         assert_eq!(c.passes[0].shared_bytes, 2 * (3 * 16 * 520 * 2 + CUDA_DECODE_TEAM_EXTRA));
         assert!(2 * (c.passes[0].shared_bytes + 1024) <= 233_472);
-        // The bench model's batch 16, up to 200 keys over 4 chunks (4 tiles): one team, 6 stages.
+        // The bench model's batch 16, up to 200 keys over 4 chunks (4 tiles): one team, 6 stages, the one-team entry.
         let c = plan(16, 200, 4, 512, 0, (None, None, false));
-        assert_eq!((c.passes[0].block, c.passes[0].shared_bytes), ([128, 1, 1], 6 * 16 * 520 * 2 + CUDA_DECODE_TEAM_EXTRA));
+        assert_eq!((c.passes[0].entry, c.passes[0].block, c.passes[0].shared_bytes), ("attention_decode", [128, 1, 1], 6 * 16 * 520 * 2));
         // Four teams do not fit two blocks an SM at hd 512: one block takes the room, 3 stages a team.
         let c = plan(16, 16384, 4, 512, 0, (Some(4), None, false));
         assert_eq!((c.passes[0].block, c.passes[0].shared_bytes), ([512, 1, 1], 4 * (3 * 16 * 520 * 2 + CUDA_DECODE_TEAM_EXTRA)));
-        // A stage override is capped by what fits.
+        // A stage override is capped by what fits; four teams of hd 512 with V beside K fit nowhere: two.
         assert_eq!(cuda_decode_teams(4096, 16_640, 232_448, (Some(2), Some(6))), (2, 3));
         assert_eq!(cuda_decode_teams(4096, 16_640, 232_448, (Some(1), Some(2))), (1, 2));
+        assert_eq!(cuda_decode_teams(4096, 33_280, 232_448, (Some(4), None)), (2, 3));
+        // Teams never run as a cluster, even where the override asks for clusters everywhere.
+        let hopper = DeviceFacts { cuda_clusters: true, ..FACTS };
+        let a = args(&ATTENTION_DECODE, &[("batch", 4), ("max_ctx", 4096), ("nh", 32), ("nkv", 4), ("hd", 512), ("window", 0)]);
+        let c = cuda_decode_plan(&PlanArgs::new(&ATTENTION_DECODE, &a), &hopper, (None, None, true)).unwrap();
+        assert_eq!((c.passes[0].entry, c.passes[0].grid), ("attention_decode_tm", [16, 4, 4]));
         // Whatever the choice, the teams' merge area fits where the stages were.
         for (teams, stages, hd) in [(2u32, 2u32, 64u32), (4, 2, 64), (2, 2, 512), (4, 3, 512)] {
             let stage = 16 * (hd.next_multiple_of(64) + 8) * 2;
