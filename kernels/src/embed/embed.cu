@@ -2,32 +2,24 @@
 // with nothing to load before sy_wait_prior(), early-launched blocks would
 // only hold SM slots; their sy_allow_next() at the start lets a GEMV after
 // them launch early and stream its weights meanwhile.
-// Embedding gathers. Plan (embed/mod.rs): min(SMs * EMBED_BLOCKS, enough
-// blocks for EMBED_U chunks a thread) blocks of EMBED_THREADS threads.
+// Embedding gathers. Plan (embed/mod.rs): a persistent grid of min(rows,
+// SMs * B) blocks of T = norm_block(h) <= 128 threads (96 for h = 5376, so a
+// thread owns 7 chunks of 8 elements of a row), B = the blocks an SM holds at
+// the 128-register cap (5 for T = 96). Block b copies rows b, b + grid, ...
 //
-// Pure streaming. Flat path (16-byte output vectors): the output is rows x n
-// chunks (a chunk: 8 output elements, 16 for the fp8 table when h % 16 == 0,
-// read as 16 codes), cut into one contiguous run of chunks a block, equal to
-// within one chunk. A thread takes every blockDim-th chunk of its block's
-// run, U at a time: the U row indices, then the U table loads, then the U
-// stores, so each thread keeps U 16-byte loads in flight. The row-a-block
-// loop this replaced gave blocks whole rows (6.2 on average at the bench
-// shape, so 136 of 660 blocks copied 7) and ended on that imbalance at
-// 71-79% of copy. Other shapes (h not a multiple of 8, unaligned pointers)
+// Pure streaming. Pipelined path (16-byte output vectors, a row that fits
+// C <= 8 chunks per thread): while row r is converted and stored, the loads
+// of row r + grid are already in flight and the index of row r + 2 grid is
+// being fetched, so the chain ids[r] -> table row -> store never stalls a
+// block and every block always has a row of loads outstanding. Other shapes
+// (h not a multiple of 8, unaligned pointers, rows over 8 chunks a thread)
 // take a simple path: one row at a time with every load of a chunk group
 // issued before its stores. An index outside the table writes a NaN row.
 
 #define EMBED_MAXC 8
-// The plan's geometry (embed/mod.rs checks these against its constants):
-// EMBED_BLOCKS blocks of EMBED_THREADS resident an SM (at most 64 registers).
-#define EMBED_THREADS 256
-#define EMBED_BLOCKS 4
-// Chunks in flight a thread: 16-byte table loads (bf16 rows, copies), or
-// 8-byte ones (fp8 rows of h % 16 == 8); 8 spilled at the 64-register cap.
-#define EMBED_U 6
-// 16-byte loads of 16 fp8 codes (two output vectors each).
-#define EMBED_U_FP8 4
-#define EMBED_BOUNDS __launch_bounds__(EMBED_THREADS, EMBED_BLOCKS)
+// Blocks of up to 128 threads at up to 128 registers: the plan counts on
+// floor(16 / warps) resident blocks per SM (norm/mod.rs, ROW_REG_CAP).
+#define EMBED_BOUNDS __launch_bounds__(128, 4)
 
 // Index load issued ahead of its use (kept in place, see ld_stream16_v).
 __device__ __forceinline__ int ld_index_v(const int* p) {
@@ -40,56 +32,80 @@ __device__ __forceinline__ void nan_row(bf16* out, int h) {
     for (int k = threadIdx.x; k < h; k += blockDim.x) out[k] = SY_NAN_BF16;
 }
 
-// ---------------------------------------------------------------- the flat chunk loop
+// Chunk index of slot j for this thread.
+__device__ __forceinline__ int eslot(int j) { return threadIdx.x + j * blockDim.x; }
 
-// A gather kind K provides, for an output of rows x n chunks:
+// ---------------------------------------------------------------- the pipelined row loop
+
+// A gather kind K provides, for rows of n chunks:
 //   typedef In;                          what one chunk's load holds
-//   int n                                chunks a row
 //   int source(int r)                    the table row of output row r, or -1
 //   float aux(int s)                     a per-source value (fp8 row scale), s >= 0
 //   void load(In&, int s, int k)         chunk k of source row s
-//   void store(uint4* o, In, int s, float aux)  chunk at o (OUTV 16-byte vectors; NaN for s < 0)
-template <int U, class K>
-__device__ __forceinline__ void gather_flat(const K& k, uint4* out, int rows) {
-    const int T = blockDim.x, n = k.n;
-    const long long total = (long long)rows * n;
-    const long long per = (total + gridDim.x - 1) / gridDim.x;
-    const long long c1 = min(total, ((long long)blockIdx.x + 1) * per);
-    long long c = (long long)blockIdx.x * per + threadIdx.x;
-    if (c >= c1) return;
-    // (r, kk): row and chunk within the row of chunk c, advanced by T a slot
-    // without a division unless a slot crosses into another row.
-    int r = (int)(c / n), kk = (int)(c - (long long)r * n);
-    for (; c < c1; c += (long long)U * T) {
-        int s[U], kc[U];
-        typename K::In v[U];
-        float x[U];
+//   uint4 convert(const In&, float aux)  the 8 output bf16 of a chunk
+// Out-of-range sources store NaN chunks.
+template <int C, class K>
+__device__ __forceinline__ void load_row(const K& k, typename K::In (&c)[C], int s) {
 #pragma unroll
-        for (int j = 0; j < U; ++j) {
-            s[j] = c + (long long)j * T < c1 ? k.source(r) : -1;
-            kc[j] = kk;
-            kk += T;
-            if (kk >= n) {
-                const int q = kk / n;
-                r += q;
-                kk -= q * n;
-            }
+    for (int j = 0; j < C; ++j)
+        if (eslot(j) < k.n) k.load(c[j], s, eslot(j));
+}
+
+template <int C, class K>
+__device__ __forceinline__ void store_row(const K& k, const typename K::In (&c)[C], uint4* out, int s, float aux) {
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (eslot(j) < k.n) out[eslot(j)] = s >= 0 ? k.convert(c[j], aux) : make_uint4(0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u);
+}
+
+template <int C, class K>
+__device__ __forceinline__ void gather_rows(const K& k, uint4* out, int rows) {
+    const int G = gridDim.x;
+    typename K::In a[C], b[C];
+    int r = blockIdx.x;
+    int s = k.source(r);
+    float x = s >= 0 ? k.aux(s) : 0.0f;
+    if (s >= 0) load_row<C>(k, a, s);
+    int r1 = r + G;
+    int s1 = r1 < rows ? k.source(r1) : -1;
+    for (;;) {
+        // Two rows per trip so the register buffers swap roles without copies.
+        float x1 = 0.0f;
+        if (s1 >= 0) {
+            x1 = k.aux(s1);
+            load_row<C>(k, b, s1);
         }
-#pragma unroll
-        for (int j = 0; j < U; ++j) {
-            x[j] = 0.0f;
-            if (s[j] >= 0) {
-                x[j] = k.aux(s[j]);
-                k.load(v[j], s[j], kc[j]);
-            }
+        const int r2 = r1 + G;
+        const int s2 = r2 < rows ? k.source(r2) : -1;
+        store_row<C>(k, a, out + (size_t)r * k.n, s, x);
+        if (r1 >= rows) return;
+        float x2 = 0.0f;
+        if (s2 >= 0) {
+            x2 = k.aux(s2);
+            load_row<C>(k, a, s2);
         }
-#pragma unroll
-        for (int j = 0; j < U; ++j)
-            if (c + (long long)j * T < c1) k.store(out + (size_t)(c + (long long)j * T) * K::OUTV, v[j], s[j], x[j]);
+        const int r3 = r2 + G;
+        const int s3 = r3 < rows ? k.source(r3) : -1;
+        store_row<C>(k, b, out + (size_t)r1 * k.n, s1, x1);
+        if (r2 >= rows) return;
+        r = r2, s = s2, x = x2, r1 = r3, s1 = s3;
     }
 }
 
-#define EMBED_NAN4 make_uint4(0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u, 0x7fc07fc0u)
+// Calls CALL(C) with C = chunks per thread (1..8); sets piped = false when a row needs more.
+#define EMBED_PIPE_DISPATCH(N, CALL)                                      \
+    switch (((N) + (int)blockDim.x - 1) / (int)blockDim.x) {              \
+        case 0:                                                           \
+        case 1: CALL(1); break;                                           \
+        case 2: CALL(2); break;                                           \
+        case 3: CALL(3); break;                                           \
+        case 4: CALL(4); break;                                           \
+        case 5: CALL(5); break;                                           \
+        case 6: CALL(6); break;                                           \
+        case 7: CALL(7); break;                                           \
+        case 8: CALL(8); break;                                           \
+        default: piped = false;                                           \
+    }
 
 // ---------------------------------------------------------------- fp8 table
 
@@ -117,30 +133,8 @@ struct Fp8Gather {
         return id >= 0 && id < vocab ? id : -1;
     }
     __device__ float aux(int s) const { return row_scale[s]; }
-    static constexpr int OUTV = 1;
     __device__ void load(uint2& c, int s, int k) const { c = ld_stream8_v(table + (size_t)s * n + k); }
-    __device__ void store(uint4* o, const uint2& c, int s, float rs) const { *o = s >= 0 ? fp8x8_to_bf16(c, rs, scale) : EMBED_NAN4; }
-};
-
-// 16 codes a chunk (h % 16 == 0, 16-byte aligned table): 16-byte loads.
-struct Fp8Gather16 {
-    typedef uint4 In;
-    const uint4* table; // [vocab][n] 16-byte chunks
-    const float* row_scale;
-    const int* ids;
-    int n, vocab;
-    float scale;
-    __device__ int source(int r) const {
-        const int id = ld_index_v(ids + r);
-        return id >= 0 && id < vocab ? id : -1;
-    }
-    __device__ float aux(int s) const { return row_scale[s]; }
-    static constexpr int OUTV = 2;
-    __device__ void load(uint4& c, int s, int k) const { c = ld_stream16_v(table + (size_t)s * n + k); }
-    __device__ void store(uint4* o, const uint4& c, int s, float rs) const {
-        o[0] = s >= 0 ? fp8x8_to_bf16(make_uint2(c.x, c.y), rs, scale) : EMBED_NAN4;
-        o[1] = s >= 0 ? fp8x8_to_bf16(make_uint2(c.z, c.w), rs, scale) : EMBED_NAN4;
-    }
+    __device__ uint4 convert(const uint2& c, float rs) const { return fp8x8_to_bf16(c, rs, scale); }
 };
 
 template <int C>
@@ -164,16 +158,15 @@ extern "C" __global__ void EMBED_BOUNDS embed_gather_fp8(bf16* __restrict__ out,
                                                         const int* __restrict__ ids, int rows, int h, int vocab, float scale) {
     sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
-    if ((h % 16) == 0 && aligned16(table) && aligned16(out)) {
-        const Fp8Gather16 k{reinterpret_cast<const uint4*>(table), row_scale, ids, h / 16, vocab, scale};
-        gather_flat<EMBED_U_FP8>(k, reinterpret_cast<uint4*>(out), rows);
-        return;
-    }
-    if ((h % 8) == 0 && aligned8(table) && aligned16(out)) {
+    if ((int)blockIdx.x >= rows) return;
+    bool piped = (h % 8) == 0 && aligned8(table) && aligned16(out);
+    if (piped) {
         const Fp8Gather k{reinterpret_cast<const uint2*>(table), row_scale, ids, h / 8, vocab, scale};
-        gather_flat<EMBED_U>(k, reinterpret_cast<uint4*>(out), rows);
-        return;
+#define FP8_PIPE(C_) gather_rows<C_>(k, reinterpret_cast<uint4*>(out), rows)
+        EMBED_PIPE_DISPATCH(h / 8, FP8_PIPE);
+#undef FP8_PIPE
     }
+    if (piped) return;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const int id = ids[r];
         bf16* o = out + (size_t)r * h;
@@ -206,10 +199,9 @@ struct Bf16Gather {
         return id >= 0 && id < vocab ? id : -1;
     }
     __device__ float aux(int) const { return 0.0f; }
-    static constexpr int OUTV = 1;
     __device__ void load(uint4& c, int s, int k) const { c = ld_stream16_v(table + (size_t)s * n + k); }
-    __device__ void store(uint4* o, const uint4& c, int s, float) const {
-        *o = s >= 0 ? make_uint4(scale_pair(c.x, scale), scale_pair(c.y, scale), scale_pair(c.z, scale), scale_pair(c.w, scale)) : EMBED_NAN4;
+    __device__ uint4 convert(const uint4& c, float) const {
+        return make_uint4(scale_pair(c.x, scale), scale_pair(c.y, scale), scale_pair(c.z, scale), scale_pair(c.w, scale));
     }
 };
 
@@ -243,11 +235,15 @@ extern "C" __global__ void EMBED_BOUNDS embed_gather_bf16(bf16* __restrict__ out
                                                          int h, int vocab, float scale) {
     sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
-    if ((h % 8) == 0 && aligned16(table) && aligned16(out)) {
+    if ((int)blockIdx.x >= rows) return;
+    bool piped = (h % 8) == 0 && aligned16(table) && aligned16(out);
+    if (piped) {
         const Bf16Gather k{reinterpret_cast<const uint4*>(table), ids, h / 8, vocab, scale};
-        gather_flat<EMBED_U>(k, reinterpret_cast<uint4*>(out), rows);
-        return;
+#define BF_PIPE(C_) gather_rows<C_>(k, reinterpret_cast<uint4*>(out), rows)
+        EMBED_PIPE_DISPATCH(h / 8, BF_PIPE);
+#undef BF_PIPE
     }
+    if (piped) return;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const int id = ids[r];
         bf16* o = out + (size_t)r * h;
@@ -278,9 +274,8 @@ struct CopyGather {
         return s >= 0 && s < n_src ? s : -1;
     }
     __device__ float aux(int) const { return 0.0f; }
-    static constexpr int OUTV = 1;
     __device__ void load(uint4& c, int s, int k) const { c = ld_stream16_v(src + (size_t)s * n + k); }
-    __device__ void store(uint4* o, const uint4& c, int s, float) const { *o = s >= 0 ? c : EMBED_NAN4; }
+    __device__ uint4 convert(const uint4& c, float) const { return c; }
 };
 
 template <typename T, int C>
@@ -302,11 +297,15 @@ __device__ __forceinline__ void copy_row(T* __restrict__ dst, const T* __restric
 
 extern "C" __global__ void EMBED_BOUNDS gather_rows_bf16(bf16* __restrict__ out, const bf16* __restrict__ src, const int* __restrict__ idx, int rows, int h,
                                                         int n_src) {
-    if ((h % 8) == 0 && aligned16(src) && aligned16(out)) {
+    if ((int)blockIdx.x >= rows) return;
+    bool piped = (h % 8) == 0 && aligned16(src) && aligned16(out);
+    if (piped) {
         const CopyGather k{reinterpret_cast<const uint4*>(src), idx, h / 8, n_src};
-        gather_flat<EMBED_U>(k, reinterpret_cast<uint4*>(out), rows);
-        return;
+#define COPY_PIPE(C_) gather_rows<C_>(k, reinterpret_cast<uint4*>(out), rows)
+        EMBED_PIPE_DISPATCH(h / 8, COPY_PIPE);
+#undef COPY_PIPE
     }
+    if (piped) return;
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const int s = idx[r];
         bf16* o = out + (size_t)r * h;

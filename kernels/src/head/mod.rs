@@ -53,31 +53,19 @@ declare_kernel! {
 
 /// Vocab rows per CUDA lm_head block at m = 1 (a warp per row).
 const CUDA_HEAD_ROWS_PER_BLOCK: u64 = 4;
-/// Table rows per tile of the m >= 2 entries (`HEAD_PIPE_ROWS` in head.cu).
-const CUDA_HEAD_PIPE_ROWS: u64 = 128;
-/// Resident m >= 2 blocks an SM (`HEAD_PIPE_BLOCKS` in head.cu: its
-/// `__launch_bounds__` minimum, 4 x 42 KiB of cp.async ring).
-const CUDA_HEAD_PIPE_BLOCKS: u64 = 4;
+/// Vocab rows per CUDA lm_head block at m >= 2: 4 warps of 32 rows (head.cu's mma path).
+const CUDA_HEAD_MMA_ROWS_PER_BLOCK: u64 = 128;
 
-/// m = 1: the kernel's own entry, 128 threads, grid `ceil(vocab / 4)`, a
-/// warp per row (the measured one, 91% of copy); head.cu derives each
-/// block's rows from the grid, so any grid is correct.
-///
-/// m >= 2: the `_mma` entry (head.cu: tensor cores fed through a cp.async
-/// ring), a persistent grid of `min(tiles, SMs * 4)` blocks of 128 threads
-/// over tiles of 128 table rows. H200 numbers at m = 16, vocab 262144, hdim
-/// 5376: 2048 tiles over 528 blocks (3.9 each), 84 stages of 10.25 KiB
-/// (fp8) a tile, three in flight a block: ~123 KiB an SM.
-fn cuda_lm_head(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
-    let vocab = a.u32("vocab")? as u64;
-    if a.u32("m")? < 2 {
-        return Ok(CudaPlan::single(a.kernel, [groups(a.kernel, vocab, CUDA_HEAD_ROWS_PER_BLOCK)?, 1, 1], [128, 1, 1]));
-    }
-    let tiles = groups(a.kernel, vocab, CUDA_HEAD_PIPE_ROWS)? as u64;
-    let resident = (f.multiprocessors as u64).saturating_mul(CUDA_HEAD_PIPE_BLOCKS);
-    let grid = if resident == 0 { tiles } else { tiles.min(resident) };
-    let entry = if a.kernel.symbol == LM_HEAD_LOGITS_BF16.symbol { "lm_head_logits_bf16_mma" } else { "lm_head_logits_fp8_mma" };
-    Ok(CudaPlan { passes: vec![CudaPass { entry, grid: [grid as u32, 1, 1], block: [128, 1, 1], shared_bytes: 0 }], workspace_bytes: 0 })
+/// Blocks of 128 threads; head.cu derives each block's rows from the grid,
+/// so any grid is correct. m = 1: `ceil(vocab / 4)`, the measured one (91%
+/// of copy). m >= 2: `ceil(vocab / 128)`, one block per 128 rows, the rows
+/// a block's 4 warps cover in one pass (the grid of 4-row blocks had 31 of
+/// every 32 blocks exit at once: 63,488 empty blocks at vocab 262144). H200
+/// numbers at m = 16, vocab 262144, hdim 5376: 2048 blocks at 108 registers,
+/// 4 an SM (3.9 waves); 16 warps an SM with 4 KiB of table each in flight.
+fn cuda_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    let rows = if a.u32("m")? >= 2 { CUDA_HEAD_MMA_ROWS_PER_BLOCK } else { CUDA_HEAD_ROWS_PER_BLOCK };
+    Ok(CudaPlan::single(a.kernel, [groups(a.kernel, a.u32("vocab")? as u64, rows)?, 1, 1], [128, 1, 1]))
 }
 
 /// Vocab rows per WGSL lm_head workgroup (`NR` in lm_head_common.wgsli).
@@ -146,14 +134,17 @@ pub fn argmax_slices(m: usize, vocab: usize) -> usize {
 /// One pass: `argmax_rows`, grid [m, S] with S = [`argmax_slices`], each
 /// block reducing a slice of a row to an (value, index) pair in workspace
 /// `[m][S]` (8 bytes a pair); the last of a row's S blocks to arrive reduces
-/// the row's pairs (head.cu). The second pass this replaced (grid [m], a
-/// thread per pair) cost a launch of its own, which at m = 16 took as long
-/// as the first pass's 16 MiB stream.
+/// the row's pairs (head.cu), where a second pass (grid [m], a thread per
+/// pair) cost a launch of its own.
 ///
 /// H200 numbers for the bench row (m 16, vocab 262144): S = 32, 512 blocks
-/// of 256 threads (3.9 an SM, all resident), 8192 logits = 32 KiB a block,
-/// all of it requested at once (8 16-byte loads a thread), so the 16 MiB are
-/// in flight from the first wave (~124 KiB an SM).
+/// of 256 threads (3.9 an SM, all resident: 60 registers), 8192 logits = 32
+/// KiB a block, all of it requested at once (8 16-byte loads a thread, issued
+/// back to back in the SASS), so the 16 MiB are in flight from the first
+/// wave (~124 KiB an SM). 10.0 us a launch (39% of copy; the two passes
+/// 10.4-10.7 us); ncu: the kernel alone 10.05 us at 35% of DRAM throughput,
+/// a fixed ~4 us of launch, first-load latency and the two reductions on top
+/// of the stream (the first pass alone took 4.1 us at m = 1, 1 MiB).
 fn cuda_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
     let m = positive(a, "m")?;
     let slices = argmax_slices(m as usize, positive(a, "vocab")? as usize) as u32;
@@ -394,12 +385,7 @@ fn dot_bounds(h: &[f32], t: &[f32], scale: Option<&[f32]>, rows: &[usize], m: us
     b
 }
 
-// The last shape takes the CUDA m >= 2 cp.async path with a partial last k
-// group (208 = 3 groups of 64 fp8 codes + 16, 6 of 32 bf16 + 16), hidden
-// rows 9..15 zero-filled, a partial last tile, and more tiles (547) than an
-// H200's persistent grid (528), so blocks carry the ring across tiles.
-const HEAD_SHAPES: [(usize, usize, usize, f32); 5] =
-    [(1, 97, 64, 0.0), (3, 1001, 136, 30.0), (16, 250, 256, 15.0), (5, 33, 8, 0.0), (9, 70000, 208, 20.0)];
+const HEAD_SHAPES: [(usize, usize, usize, f32); 4] = [(1, 97, 64, 0.0), (3, 1001, 136, 30.0), (16, 250, 256, 15.0), (5, 33, 8, 0.0)];
 
 fn fp8_codes_as_f32(codes: &[u8]) -> Vec<f32> {
     codes.iter().map(|&c| fp8::e4m3_to_f32(c)).collect()
@@ -528,8 +514,6 @@ mod tests {
             assert!(cu.contains(&format!("#define {name} {v}\n")), "head.cu must define {name} {v}");
         }
         assert!(cu.contains(&format!("#define ARGMAX_THREADS {ARGMAX_THREADS}\n")));
-        assert!(cu.contains(&format!("#define HEAD_PIPE_ROWS {CUDA_HEAD_PIPE_ROWS}\n")));
-        assert!(cu.contains(&format!("#define HEAD_PIPE_BLOCKS {CUDA_HEAD_PIPE_BLOCKS}\n")));
     }
 
     #[test]
