@@ -141,6 +141,18 @@ __device__ __forceinline__ unsigned fp_mul_bf16x2(unsigned a, unsigned b) {
     return r;
 }
 
+// Scales the O fragments' two rows (a lane's row a in elements 0, 1 and row
+// b in 2, 3 of each m16n8 accumulator) by fa and fb.
+template <int N> __device__ __forceinline__ void fp_scale_rows(float (&o)[N][4], float fa, float fb) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        o[i][0] *= fa;
+        o[i][1] *= fa;
+        o[i][2] *= fb;
+        o[i][3] *= fb;
+    }
+}
+
 // 2^d as f32 for d >= -126, else 0, from an exponent difference d = a - b
 // (one VIADDMNMX and one LEA: the clamp to -127 makes the biased exponent 0).
 __device__ __forceinline__ float fp_pow2_diff(int a, int b) {
@@ -527,15 +539,7 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
                 const float oa = al_a * rs, ob = al_b * rs;
                 // Past the first tiles the running max and e_run rarely move: skip the
                 // 128 multiplies when no row of the warp needs them (warp-uniform).
-                if (__any_sync(FP_FULL, oa != 1.0f || ob != 1.0f)) {
-#pragma unroll
-                    for (int i = 0; i < DV / 8; ++i) {
-                        o[i][0] *= oa;
-                        o[i][1] *= oa;
-                        o[i][2] *= ob;
-                        o[i][3] *= ob;
-                    }
-                }
+                if (__any_sync(FP_FULL, oa != 1.0f || ob != 1.0f)) fp_scale_rows(o, oa, ob);
 
                 // ---- O += P · V, 16 keys at a time, in f16: V' = v · 2^(15 - e_j) (the converted
                 // tile), P' = p · 2^(e_j - e_run) in [0, 1], so P'·V' = p · v · 2^(15 - e_run).
@@ -574,13 +578,7 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
         const float ia = 1.0f / l_a, ib = 1.0f / l_b;
         const float un = __int_as_float((e_run + 112) << 23); // 2^(e_run - 15), e_run in [-110, 128]
         // 1/l first: o/l is within V's scaled range, so the power of two after it is exact unless the output is itself subnormal.
-#pragma unroll
-        for (int i = 0; i < DV / 8; ++i) {
-            o[i][0] *= ia;
-            o[i][1] *= ia;
-            o[i][2] *= ib;
-            o[i][3] *= ib;
-        }
+        fp_scale_rows(o, ia, ib);
         bf16* oa = out + (size_t)(r0 + ra) * width + (size_t)h * HD + z * DV;
         bf16* ob = out + (size_t)(r0 + rb) * width + (size_t)h * HD + z * DV;
 #pragma unroll

@@ -414,11 +414,15 @@ fn cuda_decode_teams(stage_bytes: u32, room: u32, over: (Option<u32>, Option<u32
 /// chunks of 256 keys (256 blocks, 1.9 an SM); batch 16 at 16 KV heads with
 /// a 1024 window is 256 one-chunk blocks and no second pass.
 fn cuda_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
-    let over = (
-        env_choice(DECODE_TEAMS_ENV, &[1, 2, 4]),
-        env_choice(DECODE_STAGES_ENV, &[2, 3, 4, 5, 6]),
-        env_choice(DECODE_CLUSTER_ENV, &[1]).is_some(),
-    );
+    // Read once a process: a plan is made at every launch.
+    static OVER: std::sync::OnceLock<DecodeOverrides> = std::sync::OnceLock::new();
+    let over = *OVER.get_or_init(|| {
+        (
+            env_choice(DECODE_TEAMS_ENV, &[1, 2, 4]),
+            env_choice(DECODE_STAGES_ENV, &[2, 3, 4, 5, 6]),
+            env_choice(DECODE_CLUSTER_ENV, &[1]).is_some(),
+        )
+    });
     cuda_decode_plan(a, f, over)
 }
 

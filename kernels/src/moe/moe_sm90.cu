@@ -117,13 +117,17 @@ struct MgSmem {
     unsigned char* staging;
     int* pre;
     int* start;
+    int ntc;   // n-tiles an expert
+    int tiles; // work items in all (pre[e] · ntc)
+    int kt;    // K slices a tile
 };
 
 // Lays out shared memory, sets up the ring (an empty stage takes
-// `releases` arrivals: one per warp that reads it) and the tile list;
-// ends with __syncthreads.
+// `releases` arrivals: one per warp that reads it) and the tile list, and
+// counts the work; ends with __syncthreads.
 template <int BN, int STAGES>
-__device__ __forceinline__ MgSmem mg_setup(const TmaMap* ta, const TmaMap* tw, const int* __restrict__ offsets, int n, int e, unsigned releases) {
+__device__ __forceinline__ MgSmem mg_setup(const TmaMap* ta, const TmaMap* tw, const int* __restrict__ offsets, int n, int e, int big_n, int big_k,
+                                           unsigned releases) {
     constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
     extern __shared__ __align__(1024) unsigned char mg_raw[];
     const unsigned raw = wg_smem(mg_raw);
@@ -172,15 +176,18 @@ __device__ __forceinline__ MgSmem mg_setup(const TmaMap* ta, const TmaMap* tw, c
         if (lane == 0) pre[0] = 0;
     }
     __syncthreads();
+    m.ntc = (big_n + BN - 1) / BN;
+    m.tiles = m.pre[e] * m.ntc;
+    m.kt = (big_k + MG_BK - 1) / MG_BK;
     return m;
 }
 
 // Warpgroup 0: thread 0 feeds the ring with every K slice of the block's
 // tiles in order; warps 1-3 write the rows outside every segment.
 template <int BN, int STAGES>
-__device__ __forceinline__ void mg_produce(const MgSmem& m, const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, int n, int e, int big_n,
-                                           int tiles, int ntc, int KT) {
+__device__ __forceinline__ void mg_produce(const MgSmem& m, const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, int n, int e, int big_n) {
     constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
+    const int ntc = m.ntc, tiles = m.tiles, KT = m.kt;
     const int tid = threadIdx.x;
     if (tid == 0) {
         int s = 0;
@@ -252,12 +259,11 @@ template <int BN, int STAGES>
 __device__ __forceinline__ void moe_wgmma(const TmaMap* ta, const TmaMap* tw, bf16* __restrict__ out, const int* __restrict__ offsets, int n, int e,
                                           int big_n, int big_k) {
     constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
-    const MgSmem m = mg_setup<BN, STAGES>(ta, tw, offsets, n, e, 8);
-    const int ntc = (big_n + BN - 1) / BN, tiles = m.pre[e] * ntc;
-    const int KT = (big_k + MG_BK - 1) / MG_BK;
+    const MgSmem m = mg_setup<BN, STAGES>(ta, tw, offsets, n, e, big_n, big_k, 8);
+    const int ntc = m.ntc, tiles = m.tiles, KT = m.kt;
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
     if (wg == 0) {
-        mg_produce<BN, STAGES>(m, ta, tw, out, n, e, big_n, tiles, ntc, KT);
+        mg_produce<BN, STAGES>(m, ta, tw, out, n, e, big_n);
         return;
     }
 
@@ -305,15 +311,14 @@ __device__ __forceinline__ void moe_wgmma_pp(const TmaMap* ta, const TmaMap* tw,
                                              int e, int big_n, int big_k) {
     constexpr int STAGE_BYTES = MG_A_BYTES + BN * MG_BK * 2;
     // Each stage is read by one warpgroup: four warps release it.
-    const MgSmem m = mg_setup<BN, STAGES>(ta, tw, offsets, n, e, 4);
-    const int ntc = (big_n + BN - 1) / BN, tiles = m.pre[e] * ntc;
-    const int KT = (big_k + MG_BK - 1) / MG_BK;
+    const MgSmem m = mg_setup<BN, STAGES>(ta, tw, offsets, n, e, big_n, big_k, 4);
+    const int ntc = m.ntc, tiles = m.tiles, KT = m.kt;
     const int tid = threadIdx.x, wg = tid >> 7, lane = tid & 31;
     if (wg == 0) {
         // The producer needs few registers; the consumers' 176 accumulators
         // need more than the 168 an even split of the SM leaves them.
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        mg_produce<BN, STAGES>(m, ta, tw, out, n, e, big_n, tiles, ntc, KT);
+        mg_produce<BN, STAGES>(m, ta, tw, out, n, e, big_n);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
