@@ -1,4 +1,4 @@
-// out = bf16(table[id] * scale), one row per workgroup (gather_rows.wgsli).
+// out = bf16(table[id] * scale); RPG rows a workgroup (gather_rows.wgsli).
 struct Params {
     out: u32, table: u32, ids: u32, rows: i32, h: i32, vocab: i32, scale: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,

@@ -1,11 +1,15 @@
-// One workgroup of 256 per output row: out = bf16(bf16(e4m3 * row_scale) *
-// scale). When h % 16 == 0 and out, table sit at word offsets that are
-// multiples of 4, an invocation reads a vec4<u32> of 16 codes and writes the
-// two vec4<u32> (16 bf16) they become, two table vectors per burst (both
-// loads issued before the stores); otherwise a word (two bf16) at a time.
+// out = bf16(bf16(e4m3 * row_scale) * scale). A workgroup of 256 takes RPG
+// consecutive output rows (a pipeline override the plan picks, embed/mod.rs),
+// as gather_rows.wgsli does and for the same reason: the RPG ids arrive in
+// one load, then the loads of row k + 1 (its row scale and up to two
+// vec4<u32> of 16 codes an invocation) are issued before row k is converted
+// and stored (two output vectors a table vector), so a workgroup always has a
+// row of loads outstanding. That fast path needs h % 16 == 0, h <= 8192 and
+// out, table at word offsets that are multiples of 4; other shapes copy their
+// rows one at a time, a word (two bf16) at a time.
 // A pass sees table rows [x0, x0 + x1) (table at row x0 of its window; the
 // split plan of tables past one binding runs several), row_scale whole;
-// the pass with x2 = 1 writes the NaN rows (gather_rows.wgsli).
+// the pass with x2 = 1 writes the NaN rows.
 struct Params {
     out: u32, table: u32, row_scale: u32, ids: u32, rows: i32, h: i32, vocab: i32, scale: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -17,6 +21,23 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> d_ids: array<u32>;
 
 const WG: u32 = 256u;
+// Output rows per workgroup, 1..=MAX_RPG.
+override RPG: u32 = 1u;
+const MAX_RPG: u32 = 16u;
+// What a pass does with a row (row_action): dequantise table row `local` (< NAN_ROW), or:
+const SKIP_ROW: u32 = 0xffffffffu;
+const NAN_ROW: u32 = 0xfffffffeu;
+
+var<workgroup> g_ids: array<i32, MAX_RPG>;
+
+fn row_action(id: i32) -> u32 {
+    if (id >= 0 && id < p.vocab) {
+        // Table row of id within this pass's window (wraps past it when below x0).
+        let local = u32(id) - p.x0;
+        return select(SKIP_ROW, local, local < p.x1);
+    }
+    return select(SKIP_ROW, NAN_ROW, p.x2 != 0u);
+}
 
 // Two output words from the low (sh = 0) or high (sh = 16) half of a table word.
 fn dq2(w: u32, sh: u32, s: f32) -> u32 {
@@ -41,46 +62,48 @@ fn st(o: u32, j: u32, n: u32, v: vec4<u32>, s: f32) {
     }
 }
 
-@compute @workgroup_size(256)
-fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_index) lid: u32) {
-    let r = group_x(wid, nwg, p.fold);
-    if (r >= p.gx || r >= u32(p.rows)) {
-        return;
+// An invocation's share of one row on the fast path: table vectors lid, lid + WG.
+struct Slots {
+    v0: vec4<u32>,
+    v1: vec4<u32>,
+    s: f32,
+}
+
+fn load_row(act: u32, t0: u32, n: u32, lid: u32) -> Slots {
+    var s = Slots(vec4<u32>(0u), vec4<u32>(0u), 0.0);
+    if (act < NAN_ROW) {
+        let t = t0 + act * n;
+        s.v0 = ld(t, lid, n);
+        s.v1 = ld(t, lid + WG, n);
+        s.s = bitcast<f32>(d_row_scale[p.row_scale + act + p.x0]);
     }
-    let h = u32(p.h);
-    let id = bitcast<i32>(d_ids[p.ids + r]);
-    let valid = id >= 0 && id < p.vocab;
-    let local = u32(id) - p.x0;
-    if ((valid && local >= p.x1) || (!valid && p.x2 == 0u)) {
-        return;
-    }
-    if (h % 16u == 0u && aligned4(p.out, p.table, NONE, NONE)) {
-        let n = h / 16u;
-        let o = p.out / 4u + r * 2u * n;
-        if (!valid) {
-            for (var j = lid; j < 2u * n; j += WG) {
-                d_out[o + j] = vec4<u32>(BF16_NAN2);
-            }
-            return;
+    return s;
+}
+
+fn store_row(act: u32, o: u32, n: u32, lid: u32, s: Slots) {
+    if (act == NAN_ROW) {
+        for (var j = lid; j < 2u * n; j += WG) {
+            d_out[o + j] = vec4<u32>(BF16_NAN2);
         }
-        let s = bitcast<f32>(d_row_scale[p.row_scale + u32(id)]);
-        let t = p.table / 4u + local * n;
-        for (var j = lid; j < n; j += 2u * WG) {
-            let a = ld(t, j, n);
-            let b = ld(t, j + WG, n);
-            st(o, j, n, a, s);
-            st(o, j + WG, n, b, s);
-        }
+    } else if (act != SKIP_ROW) {
+        st(o, lid, n, s.v0, s.s);
+        st(o, lid + WG, n, s.v1, s.s);
+    }
+}
+
+// One row of any shape, a word at a time.
+fn copy_row(act: u32, r: u32, h: u32, lid: u32) {
+    if (act == SKIP_ROW) {
         return;
     }
+    let valid = act != NAN_ROW;
     let hw = h / 2u;
     let o = p.out + r * hw;
     var s = 0.0;
     if (valid) {
-        s = bitcast<f32>(d_row_scale[p.row_scale + u32(id)]);
+        s = bitcast<f32>(d_row_scale[p.row_scale + act + p.x0]);
     }
-    let t = p.table + select(0u, local, valid) * (h / 4u);
+    let t = p.table + select(0u, act, valid) * (h / 4u);
     for (var j = lid; j < hw; j += WG) {
         var v = BF16_NAN2;
         if (valid) {
@@ -88,5 +111,42 @@ fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
             v = dq2(d_table[ti >> 2u][ti & 3u], (j & 1u) * 16u, s);
         }
         d_out[(o + j) >> 2u][(o + j) & 3u] = v;
+    }
+}
+
+@compute @workgroup_size(256)
+fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lid: u32) {
+    let g = group_x(wid, nwg, p.fold);
+    let rows = u32(p.rows);
+    let r0 = g * RPG;
+    if (g >= p.gx || r0 >= rows) {
+        return;
+    }
+    let cnt = min(RPG, rows - r0);
+    if (lid < cnt) {
+        g_ids[lid] = bitcast<i32>(d_ids[p.ids + r0 + lid]);
+    }
+    workgroupBarrier();
+    let h = u32(p.h);
+    if (h % 16u == 0u && h <= 32u * WG && aligned4(p.out, p.table, NONE, NONE)) {
+        let n = h / 16u;
+        let t0 = p.table / 4u;
+        var act = row_action(g_ids[0]);
+        var cur = load_row(act, t0, n, lid);
+        for (var k = 0u; k < cnt; k++) {
+            var nact = SKIP_ROW;
+            if (k + 1u < cnt) {
+                nact = row_action(g_ids[k + 1u]);
+            }
+            let nxt = load_row(nact, t0, n, lid);
+            store_row(act, p.out / 4u + (r0 + k) * 2u * n, n, lid, cur);
+            act = nact;
+            cur = nxt;
+        }
+        return;
+    }
+    for (var k = 0u; k < cnt; k++) {
+        copy_row(row_action(g_ids[k]), r0 + k, h, lid);
     }
 }

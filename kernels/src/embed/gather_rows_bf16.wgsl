@@ -1,4 +1,4 @@
-// out row r = src row idx[r], a bit-exact copy, one row per workgroup
+// out row r = src row idx[r], a bit-exact copy, RPG rows a workgroup
 // (gather_rows.wgsli).
 struct Params {
     out: u32, src: u32, idx: u32, rows: i32, h: i32, n_src: i32,

@@ -61,14 +61,30 @@ fn gather_table(a: &PlanArgs) -> Result<(&'static str, u64, u64)> {
     })
 }
 
-/// A gather's dispatch over table rows `[first, first + count)`: one
-/// workgroup of 256 per output row (the shaders' fixed size); x0 = first,
+/// Output rows a workgroup of the WGSL gathers (the shaders' `RPG`, at most
+/// their `MAX_RPG` of 16): enough rows per workgroup that a workgroup keeps a
+/// row of loads in flight while it stores the previous one and the grid is
+/// about one wave (an H200 holds some 1056 workgroups of 256), one row per
+/// workgroup below 1024 rows. `SWITCHYARD_WGSL_GATHER_RPG=1..16` overrides it
+/// (read once a process) to measure other values on a device.
+fn gather_rows_per_group(rows: u32) -> u32 {
+    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let forced = *OVERRIDE.get_or_init(|| {
+        std::env::var("SWITCHYARD_WGSL_GATHER_RPG").ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|v| (1..=16).contains(v))
+    });
+    forced.unwrap_or_else(|| rows.div_ceil(1024).clamp(1, 8))
+}
+
+/// A gather's dispatch over table rows `[first, first + count)`: workgroups
+/// of 256 taking [`gather_rows_per_group`] output rows each; x0 = first,
 /// x1 = count, x2 = 1 when this pass writes the NaN rows of out-of-range ids.
 fn gather_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result<WgslPass> {
+    let rows = positive(a, "rows")?;
+    let rpg = gather_rows_per_group(rows);
     Ok(WgslPass {
         entry: a.kernel.symbol,
-        grid: [positive(a, "rows")?, 1, 1],
-        consts: vec![],
+        grid: [rows.div_ceil(rpg), 1, 1],
+        consts: vec![("RPG", rpg)],
         extra: [first as u32, count as u32, writes_nan as u32, 0],
     })
 }
