@@ -394,6 +394,87 @@ __device__ __forceinline__ void load_tile(const DecodeJob& job, int t, bf16* ks,
     }
 }
 
+// One 16-key tile of a chunk, for the 4 warps that share it (a block of
+// attention_decode or a team of attention_decode_tm; `warp` is 0..3 among
+// them): each warp's S^T partial over its dims, summed through `spart`
+// behind `sync` (the 4 warps' barrier), then the online softmax of the
+// lane's two head columns (keys key0 + g and key0 + g + 8) into (m, l) and
+// o += P^T V, P split into bf16 hi + lo.
+template <int KS, typename Sync>
+__device__ __forceinline__ void decode_tile(const DecodeJob& job, const unsigned (&qb)[KS][2], float scale, const bf16* ks, const bf16* vs, int key0,
+                                            int warp, float4 (*spart)[32], Sync sync, float (&o)[KS][4], float& m0, float& m1, float& l0,
+                                            float& l1) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    const int mi = lane >> 3, rr = lane & 7;
+    const int dw = 16 * KS * warp; // this warp's first dim
+
+    // S^T partial over this warp's dims.
+    float sp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int k = 0; k < KS; ++k) {
+        unsigned a0, a1, a2, a3;
+        ldsm_x4(a0, a1, a2, a3, smem_addr(ks + ((mi & 1) * 8 + rr) * job.ld + dw + 16 * k + (mi >> 1) * 8));
+        mma_bf16(sp, a0, a1, a2, a3, qb[k][0], qb[k][1]);
+    }
+    spart[warp][lane] = make_float4(sp[0], sp[1], sp[2], sp[3]);
+    sync();
+    float4 st = spart[0][lane];
+#pragma unroll
+    for (int w = 1; w < 4; ++w) {
+        const float4 p = spart[w][lane];
+        st.x += p.x;
+        st.y += p.y;
+        st.z += p.z;
+        st.w += p.w;
+    }
+
+    // Online softmax per head column: lane holds keys g, g + 8 of heads 2c, 2c + 1.
+    const int j0 = key0 + g;
+    const bool ka = j0 < job.stop, kb = j0 + 8 < job.stop;
+    const float v0 = ka ? scale * st.x : -SY_INF, v1 = ka ? scale * st.y : -SY_INF;
+    const float v2 = kb ? scale * st.z : -SY_INF, v3 = kb ? scale * st.w : -SY_INF;
+    float x0 = fmaxf(v0, v2), x1 = fmaxf(v1, v3);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        x0 = fmaxf(x0, __shfl_xor_sync(SY_FULL, x0, off));
+        x1 = fmaxf(x1, __shfl_xor_sync(SY_FULL, x1, off));
+    }
+    // The tile's first key is always in the chunk, so x0, x1 are finite and m = -inf gives alpha 0.
+    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+    const float al0 = __expf(m0 - n0), al1 = __expf(m1 - n1);
+    m0 = n0;
+    m1 = n1;
+    const float p0 = ka ? __expf(v0 - n0) : 0.0f, p1 = ka ? __expf(v1 - n1) : 0.0f;
+    const float p2 = kb ? __expf(v2 - n0) : 0.0f, p3 = kb ? __expf(v3 - n1) : 0.0f;
+    l0 = l0 * al0 + (p0 + p2);
+    l1 = l1 * al1 + (p1 + p3);
+#pragma unroll
+    for (int i = 0; i < KS; ++i) {
+        o[i][0] *= al0;
+        o[i][1] *= al1;
+        o[i][2] *= al0;
+        o[i][3] *= al1;
+    }
+    // P^T as the B operand (k = keys, n = heads): lane (g, c) needs keys
+    // 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1) of head g, held by lanes
+    // (2c, g / 2) and (2c + 1, g / 2) as packed head pairs.
+    const unsigned ha = pack_bf16_rn(p0, p1), hb = pack_bf16_rn(p2, p3);
+    const unsigned la = pack_bf16_rn(p0 - bf16_lo(ha), p1 - bf16_hi(ha)), lb = pack_bf16_rn(p2 - bf16_lo(hb), p3 - bf16_hi(hb));
+    const int src0 = 8 * c + (g >> 1), src1 = src0 + 4;
+    const unsigned sel = (g & 1) ? 0x7632u : 0x5410u;
+    const unsigned bh0 = __byte_perm(__shfl_sync(SY_FULL, ha, src0), __shfl_sync(SY_FULL, ha, src1), sel);
+    const unsigned bh1 = __byte_perm(__shfl_sync(SY_FULL, hb, src0), __shfl_sync(SY_FULL, hb, src1), sel);
+    const unsigned bl0 = __byte_perm(__shfl_sync(SY_FULL, la, src0), __shfl_sync(SY_FULL, la, src1), sel);
+    const unsigned bl1 = __byte_perm(__shfl_sync(SY_FULL, lb, src0), __shfl_sync(SY_FULL, lb, src1), sel);
+#pragma unroll
+    for (int i = 0; i < KS; ++i) {
+        unsigned a0, a1, a2, a3;
+        ldsm_x4_t(a0, a1, a2, a3, smem_addr(vs + ((mi >> 1) * 8 + rr) * job.ld + dw + 16 * i + (mi & 1) * 8));
+        mma_bf16(o[i], a0, a1, a2, a3, bh0, bh1);
+        mma_bf16(o[i], a0, a1, a2, a3, bl0, bl1);
+    }
+}
+
 // The chunk's attention for up to 8 heads: (m, l) of the lane's two head
 // columns in mo / lo, O^T fragments in `o` (dims padded to 64 * KS). Returns
 // true, computing nothing, when a page or slot of the chunk is invalid; that
@@ -401,9 +482,7 @@ __device__ __forceinline__ void load_tile(const DecodeJob& job, int t, bf16* ks,
 template <int KS>
 __device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigned (&qb)[KS][2], float scale, float (&o)[KS][4], float* mo, float* lo,
                                              unsigned char* dsm, float4 (*spart)[32]) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-    const int mi = lane >> 3, rr = lane & 7;
-    const int dw = 16 * KS * warp; // this warp's first dim
+    const int warp = threadIdx.x >> 5;
     const int stage_elems = DC_TILE * job.ld * (job.alias ? 1 : 2);
     const int stages = min(DECODE_STAGES, (int)(dynamic_smem_bytes() / (2u * (unsigned)stage_elems)));
     bf16* base = reinterpret_cast<bf16*>(dsm);
@@ -444,73 +523,8 @@ __device__ __forceinline__ bool decode_chunk(const DecodeJob& job, const unsigne
         }
         cp_async_commit();
         const bf16* ks = base + (t % stages) * stage_elems;
-        const bf16* vs = job.alias ? ks : ks + DC_TILE * job.ld;
-
-        // S^T partial over this warp's dims.
-        float sp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int k = 0; k < KS; ++k) {
-            unsigned a0, a1, a2, a3;
-            ldsm_x4(a0, a1, a2, a3, smem_addr(ks + ((mi & 1) * 8 + rr) * job.ld + dw + 16 * k + (mi >> 1) * 8));
-            mma_bf16(sp, a0, a1, a2, a3, qb[k][0], qb[k][1]);
-        }
-        spart[warp][lane] = make_float4(sp[0], sp[1], sp[2], sp[3]);
-        __syncthreads();
-        float4 st = spart[0][lane];
-#pragma unroll
-        for (int w = 1; w < 4; ++w) {
-            const float4 p = spart[w][lane];
-            st.x += p.x;
-            st.y += p.y;
-            st.z += p.z;
-            st.w += p.w;
-        }
-
-        // Online softmax per head column: lane holds keys g, g + 8 of heads 2c, 2c + 1.
-        const int j0 = job.start + t * DC_TILE + g;
-        const bool ka = j0 < job.stop, kb = j0 + 8 < job.stop;
-        const float v0 = ka ? scale * st.x : -SY_INF, v1 = ka ? scale * st.y : -SY_INF;
-        const float v2 = kb ? scale * st.z : -SY_INF, v3 = kb ? scale * st.w : -SY_INF;
-        float x0 = fmaxf(v0, v2), x1 = fmaxf(v1, v3);
-#pragma unroll
-        for (int off = 4; off < 32; off <<= 1) {
-            x0 = fmaxf(x0, __shfl_xor_sync(SY_FULL, x0, off));
-            x1 = fmaxf(x1, __shfl_xor_sync(SY_FULL, x1, off));
-        }
-        // Key j0 of g = 0 is always in the chunk, so x0, x1 are finite and m = -inf gives alpha 0.
-        const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
-        const float al0 = __expf(m0 - n0), al1 = __expf(m1 - n1);
-        m0 = n0;
-        m1 = n1;
-        const float p0 = ka ? __expf(v0 - n0) : 0.0f, p1 = ka ? __expf(v1 - n1) : 0.0f;
-        const float p2 = kb ? __expf(v2 - n0) : 0.0f, p3 = kb ? __expf(v3 - n1) : 0.0f;
-        l0 = l0 * al0 + (p0 + p2);
-        l1 = l1 * al1 + (p1 + p3);
-#pragma unroll
-        for (int i = 0; i < KS; ++i) {
-            o[i][0] *= al0;
-            o[i][1] *= al1;
-            o[i][2] *= al0;
-            o[i][3] *= al1;
-        }
-        // P^T as the B operand (k = keys, n = heads): lane (g, c) needs keys
-        // 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1) of head g, held by lanes
-        // (2c, g / 2) and (2c + 1, g / 2) as packed head pairs.
-        const unsigned ha = pack_bf16_rn(p0, p1), hb = pack_bf16_rn(p2, p3);
-        const unsigned la = pack_bf16_rn(p0 - bf16_lo(ha), p1 - bf16_hi(ha)), lb = pack_bf16_rn(p2 - bf16_lo(hb), p3 - bf16_hi(hb));
-        const int src0 = 8 * c + (g >> 1), src1 = src0 + 4;
-        const unsigned sel = (g & 1) ? 0x7632u : 0x5410u;
-        const unsigned bh0 = __byte_perm(__shfl_sync(SY_FULL, ha, src0), __shfl_sync(SY_FULL, ha, src1), sel);
-        const unsigned bh1 = __byte_perm(__shfl_sync(SY_FULL, hb, src0), __shfl_sync(SY_FULL, hb, src1), sel);
-        const unsigned bl0 = __byte_perm(__shfl_sync(SY_FULL, la, src0), __shfl_sync(SY_FULL, la, src1), sel);
-        const unsigned bl1 = __byte_perm(__shfl_sync(SY_FULL, lb, src0), __shfl_sync(SY_FULL, lb, src1), sel);
-#pragma unroll
-        for (int i = 0; i < KS; ++i) {
-            unsigned a0, a1, a2, a3;
-            ldsm_x4_t(a0, a1, a2, a3, smem_addr(vs + ((mi >> 1) * 8 + rr) * job.ld + dw + 16 * i + (mi & 1) * 8));
-            mma_bf16(o[i], a0, a1, a2, a3, bh0, bh1);
-            mma_bf16(o[i], a0, a1, a2, a3, bl0, bl1);
-        }
+        decode_tile<KS>(job, qb, scale, ks, job.alias ? ks : ks + DC_TILE * job.ld, job.start + t * DC_TILE, warp, spart,
+                        [] { __syncthreads(); }, o, m0, m1, l0, l1);
     }
     cp_async_wait(0);
     // Row sums: each lane summed its own keys.
@@ -588,9 +602,7 @@ template <int KS>
 __device__ __forceinline__ bool decode_chunk_tm(const DecodeJob& job, const unsigned (&qb)[KS][2], float scale, float (&o)[KS][4], float* mo, float* lo,
                                                 unsigned char* dsm) {
     const int teams = blockDim.x / DC_THREADS, team = threadIdx.x / DC_THREADS, tt = threadIdx.x % DC_THREADS;
-    const int warp = tt >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-    const int mi = lane >> 3, rr = lane & 7;
-    const int dw = 16 * KS * warp; // this warp's first dim
+    const int warp = tt >> 5;
     const int stage_elems = DC_TILE * job.ld * (job.alias ? 1 : 2);
     const int stages = min(DECODE_STAGES, (int)((dynamic_smem_bytes() / (unsigned)teams - DC_TEAM_EXTRA) / (2u * (unsigned)stage_elems)));
     bf16* base = reinterpret_cast<bf16*>(dsm) + (size_t)team * stages * stage_elems;
@@ -646,73 +658,8 @@ __device__ __forceinline__ bool decode_chunk_tm(const DecodeJob& job, const unsi
         if (kn + stages - 1 < nt) fetch_pages(job, first_key(kn + stages - 1), pgr[(kn + stages - 1) % DC_PG_RING]);
         cp_async_commit();
         const bf16* ks = base + (k % stages) * stage_elems;
-        const bf16* vs = job.alias ? ks : ks + DC_TILE * job.ld;
-
-        // S^T partial over this warp's dims.
-        float sp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int kk = 0; kk < KS; ++kk) {
-            unsigned a0, a1, a2, a3;
-            ldsm_x4(a0, a1, a2, a3, smem_addr(ks + ((mi & 1) * 8 + rr) * job.ld + dw + 16 * kk + (mi >> 1) * 8));
-            mma_bf16(sp, a0, a1, a2, a3, qb[kk][0], qb[kk][1]);
-        }
-        spart[warp][lane] = make_float4(sp[0], sp[1], sp[2], sp[3]);
-        team_sync(team);
-        float4 st = spart[0][lane];
-#pragma unroll
-        for (int w = 1; w < 4; ++w) {
-            const float4 p = spart[w][lane];
-            st.x += p.x;
-            st.y += p.y;
-            st.z += p.z;
-            st.w += p.w;
-        }
-
-        // Online softmax per head column: lane holds keys g, g + 8 of heads 2c, 2c + 1.
-        const int j0 = first_key(k) + g;
-        const bool ka = j0 < job.stop, kb = j0 + 8 < job.stop;
-        const float v0 = ka ? scale * st.x : -SY_INF, v1 = ka ? scale * st.y : -SY_INF;
-        const float v2 = kb ? scale * st.z : -SY_INF, v3 = kb ? scale * st.w : -SY_INF;
-        float x0 = fmaxf(v0, v2), x1 = fmaxf(v1, v3);
-#pragma unroll
-        for (int off = 4; off < 32; off <<= 1) {
-            x0 = fmaxf(x0, __shfl_xor_sync(SY_FULL, x0, off));
-            x1 = fmaxf(x1, __shfl_xor_sync(SY_FULL, x1, off));
-        }
-        // The tile's first key is always in the chunk, so x0, x1 are finite and m = -inf gives alpha 0.
-        const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
-        const float al0 = __expf(m0 - n0), al1 = __expf(m1 - n1);
-        m0 = n0;
-        m1 = n1;
-        const float p0 = ka ? __expf(v0 - n0) : 0.0f, p1 = ka ? __expf(v1 - n1) : 0.0f;
-        const float p2 = kb ? __expf(v2 - n0) : 0.0f, p3 = kb ? __expf(v3 - n1) : 0.0f;
-        l0 = l0 * al0 + (p0 + p2);
-        l1 = l1 * al1 + (p1 + p3);
-#pragma unroll
-        for (int i = 0; i < KS; ++i) {
-            o[i][0] *= al0;
-            o[i][1] *= al1;
-            o[i][2] *= al0;
-            o[i][3] *= al1;
-        }
-        // P^T as the B operand (k = keys, n = heads): lane (g, c) needs keys
-        // 2c, 2c + 1 (b0) and 2c + 8, 2c + 9 (b1) of head g, held by lanes
-        // (2c, g / 2) and (2c + 1, g / 2) as packed head pairs.
-        const unsigned ha = pack_bf16_rn(p0, p1), hb = pack_bf16_rn(p2, p3);
-        const unsigned la = pack_bf16_rn(p0 - bf16_lo(ha), p1 - bf16_hi(ha)), lb = pack_bf16_rn(p2 - bf16_lo(hb), p3 - bf16_hi(hb));
-        const int src0 = 8 * c + (g >> 1), src1 = src0 + 4;
-        const unsigned sel = (g & 1) ? 0x7632u : 0x5410u;
-        const unsigned bh0 = __byte_perm(__shfl_sync(SY_FULL, ha, src0), __shfl_sync(SY_FULL, ha, src1), sel);
-        const unsigned bh1 = __byte_perm(__shfl_sync(SY_FULL, hb, src0), __shfl_sync(SY_FULL, hb, src1), sel);
-        const unsigned bl0 = __byte_perm(__shfl_sync(SY_FULL, la, src0), __shfl_sync(SY_FULL, la, src1), sel);
-        const unsigned bl1 = __byte_perm(__shfl_sync(SY_FULL, lb, src0), __shfl_sync(SY_FULL, lb, src1), sel);
-#pragma unroll
-        for (int i = 0; i < KS; ++i) {
-            unsigned a0, a1, a2, a3;
-            ldsm_x4_t(a0, a1, a2, a3, smem_addr(vs + ((mi >> 1) * 8 + rr) * job.ld + dw + 16 * i + (mi & 1) * 8));
-            mma_bf16(o[i], a0, a1, a2, a3, bh0, bh1);
-            mma_bf16(o[i], a0, a1, a2, a3, bl0, bl1);
-        }
+        decode_tile<KS>(job, qb, scale, ks, job.alias ? ks : ks + DC_TILE * job.ld, first_key(k), warp, spart, [team] { team_sync(team); },
+                        o, m0, m1, l0, l1);
     }
     cp_async_wait(0);
     // Row sums: each lane summed its own keys.
@@ -722,17 +669,21 @@ __device__ __forceinline__ bool decode_chunk_tm(const DecodeJob& job, const unsi
         l1 += __shfl_xor_sync(SY_FULL, l1, off);
     }
     if (share > 1) {
-        // Teams 1.. park (o, m, l) where the stages were, thread by thread
+        // Teams 1.. park (o, m, l) in their own stages, thread by thread
         // (thread tt of every team holds the same dims and heads); team 0
         // merges them in team order. A team without tiles has m = -inf,
         // l = 0, o = 0: weight 0 (team 0 always has tile 0, so M is finite
         // unless scores are NaN, which then reach the output as they would
-        // in one team).
-        float* park = reinterpret_cast<float*>(dsm);
-        const int per = (KS * 4 + 4) * DC_THREADS;
+        // in one team). Parking in a team's own stages (at least two
+        // stages, 4096 · KS + 512 bytes, where the park takes 2048 · KS +
+        // 2048) keeps every write before the merge on memory that only its
+        // own team read. Parked over team 0's stages, compute-sanitizer's
+        // racecheck reported the park writes against team 0's last
+        // ldmatrix, though the SASS has the block barrier between them.
+        auto park = [&](int u) { return reinterpret_cast<float*>(dsm + (size_t)u * stages * stage_elems * sizeof(bf16)) + tt; };
         __syncthreads(); // every team is done with its stages
         if (team > 0 && team < share) {
-            float* p = park + (size_t)(team - 1) * per + tt;
+            float* p = park(team);
 #pragma unroll
             for (int i = 0; i < KS; ++i)
 #pragma unroll
@@ -746,7 +697,7 @@ __device__ __forceinline__ bool decode_chunk_tm(const DecodeJob& job, const unsi
         if (team == 0) {
             float b0 = m0, b1 = m1;
             for (int u = 1; u < share; ++u) {
-                const float* p = park + (size_t)(u - 1) * per + tt;
+                const float* p = park(u);
                 b0 = fmaxf(b0, p[(KS * 4 + 0) * DC_THREADS]);
                 b1 = fmaxf(b1, p[(KS * 4 + 1) * DC_THREADS]);
             }
@@ -761,7 +712,7 @@ __device__ __forceinline__ bool decode_chunk_tm(const DecodeJob& job, const unsi
                 o[i][3] *= w1;
             }
             for (int u = 1; u < share; ++u) {
-                const float* p = park + (size_t)(u - 1) * per + tt;
+                const float* p = park(u);
                 const float um0 = p[(KS * 4 + 0) * DC_THREADS], um1 = p[(KS * 4 + 1) * DC_THREADS];
                 w0 = um0 == -SY_INF ? 0.0f : __expf(um0 - b0);
                 w1 = um1 == -SY_INF ? 0.0f : __expf(um1 - b1);

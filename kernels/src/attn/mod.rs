@@ -323,11 +323,14 @@ const CUDA_DECODE_STATIC_SHARED: u32 = 2048;
 const CUDA_DECODE_TEAM_EXTRA: u32 = 2560;
 /// Most teams of 4 warps a CUDA decode block holds (`DC_MAX_TEAMS`).
 const CUDA_DECODE_MAX_TEAMS: u32 = 4;
-/// Tiles of a chunk from which `attention_decode_tm` shares it between its
-/// teams (`DC_TEAM_TILES` in attn.cu, kept equal by a test): a shorter chunk
-/// runs on team 0 alone, so the order of a chunk's sums depends on its own
-/// length only.
-#[cfg(test)]
+/// Tiles of the longest chunk from which a CUDA decode block runs two teams
+/// (each then takes at least 4 of the chunk's tiles); shorter chunks keep
+/// one team and its deeper pipeline (the bench model's chunks, 16-50 keys,
+/// stay on one team of 6 stages, as before teams). The kernel applies the same threshold
+/// to each chunk (`DC_TEAM_TILES`: a shorter chunk runs on team 0 alone), so
+/// the order of a chunk's sums depends on its own length only, and growing
+/// `max_ctx` still changes no bit (as long as the teams come from this rule,
+/// not from [`DECODE_TEAMS_ENV`]).
 const CUDA_DECODE_TEAM_TILES: u32 = 8;
 /// Query heads a CUDA decode block serves (the mma's 8 columns).
 const CUDA_DECODE_HEADS: u32 = 8;
@@ -353,19 +356,15 @@ fn env_choice(name: &str, allowed: &[u32]) -> Option<u32> {
 }
 
 /// The CUDA decode's teams a block and stages a team: the overrides, else
-/// one team. Two teams once the longest chunk has [`CUDA_DECODE_TEAM_TILES`]
-/// tiles measured faster at long contexts (H200, batch 16: the global layer
-/// 52% -> 74-77% of the copy ceiling, sliding 69% -> 82%), but
-/// compute-sanitizer's racecheck reports 4 hazards in the teams' merge
-/// (BENCHMARKS.md, sixth session), so `attention_decode_tm` runs only under
-/// [`DECODE_TEAMS_ENV`] until that is resolved.
+/// two teams once the longest chunk has [`CUDA_DECODE_TEAM_TILES`] tiles.
 /// One team: `attention_decode`'s sizing, up to [`CUDA_DECODE_STAGES`]
 /// stages in the room beside its static partials. Teams: as many stages (up
 /// to the same) as leave room for two blocks an SM; a team needs two
 /// stages, so where two blocks' share is too small one block takes the
 /// whole room, and where even that is too small, fewer teams.
-fn cuda_decode_teams(stage_bytes: u32, room: u32, over: (Option<u32>, Option<u32>)) -> (u32, u32) {
-    let mut teams = over.0.unwrap_or(1);
+fn cuda_decode_teams(longest_keys: u32, stage_bytes: u32, room: u32, over: (Option<u32>, Option<u32>)) -> (u32, u32) {
+    let tiles = longest_keys.div_ceil(CUDA_DECODE_TILE);
+    let mut teams = over.0.unwrap_or(if tiles >= CUDA_DECODE_TEAM_TILES { 2 } else { 1 });
     let fit = |teams: u32, budget: u32| (budget / teams).saturating_sub(CUDA_DECODE_TEAM_EXTRA) / stage_bytes;
     while teams > 1 && fit(teams, room) < 2 {
         teams /= 2;
@@ -397,8 +396,8 @@ fn cuda_decode_teams(stage_bytes: u32, room: u32, over: (Option<u32>, Option<u32
 /// as clusters of 4, it lost 126 us a step).
 /// That covers batch-1 contexts up to 256 keys (chunks of 16 keys).
 ///
-/// Under the teams override ([`DECODE_TEAMS_ENV`] at 2 or 4; see
-/// [`cuda_decode_teams`]), phase 1 is `attention_decode_tm` instead, a block of T teams of 128
+/// Where the longest chunk has [`CUDA_DECODE_TEAM_TILES`] tiles or more,
+/// phase 1 is `attention_decode_tm` instead, a block of T teams of 128
 /// threads ([`cuda_decode_teams`]) that take alternate tiles of a chunk,
 /// each team with its own pipeline, and merge at the end (never as a
 /// cluster: such grids are past one block an SM). Shared memory: stages of
@@ -406,10 +405,11 @@ fn cuda_decode_teams(stage_bytes: u32, room: u32, over: (Option<u32>, Option<u32
 /// K), per team, plus [`CUDA_DECODE_TEAM_EXTRA`] per team for `_tm` (the
 /// one-team entries keep [`CUDA_DECODE_STATIC_SHARED`] static). H200
 /// numbers for the bench rows: hd 256 with V, or hd 512 with V = K, 16.5
-/// KiB a stage; two teams take 3 stages each (105
+/// KiB a stage; chunks of 128 keys and more take 2 teams of 3 stages (105
 /// KiB a block, 2 blocks an SM: 4 pipelines of 2 tiles in flight; one team
 /// of 6 stages, 2 blocks an SM, read the global layer at batch 16 at 52% of
-/// the copy ceiling, two teams at 74%). Blocks: with
+/// the copy ceiling, two teams at 74%), shorter ones one team of 6 stages
+/// (bench-model's short contexts: `attention_decode` as before). Blocks: with
 /// [`DECODE_TARGET_BLOCKS`] = 256, batch 1 at 4 KV heads and 16k keys is 64
 /// chunks of 256 keys (256 blocks, 1.9 an SM); batch 16 at 16 KV heads with
 /// a 1024 window is 256 one-chunk blocks and no second pass.
@@ -438,7 +438,8 @@ fn cuda_decode_plan(a: &PlanArgs, f: &DeviceFacts, over: DecodeOverrides) -> Res
     let matrices = if a.addr("k_pool")? == a.addr("v_pool")? { 1 } else { 2 };
     let stage_bytes = CUDA_DECODE_TILE * padded * 2 * matrices;
     let room = if f.max_shared_bytes == 0 { 48 * 1024 } else { f.max_shared_bytes };
-    let (teams, stages) = cuda_decode_teams(stage_bytes, room, (over.0, over.1));
+    let keys = visible_keys(a.u32("max_ctx")? as usize, a.u32("window")? as usize) as u32;
+    let (teams, stages) = cuda_decode_teams(keys.div_ceil(splits), stage_bytes, room, (over.0, over.1));
     debug_assert!(teams <= CUDA_DECODE_MAX_TEAMS);
     let (shared_bytes, fixed) = match teams {
         1 => (stages * stage_bytes, CUDA_DECODE_STATIC_SHARED),
@@ -1000,12 +1001,12 @@ mod tests {
         // A block per (chunk, KV head): both query heads of a group share it.
         assert_eq!(c.passes[0].grid, [32, 8, 1]);
         // args() passes one address for every pointer, so V aliases K: one 16 x 264 tile a stage.
-        // One team (the teams are an override), its full 6 stages.
-        assert_eq!((c.passes[0].entry, c.passes[0].block), ("attention_decode", [128, 1, 1]));
-        assert_eq!(c.passes[0].shared_bytes, CUDA_DECODE_STAGES * 16 * 264 * 2);
+        // 256-key chunks: two teams, each with 6 stages in half of two blocks' share of the room.
+        assert_eq!((c.passes[0].entry, c.passes[0].block), ("attention_decode_tm", [256, 1, 1]));
+        assert_eq!(c.passes[0].shared_bytes, 2 * (CUDA_DECODE_STAGES * 16 * 264 * 2 + CUDA_DECODE_TEAM_EXTRA));
         assert_eq!(c.passes[1].block, [128, 1, 1]);
         assert_eq!(c.passes[1].grid, [1, 16, 2]);
-        assert_eq!((c.passes[0].entry, c.passes[1].entry), ("attention_decode", "attention_decode_reduce"));
+        assert_eq!((c.passes[0].entry, c.passes[1].entry), ("attention_decode_tm", "attention_decode_reduce"));
         let w = wgsl_attention_decode(&pa, &FACTS).unwrap();
         assert_eq!(w.workspace_bytes, c.workspace_bytes);
         // Groups of 2 query heads per KV head, 8 rows per workgroup at hd 256: one workgroup per KV head.
@@ -1042,7 +1043,7 @@ mod tests {
     }
 
     #[test]
-    fn cuda_decode_teams_come_from_the_override_and_fit_two_blocks_an_sm() {
+    fn cuda_decode_teams_follow_the_chunk_length_and_fit_two_blocks_an_sm() {
         let plan = |batch: i32, max_ctx: i32, nkv: i32, hd: i32, window: i32, over| {
             let a = args(
                 &ATTENTION_DECODE,
@@ -1051,11 +1052,9 @@ mod tests {
             cuda_decode_plan(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS, over).unwrap()
         };
         // The bench's global layer (hd 512, V = K) at batch 16, 16k keys: 4 chunks of 4096 keys,
-        // one team unless overridden; two teams take 3 stages of 16 x 520 bf16 each, 2 blocks an SM.
+        // 2 teams of 3 stages of 16 x 520 bf16, 2 blocks an SM.
         let c = plan(16, 16384, 4, 512, 0, (None, None, false));
-        assert_eq!((c.passes[0].entry, c.passes[0].block), ("attention_decode", [128, 1, 1]));
-        let c = plan(16, 16384, 4, 512, 0, (Some(2), None, false));
-        assert_eq!((c.passes[0].entry, c.passes[0].grid, c.passes[0].block), ("attention_decode_tm", [4, 4, 16], [256, 1, 1]));
+        assert_eq!((c.passes[0].grid, c.passes[0].block), ([4, 4, 16], [256, 1, 1]));
         assert_eq!(c.passes[0].shared_bytes, 2 * (3 * 16 * 520 * 2 + CUDA_DECODE_TEAM_EXTRA));
         assert!(2 * (c.passes[0].shared_bytes + 1024) <= 233_472);
         // The bench model's batch 16, up to 200 keys over 4 chunks (4 tiles): one team, 6 stages, the one-team entry.
@@ -1065,19 +1064,19 @@ mod tests {
         let c = plan(16, 16384, 4, 512, 0, (Some(4), None, false));
         assert_eq!((c.passes[0].block, c.passes[0].shared_bytes), ([512, 1, 1], 4 * (3 * 16 * 520 * 2 + CUDA_DECODE_TEAM_EXTRA)));
         // A stage override is capped by what fits; four teams of hd 512 with V beside K fit nowhere: two.
-        assert_eq!(cuda_decode_teams(16_640, 232_448, (Some(2), Some(6))), (2, 3));
-        assert_eq!(cuda_decode_teams(16_640, 232_448, (Some(1), Some(2))), (1, 2));
-        assert_eq!(cuda_decode_teams(33_280, 232_448, (Some(4), None)), (2, 3));
+        assert_eq!(cuda_decode_teams(4096, 16_640, 232_448, (Some(2), Some(6))), (2, 3));
+        assert_eq!(cuda_decode_teams(4096, 16_640, 232_448, (Some(1), Some(2))), (1, 2));
+        assert_eq!(cuda_decode_teams(4096, 33_280, 232_448, (Some(4), None)), (2, 3));
         // Teams never run as a cluster, even where the override asks for clusters everywhere.
         let hopper = DeviceFacts { cuda_clusters: true, ..FACTS };
         let a = args(&ATTENTION_DECODE, &[("batch", 4), ("max_ctx", 4096), ("nh", 32), ("nkv", 4), ("hd", 512), ("window", 0)]);
-        let c = cuda_decode_plan(&PlanArgs::new(&ATTENTION_DECODE, &a), &hopper, (Some(2), None, true)).unwrap();
+        let c = cuda_decode_plan(&PlanArgs::new(&ATTENTION_DECODE, &a), &hopper, (None, None, true)).unwrap();
         assert_eq!((c.passes[0].entry, c.passes[0].grid), ("attention_decode_tm", [16, 4, 4]));
-        // Whatever the choice, the teams' merge area fits where the stages were.
-        for (teams, stages, hd) in [(2u32, 2u32, 64u32), (4, 2, 64), (2, 2, 512), (4, 3, 512)] {
+        // Whatever the choice, a team's parked (o, m, l) fits in its own stages (two at least).
+        for (stages, hd) in [(2u32, 64u32), (2, 128), (2, 256), (2, 512), (3, 512)] {
             let stage = 16 * (hd.next_multiple_of(64) + 8) * 2;
             let ks = hd.next_multiple_of(64) / 64;
-            assert!((teams - 1) * (ks * 4 + 4) * 128 * 4 <= teams * stages * stage, "{teams} teams at hd {hd}");
+            assert!((ks * 4 + 4) * 128 * 4 <= stages * stage, "{stages} stages at hd {hd}");
         }
     }
 
