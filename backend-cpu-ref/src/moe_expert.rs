@@ -15,11 +15,13 @@ use switchyard_core::codec::nvfp4::{e2m1_to_f32, BLOCK};
 use switchyard_core::codec::{bf16_bits, bf16_round};
 use switchyard_core::{Error, Result};
 use switchyard_kernels::moe::expert::{
-    GELU_MUL_BF16, MOE_COMBINE_BF16, MOE_GATHER_BF16, MOE_GROUPED_GEMM_BF16, MOE_GROUPED_W4A16, MOE_ROUTER_TOPK, ROUTER_NORM_BF16,
+    GELU_MUL_BF16, MOE_COMBINE_BF16, MOE_GATHER_BF16, MOE_GROUPED_GEMM_BF16, MOE_GROUPED_W4A16, MOE_ROUTER_TOPK, MOE_ROUTE_DECODE,
+    ROUTER_NORM_BF16,
 };
 
 register!(ROUTER_NORM_BF16 => router_norm);
 register!(MOE_ROUTER_TOPK => router_topk);
+register!(MOE_ROUTE_DECODE => route_decode);
 register!(MOE_GATHER_BF16 => gather);
 register!(MOE_GROUPED_GEMM_BF16 => grouped_bf16);
 register!(MOE_GROUPED_W4A16 => grouped_w4a16);
@@ -56,36 +58,106 @@ fn router_topk(c: &mut Ctx<'_>) -> Result<()> {
     let scale = c.f32s(pes, 0, e)?;
     let n = count(kernel, "topk_ids", &[rows, k])?;
     let (mut ids, mut ws) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let mut p = vec![0f32; e];
-    let mut order: Vec<usize> = Vec::with_capacity(e);
     if e > 0 {
         for lr in lv.chunks_exact(e) {
-            // Softmax in f32: max-subtracted, exp, sum in index order, divide.
-            let m = lr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            for (pi, &x) in p.iter_mut().zip(lr) {
-                *pi = (x - m).exp();
-                sum += *pi;
-            }
-            for pi in p.iter_mut() {
-                *pi /= sum;
-            }
-            // Descending probability, lowest index first on ties. total_cmp keeps the
-            // order total (and the sort panic-free) even if a NaN logit slips in.
-            order.clear();
-            order.extend(0..e);
-            order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
-            let chosen = &order[..k];
-            // Renormalise by the chosen probabilities summed in descending order.
-            let norm = chosen.iter().fold(0f32, |s, &i| s + p[i]);
-            for &i in chosen {
-                ids.push(i as i32);
-                ws.push(p[i] / norm * scale[i]);
-            }
+            topk_row(lr, &scale, k, &mut ids, &mut ws);
         }
     }
     c.put_i32(ids_out, 0, &ids)?;
     c.put_f32(w_out, 0, &ws)
+}
+
+/// One row of the top-k contract: softmax in f32 (max-subtracted, exp, sum
+/// in index order, divide), the k largest p (lowest index on ties, NaN as
+/// `total_cmp` ranks it), weights p / Σ_chosen p (summed in descending
+/// order) times the expert's scale; appended to `ids` and `ws`.
+fn topk_row(lr: &[f32], scale: &[f32], k: usize, ids: &mut Vec<i32>, ws: &mut Vec<f32>) {
+    let e = lr.len();
+    let m = lr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut p = vec![0f32; e];
+    let mut sum = 0f32;
+    for (pi, &x) in p.iter_mut().zip(lr) {
+        *pi = (x - m).exp();
+        sum += *pi;
+    }
+    for pi in p.iter_mut() {
+        *pi /= sum;
+    }
+    // Descending probability, lowest index first on ties. total_cmp keeps the
+    // order total (and the sort panic-free) even if a NaN logit slips in.
+    let mut order: Vec<usize> = (0..e).collect();
+    order.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+    let chosen = &order[..k];
+    // Renormalise by the chosen probabilities summed in descending order.
+    let norm = chosen.iter().fold(0f32, |s, &i| s + p[i]);
+    for &i in chosen {
+        ids.push(i as i32);
+        ws.push(p[i] / norm * scale[i]);
+    }
+}
+
+/// The fused decode routing, as its contract composes it: router norm
+/// (bf16 rn), the router GEMM in strict k order (bf16 logits), the top-k of
+/// each row, then counts, exclusive offsets and slots in increasing pair
+/// order (every id is a valid expert, so every slot is filled).
+fn route_decode(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (rows, dim, e, k) = (c.size("rows")?, c.size("dim")?, c.size("e")?, c.size("k")?);
+    let (eps, root) = (c.f32("eps")?, c.f32("root")?);
+    if k == 0 || k > e {
+        return Err(Error::invalid(kernel, "k", format!("k = {k} must be in 1..={e}")));
+    }
+    let xv = c.bf16(c.buf("x")?, 0, count(kernel, "x", &[rows, dim])?)?;
+    let sv = c.bf16(c.buf("scale")?, 0, dim)?;
+    let wv = c.bf16(c.buf("router_w")?, 0, count(kernel, "router_w", &[e, dim])?)?;
+    let pes = c.f32s(c.buf("per_expert_scale")?, 0, e)?;
+    let n = count(kernel, "topk_ids", &[rows, k])?;
+    // Range-check the outputs before building their images: rows and e from a
+    // raw launch are each bounded by an input, their product by nothing.
+    let n_logits = count(kernel, "logits", &[rows, e])?;
+    c.bytes(c.buf("logits")?, 0, n_logits, 2)?;
+    c.bytes(c.buf("topk_ids")?, 0, n, 4)?;
+    let (mut logit_bits, mut ids, mut ws) = (Vec::with_capacity(n_logits), Vec::with_capacity(n), Vec::with_capacity(n));
+    if dim > 0 {
+        for xr in xv.chunks_exact(dim) {
+            let inv = inv_rms(xr, eps);
+            let rn: Vec<f32> = xr.iter().zip(&sv).map(|(&v, &s)| bf16_round(v * inv * s * root)).collect();
+            let mut lr = Vec::with_capacity(e);
+            for wr in wv.chunks_exact(dim) {
+                let mut acc = 0f32;
+                for (&a, &b) in rn.iter().zip(wr) {
+                    acc += a * b;
+                }
+                let bits = bf16_bits(acc);
+                logit_bits.push(bits);
+                lr.push(switchyard_core::codec::bf16_value(bits));
+            }
+            topk_row(&lr, &pes, k, &mut ids, &mut ws);
+        }
+    }
+    let mut off = vec![0i32; e + 1];
+    for &x in &ids {
+        off[x as usize + 1] += 1;
+    }
+    for x in 0..e {
+        off[x + 1] += off[x];
+    }
+    let mut cursor = off.clone();
+    let (mut pos, mut sop) = (vec![-1i32; n], vec![-1i32; n]);
+    for (p, &x) in ids.iter().enumerate() {
+        let slot = cursor[x as usize];
+        cursor[x as usize] += 1;
+        pos[slot as usize] = p as i32;
+        sop[p] = slot;
+    }
+    let (ids_out, w_out, off_out) = (c.buf("topk_ids")?, c.buf("topk_w")?, c.buf("offsets")?);
+    let (pos_out, sop_out, logits_out) = (c.buf("pair_of_slot")?, c.buf("slot_of_pair")?, c.buf("logits")?);
+    c.put_bf16(logits_out, 0, &logit_bits)?;
+    c.put_i32(ids_out, 0, &ids)?;
+    c.put_f32(w_out, 0, &ws)?;
+    c.put_i32(off_out, 0, &off)?;
+    c.put_i32(pos_out, 0, &pos)?;
+    c.put_i32(sop_out, 0, &sop)
 }
 
 fn gather(c: &mut Ctx<'_>) -> Result<()> {

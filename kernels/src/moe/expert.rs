@@ -36,6 +36,38 @@ declare_kernel! {
         A::i32("rows"), A::i32("e"), A::i32("k"))
 }
 
+/// Most rows [`MOE_ROUTE_DECODE`] takes (decode batches).
+pub const ROUTE_DECODE_MAX_ROWS: usize = 16;
+/// Most experts [`MOE_ROUTE_DECODE`] takes.
+pub const ROUTE_DECODE_MAX_EXPERTS: usize = 256;
+/// Longest router input [`MOE_ROUTE_DECODE`] takes: on CUDA the rows and the
+/// expert's router row are staged whole in shared memory as f32
+/// (17 · 3108 · 4 bytes at 16 rows, inside the H100/H200's 227 KiB).
+pub const ROUTE_DECODE_MAX_DIM: usize = 3072;
+
+declare_kernel! {
+    /// The whole decode routing in one kernel, equal to
+    /// [`ROUTER_NORM_BF16`] → `dense_gemm_router` (strict k order) →
+    /// [`MOE_ROUTER_TOPK`] → `moe_count` / `moe_offsets` / `moe_scatter` on
+    /// the same inputs: `logits` bf16 `[rows, e]` are the router GEMM's
+    /// output `bf16(Σₖ rn[r, k] · router_w[x, k])` summed from +0 in
+    /// increasing k with separate f32 multiply and add, where `rn` is the
+    /// router norm's bf16 output (eps, root as there; its Σx² order free);
+    /// `topk_ids` i32 / `topk_w` f32 `[rows, k]` the top-k contract;
+    /// `offsets` i32 `[e+1]` the exclusive prefix sum of the pairs per
+    /// expert (`offsets[e] = rows·k`); `pair_of_slot` / `slot_of_pair` i32
+    /// `[rows·k]` the scatter contract (slots in increasing pair order within
+    /// an expert). Shapes: x bf16 `[rows, dim]`, scale bf16 `[dim]`,
+    /// router_w bf16 `[e, dim]`, per_expert_scale f32 `[e]`. Limits:
+    /// rows ≤ [`ROUTE_DECODE_MAX_ROWS`], e even and ≤
+    /// [`ROUTE_DECODE_MAX_EXPERTS`], k ≤ min(e, 32), dim % 8 == 0 and ≤
+    /// [`ROUTE_DECODE_MAX_DIM`], x, scale and router_w 16-byte aligned.
+    MOE_ROUTE_DECODE = "moe_expert"::"moe_route_decode"(
+        A::output("topk_ids"), A::output("topk_w"), A::output("offsets"), A::output("pair_of_slot"), A::output("slot_of_pair"),
+        A::output("logits"), A::input("x"), A::input("scale"), A::input("router_w"), A::input("per_expert_scale"),
+        A::i32("rows"), A::i32("dim"), A::i32("e"), A::i32("k"), A::f32("eps"), A::f32("root"))
+}
+
 declare_kernel! {
     /// Gathers token rows into expert order: `out[s] = x[pair_of_slot[s] / k]`
     /// for slots with a pair, a zero row for slots with `pair_of_slot = −1`
@@ -305,6 +337,61 @@ fn wgsl_moe_grouped_bf16(a: &PlanArgs, facts: &DeviceFacts) -> Result<WgslPlan> 
     Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 })
 }
 
+/// Row stride in f32 of `moe_route_decode`'s staged rows (`route_dec_ld`
+/// in moe_expert.cu): dim rounded up to 32, plus 4.
+fn route_decode_ld(dim: u64) -> u64 {
+    dim.div_ceil(32) * 32 + 4
+}
+
+/// Dynamic shared memory of `moe_route_decode`: the staged rows and router
+/// row, or the electing block's per-warp top-k arrays (8 warps · 3 · e f32)
+/// with the pairs' ids, counts and offsets, whichever is larger.
+fn route_decode_shared(rows: u64, dim: u64, e: u64) -> u64 {
+    let staging = (rows + 1) * route_decode_ld(dim) * 4;
+    let select = (8 * 3 * e) * 4 + (ROUTE_DECODE_MAX_ROWS as u64 * MAX_TOP_K as u64 + ROUTE_DECODE_MAX_EXPERTS as u64 * 2 + 1) * 4;
+    staging.max(select)
+}
+
+/// One block per expert (its router chain, as `dense_gemm_router_chain` at
+/// a 1-column tile: the chains all start in the first wave on 132 SMs at
+/// e = 128); the last block to arrive selects and scatters.
+fn cuda_moe_route_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    let (rows, dim, e) = (u64::from(a.u32("rows")?), u64::from(a.u32("dim")?), a.u32("e")?);
+    let shared = route_decode_shared(rows, dim, u64::from(e));
+    if f.max_shared_bytes != 0 && shared > u64::from(f.max_shared_bytes) {
+        return Err(switchyard_core::Error::invalid(
+            a.kernel.symbol,
+            "dim",
+            format!("{shared} bytes of staged rows do not fit the device's {} bytes of shared memory", f.max_shared_bytes),
+        ));
+    }
+    let shared_bytes = u32::try_from(shared).expect("bounded by the limits on rows, dim and e");
+    Ok(CudaPlan {
+        passes: vec![CudaPass { entry: "moe_route_decode", grid: [e, 1, 1], block: [256, 1, 1], shared_bytes }],
+        workspace_bytes: 0,
+    })
+}
+
+/// Invocations per workgroup of `moe_route_decode_logits`.
+const WGSL_ROUTE_LOGITS_GROUP: u64 = 64;
+
+/// Two dispatches: the logits, an invocation per (row, expert pair) running
+/// the norm and the two strict chains; then one workgroup for the top-k and
+/// the slots (WGSL has no grid-wide election).
+fn wgsl_moe_route_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let work = u64::from(a.u32("rows")?) * u64::from(a.u32("e")?) / 2;
+    let logits = WgslPass {
+        entry: "moe_route_decode_logits",
+        grid: [groups(a.kernel, work, WGSL_ROUTE_LOGITS_GROUP)?, 1, 1],
+        consts: vec![],
+        extra: [0; 4],
+    };
+    let select = WgslPass { entry: "moe_route_decode_select", grid: [1, 1, 1], consts: vec![], extra: [0; 4] };
+    Ok(WgslPlan { passes: vec![logits, select], workspace_bytes: 0 })
+}
+
+cuda_plan!(MOE_ROUTE_DECODE => cuda_moe_route_decode);
+wgsl_plan!(MOE_ROUTE_DECODE, "moe/moe_route_decode.wgsl" => wgsl_moe_route_decode);
 cuda_plan!(ROUTER_NORM_BF16 => cuda_row_blocks);
 cuda_plan!(MOE_ROUTER_TOPK => cuda_moe_router_topk);
 cuda_plan!(MOE_GATHER_BF16 => cuda_moe_gather);
@@ -351,6 +438,23 @@ pub enum ExpertWeights {
 fn grouped_sizes(kernel: &str, n: usize, e: usize, big_n: usize, big_k: usize) -> Result<[crate::ops::LaunchArg; 4]> {
     positive(kernel, &[("n", n), ("e", e), ("big_n", big_n), ("big_k", big_k)])?;
     Ok([scalar(I(n as i32)), scalar(I(e as i32)), scalar(I(big_n as i32)), scalar(I(big_k as i32))])
+}
+
+/// The outputs of [`MOE_ROUTE_DECODE`].
+#[derive(Clone, Copy, Debug)]
+pub struct RouteDecodeOut {
+    /// i32 `[rows, k]`.
+    pub topk_ids: Region,
+    /// f32 `[rows, k]`.
+    pub topk_w: Region,
+    /// i32 `[e + 1]`.
+    pub offsets: Region,
+    /// i32 `[rows · k]`.
+    pub pair_of_slot: Region,
+    /// i32 `[rows · k]`.
+    pub slot_of_pair: Region,
+    /// bf16 `[rows, e]`.
+    pub logits: Region,
 }
 
 impl Ops {
@@ -404,6 +508,60 @@ impl Ops {
                 scalar(I(rows as i32)),
                 scalar(I(e as i32)),
                 scalar(I(top_k as i32)),
+            ],
+        )
+    }
+
+    /// See [`MOE_ROUTE_DECODE`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_route_decode(
+        &self,
+        out: RouteDecodeOut,
+        x: Region,
+        scale: Region,
+        router_w: Region,
+        per_expert_scale: Region,
+        rows: usize,
+        dim: usize,
+        e: usize,
+        top_k: usize,
+        eps: f32,
+        root: f32,
+    ) -> Result<()> {
+        let s = MOE_ROUTE_DECODE.symbol;
+        positive(s, &[("rows", rows), ("dim", dim), ("e", e), ("k", top_k)])?;
+        require(rows <= ROUTE_DECODE_MAX_ROWS, s, "rows", || format!("rows = {rows} exceeds {ROUTE_DECODE_MAX_ROWS}"))?;
+        require(e <= ROUTE_DECODE_MAX_EXPERTS && e % 2 == 0, s, "e", || format!("e = {e} must be even and <= {ROUTE_DECODE_MAX_EXPERTS}"))?;
+        require(top_k <= e.min(MAX_TOP_K), s, "k", || format!("k = {top_k} must be <= min(e = {e}, {MAX_TOP_K})"))?;
+        require(dim % 8 == 0 && dim <= ROUTE_DECODE_MAX_DIM, s, "dim", || {
+            format!("dim = {dim} must be a multiple of 8 and <= {ROUTE_DECODE_MAX_DIM}")
+        })?;
+        require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
+        require(root.is_finite(), s, "root", || format!("root = {root} must be finite"))?;
+        for (name, r) in [("x", x), ("scale", scale), ("router_w", router_w)] {
+            let addr = r.addr();
+            require(addr % 16 == 0, s, name, || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
+        }
+        let pairs = words(rows * top_k);
+        self.launch(
+            &MOE_ROUTE_DECODE,
+            &[
+                region(out.topk_ids, pairs),
+                region(out.topk_w, pairs),
+                region(out.offsets, words(e + 1)),
+                region(out.pair_of_slot, pairs),
+                region(out.slot_of_pair, pairs),
+                region(out.logits, bf16s(rows * e)),
+                region(x, bf16s(rows * dim)),
+                region(scale, bf16s(dim)),
+                region(router_w, bf16s(e * dim)),
+                region(per_expert_scale, words(e)),
+                scalar(I(rows as i32)),
+                scalar(I(dim as i32)),
+                scalar(I(e as i32)),
+                scalar(I(top_k as i32)),
+                scalar(F(eps)),
+                scalar(F(root)),
             ],
         )
     }
@@ -631,6 +789,72 @@ fn topk_cases(g: &mut Gen) -> Vec<Case> {
         .collect()
 }
 
+/// (rows, dim, e, k) of the fused routing cases: the 26b-a4b decode at batch
+/// 1 and 16 (dim 2816, 128 experts, top-8), the most experts and the largest
+/// k, and a small odd-row case.
+const ROUTE_DECODE_SHAPES: [(usize, usize, usize, usize); 4] = [(1, 2816, 128, 8), (16, 2816, 128, 8), (5, 264, 256, 32), (3, 64, 4, 2)];
+
+/// Inputs whose routing every backend computes exactly, so that the top-k
+/// ids must match: each row of x is ±c (random signs; c = 8, 16 or 32), so
+/// Σx² is exact in any order and inv = 1/c; scale is m/4 (m in 1..=7) and
+/// root 2⁻⁶, so rn = ±m·2⁻⁸ is exact; router weights are j/32 (j in ±1..=31),
+/// so every product and every partial sum of a logit (|Σ| < 2²⁴ units of
+/// 2⁻¹³) is exact in f32. The logits then round to the same bf16 on every
+/// backend, with many exact ties among 128-256 experts (and experts 1 and 3
+/// share a router row), which the lowest index must win.
+fn route_decode_cases(g: &mut Gen) -> Vec<Case> {
+    ROUTE_DECODE_SHAPES
+        .into_iter()
+        .map(|(rows, dim, e, k)| {
+            let mut x = Vec::with_capacity(rows * dim);
+            for r in 0..rows {
+                let c = [8.0f32, 16.0, 32.0][r % 3];
+                let (signs, _) = g.i32(dim, 0, 2);
+                x.extend(signs.iter().map(|&b| if b == 0 { c } else { -c }));
+            }
+            let (m, _) = g.i32(dim, 1, 8);
+            let scale: Vec<f32> = m.iter().map(|&m| m as f32 / 4.0).collect();
+            let (j, _) = g.i32(e * dim, 1, 32);
+            let (sg, _) = g.i32(e * dim, 0, 2);
+            let mut w: Vec<f32> = j.iter().zip(&sg).map(|(&j, &s)| if s == 0 { j as f32 / 32.0 } else { -j as f32 / 32.0 }).collect();
+            if e > 3 {
+                let (lo, hi) = w.split_at_mut(3 * dim);
+                hi[..dim].copy_from_slice(&lo[dim..2 * dim]);
+            }
+            let (_, pes) = g.f32(e, 0.5, 1.5);
+            let n = rows * k;
+            Case {
+                kernel: &MOE_ROUTE_DECODE,
+                label: format!("rows={rows} dim={dim} e={e} k={k}"),
+                buffers: vec![
+                    Buffer::output("topk_ids", DType::I32, n, Tolerance::Exact),
+                    // As the top-k kernel's weights: a softmax ratio a few f32 ulp apart.
+                    Buffer::output("topk_w", DType::F32, n, Tolerance::ScaledAbs { rel: 1e-6, bound: vec![2.0; n] }),
+                    Buffer::output("offsets", DType::I32, e + 1, Tolerance::Exact),
+                    Buffer::output("pair_of_slot", DType::I32, n, Tolerance::Exact),
+                    Buffer::output("slot_of_pair", DType::I32, n, Tolerance::Exact),
+                    Buffer::output("logits", DType::BF16, rows * e, Tolerance::Exact),
+                    Buffer::input("x", bytes::bf16_bytes(&x)),
+                    Buffer::input("scale", bytes::bf16_bytes(&scale)),
+                    Buffer::input("router_w", bytes::bf16_bytes(&w)),
+                    Buffer::input("per_expert_scale", pes),
+                ],
+                run: Box::new(move |o, a| {
+                    let out = RouteDecodeOut {
+                        topk_ids: a[0],
+                        topk_w: a[1],
+                        offsets: a[2],
+                        pair_of_slot: a[3],
+                        slot_of_pair: a[4],
+                        logits: a[5],
+                    };
+                    o.moe_route_decode(out, a[6], a[7], a[8], a[9], rows, dim, e, k, 1e-6, 1.0 / 64.0)
+                }),
+            }
+        })
+        .collect()
+}
+
 /// Random routing: `(pair_of_slot, slot_of_pair, offsets)` for `rows` tokens,
 /// top-`k` distinct experts of `e`, in the deterministic order of the contract.
 fn routing(g: &mut Gen, rows: usize, k: usize, e: usize) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
@@ -847,6 +1071,7 @@ fn combine_cases(g: &mut Gen) -> Vec<Case> {
 
 inventory::submit! { CaseSet { kernel: &ROUTER_NORM_BF16, cases: router_norm_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_ROUTER_TOPK, cases: topk_cases } }
+inventory::submit! { CaseSet { kernel: &MOE_ROUTE_DECODE, cases: route_decode_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_GATHER_BF16, cases: gather_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_GROUPED_GEMM_BF16, cases: grouped_bf16_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_GROUPED_W4A16, cases: grouped_fp4_cases } }

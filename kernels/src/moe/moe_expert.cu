@@ -159,6 +159,240 @@ extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict
     }
 }
 
+// ---------------------------------------------------------------- decode routing, fused
+
+// moe_route_decode: router_norm_bf16, dense_gemm_router, moe_router_topk and
+// the count / offsets / scatter bookkeeping of a decode step in one launch.
+//
+// Plan: grid (e), block 256, dynamic shared memory
+// max((rows + 1) * router_chain_ld(dim) * 4, route_decode_select_bytes(e, k)).
+// Block x owns expert x: it stages expert x's router row and the rows'
+// normalised inputs (bf16-rounded, as f32) in shared memory, and lanes
+// r < rows of warp 0 run the strict k chains of logits (r, x), as
+// dense_gemm_router_chain does with a 1-column tile. The router's chain
+// (~4 cycles a k) is the floor of the launch; the rest only has to hide
+// behind it or be short. Every block recomputes the norm of the rows (a few
+// KiB from L2 each) instead of waiting on a separate launch. The last block
+// to finish (arrival counter below) reads the logits back from L2 and does
+// the top-k (a warp a row, the moe_router_topk rounds) and the slot
+// bookkeeping (pairs are at most 16 · 32, so one block does it in shared
+// memory). Deterministic: the counter only elects the block, every value is
+// computed the same way whichever block it is.
+#define ROUTE_DEC_MAX_ROWS 16
+#define ROUTE_DEC_MAX_E 256
+#define ROUTE_DEC_MAX_K 32
+
+// Zero at module load; the electing block puts it back to zero, so every
+// launch finds it zero (launches on the backend's one stream never overlap,
+// and every block of a launch arrives: the argument checks that return early
+// are uniform over the grid).
+__device__ unsigned moe_route_decode_arrivals;
+
+// Row stride in floats of the staged rows (gemm.cu's router_chain_ld).
+__device__ __forceinline__ int route_dec_ld(int dim) { return ((dim + 31) & ~31) + 4; }
+
+// One row's top-k by the moe_router_topk rounds, on one warp; p, key and
+// scale_of hold e entries of this warp's own shared memory. Returns, in lane
+// c < k, the c-th pick (id and weight).
+__device__ __forceinline__ void route_dec_topk_row(const bf16* __restrict__ lr, const float* __restrict__ per_expert_scale, int e, int k,
+                                                   float* p, unsigned* key, float* scale_of, int& out_id, float& out_w) {
+    const int lane = threadIdx.x & 31;
+    float m = -SY_INF;
+    for (int i = lane; i < e; i += 32) {
+        // Written by other blocks of this launch: read from L2.
+        const float v = bf16_to_f32(__ldcg(lr + i));
+        scale_of[i] = per_expert_scale[i];
+        p[i] = v;
+        m = fmaxf(m, v);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(SY_FULL, m, o));
+    for (int i = lane; i < e; i += 32) p[i] = expf(p[i] - m);
+    __syncwarp();
+    float s = 0.0f;
+    if (lane == 0) {
+#pragma unroll 16
+        for (int i = 0; i < e; ++i) s = __fadd_rn(s, p[i]);
+    }
+    const float total = __shfl_sync(SY_FULL, s, 0);
+    for (int i = lane; i < e; i += 32) {
+        const float v = p[i] / total;
+        p[i] = v;
+        key[i] = (__float_as_uint(v) & 0x7fffffffu) + 1u;
+    }
+    __syncwarp();
+    float chosen_sum = 0.0f, my_p = 0.0f;
+    int my_id = 0;
+    for (int c = 0; c < k; ++c) {
+        unsigned best = 0u, best_i = 0xffffffffu;
+        for (int i = lane; i < e; i += 32) {
+            const unsigned kv = key[i];
+            if (kv > best) {
+                best = kv;
+                best_i = (unsigned)i;
+            }
+        }
+        const unsigned top = __reduce_max_sync(SY_FULL, best);
+        const int win = (int)__reduce_min_sync(SY_FULL, best == top ? best_i : 0xffffffffu);
+        if ((win & 31) == lane) key[win] = 0u;
+        const float pv = p[win];
+        chosen_sum = __fadd_rn(chosen_sum, pv);
+        if (lane == c) {
+            my_id = win;
+            my_p = pv;
+        }
+    }
+    out_id = my_id;
+    out_w = lane < k ? __fmul_rn(__fdiv_rn(my_p, chosen_sum), scale_of[my_id]) : 0.0f;
+    __syncwarp(); // p / key / scale_of are reused by this warp's next row
+}
+
+extern "C" __global__ void __launch_bounds__(256) moe_route_decode(int* __restrict__ topk_ids, float* __restrict__ topk_w,
+                                                                    int* __restrict__ offsets, int* __restrict__ pair_of_slot,
+                                                                    int* __restrict__ slot_of_pair, bf16* __restrict__ logits,
+                                                                    const bf16* __restrict__ x, const bf16* __restrict__ scale,
+                                                                    const bf16* __restrict__ router_w, const float* __restrict__ per_expert_scale,
+                                                                    int rows, int dim, int e, int k, float eps, float root) {
+    extern __shared__ __align__(16) float route_smem[];
+    __shared__ int last_s;
+    if (rows < 1 || rows > ROUTE_DEC_MAX_ROWS || e < 1 || e > ROUTE_DEC_MAX_E || (e & 1) || k < 1 || k > ROUTE_DEC_MAX_K || k > e ||
+        dim < 8 || (dim & 7) || (int)gridDim.x != e)
+        return; // uniform over the grid: no block arrives, the counter stays zero
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, xe = blockIdx.x;
+    const int LD = route_dec_ld(dim), chunks = dim / 8;
+    float* wrow = route_smem + (size_t)rows * LD;
+
+    // Expert xe's router row, f32, issued first: it is the one DRAM read.
+    for (int c0 = tid; c0 < chunks; c0 += 4 * 256) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int c = c0 + u * 256;
+            v[u] = c < chunks ? ld_stream16(router_w + (size_t)xe * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int c = c0 + u * 256;
+            if (c < chunks) {
+                float4* dst = reinterpret_cast<float4*>(wrow + (size_t)c * 8);
+                dst[0] = make_float4(bf16_lo(v[u].x), bf16_hi(v[u].x), bf16_lo(v[u].y), bf16_hi(v[u].y));
+                dst[1] = make_float4(bf16_lo(v[u].z), bf16_hi(v[u].z), bf16_lo(v[u].w), bf16_hi(v[u].w));
+            }
+        }
+    }
+    // The router norm, a warp a row: Σx² (order free), then
+    // bf16(x · inv · scale · root) left to right, staged as f32.
+    for (int r = warp; r < rows; r += 8) {
+        const bf16* xr = x + (size_t)r * dim;
+        float ss = 0.0f;
+        for (int c = lane; c < chunks; c += 32) {
+            const uint4 v = ld_nc16(xr + (size_t)c * 8);
+            const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float a = bf16_lo(w[i]), b = bf16_hi(w[i]);
+                ss = fmaf(a, a, ss);
+                ss = fmaf(b, b, ss);
+            }
+        }
+        const float inv = 1.0f / sqrtf(warp_sum(ss) / (float)dim + eps);
+        float* dst = route_smem + (size_t)r * LD;
+        for (int c = lane; c < chunks; c += 32) {
+            const uint4 v = ld_nc16(xr + (size_t)c * 8), s = ld_nc16(scale + (size_t)c * 8);
+            const unsigned o[4] = {router_norm_pair(v.x, s.x, inv, root), router_norm_pair(v.y, s.y, inv, root),
+                                   router_norm_pair(v.z, s.z, inv, root), router_norm_pair(v.w, s.w, inv, root)};
+            float4* d4 = reinterpret_cast<float4*>(dst + (size_t)c * 8);
+            d4[0] = make_float4(bf16_lo(o[0]), bf16_hi(o[0]), bf16_lo(o[1]), bf16_hi(o[1]));
+            d4[1] = make_float4(bf16_lo(o[2]), bf16_hi(o[2]), bf16_lo(o[3]), bf16_hi(o[3]));
+        }
+    }
+    __syncthreads();
+
+    // The strict chains: acc = acc + a·b for k = 0..dim-1, unfused.
+    if (tid < rows) {
+        const float4* a4 = reinterpret_cast<const float4*>(route_smem + (size_t)tid * LD);
+        const float4* b4 = reinterpret_cast<const float4*>(wrow);
+        float acc = 0.0f;
+        const int K4 = dim >> 2;
+#pragma unroll 8
+        for (int q = 0; q < K4; ++q) {
+            const float4 a = a4[q], b = b4[q];
+            acc = __fadd_rn(acc, __fmul_rn(a.x, b.x));
+            acc = __fadd_rn(acc, __fmul_rn(a.y, b.y));
+            acc = __fadd_rn(acc, __fmul_rn(a.z, b.z));
+            acc = __fadd_rn(acc, __fmul_rn(a.w, b.w));
+        }
+        logits[(size_t)tid * e + xe] = f32_to_bf16(acc);
+        // Release: the logit is visible device-wide before the arrival.
+        __threadfence();
+    }
+    __syncthreads();
+    if (tid == 0) {
+        const unsigned arrived = atomicAdd(&moe_route_decode_arrivals, 1u);
+        last_s = arrived == (unsigned)e - 1u;
+        if (last_s) moe_route_decode_arrivals = 0u; // every block of this launch has arrived
+    }
+    __syncthreads();
+    if (!last_s) return;
+    // Acquire: the logits' reads come after the arrival count that showed them written.
+    __threadfence();
+
+    // Shared memory, reused: per warp p, key, scale_of (e each); then the
+    // pairs' ids, the counts and the offsets.
+    float* pw = route_smem + (size_t)warp * 3 * e;
+    unsigned* kw = reinterpret_cast<unsigned*>(pw + e);
+    float* sw = pw + 2 * e;
+    int* ids = reinterpret_cast<int*>(route_smem + (size_t)8 * 3 * e);
+    int* cnt = ids + ROUTE_DEC_MAX_ROWS * ROUTE_DEC_MAX_K;
+    int* off = cnt + ROUTE_DEC_MAX_E;
+    const int n = rows * k;
+    for (int i = tid; i < e; i += 256) cnt[i] = 0;
+    for (int r = warp; r < rows; r += 8) {
+        int id;
+        float wv;
+        route_dec_topk_row(logits + (size_t)r * e, per_expert_scale, e, k, pw, kw, sw, id, wv);
+        if (lane < k) {
+            topk_ids[(size_t)r * k + lane] = id;
+            topk_w[(size_t)r * k + lane] = wv;
+            ids[r * k + lane] = id;
+        }
+    }
+    __syncthreads();
+    // Counts (integer atomics: the totals do not depend on their order).
+    for (int q = tid; q < n; q += 256) atomicAdd(&cnt[ids[q]], 1);
+    __syncthreads();
+    // Exclusive prefix sum over e <= 256 experts: thread x holds count x.
+    {
+        const int c = tid < e ? cnt[tid] : 0;
+        int v = c;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int u = __shfl_up_sync(SY_FULL, v, o);
+            if (lane >= o) v += u;
+        }
+        __shared__ int warp_tot[8];
+        if (lane == 31) warp_tot[warp] = v;
+        __syncthreads();
+        int before = 0;
+        for (int w = 0; w < warp; ++w) before += warp_tot[w];
+        if (tid < e) {
+            off[tid] = before + v - c;
+            offsets[tid] = before + v - c;
+        }
+        if (tid == 0) offsets[e] = n; // every pair has a valid expert
+    }
+    __syncthreads();
+    // Slots in increasing pair order within each expert's segment.
+    for (int q = tid; q < n; q += 256) {
+        const int id = ids[q];
+        int rank = 0;
+        for (int t = 0; t < q; ++t) rank += ids[t] == id;
+        const int slot = off[id] + rank;
+        pair_of_slot[slot] = q;
+        slot_of_pair[q] = slot;
+    }
+}
+
 // ---------------------------------------------------------------- gather
 
 // Plan: grid (n), block 256. h even.

@@ -11,6 +11,7 @@ use super::Session;
 use crate::error::{Error, Result};
 use crate::weights::MoeWeights;
 use switchyard_core::Region;
+use switchyard_kernels::moe::expert::{RouteDecodeOut, MAX_TOP_K, ROUTE_DECODE_MAX_DIM, ROUTE_DECODE_MAX_EXPERTS, ROUTE_DECODE_MAX_ROWS};
 
 impl Session<'_> {
     /// Runs the branch for `rows` rows of residual `x` (the dense MLP output
@@ -29,30 +30,42 @@ impl Session<'_> {
         // Router: unweighted RMSNorm · scale · hidden^-0.5, proj, softmax,
         // top-k, renormalise, · per_expert_scale; then expert-sorted slots.
         let root = (h as f64).powf(-0.5) as f32;
-        ops.router_norm_bf16(ms.rn.region(), xr, w.router_scale.region(), rows, h, eps, root)?;
-        ops.dense_gemm_router(ms.rn.region(), w.router_proj.region(), ms.rl.region(), rows, e, h)?;
-        ops.moe_router_topk(ms.topk_ids.region(), ms.topk_w.region(), ms.rl.region(), w.per_expert_scale.region(), rows, e, k)?;
-        // The experts this backend holds: all, or a rank's (ids mapped
-        // through the rank's table by an exact 4-byte row gather).
-        let (ids, e_here) = match self.model.tp.as_ref().and_then(|t| Some((t.expert_map.as_ref()?, t.plan.experts.as_ref()?))) {
-            Some((map, mine)) => {
-                ops.gather_rows_bf16(ms.local_ids.region(), map.region(), ms.topk_ids.region(), n, e, 2)?;
-                (ms.local_ids.region(), mine.len())
-            }
-            None => (ms.topk_ids.region(), e),
+        // Decode rows on a backend that holds every expert: the whole routing
+        // in one launch (moe_route_decode, same outputs as the chain below).
+        let fused = self.model.tp.is_none()
+            && rows <= ROUTE_DECODE_MAX_ROWS
+            && e <= ROUTE_DECODE_MAX_EXPERTS
+            && e % 2 == 0
+            && k <= MAX_TOP_K.min(e)
+            && h % 8 == 0
+            && h <= ROUTE_DECODE_MAX_DIM
+            && [xr.addr(), w.router_scale.region().addr(), w.router_proj.region().addr()].iter().all(|a| a % 16 == 0);
+        let e_here = if fused {
+            let out = RouteDecodeOut {
+                topk_ids: ms.topk_ids.region(),
+                topk_w: ms.topk_w.region(),
+                offsets: ms.offsets.region(),
+                pair_of_slot: ms.pair_of_slot.region(),
+                slot_of_pair: ms.slot_of_pair.region(),
+                logits: ms.rl.region(),
+            };
+            ops.moe_route_decode(
+                out,
+                xr,
+                w.router_scale.region(),
+                w.router_proj.region(),
+                w.per_expert_scale.region(),
+                rows,
+                h,
+                e,
+                k,
+                eps,
+                root,
+            )?;
+            e
+        } else {
+            self.route(w, xr, rows, root)?
         };
-        ops.moe_route(
-            ms.counts.region(),
-            ms.offsets.region(),
-            ms.cursor.region(),
-            ms.pair_of_slot.region(),
-            ms.slot_of_pair.region(),
-            ids,
-            rows,
-            k,
-            e_here,
-        )?;
-
         // Experts on pre_feedforward_layernorm_2(residual), in expert order.
         ops.rmsnorm_bf16(ms.h2.region(), xr, Some(w.pre_ff_norm_2.region()), rows, h, eps)?;
         ops.moe_gather_bf16(ms.g.region(), ms.h2.region(), ms.pair_of_slot.region(), n, k, h, rows)?;
@@ -78,5 +91,41 @@ impl Session<'_> {
             eps,
         )?;
         Ok(ms.comb.region())
+    }
+
+    /// The routing as separate launches: router norm, router GEMM, top-k,
+    /// then count / offsets / scatter over the experts this backend holds;
+    /// returns their number.
+    fn route(&self, w: &MoeWeights, xr: Region, rows: usize, root: f32) -> Result<usize> {
+        let (ops, cfg, s) = (&self.model.ops, self.model.shape(), &self.s);
+        let (Some(mc), Some(ms)) = (cfg.moe, s.moe.as_ref()) else {
+            return Err(Error::Request("MoE weights on a model without an MoE config".into()));
+        };
+        let (h, eps, e, k) = (cfg.hidden_size, cfg.eps, mc.num_experts, mc.top_k);
+        let n = rows * k;
+        ops.router_norm_bf16(ms.rn.region(), xr, w.router_scale.region(), rows, h, eps, root)?;
+        ops.dense_gemm_router(ms.rn.region(), w.router_proj.region(), ms.rl.region(), rows, e, h)?;
+        ops.moe_router_topk(ms.topk_ids.region(), ms.topk_w.region(), ms.rl.region(), w.per_expert_scale.region(), rows, e, k)?;
+        // The experts this backend holds: all, or a rank's (ids mapped
+        // through the rank's table by an exact 4-byte row gather).
+        let (ids, e_here) = match self.model.tp.as_ref().and_then(|t| Some((t.expert_map.as_ref()?, t.plan.experts.as_ref()?))) {
+            Some((map, mine)) => {
+                ops.gather_rows_bf16(ms.local_ids.region(), map.region(), ms.topk_ids.region(), n, e, 2)?;
+                (ms.local_ids.region(), mine.len())
+            }
+            None => (ms.topk_ids.region(), e),
+        };
+        ops.moe_route(
+            ms.counts.region(),
+            ms.offsets.region(),
+            ms.cursor.region(),
+            ms.pair_of_slot.region(),
+            ms.slot_of_pair.region(),
+            ids,
+            rows,
+            k,
+            e_here,
+        )?;
+        Ok(e_here)
     }
 }
