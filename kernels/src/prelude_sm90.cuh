@@ -188,4 +188,53 @@ __device__ __forceinline__ void wg_consume_tile(float* acc, unsigned ring, unsig
     if (prev >= 0 && lane == 0) mbar_arrive(bars + 8u * (STAGES + prev));
 }
 
+// ---- Additions for the flash prefill kernel (attn/flash_prefill_sm90.cu),
+// generic to any wgmma consumer.
+
+// Orders this thread's earlier generic-proxy shared-memory writes (st.shared,
+// cp.async) that it has observed (its own, or others' through an mbarrier
+// or bar.sync) before its later async-proxy reads (wgmma operands).
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// The mbarrier `bar` gets one arrival once every cp.async this thread issued
+// before it has landed; .noinc: the arrival counts against the count the
+// barrier was initialised with (one per copying thread).
+__device__ __forceinline__ void mbar_cp_async_arrive(unsigned bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+// wgmma descriptor of an MN-major operand (wgmma's transposed B, e.g. V
+// stored [key][dim] for P·V) written with the 128-byte swizzle: 64 bf16 of
+// MN (128 bytes) a row, rows along K, 8-row (1024-byte) atoms along K (the
+// stride byte offset) and the 64-wide MN blocks `mn_stride` bytes apart (the
+// leading byte offset, a multiple of 16 below 256 KiB).
+__device__ __forceinline__ unsigned long long wg_desc_mn(unsigned addr, unsigned mn_stride) {
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((mn_stride >> 4) & 0x3FFFu) << 16) |
+           ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+#define WG_REGS_N64 WG_R0 WG_R1 WG_R2 WG_R3
+#define WG_ACC_N64 WG_C8(0), WG_C8(8), WG_C8(16), WG_C8(24)
+
+// d (m64 x 64 f32) = (scale_d ? d : 0) + A(64 x 16) · B(64 x 16)^T, both
+// K-major in shared memory (descriptors da, db).
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float* d, unsigned long long da, unsigned long long db, int scale_d) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" WG_REGS_N64 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : WG_ACC_N64
+                 : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// d (m64 x 256 f32) += A · B: A (64 x 16 bf16) from registers, a[0..3] the
+// m16n8k16-style fragment of the thread's warp's 16 rows (a[0]: row g,
+// columns 2t, 2t+1; a[1]: row g + 8; a[2], a[3]: columns + 8), B (16 x 256)
+// MN-major in shared memory (descriptor db, wg_desc_mn: imm-trans-b = 1).
+// The registers of `a` must stay unchanged until the wgmma group is waited for.
+__device__ __forceinline__ void wgmma_m64n256k16_rs_tb(float* d, const unsigned (&a)[4], unsigned long long db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" WG_REGS_N256 "}, {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
+                 : WG_ACC_N256
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
 #endif // __CUDA_ARCH_FEAT_SM90_ALL

@@ -273,13 +273,43 @@ fn flash_shared_bytes(hd: u32, warps: u32, keys: u32, stages: u32) -> u32 {
     (16 * warps * (hd + 8) + stages * keys * (hd + 8 + dv + 8)) * 2
 }
 
-/// CUDA prefill: [`flash_prefill`] permitting, the flash kernels of
+/// The Hopper flash prefill entry (`attn/flash_prefill_sm90.cu`, wgmma with
+/// a cp.async producer warpgroup): hd 256 only, 128 query rows a block of 384
+/// threads, `F3_SMEM` bytes of dynamic shared memory (Q 64 KiB, two stages
+/// of 64-key K and V tiles 128 KiB, mbarriers and the 1024-byte alignment).
+const FLASH3_HD256: &str = "flash_prefill_sm90::attention_prefill_flash3_hd256";
+const FLASH3_ROWS: u32 = 128;
+const FLASH3_SHARED: u32 = 4 * 128 * 128 + 2 * 2 * 4 * 64 * 128 + 64 + 1024;
+/// Environment switch of the Hopper flash prefill entry: `0` keeps
+/// `flash_prefill.cu`'s mma.sync kernel at hd 256 on sm_90a devices too (for
+/// A/B timing); anything else (or unset) picks it where it applies.
+pub const FLASH3_PREFILL_ENV: &str = "SWITCHYARD_FLASH3_PREFILL";
+/// 0: not read yet; 1: off; 2: on.
+static FLASH3_PREFILL_ON: AtomicU8 = AtomicU8::new(0);
+
+/// Whether [`FLASH3_PREFILL_ENV`] leaves the Hopper flash prefill entry on
+/// (read once a process).
+fn flash3_prefill() -> bool {
+    match FLASH3_PREFILL_ON.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let on = std::env::var(FLASH3_PREFILL_ENV).map_or(true, |v| v.trim() != "0");
+            FLASH3_PREFILL_ON.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+    }
+}
+
+/// CUDA prefill: [`flash_prefill`] permitting, on a device that runs sm_90a
+/// entries at hd 256, `flash_prefill_sm90.cu`'s wgmma kernel (grid
+/// (⌈rows / 128⌉, nh, 1), 384 threads); else the flash kernels of
 /// `flash_prefill.cu` for hd 128, 256 and 512 (16-byte aligned q and pools,
 /// the block's shared memory within the device's limit), grid (⌈rows / BM⌉,
 /// nh, hd / min(hd, 256)) with BM = 16 · warps; otherwise attn.cu's
 /// `attention_prefill`, 64 query rows (4 warps of 16) per block and head.
 fn cuda_attention_prefill(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
-    prefill_plan(a, f, flash_prefill())
+    prefill_plan(a, &DeviceFacts { cuda_sm90a: f.cuda_sm90a && flash3_prefill(), ..*f }, flash_prefill())
 }
 
 fn prefill_plan(a: &PlanArgs, f: &DeviceFacts, flash: bool) -> Result<CudaPlan> {
@@ -287,6 +317,12 @@ fn prefill_plan(a: &PlanArgs, f: &DeviceFacts, flash: bool) -> Result<CudaPlan> 
     let (nh, _) = heads(a)?;
     let rows = positive(a, "rows")?;
     let aligned = ["q", "k_pool", "v_pool"].iter().try_fold(true, |ok, n| Ok::<_, Error>(ok && a.addr(n)? % 16 == 0))?;
+    if flash && f.cuda_sm90a && hd == 256 && aligned && FLASH3_SHARED + FLASH_STATIC_SHARED <= f.max_shared_bytes && nh <= 65535 {
+        return Ok(CudaPlan {
+            passes: vec![CudaPass { entry: FLASH3_HD256, grid: [rows.div_ceil(FLASH3_ROWS), nh, 1], block: [384, 1, 1], shared_bytes: FLASH3_SHARED }],
+            workspace_bytes: 0,
+        });
+    }
     if let Some(&(_, entry, warps, keys, stages)) = FLASH_PREFILL.iter().find(|e| e.0 == hd) {
         let shared = flash_shared_bytes(hd, warps, keys, stages);
         if flash && aligned && shared + FLASH_STATIC_SHARED <= f.max_shared_bytes && nh <= 65535 {
@@ -1122,6 +1158,15 @@ mod tests {
             let c = prefill_plan(&PlanArgs::new(&ATTENTION_PREFILL, &a), &small, true).unwrap();
             assert_eq!(c.passes[0].entry, "attention_prefill");
         }
+        // sm_90a at hd 256: the wgmma entry; other widths keep the mma.sync ones.
+        let hopper = DeviceFacts { cuda_sm90a: true, ..FACTS };
+        let a = args(&ATTENTION_PREFILL, &[("rows", 300), ("nh", 32), ("nkv", 16), ("hd", 256)]);
+        let p = prefill_plan(&PlanArgs::new(&ATTENTION_PREFILL, &a), &hopper, true).unwrap().passes.remove(0);
+        assert_eq!((p.entry, p.grid, p.block, p.shared_bytes), (FLASH3_HD256, [3, 32, 1], [384, 1, 1], 197_696));
+        assert!(sources::cuda("flash_prefill_sm90").expect("flash_prefill_sm90.cu").text.contains("attention_prefill_flash3_hd256("));
+        let a = args(&ATTENTION_PREFILL, &[("rows", 300), ("nh", 32), ("nkv", 4), ("hd", 512)]);
+        let p = prefill_plan(&PlanArgs::new(&ATTENTION_PREFILL, &a), &hopper, true).unwrap().passes.remove(0);
+        assert_eq!(p.entry, "flash_prefill::attention_prefill_flash_hd512");
         assert_eq!(flash_shared_bytes(256, 8, 64, 2), 202_752);
         assert_eq!(flash_shared_bytes(512, 8, 16, 3), 208_384);
         // Other head widths keep attn.cu's kernel.
