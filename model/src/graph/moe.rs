@@ -13,6 +13,14 @@ use crate::weights::MoeWeights;
 use switchyard_core::Region;
 use switchyard_kernels::moe::expert::{RouteDecodeOut, MAX_TOP_K, ROUTE_DECODE_MAX_DIM, ROUTE_DECODE_MAX_EXPERTS, ROUTE_DECODE_MAX_ROWS};
 
+/// `SWITCHYARD_MOE_UNFUSED=1` keeps the decode on the separate routing and
+/// activation launches (an A/B of the fused kernels in one binary); read once
+/// a process.
+fn unfused_override() -> bool {
+    static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *UNFUSED.get_or_init(|| std::env::var("SWITCHYARD_MOE_UNFUSED").is_ok_and(|v| v == "1"))
+}
+
 impl Session<'_> {
     /// Runs the branch for `rows` rows of residual `x` (the dense MLP output
     /// is already in the first `rows` rows of `mlp`); returns the combined
@@ -32,7 +40,8 @@ impl Session<'_> {
         let root = (h as f64).powf(-0.5) as f32;
         // Decode rows on a backend that holds every expert: the whole routing
         // in one launch (moe_route_decode, same outputs as the chain below).
-        let fused = self.model.tp.is_none()
+        let fused = !unfused_override()
+            && self.model.tp.is_none()
             && rows <= ROUTE_DECODE_MAX_ROWS
             && e <= ROUTE_DECODE_MAX_EXPERTS
             && e % 2 == 0
