@@ -105,9 +105,17 @@ fn main() -> Result<()> {
     );
     let mut worst_nmse = 0f64;
     let mut w4_prefill = Vec::new();
-    // `--w4a16-prefill`: only cuBLAS and the W4A16 kernels at M = 512 and 4096.
+    // `--w4a16-prefill`: only cuBLAS and the W4A16 kernels at M = 512 and
+    // 4096, cuBLAS timed beside each W4A16 kernel over the same weights
+    // dequantised to bf16. SWITCHYARD_BENCH_W4_SHAPE=MxNxK keeps one of
+    // those shapes (for a profiler).
     let prefill_only = std::env::args().any(|a| a == "--w4a16-prefill");
-    for &(n, k) in &SHAPES {
+    let only: Option<(usize, usize, usize)> = std::env::var("SWITCHYARD_BENCH_W4_SHAPE").ok().and_then(|v| {
+        let d: Vec<usize> = v.split('x').filter_map(|x| x.trim().parse().ok()).collect();
+        (d.len() == 3).then(|| (d[0], d[1], d[2]))
+    });
+    let wanted = |m: usize, n: usize, k: usize| only.map_or(true, |o| o == (m, n, k));
+    for &(n, k) in if prefill_only { &[][..] } else { &SHAPES[..] } {
         let bs = b.bf16_sets(&mut g, n * k, 1)?;
         for m in [512usize, 4096] {
             let asets = b.bf16_sets(&mut g, m * k, 1)?;
@@ -148,7 +156,11 @@ fn main() -> Result<()> {
         "\n## W4A16 (NVFP4 weights)\n\n| M | N | K | kernel | us | weight GB/s | % of copy | cuBLAS bf16 us | speed-up vs cuBLAS |\n|---|---|---|---|---|---|---|---|---|"
     );
     let mut w4_nmse = 0f64;
+    let mut w4_nmses = Vec::new();
     for &(n, k) in &SHAPES {
+        if prefill_only && ![512, 4096].iter().any(|&m| wanted(m, n, k)) {
+            continue;
+        }
         // Rotate weight sets so their total (>= 150 MB) exceeds L2 (50 MB).
         let wbytes = k / 2 * n + k / 16 * n;
         let sets = (150_000_000 / wbytes).max(2) + 1;
@@ -181,16 +193,30 @@ fn main() -> Result<()> {
                 );
             }
         }
+        // The same weights dequantised to bf16 (exact), for cuBLAS.
+        let dense = if prefill_only { Some(b.buf(&dequantize_bf16(&bq0, &bs0, n, k))?) } else { None };
         for m in [512usize, 4096] {
+            if !wanted(m, n, k) {
+                continue;
+            }
             let a = b.bf16_sets(&mut g, m * k, 1)?[0];
             let c = b.bf16_sets(&mut g, m * n, 1)?[0];
-            let t_blas = w4_prefill.iter().find(|x| x.0 == m && x.1 == n && x.2 == k).map(|x| x.3).unwrap_or(f64::NAN);
+            let mut t_blas = w4_prefill.iter().find(|x| x.0 == m && x.1 == n && x.2 == k).map(|x| x.3).unwrap_or(f64::NAN);
             type W4 = fn(&Ops, Region, &Fp4Weight, Region, usize, usize, usize) -> Result<()>;
             // The prefill entry of the kernel table and the one the model calls
-            // (on an sm_90a device both take the wgmma plan at these sizes).
-            let kernels: [(&str, W4); 2] = [("w4a16_gemm_n128_m128", Ops::w4a16_gemm_n128_m128), ("w4a16_gemm", Ops::w4a16_gemm)];
-            for (name, f) in kernels {
-                let t = b.time(4, &mut |i| f(&ops, a, &ws[i % sets], c, m, n, k))?;
+            // (on an sm_90a device both take the wgmma plan at these sizes);
+            // with --w4a16-prefill the first only, beside cuBLAS.
+            let kernels: &[(&str, W4)] = if prefill_only {
+                &[("w4a16_gemm_n128_m128", Ops::w4a16_gemm_n128_m128)]
+            } else {
+                &[("w4a16_gemm_n128_m128", Ops::w4a16_gemm_n128_m128), ("w4a16_gemm", Ops::w4a16_gemm)]
+            };
+            for &(name, f) in kernels {
+                if let Some(d) = dense {
+                    t_blas = b.time(10, &mut |_| blas.gemm_bf16(a.addr(), d.addr(), c.addr(), m, n, k))?;
+                    println!("| {m} | {n} | {k} | cuBLAS bf16 ({:.0} TFLOP/s) | {:.1} | - | - | {:.1} | 1.00x |", 2.0 * (m * n * k) as f64 / t_blas / 1e9, t_blas * 1e3, t_blas * 1e3);
+                }
+                let t = b.time(10, &mut |i| f(&ops, a, &ws[i % sets], c, m, n, k))?;
                 let flop = 2.0 * (m * n * k) as f64;
                 println!(
                     "| {m} | {n} | {k} | {name} ({:.0} TFLOP/s) | {:.1} | {:.0} | {:.0}% | {:.1} | {:.2}x |",
@@ -202,24 +228,29 @@ fn main() -> Result<()> {
                     t_blas / t
                 );
             }
-            if m == 512 {
+            if m == 512 || prefill_only {
                 // The output against cuBLAS over the same weights dequantised
                 // to bf16 (exact) with scale2 = 1, so both sides round once
                 // from f32 sums in different K orders.
                 let (bq, bs) = (&bq0, &bs0);
                 let one = Fp4Weight { bq: b.buf(bq)?, bs: b.buf(bs)?, scale2: 1.0, ldb: n };
-                let dense = b.buf(&dequantize_bf16(bq, bs, n, k))?;
+                let dense = match dense {
+                    Some(d) => d,
+                    None => b.buf(&dequantize_bf16(bq, bs, n, k))?,
+                };
                 let (c_ref, c_chk) = (b.bf16_sets(&mut g, m * n, 1)?[0], b.bf16_sets(&mut g, m * n, 1)?[0]);
                 blas.gemm_bf16(a.addr(), dense.addr(), c_ref.addr(), m, n, k)?;
                 ops.w4a16_gemm_n128_m128(a, &one, c_chk, m, n, k)?;
                 let e = nmse_bf16(&be, c_chk, c_ref)?;
                 w4_nmse = if e.is_nan() { f64::INFINITY } else { w4_nmse.max(e) };
+                w4_nmses.push(format!("{m}x{n}x{k} {e:.2e}"));
             }
         }
         b.bufs.clear();
     }
     println!(
-        "\nw4a16 prefill vs cuBLAS on the dequantised weights: worst NMSE {w4_nmse:.2e} ({})",
+        "\nw4a16 prefill vs cuBLAS on the dequantised weights: {}; worst NMSE {w4_nmse:.2e} ({})",
+        w4_nmses.join(", "),
         if w4_nmse <= 1e-5 { "ok" } else { "MISMATCH: above 1e-5" }
     );
     drop(blas);

@@ -4,7 +4,7 @@
 //! against cuBLAS, the decode kernel against the tensor-core base, and the
 //! `_ldb` variant at a real vocabulary width (N = 248077).
 use std::sync::Arc;
-use switchyard_core::codec::{bf16_value, nvfp4};
+use switchyard_core::codec::{bf16::bf16_bits, bf16_value, fp8, nvfp4};
 use switchyard_core::compare::nmse;
 use switchyard_core::{Backend, DeviceBuffer};
 use switchyard_cuda::{Cublas, CudaBackend};
@@ -248,6 +248,53 @@ fn w4a16_prefill_matches_the_reference() {
     }
 }
 
+/// The K-major NVFP4 weight as a row-major `[n, k]` bf16 matrix without
+/// the global scale (exact: e2m1 · e4m3 fits in bf16), for cuBLAS.
+fn dequantize_bf16(bq: &[u8], bs: &[u8], n: usize, k: usize) -> Vec<u8> {
+    let mut out = vec![0u8; n * k * 2];
+    for (col, row) in out.chunks_exact_mut(2 * k).enumerate() {
+        for kk in 0..k {
+            let byte = bq[kk / 2 * n + col];
+            let code = if kk % 2 == 0 { byte & 0xf } else { byte >> 4 };
+            let w = nvfp4::e2m1_to_f32(code) * fp8::e4m3_to_f32(bs[kk / nvfp4::BLOCK * n + col]);
+            row[2 * kk..2 * kk + 2].copy_from_slice(&bf16_bits(w).to_le_bytes());
+        }
+    }
+    out
+}
+
+/// The Hopper plan's K split (w4a16.rs wgmma_split, on a 132-SM H200):
+/// 512 x 8576 x 1024 has 134 tiles, 132 whole and 2 in 4 K ranges; 512 x
+/// 5376 x 21504 84 tiles, all in 3; 600 x 1040 x 2000 27 tiles (ragged in M,
+/// N and K: the last slice 16 wide), all in 4. Against cuBLAS over the same weights dequantised
+/// to bf16 (scale2 = 1), every output written, and a second run equal bit
+/// for bit (the last split to arrive adds the partials in split order).
+/// Elsewhere (no sm_90a) the same checks hold for the mma.sync plans.
+fn w4a16_split_k_matches_cublas_and_repeats() {
+    let cb = cuda();
+    let be = dyn_be(&cb);
+    let blas = Cublas::new(&cb).expect("cuBLAS (the harness found it)");
+    let ops = Ops::new(be.clone());
+    let mut gen = Gen::new(19);
+    for &(m, n, k) in &[(512usize, 8576usize, 1024usize), (512, 5376, 21504), (600, 1040, 2000)] {
+        let (_, a) = gen.bf16(m * k, -1.0, 1.0);
+        let (bq, bs, _) = w4a16::random_weight(&mut gen, n, k, n);
+        let dense = up(&be, &dequantize_bf16(&bq, &bs, n, k));
+        let (a, bq, bs) = (up(&be, &a), up(&be, &bq), up(&be, &bs));
+        let w = Fp4Weight { bq: bq.region(), bs: bs.region(), scale2: 1.0, ldb: n };
+        let (c1, c2, cr) = (poisoned(&be, m * n * 2), poisoned(&be, m * n * 2), poisoned(&be, m * n * 2));
+        ops.w4a16_gemm_n128_m128(a.region(), &w, c1.region(), m, n, k).unwrap();
+        ops.w4a16_gemm(a.region(), &w, c2.region(), m, n, k).unwrap();
+        blas.gemm_bf16(a.addr(), dense.addr(), cr.addr(), m, n, k).unwrap();
+        let (got, again, want) = (down(&c1), down(&c2), down(&cr));
+        let e = nmse(&bf16s_f64(&got), &bf16s_f64(&want));
+        println!("w4a16 m={m} n={n} k={k}: NMSE vs cuBLAS on the dequantised weights {e:.2e}");
+        assert!(e <= REORDERED_NMSE, "m={m} n={n} k={k}: NMSE {e:.2e}");
+        assert!(got.chunks_exact(2).all(|c| !bf16_value(u16::from_le_bytes([c[0], c[1]])).is_nan()), "m={m} n={n} k={k}: unwritten");
+        assert!(got == again, "m={m} n={n} k={k}: two runs differ");
+    }
+}
+
 fn ldb_variant_at_a_real_vocabulary_width() {
     let cb = cuda();
     let be = dyn_be(&cb);
@@ -273,6 +320,6 @@ fn ldb_variant_at_a_real_vocabulary_width() {
     assert!(got.chunks_exact(2).all(|c| !bf16_value(u16::from_le_bytes([c[0], c[1]])).is_nan()));
 }
 
-switchyard_test_harness::tests!(needs "cuda": gemm_family_parity_with_the_cpu_reference, scaled_acc_equals_tc_then_scaled_add_bit_for_bit, router_equals_the_scalar_gemm_bit_for_bit, router_decode_entry_takes_unaligned_operands, lossless_w4a16_equals_the_base_kernel_bit_for_bit, w4a16_prefill_matches_the_reference, decode_matches_the_base_kernel_at_model_widths, ldb_variant_at_a_real_vocabulary_width);
+switchyard_test_harness::tests!(needs "cuda": gemm_family_parity_with_the_cpu_reference, scaled_acc_equals_tc_then_scaled_add_bit_for_bit, router_equals_the_scalar_gemm_bit_for_bit, router_decode_entry_takes_unaligned_operands, lossless_w4a16_equals_the_base_kernel_bit_for_bit, w4a16_prefill_matches_the_reference, w4a16_split_k_matches_cublas_and_repeats, decode_matches_the_base_kernel_at_model_widths, ldb_variant_at_a_real_vocabulary_width);
 switchyard_test_harness::tests!(needs "cublas": pipelined_matches_cublas_at_full_tiles);
 switchyard_test_harness::main!(common::probe);

@@ -21,8 +21,14 @@
 // dequantised weights are wgmma's A operand, straight from registers, and
 // the activations its B operand from shared memory. A tile is 256 tokens x
 // 128 weight columns.
+// - Work: whole tiles, then, where w4a16.rs's wgmma_split says the last,
+//   partial wave of tiles would leave SMs idle, the remaining tiles in S K
+//   ranges each (grid (blocks / S, S)); a split's f32 partial goes to the
+//   workspace and the last split of a tile to arrive (a semaphore per split
+//   tile) adds the S partials in split order and stores the tile, so the
+//   result does not depend on which split is last. No float atomics.
 // - warpgroup 0, one thread: per 64-wide K slice, three TMA copies into the
-//   next stage of a 5-deep ring: the activations (256 token rows x 64 bf16,
+//   next stage of a 6-deep ring: the activations (256 token rows x 64 bf16,
 //   128-byte swizzle, as gemm_sm90.cu's B), the slice's codes (32 K-pair
 //   rows x 128 bytes) and its scales (4 rows x 128 bytes). The weight maps
 //   view the u8 matrices as bf16 pairs (the backend encodes bf16 maps
@@ -57,7 +63,7 @@
 #define W4_BM 256 // tokens per tile
 #define W4_BN 128 // weight columns per tile
 #define W4_BK 64
-#define W4_STAGES 5
+#define W4_STAGES 6
 #define W4_A_BYTES (W4_BM * W4_BK * 2) // activations: 32768
 #define W4_Q_BYTES (32 * W4_BN)        // codes: 32 K-pair rows x 128 bytes
 // Codes, then the scale box (4 x 128 bytes) on its own 1024-byte swizzle atom.
@@ -124,14 +130,62 @@ __device__ __forceinline__ void w4_fence16(unsigned* f) {
     for (int i = 0; i < 16; ++i) asm volatile("" : "+r"(f[i])::"memory");
 }
 
+// The two consumer warpgroups' own barrier (id 1; id 0 is __syncthreads).
+__device__ __forceinline__ void w4_consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+
+// Split-K semaphores, one per split tile (a split tile index is below the
+// grid size, which the plan keeps within W4_MAX_SPLIT_TILES). Zero at module
+// load; the last split of a tile to arrive sets its entry back to zero.
+#define W4_MAX_SPLIT_TILES 1024
+__device__ unsigned w4_split_sem[W4_MAX_SPLIT_TILES];
+
+// The work of one launch: `full` whole tiles (K slices 0 .. KT), then the
+// remaining tiles - full tiles in `splits` K ranges each. With grid (gx, S)
+// and G = gx·S blocks, S = gridDim.y and full = tiles - tiles % G for S > 1
+// (every tile whole for S = 1): w4a16.rs's wgmma_split picks gx and S and
+// sizes the workspace by the same rule. Block b takes items b, b + G, ...
+struct W4Work {
+    int tiles_m, tiles_n, KT, splits, full, items;
+};
+__device__ __forceinline__ W4Work w4_work(int M, int N, int K) {
+    W4Work w;
+    w.tiles_m = (M + W4_BM - 1) / W4_BM;
+    w.tiles_n = (N + W4_BN - 1) / W4_BN;
+    w.KT = (K + W4_BK - 1) / W4_BK;
+    const int tiles = w.tiles_m * w.tiles_n, blocks = gridDim.x * gridDim.y;
+    w.splits = gridDim.y;
+    w.full = w.splits == 1 ? tiles : tiles - tiles % blocks;
+    w.items = w.full + (tiles - w.full) * w.splits;
+    return w;
+}
+// Item u: its output tile (mt, nt), its K slices [kt0, kt1), and for a split
+// item its index v = split tile · S + split (-1 for a whole tile).
+__device__ __forceinline__ void w4_item(const W4Work& w, int u, int& mt, int& nt, int& kt0, int& kt1, int& v) {
+    int t;
+    if (u < w.full) {
+        t = u;
+        kt0 = 0;
+        kt1 = w.KT;
+        v = -1;
+    } else {
+        v = u - w.full;
+        t = w.full + v / w.splits;
+        const int sp = v % w.splits;
+        kt0 = sp * w.KT / w.splits;
+        kt1 = (sp + 1) * w.KT / w.splits;
+    }
+    grouped_tile(t, w.tiles_m, w.tiles_n, mt, nt);
+}
+
 // Dynamic shared memory: the ring (W4_STAGES x (activations, codes,
 // scales)), 2·W4_STAGES mbarriers, and up to 1023 bytes to align the ring
 // to 1024 (w4a16.rs's WGMMA_SHARED_BYTES says the same).
 extern "C" __global__ void __launch_bounds__(384, 1)
     w4a16_gemm_wgmma(const bf16* __restrict__ a, const u8* __restrict__ bq, const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
-                     unsigned m, unsigned n, unsigned k, const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tq,
-                     const __grid_constant__ TmaMap ts) {
+                     unsigned m, unsigned n, unsigned k, float* __restrict__ workspace, const __grid_constant__ TmaMap ta,
+                     const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap ts) {
     extern __shared__ __align__(1024) unsigned char w4_raw[];
+    __shared__ unsigned w4_last;
     const int M = m, N = n, K = k;
     const unsigned raw = wg_smem(w4_raw);
     const unsigned ring = (raw + 1023u) & ~1023u;
@@ -146,8 +200,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     }
     __syncthreads();
 
-    const int tiles_m = (M + W4_BM - 1) / W4_BM, tiles_n = (N + W4_BN - 1) / W4_BN, tiles = tiles_m * tiles_n;
-    const int KT = (K + W4_BK - 1) / W4_BK;
+    const W4Work w = w4_work(M, N, K);
+    const int blocks = gridDim.x * gridDim.y, block = blockIdx.y * gridDim.x + blockIdx.x;
 
     if (wg == 0) {
         // The producer needs few registers; the consumers get them
@@ -156,10 +210,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         if (tid == 0) {
             int st = 0;
             unsigned phase = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                int mt, nt;
-                grouped_tile(t, tiles_m, tiles_n, mt, nt);
-                for (int kt = 0; kt < KT; ++kt) {
+            for (int u = block; u < w.items; u += blocks) {
+                int mt, nt, kt0, kt1, v;
+                w4_item(w, u, mt, nt, kt0, kt1, v);
+                for (int kt = kt0; kt < kt1; ++kt) {
                     mbar_wait(empty(st), phase ^ 1u);
                     mbar_expect_tx(full(st), W4_STAGE_TX);
                     const unsigned dst = ring + st * W4_STAGE_BYTES;
@@ -178,6 +232,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     }
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int ctid = tid - 128; // 0 .. 255 over both consumer warpgroups
     const int cw = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, lg = lane >> 2, lq = lane & 3;
     const int cc = cw * 64 + warp * 16 + 2 * lg; // this thread's first column in the tile
     const int chunk = cc >> 4, off = cc & 15;
@@ -185,9 +240,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     unsigned f0[16], f1[16];
     int st = 0;
     unsigned phase = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int mt, nt;
-        grouped_tile(t, tiles_m, tiles_n, mt, nt);
+    for (int u = block; u < w.items; u += blocks) {
+        int mt, nt, kt0, kt1, v;
+        w4_item(w, u, mt, nt, kt0, kt1, v);
 #pragma unroll
         for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
         mbar_wait(full(st), phase);
@@ -217,14 +272,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             w4_fence16(nxt);
             if (prev >= 0 && lane == 0) mbar_arrive(empty(prev));
             prev = used;
-            if (kt + 1 < KT) {
+            if (kt + 1 < kt1) {
                 mbar_wait(full(st), phase);
                 w4_decode(ring + st * W4_STAGE_BYTES + W4_A_BYTES, ring + st * W4_STAGE_BYTES + W4_A_BYTES + W4_Q_BYTES, chunk, off, lq, nxt);
             }
         };
-        for (int kt = 0; kt < KT; kt += 2) {
+        for (int kt = kt0; kt < kt1; kt += 2) {
             slice(kt, f0, f1);
-            if (kt + 1 < KT) slice(kt + 1, f1, f0);
+            if (kt + 1 < kt1) slice(kt + 1, f1, f0);
         }
         wgmma_wait<0>();
 #pragma unroll
@@ -233,17 +288,51 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
         // acc[4j], acc[4j+1]: column cc at tokens 8j + 2q, +1; acc[4j+2],
         // acc[4j+3]: column cc + 1 at the same tokens.
-        const int col = nt * W4_BN + cc;
-        if (col < N) {
+        const int col = nt * W4_BN + cc, row0 = mt * W4_BM + 2 * lq;
+        auto store = [&](int j, float x0, float x1, float x2, float x3) {
+            const int row = row0 + 8 * j;
+            if (col < N && row < M) *reinterpret_cast<unsigned*>(c + (size_t)row * N + col) = pack_bf16(__fmul_rn(scale2, x0), __fmul_rn(scale2, x2));
+            if (col < N && row + 1 < M)
+                *reinterpret_cast<unsigned*>(c + (size_t)(row + 1) * N + col) = pack_bf16(__fmul_rn(scale2, x1), __fmul_rn(scale2, x3));
+        };
+        if (v < 0) {
 #pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                const int row = mt * W4_BM + 8 * j + 2 * lq;
-                if (row < M)
-                    *reinterpret_cast<unsigned*>(c + (size_t)row * N + col) = pack_bf16(__fmul_rn(scale2, acc[4 * j]), __fmul_rn(scale2, acc[4 * j + 2]));
-                if (row + 1 < M)
-                    *reinterpret_cast<unsigned*>(c + (size_t)(row + 1) * N + col) =
-                        pack_bf16(__fmul_rn(scale2, acc[4 * j + 1]), __fmul_rn(scale2, acc[4 * j + 3]));
+            for (int j = 0; j < 32; ++j) store(j, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+            continue;
+        }
+        // A split item: its f32 partial to workspace item v (thread-major
+        // float4s, so each j is one coalesced 4 KB row); then the last of the
+        // tile's S splits to arrive adds the S partials in split order, each
+        // thread reading back only the positions it and its peers at the same
+        // ctid wrote, so which split is last does not change a bit.
+        float4* wsp = reinterpret_cast<float4*>(workspace);
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+            __stcg(wsp + (size_t)v * 32 * 256 + j * 256 + ctid, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+        __threadfence();
+        w4_consumers_sync();
+        const int tile_s = v / w.splits;
+        if (ctid == 0) {
+            const unsigned arrived = atomicAdd(&w4_split_sem[tile_s], 1u);
+            const bool last = arrived == (unsigned)w.splits - 1u;
+            if (last) w4_split_sem[tile_s] = 0u;
+            w4_last = last;
+        }
+        w4_consumers_sync();
+        if (!w4_last) continue;
+        __threadfence();
+        const float4* part = wsp + (size_t)tile_s * w.splits * 32 * 256 + ctid;
+#pragma unroll 4
+        for (int j = 0; j < 32; ++j) {
+            float4 t = __ldcg(part + j * 256);
+            for (int sp = 1; sp < w.splits; ++sp) {
+                const float4 p = __ldcg(part + (size_t)sp * 32 * 256 + j * 256);
+                t.x = __fadd_rn(t.x, p.x);
+                t.y = __fadd_rn(t.y, p.y);
+                t.z = __fadd_rn(t.z, p.z);
+                t.w = __fadd_rn(t.w, p.w);
             }
+            store(j, t.x, t.y, t.z, t.w);
         }
     }
 }
