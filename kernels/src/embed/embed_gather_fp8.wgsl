@@ -3,8 +3,8 @@
 // as gather_rows.wgsli does and for the same reason: the RPG ids arrive in
 // one load, then the loads of row k + 1 (its row scale and up to two
 // vec4<u32> of 16 codes an invocation) are issued before row k is converted
-// and stored (two output vectors a table vector), so a workgroup always has a
-// row of loads outstanding. That fast path needs h % 16 == 0, h <= 8192 and
+// (e4m3x4_exact) and stored (two output vectors a table vector), so a
+// workgroup always has a row of loads outstanding. That fast path needs h % 16 == 0, h <= 8192 and
 // out, table at word offsets that are multiples of 4; other shapes copy their
 // rows one at a time, a word (two bf16) at a time.
 // A pass sees table rows [x0, x0 + x1) (table at row x0 of its window; the
@@ -54,11 +54,31 @@ fn ld(t: u32, j: u32, n: u32) -> vec4<u32> {
     return vec4<u32>(0u);
 }
 
+// e4m3() of the 4 codes of w, lowest byte first, bit for bit, without its
+// int-to-float conversion (a quarter-rate instruction on NVIDIA GPUs, one a
+// code): exponent and mantissa go to bits 20..26 with 120 added to the
+// exponent, 2^(e-7)·(1 + m/8) for e > 0; for e = 0 that reads 2^-7·(1 + m/8)
+// where the code means 2^-6·m/8 = 2v - 2^-6 (one exact fma, +0 for m = 0).
+fn e4m3x4_exact(w: u32) -> vec4<f32> {
+    let em = vec4<u32>(w << 20u, w << 12u, w << 4u, w >> 4u) & vec4<u32>(0x07f00000u);
+    let sign = vec4<u32>(w << 24u, w << 16u, w << 8u, w) & vec4<u32>(0x80000000u);
+    let v = bitcast<vec4<f32>>(em + vec4<u32>(120u << 23u));
+    var r = select(v, fma(v, vec4<f32>(2.0), vec4<f32>(-0.015625)), v < vec4<f32>(0.015625));
+    r = select(r, vec4<f32>(bitcast<f32>(F32_NAN)), em == vec4<u32>(0x07f00000u));
+    return bitcast<vec4<f32>>(bitcast<vec4<u32>>(r) | sign);
+}
+
+// The four output bf16 of a table word (dq2 of both halves), two words.
+fn dq4(w: u32, s: f32) -> vec2<u32> {
+    let b = bf16_bits4(bf16_round4(e4m3x4_exact(w) * s) * p.scale);
+    return vec2<u32>((b.x & 0xffffu) | (b.y << 16u), (b.z & 0xffffu) | (b.w << 16u));
+}
+
 // Table vector j (16 codes) -> output vectors 2j, 2j + 1.
 fn st(o: u32, j: u32, n: u32, v: vec4<u32>, s: f32) {
     if (j < n) {
-        d_out[o + 2u * j] = vec4<u32>(dq2(v.x, 0u, s), dq2(v.x, 16u, s), dq2(v.y, 0u, s), dq2(v.y, 16u, s));
-        d_out[o + 2u * j + 1u] = vec4<u32>(dq2(v.z, 0u, s), dq2(v.z, 16u, s), dq2(v.w, 0u, s), dq2(v.w, 16u, s));
+        d_out[o + 2u * j] = vec4<u32>(dq4(v.x, s), dq4(v.y, s));
+        d_out[o + 2u * j + 1u] = vec4<u32>(dq4(v.z, s), dq4(v.w, s));
     }
 }
 
