@@ -15,8 +15,8 @@ use switchyard_core::codec::nvfp4::{e2m1_to_f32, BLOCK};
 use switchyard_core::codec::{bf16_bits, bf16_round};
 use switchyard_core::{Error, Result};
 use switchyard_kernels::moe::expert::{
-    GELU_MUL_BF16, MOE_COMBINE_BF16, MOE_GATHER_BF16, MOE_GROUPED_GEMM_BF16, MOE_GROUPED_W4A16, MOE_ROUTER_TOPK, MOE_ROUTE_DECODE,
-    ROUTER_NORM_BF16,
+    GELU_MUL_BF16, MOE_COMBINE_BF16, MOE_GATE_UP_GELU_BF16, MOE_GATHER_BF16, MOE_GROUPED_GEMM_BF16, MOE_GROUPED_W4A16, MOE_ROUTER_TOPK,
+    MOE_ROUTE_DECODE, ROUTER_NORM_BF16,
 };
 
 register!(ROUTER_NORM_BF16 => router_norm);
@@ -26,6 +26,7 @@ register!(MOE_GATHER_BF16 => gather);
 register!(MOE_GROUPED_GEMM_BF16 => grouped_bf16);
 register!(MOE_GROUPED_W4A16 => grouped_w4a16);
 register!(GELU_MUL_BF16 => gelu_mul);
+register!(MOE_GATE_UP_GELU_BF16 => gate_up_gelu);
 register!(MOE_COMBINE_BF16 => combine);
 
 fn router_norm(c: &mut Ctx<'_>) -> Result<()> {
@@ -211,22 +212,37 @@ fn offsets(c: &Ctx<'_>, e: usize) -> Result<Vec<usize>> {
 /// +0 strictly in k order.
 fn grouped(
     c: &mut Ctx<'_>,
-    mut weights: impl FnMut(usize, &mut [f32]),
+    weights: impl FnMut(usize, &mut [f32]),
     post: impl Fn(usize) -> f32,
     sizes: (usize, usize, usize, usize),
 ) -> Result<()> {
     let kernel = c.kernel();
-    let (n, e, big_n, big_k) = sizes;
+    let (n, _, big_n, _) = sizes;
     let out = c.buf("out")?;
-    let off = offsets(c, e)?;
-    let av = c.bf16(c.buf("a")?, 0, count(kernel, "a", &[n, big_k])?)?;
-    // Range-check the output before allocating its image, and size the
-    // weight panel only when there is an expert: with e = 0 the callers'
-    // weight checks bound nothing, and big_n · big_k from a raw launch
-    // could ask for terabytes (found by the launch_validator fuzzer).
+    // Range-check the output before allocating its image (found by the
+    // launch_validator fuzzer: n · big_n from a raw launch is unbounded).
     let out_elems = count(kernel, "out", &[n, big_n])?;
     c.bytes(out, 0, out_elems, 2)?;
-    let mut bits = vec![0u16; out_elems];
+    let bits = grouped_bits(c, weights, post, sizes)?;
+    c.put_bf16(out, 0, &bits)
+}
+
+/// The bf16 outputs `[n, big_n]` of [`grouped`], for a caller that has
+/// checked that their image is bounded.
+fn grouped_bits(
+    c: &Ctx<'_>,
+    mut weights: impl FnMut(usize, &mut [f32]),
+    post: impl Fn(usize) -> f32,
+    sizes: (usize, usize, usize, usize),
+) -> Result<Vec<u16>> {
+    let kernel = c.kernel();
+    let (n, e, big_n, big_k) = sizes;
+    let off = offsets(c, e)?;
+    let av = c.bf16(c.buf("a")?, 0, count(kernel, "a", &[n, big_k])?)?;
+    // Size the weight panel only when there is an expert: with e = 0 the
+    // callers' weight checks bound nothing, and big_n · big_k from a raw
+    // launch could ask for terabytes (found by the launch_validator fuzzer).
+    let mut bits = vec![0u16; count(kernel, "out", &[n, big_n])?];
     let mut panel = vec![0f32; if e == 0 { 0 } else { count(kernel, "w", &[big_n, big_k])? }];
     for x in 0..e {
         // Segments are clamped to the n rows that exist.
@@ -247,7 +263,7 @@ fn grouped(
             }
         }
     }
-    c.put_bf16(out, 0, &bits)
+    Ok(bits)
 }
 
 fn grouped_sizes(c: &Ctx<'_>) -> Result<(usize, usize, usize, usize)> {
@@ -314,6 +330,36 @@ fn gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
             let (gate, up) = r.split_at(inter);
             // Two roundings: the activation is stored as bf16 before the multiply.
             bits.extend(gate.iter().zip(up).map(|(&g, &u)| bf16_bits(bf16_round(gelu_tanh(g)) * u)));
+        }
+    }
+    c.put_bf16(out, 0, &bits)
+}
+
+/// [`grouped_bf16`]'s sums over the 2·inter gate and up rows, stored as
+/// bf16, then [`gelu_mul`]'s activation of each (gate, up) pair.
+fn gate_up_gelu(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (n, e, inter, big_k) = (c.size("n")?, c.size("e")?, c.size("inter")?, c.size("big_k")?);
+    let big_n = count(kernel, "w", &[2, inter])?;
+    let out = c.buf("out")?;
+    let out_elems = count(kernel, "out", &[n, inter])?;
+    c.bytes(out, 0, out_elems, 2)?;
+    let w = c.bytes(c.buf("w")?, 0, count(kernel, "w", &[e, big_n, big_k])?, 2)?;
+    let per = big_n * big_k;
+    let fill = |x: usize, panel: &mut [f32]| {
+        for (dst, b) in panel.iter_mut().zip(w[x * per * 2..(x + 1) * per * 2].chunks_exact(2)) {
+            *dst = switchyard_core::codec::bf16_value(u16::from_le_bytes([b[0], b[1]]));
+        }
+    };
+    let gu = grouped_bits(c, fill, |_| 1.0, (n, e, big_n, big_k))?;
+    let mut bits = Vec::with_capacity(out_elems);
+    if inter > 0 {
+        for r in gu.chunks_exact(big_n) {
+            let (gate, up) = r.split_at(inter);
+            bits.extend(gate.iter().zip(up).map(|(&g, &u)| {
+                let (g, u) = (switchyard_core::codec::bf16_value(g), switchyard_core::codec::bf16_value(u));
+                bf16_bits(bf16_round(gelu_tanh(g)) * u)
+            }));
         }
     }
     c.put_bf16(out, 0, &bits)

@@ -101,6 +101,20 @@ declare_kernel! {
 }
 
 declare_kernel! {
+    /// The decode gate_up projection with the gated GELU in its epilogue:
+    /// for rows `s` in expert x's segment `[offsets[x], offsets[x+1])`,
+    /// `g = bf16(Σₖ a[s, k] · w[x, i, k])`, `u = bf16(Σₖ a[s, k] · w[x, inter + i, k])`
+    /// ([`MOE_GROUPED_GEMM_BF16`]'s sums, K order free) and
+    /// `out[s, i] = bf16(bf16(gelu_tanh(g)) · u)` ([`GELU_MUL_BF16`]'s
+    /// activation); rows outside every segment are zero. Shapes: out bf16
+    /// `[n, inter]`, a `[n, K]`, w bf16 `[e, 2·inter, K]`, offsets i32
+    /// `[e+1]`. n ≤ 256 (decode slot counts), K % 8 == 0, inter even.
+    MOE_GATE_UP_GELU_BF16 = "moe_expert"::"moe_gate_up_gelu_bf16"(
+        A::output("out"), A::input("a"), A::input("w"), A::input("offsets"),
+        A::i32("n"), A::i32("e"), A::i32("inter"), A::i32("big_k"))
+}
+
+declare_kernel! {
     /// Gated activation: with `gate = gu[r, i]`, `up = gu[r, inter + i]`,
     /// `out[r, i] = bf16(bf16(gelu_tanh(gate)) · up)`, where
     /// `gelu_tanh(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` in f32
@@ -391,6 +405,24 @@ fn wgsl_moe_route_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
 }
 
 cuda_plan!(MOE_ROUTE_DECODE => cuda_moe_route_decode);
+/// Most slots [`MOE_GATE_UP_GELU_BF16`] takes: the segment GEMV's range.
+pub const GATE_UP_GELU_MAX_SLOTS: usize = SEGMENT_GEMV_MAX_SLOTS as usize;
+
+/// The segment GEMV with 16 outputs (32 weight rows: 16 gate, 16 up) a
+/// block, so each block still streams 32 weight rows.
+fn cuda_moe_gate_up_gelu(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    let cols = groups(a.kernel, u64::from(a.u32("inter")?), SEGMENT_GEMV_COLS / 2)?;
+    Ok(CudaPlan::single(a.kernel, [cols, a.u32("n")?, 1], [256, 1, 1]))
+}
+
+fn wgsl_moe_gate_up_gelu(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let cols = groups(a.kernel, u64::from(a.u32("inter")?), SEGMENT_GEMV_COLS / 2)?;
+    Ok(WgslPlan::single(a.kernel, [cols, a.u32("n")?, 1]))
+}
+
+cuda_plan!(MOE_GATE_UP_GELU_BF16 => cuda_moe_gate_up_gelu);
+wgsl_plan!(MOE_GATE_UP_GELU_BF16, "moe/moe_gate_up_gelu_bf16.wgsl" => wgsl_moe_gate_up_gelu);
+
 wgsl_plan!(MOE_ROUTE_DECODE, "moe/moe_route_decode.wgsl" => wgsl_moe_route_decode);
 cuda_plan!(ROUTER_NORM_BF16 => cuda_row_blocks);
 cuda_plan!(MOE_ROUTER_TOPK => cuda_moe_router_topk);
@@ -687,6 +719,41 @@ impl Ops {
             ExpertWeights::Bf16 { w } => self.moe_grouped_gemm_bf16(out, a, w, offsets, n, e, big_n, big_k),
             ExpertWeights::Nvfp4 { wq, ws, scale2 } => self.moe_grouped_w4a16(out, a, wq, ws, scale2, offsets, n, e, big_n, big_k),
         }
+    }
+
+    /// See [`MOE_GATE_UP_GELU_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_gate_up_gelu_bf16(
+        &self,
+        out: Region,
+        a: Region,
+        w: Region,
+        offsets: Region,
+        n: usize,
+        e: usize,
+        inter: usize,
+        big_k: usize,
+    ) -> Result<()> {
+        let s = MOE_GATE_UP_GELU_BF16.symbol;
+        positive(s, &[("n", n), ("e", e), ("inter", inter), ("big_k", big_k)])?;
+        require(n <= GATE_UP_GELU_MAX_SLOTS, s, "n", || format!("n = {n} exceeds {GATE_UP_GELU_MAX_SLOTS} (decode slot counts)"))?;
+        require(big_k % 8 == 0, s, "big_k", || format!("K = {big_k} must be a multiple of 8"))?;
+        require(inter % 2 == 0, s, "inter", || format!("inter = {inter} must be even"))?;
+        // The kernels index the weights' 2·inter rows in i32.
+        require(inter <= (i32::MAX / 2) as usize, s, "inter", || format!("2 · inter = 2 · {inter} must fit in i32"))?;
+        self.launch(
+            &MOE_GATE_UP_GELU_BF16,
+            &[
+                region(out, bf16s(saturating_product(&[n, inter]))),
+                region(a, bf16s(saturating_product(&[n, big_k]))),
+                region(w, bf16s(saturating_product(&[e, 2, inter, big_k]))),
+                region(offsets, words(e.saturating_add(1))),
+                scalar(I(n as i32)),
+                scalar(I(e as i32)),
+                scalar(I(inter as i32)),
+                scalar(I(big_k as i32)),
+            ],
+        )
     }
 
     /// See [`GELU_MUL_BF16`].
@@ -1019,6 +1086,39 @@ fn grouped_fp4_cases(g: &mut Gen) -> Vec<Case> {
     GROUPED_SHAPES.iter().map(|&s| grouped_case(g, s, true)).collect()
 }
 
+/// (rows, k, e, inter, K): the 26b-a4b projection (inter 704, K 2816) at
+/// batch 1 over 8 experts, batch 16 over 16 experts (segments of about 8
+/// slots, longer than the CUDA kernel's 2-row groups; K 1408 keeps the
+/// weights at 63 MB like the first), and a small case whose inter (40) is
+/// not a multiple of a block's 16 outputs and whose K (48) is shorter than a
+/// warp's loads. Two slots past offsets[e] must come out zero. (All 128
+/// experts would be 1 GB of weights, past a storage binding.)
+const GATE_UP_GELU_SHAPES: [(usize, usize, usize, usize, usize); 3] = [(1, 8, 8, 704, 2816), (16, 8, 16, 704, 1408), (13, 4, 8, 40, 48)];
+
+fn gate_up_gelu_cases(g: &mut Gen) -> Vec<Case> {
+    GATE_UP_GELU_SHAPES
+        .into_iter()
+        .map(|(rows, k, e, inter, big_k)| {
+            let (_, _, offsets) = routing(g, rows, k, e);
+            let n = rows * k + 2;
+            let (_, a) = g.bf16(n * big_k, 0.01, 1.0);
+            // Weights around 1/sqrt(K), so the gate sums reach GELU's curved part.
+            let (_, w) = g.bf16(e * 2 * inter * big_k, 0.001, 4.0 / (big_k as f32).sqrt());
+            Case {
+                kernel: &MOE_GATE_UP_GELU_BF16,
+                label: format!("rows={rows} k={k} e={e} inter={inter} K={big_k}"),
+                buffers: vec![
+                    Buffer::output("out", DType::BF16, n * inter, Tolerance::Nmse(REORDERED_NMSE)),
+                    Buffer::input("a", a),
+                    Buffer::input("w", w),
+                    Buffer::input("offsets", bytes::i32_bytes(&offsets)),
+                ],
+                run: Box::new(move |o, x| o.moe_gate_up_gelu_bf16(x[0], x[1], x[2], x[3], n, e, inter, big_k)),
+            }
+        })
+        .collect()
+}
+
 fn gelu_cases(g: &mut Gen) -> Vec<Case> {
     // (1, 10240): a decode row over 20 blocks (the CUDA plan's runs of 256 pairs).
     [(1usize, 2usize), (9, 42), (17, 1030), (1, 10240)]
@@ -1076,6 +1176,7 @@ inventory::submit! { CaseSet { kernel: &MOE_GATHER_BF16, cases: gather_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_GROUPED_GEMM_BF16, cases: grouped_bf16_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_GROUPED_W4A16, cases: grouped_fp4_cases } }
 inventory::submit! { CaseSet { kernel: &GELU_MUL_BF16, cases: gelu_cases } }
+inventory::submit! { CaseSet { kernel: &MOE_GATE_UP_GELU_BF16, cases: gate_up_gelu_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_COMBINE_BF16, cases: combine_cases } }
 
 #[cfg(test)]

@@ -531,15 +531,26 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_gemm_bf16(bf16* __
 #define MOE_SEG_R 2
 #define MOE_SEG_U 2
 #define MOE_SEG_COLS (8 * MOE_SEG_RW)
-extern "C" __global__ void __launch_bounds__(256, 3) moe_grouped_gemm_bf16_seg(bf16* __restrict__ out, const bf16* __restrict__ a,
-                                                                             const bf16* __restrict__ w, const int* __restrict__ offsets,
-                                                                             int n, int e, int big_n, int big_k) {
+//
+// GELU: the gate_up projection with the gated GELU in its epilogue
+// (moe_gate_up_gelu_bf16): out is [n, inter] with inter = big_n / 2, and a
+// warp's MOE_SEG_RW weight rows are gate rows i0, i0 + 1 and the up rows
+// inter + i0, inter + i0 + 1 of the same two outputs, so the activation is
+// computed from the warp's own sums, bf16(bf16(gelu(bf16(g))) · bf16(u)),
+// as gelu_mul_bf16 computes it from the stored projection.
+template <bool GELU>
+__device__ __forceinline__ void moe_seg_gemv(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w,
+                                             const int* __restrict__ offsets, int n, int e, int big_n, int big_k) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int s = blockIdx.y, j0 = blockIdx.x * MOE_SEG_COLS + warp * MOE_SEG_RW;
-    if (s >= n || j0 >= big_n) return; // warp-uniform; no block barriers below
+    const int inter = big_n / 2;
+    // GELU: the warp's first output; otherwise its first weight row.
+    const int s = blockIdx.y, j0 = GELU ? blockIdx.x * (MOE_SEG_COLS / 2) + warp * (MOE_SEG_RW / 2) : blockIdx.x * MOE_SEG_COLS + warp * MOE_SEG_RW;
+    const int out_n = GELU ? inter : big_n;
+    if (s >= n || j0 >= out_n) return; // warp-uniform; no block barriers below
     const int cov_lo = max(offsets[0], 0), cov_hi = min(offsets[e], n);
     if (s < cov_lo || s >= cov_hi) { // outside every segment: zero
-        if (lane < MOE_SEG_RW && j0 + lane < big_n) out[(size_t)s * big_n + j0 + lane] = 0;
+        const int outs = GELU ? MOE_SEG_RW / 2 : MOE_SEG_RW;
+        if (lane < outs && j0 + lane < out_n) out[(size_t)s * out_n + j0 + lane] = 0;
         return;
     }
     const int x = first_expert(offsets, e, s);
@@ -560,9 +571,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) moe_grouped_gemm_bf16_seg(b
             for (int u = 0; u < MOE_SEG_U; ++u) {
                 const int ch = c0 + lane + 32 * u;
 #pragma unroll
-                for (int q = 0; q < MOE_SEG_RW; ++q)
-                    wv[q][u] = (ch < chunks && j0 + q < big_n) ? ld_stream16(wx + (size_t)(j0 + q) * big_k + (size_t)ch * 8)
-                                                               : make_uint4(0u, 0u, 0u, 0u);
+                for (int q = 0; q < MOE_SEG_RW; ++q) {
+                    const int row = GELU ? (q < MOE_SEG_RW / 2 ? j0 + q : inter + j0 + q - MOE_SEG_RW / 2) : j0 + q;
+                    const bool live = GELU ? j0 + q % (MOE_SEG_RW / 2) < inter : row < big_n;
+                    wv[q][u] = (ch < chunks && live) ? ld_stream16(wx + (size_t)row * big_k + (size_t)ch * 8) : make_uint4(0u, 0u, 0u, 0u);
+                }
             }
 #pragma unroll
             for (int u = 0; u < MOE_SEG_U; ++u) {
@@ -588,13 +601,38 @@ extern "C" __global__ void __launch_bounds__(256, 3) moe_grouped_gemm_bf16_seg(b
 #pragma unroll
         for (int r = 0; r < MOE_SEG_R; ++r) {
             if (r >= nr) break;
+            if (GELU) {
+                // inter even and j0 even: outputs j0, j0 + 1 are one aligned word.
+                float v[MOE_SEG_RW];
 #pragma unroll
-            for (int q = 0; q < MOE_SEG_RW; ++q) {
-                const float v = warp_sum(acc[q][r]);
-                if (lane == q && j0 + q < big_n) out[(size_t)(r0 + r) * big_n + j0 + q] = f32_to_bf16(v);
+                for (int q = 0; q < MOE_SEG_RW; ++q) v[q] = warp_sum(acc[q][r]);
+                if (lane == 0) {
+                    const float g0 = round_bf16(v[0]), g1 = round_bf16(v[1]), u0 = round_bf16(v[2]), u1 = round_bf16(v[3]);
+                    const float a0 = __fmul_rn(round_bf16(gelu_tanh_f32(g0)), u0), a1 = __fmul_rn(round_bf16(gelu_tanh_f32(g1)), u1);
+                    *reinterpret_cast<unsigned*>(out + (size_t)(r0 + r) * inter + j0) = pack_bf16(a0, a1);
+                }
+            } else {
+#pragma unroll
+                for (int q = 0; q < MOE_SEG_RW; ++q) {
+                    const float v = warp_sum(acc[q][r]);
+                    if (lane == q && j0 + q < big_n) out[(size_t)(r0 + r) * big_n + j0 + q] = f32_to_bf16(v);
+                }
             }
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 3) moe_grouped_gemm_bf16_seg(bf16* __restrict__ out, const bf16* __restrict__ a,
+                                                                             const bf16* __restrict__ w, const int* __restrict__ offsets,
+                                                                             int n, int e, int big_n, int big_k) {
+    moe_seg_gemv<false>(out, a, w, offsets, n, e, big_n, big_k);
+}
+
+// Plan: grid (ceil(inter / (MOE_SEG_COLS / 2)), n), block 256; inter even.
+extern "C" __global__ void __launch_bounds__(256, 3) moe_gate_up_gelu_bf16(bf16* __restrict__ out, const bf16* __restrict__ a,
+                                                                         const bf16* __restrict__ w, const int* __restrict__ offsets,
+                                                                         int n, int e, int inter, int big_k) {
+    moe_seg_gemv<true>(out, a, w, offsets, n, e, 2 * inter, big_k);
 }
 
 // e2m1 code (sign in bit 3) as f32: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6.

@@ -11,10 +11,12 @@ use super::Session;
 use crate::error::{Error, Result};
 use crate::weights::MoeWeights;
 use switchyard_core::Region;
-use switchyard_kernels::moe::expert::{RouteDecodeOut, MAX_TOP_K, ROUTE_DECODE_MAX_DIM, ROUTE_DECODE_MAX_EXPERTS, ROUTE_DECODE_MAX_ROWS};
+use switchyard_kernels::moe::expert::{
+    ExpertWeights, RouteDecodeOut, GATE_UP_GELU_MAX_SLOTS, MAX_TOP_K, ROUTE_DECODE_MAX_DIM, ROUTE_DECODE_MAX_EXPERTS, ROUTE_DECODE_MAX_ROWS,
+};
 
 /// `SWITCHYARD_MOE_UNFUSED=1` keeps the decode on the separate routing and
-/// activation launches (an A/B of the fused kernels in one binary); read once
+/// gate_up / gated GELU launches (an A/B of the fused kernels in one binary); read once
 /// a process.
 fn unfused_override() -> bool {
     static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -78,8 +80,17 @@ impl Session<'_> {
         // Experts on pre_feedforward_layernorm_2(residual), in expert order.
         ops.rmsnorm_bf16(ms.h2.region(), xr, Some(w.pre_ff_norm_2.region()), rows, h, eps)?;
         ops.moe_gather_bf16(ms.g.region(), ms.h2.region(), ms.pair_of_slot.region(), n, k, h, rows)?;
-        ops.moe_grouped_gemm(ms.egu.region(), ms.g.region(), &w.gate_up.weights(), ms.offsets.region(), n, e_here, 2 * im, h)?;
-        ops.gelu_mul_bf16(ms.eact.region(), ms.egu.region(), n, im)?;
+        // Decode slot counts with bf16 experts: the gated GELU in the gate_up
+        // projection's epilogue (moe_gate_up_gelu_bf16, the same outputs).
+        match w.gate_up.weights() {
+            ExpertWeights::Bf16 { w: gu } if !unfused_override() && n <= GATE_UP_GELU_MAX_SLOTS && h % 8 == 0 && im % 2 == 0 => {
+                ops.moe_gate_up_gelu_bf16(ms.eact.region(), ms.g.region(), gu, ms.offsets.region(), n, e_here, im, h)?;
+            }
+            gate_up => {
+                ops.moe_grouped_gemm(ms.egu.region(), ms.g.region(), &gate_up, ms.offsets.region(), n, e_here, 2 * im, h)?;
+                ops.gelu_mul_bf16(ms.eact.region(), ms.egu.region(), n, im)?;
+            }
+        }
         ops.moe_grouped_gemm(ms.ey.region(), ms.eact.region(), &w.down.weights(), ms.offsets.region(), n, e_here, h, im)?;
         ops.moe_combine_bf16(experts, ms.ey.region(), ms.slot_of_pair.region(), ms.topk_w.region(), rows, k, h, n)?;
 
