@@ -228,7 +228,7 @@ fn main() -> Result<()> {
                     t_blas / t
                 );
             }
-            if m == 512 || prefill_only {
+            if m == 512 {
                 // The output against cuBLAS over the same weights dequantised
                 // to bf16 (exact) with scale2 = 1, so both sides round once
                 // from f32 sums in different K orders.

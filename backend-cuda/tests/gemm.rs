@@ -264,9 +264,9 @@ fn dequantize_bf16(bq: &[u8], bs: &[u8], n: usize, k: usize) -> Vec<u8> {
 }
 
 /// The Hopper plan's K split (w4a16.rs wgmma_split, on a 132-SM H200):
-/// 512 x 8576 x 1024 has 134 tiles, 132 whole and 2 in 4 K ranges; 512 x
-/// 5376 x 21504 84 tiles, all in 3; 600 x 1040 x 2000 27 tiles (ragged in M,
-/// N and K: the last slice 16 wide), all in 4. Against cuBLAS over the same weights dequantised
+/// 512 x 5376 x 21504 has 84 tiles, each in 3 K ranges; 600 x 1040 x 2000
+/// 27 tiles (ragged in M, N and K: the last slice 16 wide), each in 4; 512 x
+/// 8576 x 1024 134 tiles, all whole (more than one round). Against cuBLAS over the same weights dequantised
 /// to bf16 (scale2 = 1), every output written, and a second run equal bit
 /// for bit (the last split to arrive adds the partials in split order).
 /// Elsewhere (no sm_90a) the same checks hold for the mma.sync plans.

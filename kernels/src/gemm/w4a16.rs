@@ -78,7 +78,7 @@ const WGMMA_ENTRY: &str = "w4a16_sm90::w4a16_gemm_wgmma";
 const WGMMA_BM: u32 = 256;
 const WGMMA_BN: u32 = 128;
 /// Its ring depth.
-const WGMMA_STAGES: u32 = 6;
+const WGMMA_STAGES: u32 = 5;
 /// Its dynamic shared memory: per ring stage the activations (256 × 64
 /// bf16), the slice's codes (32 K-pair rows × 128 bytes) and its scales (a
 /// 4 × 128-byte box on its own 1024-byte swizzle atom); 2·stages
@@ -120,21 +120,23 @@ fn split_allowed() -> bool {
 /// `W4_MAX_SPLIT_TILES` semaphores; a split tile index is below the grid).
 const WGMMA_MAX_SPLITS: u64 = 8;
 const WGMMA_MAX_SPLIT_TILES: u64 = 1024;
-/// Costs in 64-wide slices of one tile, from the H200 figures: a work item's
-/// fill and epilogue, writing a split's f32 partial (128 KB), and the last
-/// split's read of each other partial.
+/// Estimated costs in 64-wide slices of one tile (~1000 cycles of tensor
+/// work on an SM): a work item's pipeline fill and epilogue, and a split's
+/// 128 KB f32 partial (written by each split, read back by the last).
 const WGMMA_ITEM_COST: u64 = 2;
 const WGMMA_PARTIAL_COST: u64 = 1;
 
 /// The Hopper kernel's work split for `tiles` output tiles of `kt` slices
 /// on `sms` SMs: (S, blocks). S = 1: every tile whole, min(tiles, sms)
-/// blocks. S > 1: blocks = ⌊sms/S⌋·S; the first tiles - tiles % blocks
-/// tiles whole (an equal number per block), the other tiles % blocks in S
-/// K ranges each, so the last, partial wave of tiles becomes about
-/// ⌈(tiles % blocks)·S / blocks⌉ rounds of 1/S of a tile (the kernel
-/// derives the same from its grid, w4a16_sm90.cu's w4_work). Taken where
-/// the modelled time drops by 3% or more: 512 × 5376 × 21504 (84 tiles on
-/// 132 SMs) splits 3 ways.
+/// blocks. S > 1, only where the tiles leave SMs idle (tiles < blocks):
+/// blocks = ⌊sms/S⌋·S and every tile in S K ranges, so one round of whole
+/// tiles on `tiles` SMs becomes ⌈tiles·S / blocks⌉ rounds of 1/S of a tile
+/// on all of them (the kernel derives its work from its grid, w4a16_sm90.cu's
+/// w4_work, which also allows whole tiles before split ones; splitting only
+/// the last, partial wave of a larger grid measured no gain on the H200:
+/// 512 × 21504 × 5376, 72 of 336 tiles in 3, 230 µs against 202 µs for the
+/// unsplit kernel in the same call). Taken where the modelled time drops
+/// by 3% or more: 512 × 5376 × 21504 (84 tiles on 132 SMs) splits 3 ways.
 fn wgmma_split(tiles: u64, kt: u64, sms: u64) -> (u64, u64) {
     let whole = tiles.min(sms).max(1);
     let mut best = (tiles.div_ceil(whole) * (kt + WGMMA_ITEM_COST), 1, whole);
@@ -144,14 +146,10 @@ fn wgmma_split(tiles: u64, kt: u64, sms: u64) -> (u64, u64) {
     let base = best.0;
     for s in 2..=WGMMA_MAX_SPLITS.min(kt) {
         let blocks = sms / s * s;
-        let split_tiles = if blocks == 0 { 0 } else { tiles % blocks };
-        if split_tiles == 0 || split_tiles > WGMMA_MAX_SPLIT_TILES {
+        if tiles >= blocks || tiles > WGMMA_MAX_SPLIT_TILES {
             continue;
         }
-        let rounds = (tiles - split_tiles) / blocks;
-        let cost = rounds * (kt + WGMMA_ITEM_COST)
-            + (split_tiles * s).div_ceil(blocks) * (kt.div_ceil(s) + WGMMA_ITEM_COST + WGMMA_PARTIAL_COST)
-            + (s - 1) * WGMMA_PARTIAL_COST;
+        let cost = (tiles * s).div_ceil(blocks) * (kt.div_ceil(s) + WGMMA_ITEM_COST + WGMMA_PARTIAL_COST) + (s - 1) * WGMMA_PARTIAL_COST;
         if cost * 100 <= base * 97 && cost < best.0 {
             best = (cost, s, blocks);
         }
@@ -162,9 +160,8 @@ fn wgmma_split(tiles: u64, kt: u64, sms: u64) -> (u64, u64) {
 /// Hopper (see [`wgmma_fits`]): a persistent grid of at most one block per
 /// SM, 384 threads (a TMA producer warpgroup and two consumer warpgroups
 /// that dequantise the weights into wgmma's register operand, over tiles of
-/// 256 tokens × 128 columns), the partial last wave split along K where
-/// [`wgmma_split`] says so: grid (blocks / S, S), workspace S f32 partials
-/// of 256 × 128 per split tile. Otherwise the mma.sync plan `other`.
+/// 256 tokens × 128 columns), split along K where [`wgmma_split`] says so:
+/// grid (blocks / S, S), workspace S f32 partials of 256 × 128 per tile. Otherwise the mma.sync plan `other`.
 fn hopper_or(a: &PlanArgs, f: &DeviceFacts, other: fn(&PlanArgs) -> Result<CudaPlan>) -> Result<CudaPlan> {
     if !wgmma_fits(a, f)? {
         return other(a);
@@ -174,7 +171,7 @@ fn hopper_or(a: &PlanArgs, f: &DeviceFacts, other: fn(&PlanArgs) -> Result<CudaP
     let kt = u64::from(k.div_ceil(64));
     let (s, blocks) = wgmma_split(tiles, kt, u64::from(f.multiprocessors));
     // The kernel always takes the workspace pointer.
-    let workspace_bytes = if s > 1 { tiles % blocks * s * u64::from(WGMMA_BM * WGMMA_BN) * 4 } else { 16 };
+    let workspace_bytes = if s > 1 { tiles * s * u64::from(WGMMA_BM * WGMMA_BN) * 4 } else { 16 };
     let grid = [u32::try_from(blocks / s).expect("at most the SM count"), s as u32, 1];
     let pass = CudaPass { entry: WGMMA_ENTRY, grid, block: [384, 1, 1], shared_bytes: WGMMA_SHARED_BYTES };
     Ok(CudaPlan { passes: vec![pass], workspace_bytes })
@@ -612,26 +609,24 @@ mod tests {
             (c.passes.len(), c.passes[0].entry, c.passes[0].grid, c.passes[0].block, c.passes[0].shared_bytes, c.workspace_bytes)
         };
         let entry = WGMMA_ENTRY;
-        let smem = 6 * (32768 + 4096 + 1024) + 96 + 1024;
+        let smem = 5 * (32768 + 4096 + 1024) + 80 + 1024;
         let wg = |grid: u32| (1, entry, [grid, 1, 1], [384, 1, 1], smem, 16);
-        // Split K: grid (blocks / S, S), S f32 partials of 256 x 128 for each of the last tiles % blocks tiles.
-        let split = |s: u32, split_tiles: u64| (1, entry, [132 / s, s, 1], [384, 1, 1], smem, split_tiles * u64::from(s) * 131072);
+        // Split K: grid (blocks / S, S), S f32 partials of 256 x 128 for every tile.
+        let split = |s: u32, tiles: u64| (1, entry, [132 / s, s, 1], [384, 1, 1], smem, tiles * u64::from(s) * 131072);
         for sig in [&W4A16_GEMM, &W4A16_GEMM_N128, &W4A16_GEMM_N128_M128, &W4A16_GEMM_N128_M128_BF16] {
             // The issue-5 shapes at M = 512 and 4096, and the parity cases.
             assert_eq!(plan(sig, 512, 8192, 8192, 256, &hopper), wg(128), "{}", sig.symbol);
             assert_eq!(plan(sig, 4096, 8192, 8192, 256, &hopper), wg(132), "{}", sig.symbol);
-            // 336 tiles: 264 whole, 72 in 3 K ranges.
-            assert_eq!(plan(sig, 512, 21504, 5376, 256, &hopper), split(3, 72), "{}", sig.symbol);
+            assert_eq!(plan(sig, 512, 21504, 5376, 256, &hopper), wg(132), "{}", sig.symbol);
             assert_eq!(plan(sig, 4096, 21504, 5376, 256, &hopper), wg(132), "{}", sig.symbol);
             // 84 tiles, all in 3 K ranges: 252 items on 132 SMs.
             assert_eq!(plan(sig, 512, 5376, 21504, 256, &hopper), split(3, 84), "{}", sig.symbol);
-            // 672 tiles: 660 whole, 12 in 6 K ranges.
-            assert_eq!(plan(sig, 4096, 5376, 21504, 256, &hopper), split(6, 12), "{}", sig.symbol);
+            assert_eq!(plan(sig, 4096, 5376, 21504, 256, &hopper), wg(132), "{}", sig.symbol);
             // The parity cases: 3 x 3 tiles of 256 tokens x 128 columns, and 2 x 2 tiles of 32 slices.
             assert_eq!(plan(sig, 520, 272, 144, 256, &hopper), wg(9), "{}", sig.symbol);
             assert_eq!(plan(sig, 512, 256, 2048, 256, &hopper), split(4, 4), "{}", sig.symbol);
-            // Whole tiles plus split ones (134 tiles: 132 whole, 2 split).
-            assert_eq!(plan(sig, 512, 8576, 1024, 256, &hopper), split(4, 2), "{}", sig.symbol);
+            // More tiles than SMs stay whole (134 tiles).
+            assert_eq!(plan(sig, 512, 8576, 1024, 256, &hopper), wg(132), "{}", sig.symbol);
             assert_ne!(plan(sig, 511, 8192, 8192, 256, &hopper).1, entry, "{}", sig.symbol);
             assert_ne!(plan(sig, 512, 8192, 8192, 264, &hopper).1, entry, "{}", sig.symbol);
             assert_ne!(plan(sig, 512, 8192, 8192, 256, &FACTS).1, entry, "{}", sig.symbol);

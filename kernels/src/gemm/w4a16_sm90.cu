@@ -21,14 +21,15 @@
 // dequantised weights are wgmma's A operand, straight from registers, and
 // the activations its B operand from shared memory. A tile is 256 tokens x
 // 128 weight columns.
-// - Work: whole tiles, then, where w4a16.rs's wgmma_split says the last,
-//   partial wave of tiles would leave SMs idle, the remaining tiles in S K
-//   ranges each (grid (blocks / S, S)); a split's f32 partial goes to the
-//   workspace and the last split of a tile to arrive (a semaphore per split
-//   tile) adds the S partials in split order and stores the tile, so the
-//   result does not depend on which split is last. No float atomics.
+// - Work: whole tiles, then tiles % blocks tiles in S K ranges each (grid
+//   (blocks / S, S); w4a16.rs's wgmma_split splits only where the tiles
+//   leave SMs idle, so every tile is split or none). A split's f32 partial
+//   goes to the workspace, and the last split of a tile to arrive (a
+//   semaphore per split tile) adds the S partials in split order and stores
+//   the tile, so the result does not depend on which split is last. No
+//   float atomics.
 // - warpgroup 0, one thread: per 64-wide K slice, three TMA copies into the
-//   next stage of a 6-deep ring: the activations (256 token rows x 64 bf16,
+//   next stage of a 5-deep ring: the activations (256 token rows x 64 bf16,
 //   128-byte swizzle, as gemm_sm90.cu's B), the slice's codes (32 K-pair
 //   rows x 128 bytes) and its scales (4 rows x 128 bytes). The weight maps
 //   view the u8 matrices as bf16 pairs (the backend encodes bf16 maps
@@ -63,7 +64,7 @@
 #define W4_BM 256 // tokens per tile
 #define W4_BN 128 // weight columns per tile
 #define W4_BK 64
-#define W4_STAGES 6
+#define W4_STAGES 5
 #define W4_A_BYTES (W4_BM * W4_BK * 2) // activations: 32768
 #define W4_Q_BYTES (32 * W4_BN)        // codes: 32 K-pair rows x 128 bytes
 // Codes, then the scale box (4 x 128 bytes) on its own 1024-byte swizzle atom.
