@@ -584,21 +584,18 @@ __device__ __forceinline__ void moe_seg_gemv(bf16* __restrict__ out, const bf16*
         for (int q = 0; q < MOE_SEG_RW; ++q)
 #pragma unroll
             for (int r = 0; r < MOE_SEG_R; ++r) acc[q][r] = 0.0f;
-        // NORM: each row's token row (mode 1), a zero row (pair -1, mode 0)
-        // or a NaN row (a pair outside [0, rows·k), mode 2), and its inv.
-        const bf16* arow[MOE_SEG_R];
-        int mode[MOE_SEG_R];
+        // The row each activation row is read from; NORM: the token row, or
+        // -1 for a zero row (pair -1) and -2 for a NaN row (a pair outside
+        // [0, rows·k)), which read row 0 and replace it. And its inv.
+        int src[MOE_SEG_R];
         float inv[MOE_SEG_R];
 #pragma unroll
         for (int r = 0; r < MOE_SEG_R; ++r) {
-            arow[r] = a + (size_t)(r0 + r) * big_k;
-            mode[r] = 1;
+            src[r] = r0 + r;
             inv[r] = 0.0f;
             if (NORM && r < nr) {
                 const int pair = nm.pair_of_slot[r0 + r];
-                const int tok = pair >= 0 ? pair / nm.k : -1;
-                mode[r] = pair == -1 ? 0 : (pair >= 0 && tok < nm.rows ? 1 : 2);
-                arow[r] = a + (size_t)(mode[r] == 1 ? tok : 0) * big_k;
+                src[r] = pair == -1 ? -1 : (pair >= 0 && pair / nm.k < nm.rows ? pair / nm.k : -2);
             }
         }
         for (int c0 = 0; c0 < chunks; c0 += 32 * MOE_SEG_U) {
@@ -619,7 +616,7 @@ __device__ __forceinline__ void moe_seg_gemv(bf16* __restrict__ out, const bf16*
                     if (r >= nr) break;
                     float ss = 0.0f;
                     for (int c = lane; c < chunks; c += 32) {
-                        const uint4 v = ld_nc16(arow[r] + (size_t)c * 8);
+                        const uint4 v = ld_nc16(a + (size_t)max(src[r], 0) * big_k + (size_t)c * 8);
                         const unsigned vw[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
                         for (int i = 0; i < 4; ++i) {
@@ -638,10 +635,10 @@ __device__ __forceinline__ void moe_seg_gemv(bf16* __restrict__ out, const bf16*
 #pragma unroll
                 for (int r = 0; r < MOE_SEG_R; ++r) {
                     if (r >= nr) break;
-                    uint4 xv = ld_nc16(arow[r] + (size_t)ch * 8);
+                    uint4 xv = ld_nc16(a + (size_t)max(src[r], 0) * big_k + (size_t)ch * 8);
                     if (NORM) {
-                        const unsigned fill = mode[r] == 0 ? 0u : 0x7fc07fc0u;
-                        xv = mode[r] == 1 ? make_uint4(norm_pair(xv.x, nv.x, inv[r]), norm_pair(xv.y, nv.y, inv[r]), norm_pair(xv.z, nv.z, inv[r]),
+                        const unsigned fill = src[r] == -1 ? 0u : 0x7fc07fc0u;
+                        xv = src[r] >= 0 ? make_uint4(norm_pair(xv.x, nv.x, inv[r]), norm_pair(xv.y, nv.y, inv[r]), norm_pair(xv.z, nv.z, inv[r]),
                                                        norm_pair(xv.w, nv.w, inv[r]))
                                           : make_uint4(fill, fill, fill, fill);
                     }
@@ -696,10 +693,11 @@ extern "C" __global__ void __launch_bounds__(256, 3) moe_gate_up_gelu_bf16(bf16*
 }
 
 // Plan: as moe_gate_up_gelu_bf16; K % 8 == 0, x and norm_w 16-byte aligned.
-extern "C" __global__ void __launch_bounds__(256, 3)
-    moe_norm_gate_up_gelu_bf16(bf16* __restrict__ out, const bf16* __restrict__ x, const bf16* __restrict__ norm_w,
-                               const bf16* __restrict__ w, const int* __restrict__ offsets, const int* __restrict__ pair_of_slot, int n,
-                               int e, int inter, int big_k, int k, int rows, float eps) {
+extern "C" __global__ void __launch_bounds__(256, 3) moe_norm_gate_up_gelu_bf16(bf16* __restrict__ out, const bf16* __restrict__ x,
+                                                                              const bf16* __restrict__ norm_w, const bf16* __restrict__ w,
+                                                                              const int* __restrict__ offsets,
+                                                                              const int* __restrict__ pair_of_slot, int n, int e, int inter,
+                                                                              int big_k, int k, int rows, float eps) {
     moe_seg_gemv<true, true>(out, x, w, offsets, n, e, 2 * inter, big_k, SegNorm{norm_w, pair_of_slot, k, rows, eps});
 }
 
