@@ -74,6 +74,15 @@
 // 2-block clusters multicasting the shared weight slice read the minimum
 // 555 MB but ran at 265-269 / 310 (tensor pipe 31% of active cycles: the
 // two blocks' rings refill in lock step). DRAM bytes are not down's limit.
+// Measured and dropped in the seventh session (one H200 call against this
+// kernel's 511-515 TFLOP/s down in the same call; the code is
+// benchmarks/2026-12-02-moe-down-h200/variants.patch): a walk that hands
+// every block an equal share of m64 row blocks (busiest SM 1.6% above the
+// mean, from 3.6%; DRAM reads 554 MB, from 719) ran 502-506, its SMs
+// needing 7% more active cycles for the same tensor-pipe cycles; on top of
+// it, zeroing the accumulators before the turn and handing the turn over
+// at the last slice's commit, 501-508; and adding an L2 prefetch of the
+// block's next weight slice beside each copy, 369-375 (L2 at 96% of peak).
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
