@@ -183,28 +183,9 @@ fn wgsl_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     }
     let vectors = rows as u64 * (a.u32("nh")? as u64 + 2 * a.u32("nkv")? as u64);
     let per_group = WGSL_QKV_THREADS / (hd / 16);
-    let vector_groups = groups(a.kernel, vectors, per_group)?;
-    let upg = wgsl_qkv_units_per_group(vector_groups);
-    let mut plan = WgslPlan::single(a.kernel, [vector_groups.div_ceil(upg), 1, 1]);
+    let mut plan = WgslPlan::single(a.kernel, [groups(a.kernel, vectors, per_group)?, 1, 1]);
     plan.passes[0].entry = "qkv_prep_bf16_vec";
-    plan.passes[0].consts = vec![("UPG", upg)];
     Ok(plan)
-}
-
-/// Vector groups a `qkv_prep_bf16_vec` workgroup takes one after another
-/// (the shader's `UPG`): with one, a workgroup's life was one chain of
-/// loads (position, then its (cos, sin) row) and one barrier with nothing
-/// else in flight; with several, the next group's loads are issued before
-/// the current group's barrier and stores. At least 2048 workgroups stay
-/// (about two waves on an H200), so decode-sized launches keep one group a
-/// workgroup. `SWITCHYARD_WGSL_QKV_UPG=1..8` overrides it (read once a
-/// process) to measure other values on a device.
-fn wgsl_qkv_units_per_group(vector_groups: u32) -> u32 {
-    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    let forced = *OVERRIDE.get_or_init(|| {
-        std::env::var("SWITCHYARD_WGSL_QKV_UPG").ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|v| (1..=8).contains(v))
-    });
-    forced.unwrap_or_else(|| vector_groups.div_ceil(2048).clamp(1, 4))
 }
 
 cuda_plan!(QKV_PREP_BF16 => cuda_qkv_prep);

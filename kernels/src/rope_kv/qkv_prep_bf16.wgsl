@@ -42,8 +42,7 @@ const Q: u32 = 0u;
 const K: u32 = 1u;
 const V: u32 = 2u;
 
-// 256 for qkv_prep_bf16; two halves of 256 for qkv_prep_bf16_vec.
-var<workgroup> red: array<f32, 512>;
+var<workgroup> red: array<f32, 256>;
 // (source row, position, slot) of this workgroup's row, made workgroup-uniform.
 var<workgroup> row_info: vec4<i32>;
 
@@ -135,34 +134,24 @@ fn normed4(x: vec4<u32>, inv: f32, w: vec4<u32>, has_w: bool) -> array<vec4<f32>
     return array<vec4<f32>, 2>(bf16_round4(lo), bf16_round4(hi));
 }
 
-// One head vector's share of a lane: what it stores where, and its loads.
-struct Unit {
-    // Q, K, V, or 3: no vector (threads past the last one idle through the barrier).
-    kind: u32,
-    write: bool,
-    ok: bool,
-    has_w: bool,
-    dst: u32,
-    xa: vec4<u32>,
-    xb: vec4<u32>,
-    wa: vec4<u32>,
-    wb: vec4<u32>,
-    c0: vec4<f32>,
-    c1: vec4<f32>,
-    c2: vec4<f32>,
-    c3: vec4<f32>,
-}
-
-// Issues every load of vector u for lane l (valid: the lane's group exists).
-fn load_unit(u: u32, valid: bool, l: u32, al: bool) -> Unit {
+@compute @workgroup_size(256)
+fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) lid: u32) {
     let hd = u32(p.hd);
     let nh = u32(p.nh);
     let nkv = u32(p.nkv);
+    let lanes = hd / 16u;
+    let per_wg = 256u / lanes;
     let per_row = nh + 2u * nkv;
+    let g = lid / lanes;
+    let l = lid % lanes;
+    let u = group_x(wid, nwg, p.fold) * per_wg + g;
+    // Threads past the last vector (or the workgroup's last whole group) idle
+    // through the barrier; kind 3 marks them.
     var kind = 3u;
     var r = 0u;
     var head = 0u;
-    if (valid && u < u32(p.rows) * per_row) {
+    if (g < per_wg && u < u32(p.rows) * per_row) {
         r = u / per_row;
         let k = u % per_row;
         if (k < nh) {
@@ -202,110 +191,73 @@ fn load_unit(u: u32, valid: bool, l: u32, al: bool) -> Unit {
         src = select(p.k_raw, p.v_raw, kind == V) + (src_row * nkv + head) * hw;
         dst = select(p.k_pool, p.v_pool, kind == V) + (u32(max(slot, 0)) * nkv + head) * hw;
     }
-    // Words of a head vector's half.
+    // Words of a head vector (hw) and of its half (qw).
     let qw = hd / 4u;
+    let al = aligned4(p.q_out, p.k_pool, p.v_pool, p.q_raw) && aligned4(p.k_raw, p.v_raw, p.q_norm, p.k_norm)
+        && aligned4(p.cos_sin, NONE, NONE, NONE);
     // Words 4l.. of the first half and qw + 4l.. of the second. The data
     // loads wait on no other load (a valid source row is all they need; a
     // row with a bad position or slot reads and drops it), and the norm
     // weight and (cos, sin) loads go out with them, before the barrier.
-    var un = Unit(kind, write, ok, false, dst, vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u),
-                  vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    var xa = vec4<u32>(0u);
+    var xb = vec4<u32>(0u);
     if (kind != 3u && s_ok) {
-        un.xa = src4(kind % 3u, src + 4u * l, al);
-        un.xb = src4(kind % 3u, src + qw + 4u * l, al);
+        xa = src4(kind % 3u, src + 4u * l, al);
+        xb = src4(kind % 3u, src + qw + 4u * l, al);
     }
     let wo = select(p.k_norm, p.q_norm, kind == Q);
-    un.has_w = wo != NONE;
+    let has_w = wo != NONE;
     let rot = write && ok && kind != V;
-    if (rot && un.has_w) {
-        un.wa = norm4(kind, wo + 4u * l, al);
-        un.wb = norm4(kind, wo + qw + 4u * l, al);
+    var wa = vec4<u32>(0u);
+    var wb = vec4<u32>(0u);
+    if (rot && has_w) {
+        wa = norm4(kind, wo + 4u * l, al);
+        wb = norm4(kind, wo + qw + 4u * l, al);
     }
     // (cos, sin) of pairs i = 8l..8l+7 (hd / 2 pairs a position): 16 words;
     // c0 = (cos, sin) of i, i+1, ...
+    var c0 = vec4<f32>(0.0);
+    var c1 = vec4<f32>(0.0);
+    var c2 = vec4<f32>(0.0);
+    var c3 = vec4<f32>(0.0);
     if (rot) {
         let cs = p.cos_sin + (pos * (hd / 2u) + 8u * l) * 2u;
-        un.c0 = cs4(cs, al);
-        un.c1 = cs4(cs + 4u, al);
-        un.c2 = cs4(cs + 8u, al);
-        un.c3 = cs4(cs + 12u, al);
+        c0 = cs4(cs, al);
+        c1 = cs4(cs + 4u, al);
+        c2 = cs4(cs + 8u, al);
+        c3 = cs4(cs + 12u, al);
     }
-    return un;
-}
-
-// Stores a unit once its vector's Σ x² is in red[rb + g·lanes ..].
-fn finish_unit(un: Unit, rb: u32, g: u32, l: u32, lanes: u32, al: bool) {
-    if (!un.write) {
+    red[lid] = sq_bf16x4(xa) + sq_bf16x4(xb);
+    workgroupBarrier();
+    if (!write) {
         return;
     }
-    let hd = u32(p.hd);
-    let qw = hd / 4u;
-    let kind = un.kind;
-    let dst = un.dst;
-    if (!un.ok) {
+    if (!ok) {
         store4(kind, dst + 4u * l, vec4<u32>(BF16_NAN2), al);
         store4(kind, dst + qw + 4u * l, vec4<u32>(BF16_NAN2), al);
         return;
     }
     var ss = 0.0;
     for (var t = 0u; t < lanes; t++) {
-        ss += red[rb + g * lanes + t];
+        ss += red[g * lanes + t];
     }
     let inv = inv_rms(ss, hd, p.eps);
-    let xa = un.xa;
-    let xb = un.xb;
     if (kind == V) {
         store4(V, dst + 4u * l, pack_bf16x4(bf16x4_lo(xa) * inv, bf16x4_hi(xa) * inv), al);
         store4(V, dst + qw + 4u * l, pack_bf16x4(bf16x4_lo(xb) * inv, bf16x4_hi(xb) * inv), al);
         return;
     }
     // Element 8l+2k is lo of word k, 8l+2k+1 its hi: pair index 2k and 2k+1.
-    let cos_lo = vec4<f32>(un.c0.x, un.c1.x, un.c2.x, un.c3.x);
-    let sin_lo = vec4<f32>(un.c0.y, un.c1.y, un.c2.y, un.c3.y);
-    let cos_hi = vec4<f32>(un.c0.z, un.c1.z, un.c2.z, un.c3.z);
-    let sin_hi = vec4<f32>(un.c0.w, un.c1.w, un.c2.w, un.c3.w);
-    let na = normed4(xa, inv, un.wa, un.has_w);
-    let nb = normed4(xb, inv, un.wb, un.has_w);
+    let cos_lo = vec4<f32>(c0.x, c1.x, c2.x, c3.x);
+    let sin_lo = vec4<f32>(c0.y, c1.y, c2.y, c3.y);
+    let cos_hi = vec4<f32>(c0.z, c1.z, c2.z, c3.z);
+    let sin_hi = vec4<f32>(c0.w, c1.w, c2.w, c3.w);
+    let na = normed4(xa, inv, wa, has_w);
+    let nb = normed4(xb, inv, wb, has_w);
     let oa = pack_bf16x4(na[0] * cos_lo - nb[0] * sin_lo, na[1] * cos_hi - nb[1] * sin_hi);
     let ob = pack_bf16x4(nb[0] * cos_lo + na[0] * sin_lo, nb[1] * cos_hi + na[1] * sin_hi);
     store4(kind, dst + 4u * l, oa, al);
     store4(kind, dst + qw + 4u * l, ob, al);
-}
-
-// Groups of 256 / lanes vectors a workgroup takes, one after another (a
-// pipeline override the plan picks, rope_kv/mod.rs): the loads of group
-// k + 1 are issued before group k's barrier, reduction and stores, so the
-// chain pos -> (cos, sin) of the next group waits behind this group's work
-// instead of idling the workgroup. red holds two groups' sums (alternate
-// halves), so one barrier a group suffices: a half is rewritten two groups
-// later, after the barrier that follows every read of it.
-override UPG: u32 = 1u;
-
-@compute @workgroup_size(256)
-fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                     @builtin(local_invocation_index) lid: u32) {
-    let hd = u32(p.hd);
-    let lanes = hd / 16u;
-    let per_wg = 256u / lanes;
-    let g = lid / lanes;
-    let l = lid % lanes;
-    let valid = g < per_wg;
-    let al = aligned4(p.q_out, p.k_pool, p.v_pool, p.q_raw) && aligned4(p.k_raw, p.v_raw, p.q_norm, p.k_norm)
-        && aligned4(p.cos_sin, NONE, NONE, NONE);
-    let first = group_x(wid, nwg, p.fold) * UPG;
-    var cur = load_unit(first * per_wg + g, valid, l, al);
-    for (var k = 0u; k < UPG; k++) {
-        var nxt = Unit(3u, false, false, false, 0u, vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u),
-                       vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
-        if (k + 1u < UPG) {
-            nxt = load_unit((first + k + 1u) * per_wg + g, valid, l, al);
-        }
-        let rb = (k & 1u) * 256u;
-        red[rb + lid] = sq_bf16x4(cur.xa) + sq_bf16x4(cur.xb);
-        workgroupBarrier();
-        finish_unit(cur, rb, g, l, lanes, al);
-        cur = nxt;
-    }
 }
 
 // --- qkv_prep_bf16 (hd % 16 != 0) -------------------------------------------
