@@ -62,17 +62,19 @@ fn gather_table(a: &PlanArgs) -> Result<(&'static str, u64, u64)> {
 }
 
 /// Output rows a workgroup of the WGSL gathers (the shaders' `RPG`, at most
-/// their `MAX_RPG` of 16): enough rows per workgroup that a workgroup keeps a
-/// row of loads in flight while it stores the previous one and the grid is
-/// about one wave (an H200 holds some 1056 workgroups of 256), one row per
-/// workgroup below 1024 rows. `SWITCHYARD_WGSL_GATHER_RPG=1..16` overrides it
-/// (read once a process) to measure other values on a device.
+/// their `MAX_RPG` of 16): two from 2048 rows, so a workgroup keeps the next
+/// row's loads in flight while it stores one, else one. Measured on the H200
+/// (GPU time, rows 4096, h 5376, benchmarks/2026-12-02-wgpu-mem2-h200):
+/// gather_rows_bf16 0.0311 / 0.0316 / 0.0318 ms at RPG 1 / 2 / 8, but
+/// 0.0854 at 4 (and embed_gather_fp8 0.0436 at 2, 0.0482 at 8, 0.1416 at
+/// 4), so the plan does not scale RPG with rows. `SWITCHYARD_WGSL_GATHER_RPG=1..16`
+/// overrides it (read once a process) to measure other values on a device.
 fn gather_rows_per_group(rows: u32) -> u32 {
     static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     let forced = *OVERRIDE.get_or_init(|| {
         std::env::var("SWITCHYARD_WGSL_GATHER_RPG").ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|v| (1..=16).contains(v))
     });
-    forced.unwrap_or_else(|| rows.div_ceil(1024).clamp(1, 8))
+    forced.unwrap_or(if rows >= 2048 { 2 } else { 1 })
 }
 
 /// A gather's dispatch over table rows `[first, first + count)`: workgroups
