@@ -414,7 +414,7 @@ fn wgsl_moe_route_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
         consts: vec![],
         extra: [0; 4],
     };
-    let select = WgslPass { entry: "moe_route_decode_select", grid: [1, 1, 1], consts: vec![], extra: [0; 4] };
+    let select = WgslPass { entry: "moe_route_decode", grid: [1, 1, 1], consts: vec![], extra: [0; 4] };
     Ok(WgslPlan { passes: vec![logits, select], workspace_bytes: 0 })
 }
 

@@ -6,15 +6,16 @@
 //   weights are bf16, so each product is exact in f32 and a driver that
 //   contracts `acc + rn * w` into an FMA changes nothing. e is even: the
 //   pair is one logits word.
-// - moe_route_decode_select: one workgroup. Invocation r < rows runs row r's
-//   softmax (sum in index order) and its k rounds over rank keys, as the CUDA
-//   kernel: the f32 bits of p with the sign cleared, plus one, so a NaN p
-//   ranks above every number as in the reference's total order, and the
-//   lowest index wins a tie (strict compare scanning upward). p is recomputed
-//   from the logit in each round by the same expression, so it has the same
-//   bits every time. Then counts (an invocation per expert), the offsets
-//   (one invocation, in order) and the slots (an invocation per pair,
-//   ranking it among the earlier pairs of its expert).
+// - moe_route_decode, the second dispatch: one workgroup. Invocation
+//   r < rows runs row r's softmax (sum in index order) and its k rounds over
+//   rank keys, as the CUDA kernel: the f32 bits of p with the sign cleared,
+//   plus one, so a NaN p ranks above every number as in the reference's
+//   total order, and the lowest index wins a tie (strict compare scanning
+//   upward). p is recomputed from the logit in each round by the same
+//   expression, so it has the same bits every time. Then counts (an
+//   invocation per expert), the offsets (one invocation, in order) and the
+//   slots (an invocation per pair, ranking it among the earlier pairs of its
+//   expert).
 struct Params {
     topk_ids: u32, topk_w: u32, offsets: u32, pair_of_slot: u32, slot_of_pair: u32, logits: u32,
     x: u32, scale: u32, router_w: u32, per_expert_scale: u32,
@@ -92,7 +93,7 @@ fn logit_at(g: u32) -> f32 {
 }
 
 @compute @workgroup_size(256)
-fn moe_route_decode_select(@builtin(local_invocation_index) lid: u32) {
+fn moe_route_decode(@builtin(local_invocation_index) lid: u32) {
     let rows = min(u32(p.rows), MAX_ROWS);
     let e = min(u32(p.e), MAX_E);
     let k = min(u32(p.k), min(e, MAX_K));
