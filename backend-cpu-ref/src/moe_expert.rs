@@ -9,14 +9,14 @@
 use crate::attn::count;
 use crate::ctx::Ctx;
 use crate::embed::{in_range, BF16_NAN};
-use crate::norm::{inv_rms, normalize};
+use crate::norm::inv_rms;
 use switchyard_core::codec::fp8::e4m3_to_f32;
 use switchyard_core::codec::nvfp4::{e2m1_to_f32, BLOCK};
 use switchyard_core::codec::{bf16_bits, bf16_round};
 use switchyard_core::{Error, Result};
 use switchyard_kernels::moe::expert::{
-    GATE_UP_GELU_MAX_SLOTS, GELU_MUL_BF16, MOE_COMBINE_BF16, MOE_GATE_UP_GELU_BF16, MOE_GATHER_BF16, MOE_GROUPED_GEMM_BF16,
-    MOE_GROUPED_W4A16, MOE_NORM_GATE_UP_GELU_BF16, MOE_ROUTER_TOPK, MOE_ROUTE_DECODE, ROUTER_NORM_BF16,
+    GELU_MUL_BF16, MOE_COMBINE_BF16, MOE_GATE_UP_GELU_BF16, MOE_GATHER_BF16, MOE_GROUPED_GEMM_BF16, MOE_GROUPED_W4A16, MOE_ROUTER_TOPK,
+    MOE_ROUTE_DECODE, ROUTER_NORM_BF16,
 };
 
 register!(ROUTER_NORM_BF16 => router_norm);
@@ -27,7 +27,6 @@ register!(MOE_GROUPED_GEMM_BF16 => grouped_bf16);
 register!(MOE_GROUPED_W4A16 => grouped_w4a16);
 register!(GELU_MUL_BF16 => gelu_mul);
 register!(MOE_GATE_UP_GELU_BF16 => gate_up_gelu);
-register!(MOE_NORM_GATE_UP_GELU_BF16 => norm_gate_up_gelu);
 register!(MOE_COMBINE_BF16 => combine);
 
 fn router_norm(c: &mut Ctx<'_>) -> Result<()> {
@@ -224,8 +223,7 @@ fn grouped(
     // launch_validator fuzzer: n · big_n from a raw launch is unbounded).
     let out_elems = count(kernel, "out", &[n, big_n])?;
     c.bytes(out, 0, out_elems, 2)?;
-    let av = c.bf16(c.buf("a")?, 0, count(kernel, "a", &[n, sizes.3])?)?;
-    let bits = grouped_bits(c, &av, weights, post, sizes)?;
+    let bits = grouped_bits(c, weights, post, sizes)?;
     c.put_bf16(out, 0, &bits)
 }
 
@@ -233,7 +231,6 @@ fn grouped(
 /// checked that their image is bounded.
 fn grouped_bits(
     c: &Ctx<'_>,
-    av: &[f32],
     mut weights: impl FnMut(usize, &mut [f32]),
     post: impl Fn(usize) -> f32,
     sizes: (usize, usize, usize, usize),
@@ -241,9 +238,7 @@ fn grouped_bits(
     let kernel = c.kernel();
     let (n, e, big_n, big_k) = sizes;
     let off = offsets(c, e)?;
-    if av.len() < count(kernel, "a", &[n, big_k])? {
-        return Err(Error::invalid(kernel, "a", format!("{} activation values for {n} rows of {big_k}", av.len())));
-    }
+    let av = c.bf16(c.buf("a")?, 0, count(kernel, "a", &[n, big_k])?)?;
     // Size the weight panel only when there is an expert: with e = 0 the
     // callers' weight checks bound nothing, and big_n · big_k from a raw
     // launch could ask for terabytes (found by the launch_validator fuzzer).
@@ -344,19 +339,7 @@ fn gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
 /// bf16, then [`gelu_mul`]'s activation of each (gate, up) pair.
 fn gate_up_gelu(c: &mut Ctx<'_>) -> Result<()> {
     let kernel = c.kernel();
-    let (n, big_k) = (c.size("n")?, c.size("big_k")?);
-    let av = c.bf16(c.buf("a")?, 0, count(kernel, "a", &[n, big_k])?)?;
-    gate_up_gelu_rows(c, &av)
-}
-
-/// The gate_up sums of activation rows `av` `[n, K]`, stored as bf16, then
-/// [`gelu_mul`]'s activation of each (gate, up) pair into `out`.
-fn gate_up_gelu_rows(c: &mut Ctx<'_>, av: &[f32]) -> Result<()> {
-    let kernel = c.kernel();
     let (n, e, inter, big_k) = (c.size("n")?, c.size("e")?, c.size("inter")?, c.size("big_k")?);
-    if n > GATE_UP_GELU_MAX_SLOTS {
-        return Err(Error::invalid(kernel, "n", format!("n = {n} exceeds {GATE_UP_GELU_MAX_SLOTS} (decode slot counts)")));
-    }
     let big_n = count(kernel, "w", &[2, inter])?;
     let out = c.buf("out")?;
     let out_elems = count(kernel, "out", &[n, inter])?;
@@ -368,7 +351,7 @@ fn gate_up_gelu_rows(c: &mut Ctx<'_>, av: &[f32]) -> Result<()> {
             *dst = switchyard_core::codec::bf16_value(u16::from_le_bytes([b[0], b[1]]));
         }
     };
-    let gu = grouped_bits(c, av, fill, |_| 1.0, (n, e, big_n, big_k))?;
+    let gu = grouped_bits(c, fill, |_| 1.0, (n, e, big_n, big_k))?;
     let mut bits = Vec::with_capacity(out_elems);
     if inter > 0 {
         for r in gu.chunks_exact(big_n) {
@@ -380,41 +363,6 @@ fn gate_up_gelu_rows(c: &mut Ctx<'_>, av: &[f32]) -> Result<()> {
         }
     }
     c.put_bf16(out, 0, &bits)
-}
-
-/// The activation rows as `rmsnorm_bf16` then [`gather`] store them (zero
-/// row for pair −1, NaN row for a token outside the rows), then
-/// [`gate_up_gelu_rows`].
-fn norm_gate_up_gelu(c: &mut Ctx<'_>) -> Result<()> {
-    let kernel = c.kernel();
-    let (n, big_k, k, rows, eps) = (c.size("n")?, c.size("big_k")?, c.size("k")?, c.size("rows")?, c.f32("eps")?);
-    if k == 0 {
-        return Err(Error::invalid(kernel, "k", "k must be > 0 (pairs are mapped to tokens by pair / k)"));
-    }
-    if n > GATE_UP_GELU_MAX_SLOTS {
-        return Err(Error::invalid(kernel, "n", format!("n = {n} exceeds {GATE_UP_GELU_MAX_SLOTS} (decode slot counts)")));
-    }
-    let pairs = c.i32s(c.buf("pair_of_slot")?, 0, n)?;
-    let xv = c.bf16(c.buf("x")?, 0, count(kernel, "x", &[rows, big_k])?)?;
-    let nw = c.bf16(c.buf("norm_w")?, 0, big_k)?;
-    let mut normed = Vec::with_capacity(xv.len());
-    if big_k > 0 {
-        for xr in xv.chunks_exact(big_k) {
-            normed.extend(normalize(xr, eps, Some(&nw)).into_iter().map(bf16_round));
-        }
-    }
-    let nan = switchyard_core::codec::bf16_value(BF16_NAN);
-    let mut av = Vec::with_capacity(count(kernel, "a", &[n, big_k])?);
-    for &pair in &pairs {
-        match pair {
-            -1 => av.extend(std::iter::repeat_n(0f32, big_k)),
-            _ => match usize::try_from(pair).ok().map(|p| p / k).filter(|&t| t < rows) {
-                Some(t) => av.extend_from_slice(&normed[t * big_k..(t + 1) * big_k]),
-                None => av.extend(std::iter::repeat_n(nan, big_k)),
-            },
-        }
-    }
-    gate_up_gelu_rows(c, &av)
 }
 
 fn combine(c: &mut Ctx<'_>) -> Result<()> {

@@ -115,20 +115,6 @@ declare_kernel! {
 }
 
 declare_kernel! {
-    /// [`MOE_GATE_UP_GELU_BF16`] on rows made from the token rows: the
-    /// activation row of slot `s` is `bf16(x[t, k] · inv_t · norm_w[k])`,
-    /// `t = pair_of_slot[s] / k`, `inv_t = (Σ x[t]² / K + eps)^-0.5` (f32, Σ
-    /// order free): `rmsnorm_bf16` of x then [`MOE_GATHER_BF16`], including
-    /// the gather's zero row for pair −1 and NaN row for a token outside
-    /// `[0, rows)`. Shapes: out bf16 `[n, inter]`, x `[rows, K]`, norm_w
-    /// `[K]`, w `[e, 2·inter, K]`, offsets i32 `[e+1]`, pair_of_slot i32
-    /// `[n]`. n ≤ 256, K % 8 == 0, inter even, x and norm_w 16-byte aligned.
-    MOE_NORM_GATE_UP_GELU_BF16 = "moe_expert"::"moe_norm_gate_up_gelu_bf16"(
-        A::output("out"), A::input("x"), A::input("norm_w"), A::input("w"), A::input("offsets"), A::input("pair_of_slot"),
-        A::i32("n"), A::i32("e"), A::i32("inter"), A::i32("big_k"), A::i32("k"), A::i32("rows"), A::f32("eps"))
-}
-
-declare_kernel! {
     /// Gated activation: with `gate = gu[r, i]`, `up = gu[r, inter + i]`,
     /// `out[r, i] = bf16(bf16(gelu_tanh(gate)) · up)`, where
     /// `gelu_tanh(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` in f32
@@ -436,8 +422,6 @@ fn wgsl_moe_gate_up_gelu(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
 
 cuda_plan!(MOE_GATE_UP_GELU_BF16 => cuda_moe_gate_up_gelu);
 wgsl_plan!(MOE_GATE_UP_GELU_BF16, "moe/moe_gate_up_gelu_bf16.wgsl" => wgsl_moe_gate_up_gelu);
-cuda_plan!(MOE_NORM_GATE_UP_GELU_BF16 => cuda_moe_gate_up_gelu);
-wgsl_plan!(MOE_NORM_GATE_UP_GELU_BF16, "moe/moe_norm_gate_up_gelu_bf16.wgsl" => wgsl_moe_gate_up_gelu);
 
 wgsl_plan!(MOE_ROUTE_DECODE, "moe/moe_route_decode.wgsl" => wgsl_moe_route_decode);
 cuda_plan!(ROUTER_NORM_BF16 => cuda_row_blocks);
@@ -486,25 +470,6 @@ pub enum ExpertWeights {
 fn grouped_sizes(kernel: &str, n: usize, e: usize, big_n: usize, big_k: usize) -> Result<[crate::ops::LaunchArg; 4]> {
     positive(kernel, &[("n", n), ("e", e), ("big_n", big_n), ("big_k", big_k)])?;
     Ok([scalar(I(n as i32)), scalar(I(e as i32)), scalar(I(big_n as i32)), scalar(I(big_k as i32))])
-}
-
-/// The sizes of [`MOE_NORM_GATE_UP_GELU_BF16`].
-#[derive(Clone, Copy, Debug)]
-pub struct NormGateUpSizes {
-    /// Slots.
-    pub n: usize,
-    /// Experts.
-    pub e: usize,
-    /// Outputs per slot (half the gate_up rows).
-    pub inter: usize,
-    /// K, the token rows' width.
-    pub big_k: usize,
-    /// Top-k (pairs per token).
-    pub top_k: usize,
-    /// Token rows of x.
-    pub rows: usize,
-    /// The norm's eps.
-    pub eps: f32,
 }
 
 /// The outputs of [`MOE_ROUTE_DECODE`].
@@ -787,50 +752,6 @@ impl Ops {
                 scalar(I(e as i32)),
                 scalar(I(inter as i32)),
                 scalar(I(big_k as i32)),
-            ],
-        )
-    }
-
-    /// See [`MOE_NORM_GATE_UP_GELU_BF16`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn moe_norm_gate_up_gelu_bf16(
-        &self,
-        out: Region,
-        x: Region,
-        norm_w: Region,
-        w: Region,
-        offsets: Region,
-        pair_of_slot: Region,
-        sizes: NormGateUpSizes,
-    ) -> Result<()> {
-        let s = MOE_NORM_GATE_UP_GELU_BF16.symbol;
-        let NormGateUpSizes { n, e, inter, big_k, top_k, rows, eps } = sizes;
-        positive(s, &[("n", n), ("e", e), ("inter", inter), ("big_k", big_k), ("k", top_k), ("rows", rows)])?;
-        require(n <= GATE_UP_GELU_MAX_SLOTS, s, "n", || format!("n = {n} exceeds {GATE_UP_GELU_MAX_SLOTS} (decode slot counts)"))?;
-        require(big_k % 8 == 0, s, "big_k", || format!("K = {big_k} must be a multiple of 8"))?;
-        require(inter % 2 == 0, s, "inter", || format!("inter = {inter} must be even"))?;
-        require(inter <= (i32::MAX / 2) as usize, s, "inter", || format!("2 · inter = 2 · {inter} must fit in i32"))?;
-        require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
-        for (name, r) in [("x", x), ("norm_w", norm_w)] {
-            let addr = r.addr();
-            require(addr % 16 == 0, s, name, || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
-        }
-        self.launch(
-            &MOE_NORM_GATE_UP_GELU_BF16,
-            &[
-                region(out, bf16s(saturating_product(&[n, inter]))),
-                region(x, bf16s(saturating_product(&[rows, big_k]))),
-                region(norm_w, bf16s(big_k)),
-                region(w, bf16s(saturating_product(&[e, 2, inter, big_k]))),
-                region(offsets, words(e.saturating_add(1))),
-                region(pair_of_slot, words(n)),
-                scalar(I(n as i32)),
-                scalar(I(e as i32)),
-                scalar(I(inter as i32)),
-                scalar(I(big_k as i32)),
-                scalar(I(top_k as i32)),
-                scalar(I(rows as i32)),
-                scalar(F(eps)),
             ],
         )
     }
@@ -1198,44 +1119,6 @@ fn gate_up_gelu_cases(g: &mut Gen) -> Vec<Case> {
         .collect()
 }
 
-/// The shapes of [`gate_up_gelu_cases`], on token rows through the routing:
-/// 1 token at top-8, 16 tokens at top-8, 13 at top-4 (two slots past
-/// offsets[e], pair −1, come out zero).
-fn norm_gate_up_gelu_cases(g: &mut Gen) -> Vec<Case> {
-    GATE_UP_GELU_SHAPES
-        .into_iter()
-        .map(|(rows, k, e, inter, big_k)| {
-            let (mut pos, _, offsets) = routing(g, rows, k, e);
-            let n = rows * k + 2;
-            pos.extend([-1, -1]);
-            let (_, x) = g.bf16(rows * big_k, 0.01, 3.0);
-            let (_, nw) = g.bf16(big_k, 0.1, 1.5);
-            let (_, w) = g.bf16(e * 2 * inter * big_k, 0.001, 4.0 / (big_k as f32).sqrt());
-            Case {
-                kernel: &MOE_NORM_GATE_UP_GELU_BF16,
-                label: format!("rows={rows} k={k} e={e} inter={inter} K={big_k}"),
-                buffers: vec![
-                    // Two order-free sums: the reference's sequential f32 Σx² over
-                    // K = 2816 is ~3e-6 off the exact one, moving every activation
-                    // row's scale; measured on lavapipe, NMSE 5.3e-7 at batch 1
-                    // (1.4e-16 against an exact Σx²). A wrong row or column is
-                    // ≥ 1e-4.
-                    Buffer::output("out", DType::BF16, n * inter, Tolerance::Nmse(1e-5)),
-                    Buffer::input("x", x),
-                    Buffer::input("norm_w", nw),
-                    Buffer::input("w", w),
-                    Buffer::input("offsets", bytes::i32_bytes(&offsets)),
-                    Buffer::input("pair_of_slot", bytes::i32_bytes(&pos)),
-                ],
-                run: Box::new(move |o, a| {
-                    let sizes = NormGateUpSizes { n, e, inter, big_k, top_k: k, rows, eps: 1e-6 };
-                    o.moe_norm_gate_up_gelu_bf16(a[0], a[1], a[2], a[3], a[4], a[5], sizes)
-                }),
-            }
-        })
-        .collect()
-}
-
 fn gelu_cases(g: &mut Gen) -> Vec<Case> {
     // (1, 10240): a decode row over 20 blocks (the CUDA plan's runs of 256 pairs).
     [(1usize, 2usize), (9, 42), (17, 1030), (1, 10240)]
@@ -1294,7 +1177,6 @@ inventory::submit! { CaseSet { kernel: &MOE_GROUPED_GEMM_BF16, cases: grouped_bf
 inventory::submit! { CaseSet { kernel: &MOE_GROUPED_W4A16, cases: grouped_fp4_cases } }
 inventory::submit! { CaseSet { kernel: &GELU_MUL_BF16, cases: gelu_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_GATE_UP_GELU_BF16, cases: gate_up_gelu_cases } }
-inventory::submit! { CaseSet { kernel: &MOE_NORM_GATE_UP_GELU_BF16, cases: norm_gate_up_gelu_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_COMBINE_BF16, cases: combine_cases } }
 
 #[cfg(test)]

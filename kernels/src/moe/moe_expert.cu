@@ -538,28 +538,9 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_gemm_bf16(bf16* __
 // inter + i0, inter + i0 + 1 of the same two outputs, so the activation is
 // computed from the warp's own sums, bf16(bf16(gelu(bf16(g))) · bf16(u)),
 // as gelu_mul_bf16 computes it from the stored projection.
-//
-// NORM (with GELU; moe_norm_gate_up_gelu_bf16): the activation row of slot
-// s is not read from a gathered copy but made on the fly from the token row
-// x[pair_of_slot[s] / k]: bf16(x · inv · norm_w), inv = (Σx² / K + eps)^-0.5,
-// as rmsnorm_bf16 then moe_gather_bf16 would store it. Each warp sums its
-// rows' Σx² itself (K/8 16-byte loads from L2) after issuing its first
-// weight loads, so the sums run under the weights' trip to memory.
-struct SegNorm {
-    const bf16* norm_w;
-    const int* pair_of_slot;
-    int k, rows;
-    float eps;
-};
-
-__device__ __forceinline__ unsigned norm_pair(unsigned xw, unsigned nw, float inv) {
-    return pack_bf16(__fmul_rn(__fmul_rn(bf16_lo(xw), inv), bf16_lo(nw)), __fmul_rn(__fmul_rn(bf16_hi(xw), inv), bf16_hi(nw)));
-}
-
-template <bool GELU, bool NORM = false>
+template <bool GELU>
 __device__ __forceinline__ void moe_seg_gemv(bf16* __restrict__ out, const bf16* __restrict__ a, const bf16* __restrict__ w,
-                                             const int* __restrict__ offsets, int n, int e, int big_n, int big_k,
-                                             SegNorm nm = SegNorm{nullptr, nullptr, 1, 0, 0.0f}) {
+                                             const int* __restrict__ offsets, int n, int e, int big_n, int big_k) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int inter = big_n / 2;
     // GELU: the warp's first output; otherwise its first weight row.
@@ -584,20 +565,6 @@ __device__ __forceinline__ void moe_seg_gemv(bf16* __restrict__ out, const bf16*
         for (int q = 0; q < MOE_SEG_RW; ++q)
 #pragma unroll
             for (int r = 0; r < MOE_SEG_R; ++r) acc[q][r] = 0.0f;
-        // The row each activation row is read from; NORM: the token row, or
-        // -1 for a zero row (pair -1) and -2 for a NaN row (a pair outside
-        // [0, rows·k)), which read row 0 and replace it. And its inv.
-        int src[MOE_SEG_R];
-        float inv[MOE_SEG_R];
-#pragma unroll
-        for (int r = 0; r < MOE_SEG_R; ++r) {
-            src[r] = r0 + r;
-            inv[r] = 0.0f;
-            if (NORM && r < nr) {
-                const int pair = nm.pair_of_slot[r0 + r];
-                src[r] = pair == -1 ? -1 : (pair >= 0 && pair / nm.k < nm.rows ? pair / nm.k : -2);
-            }
-        }
         for (int c0 = 0; c0 < chunks; c0 += 32 * MOE_SEG_U) {
             uint4 wv[MOE_SEG_RW][MOE_SEG_U];
 #pragma unroll
@@ -610,38 +577,14 @@ __device__ __forceinline__ void moe_seg_gemv(bf16* __restrict__ out, const bf16*
                     wv[q][u] = (ch < chunks && live) ? ld_stream16(wx + (size_t)row * big_k + (size_t)ch * 8) : make_uint4(0u, 0u, 0u, 0u);
                 }
             }
-            if (NORM && c0 == 0) {
-#pragma unroll
-                for (int r = 0; r < MOE_SEG_R; ++r) {
-                    if (r >= nr) break;
-                    float ss = 0.0f;
-                    for (int c = lane; c < chunks; c += 32) {
-                        const uint4 v = ld_nc16(a + (size_t)max(src[r], 0) * big_k + (size_t)c * 8);
-                        const unsigned vw[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            ss = fmaf(bf16_lo(vw[i]), bf16_lo(vw[i]), ss);
-                            ss = fmaf(bf16_hi(vw[i]), bf16_hi(vw[i]), ss);
-                        }
-                    }
-                    inv[r] = 1.0f / sqrtf(warp_sum(ss) / (float)big_k + nm.eps);
-                }
-            }
 #pragma unroll
             for (int u = 0; u < MOE_SEG_U; ++u) {
                 const int ch = c0 + lane + 32 * u;
                 if (ch >= chunks) break;
-                const uint4 nv = NORM ? ld_nc16(nm.norm_w + (size_t)ch * 8) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
                 for (int r = 0; r < MOE_SEG_R; ++r) {
                     if (r >= nr) break;
-                    uint4 xv = ld_nc16(a + (size_t)max(src[r], 0) * big_k + (size_t)ch * 8);
-                    if (NORM) {
-                        const unsigned fill = src[r] == -1 ? 0u : 0x7fc07fc0u;
-                        xv = src[r] >= 0 ? make_uint4(norm_pair(xv.x, nv.x, inv[r]), norm_pair(xv.y, nv.y, inv[r]), norm_pair(xv.z, nv.z, inv[r]),
-                                                       norm_pair(xv.w, nv.w, inv[r]))
-                                          : make_uint4(fill, fill, fill, fill);
-                    }
+                    const uint4 xv = ld_nc16(a + (size_t)(r0 + r) * big_k + (size_t)ch * 8);
                     const unsigned xw[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
                     for (int q = 0; q < MOE_SEG_RW; ++q) {
@@ -690,15 +633,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) moe_gate_up_gelu_bf16(bf16*
                                                                          const bf16* __restrict__ w, const int* __restrict__ offsets,
                                                                          int n, int e, int inter, int big_k) {
     moe_seg_gemv<true>(out, a, w, offsets, n, e, 2 * inter, big_k);
-}
-
-// Plan: as moe_gate_up_gelu_bf16; K % 8 == 0, x and norm_w 16-byte aligned.
-extern "C" __global__ void __launch_bounds__(256, 3) moe_norm_gate_up_gelu_bf16(bf16* __restrict__ out, const bf16* __restrict__ x,
-                                                                              const bf16* __restrict__ norm_w, const bf16* __restrict__ w,
-                                                                              const int* __restrict__ offsets,
-                                                                              const int* __restrict__ pair_of_slot, int n, int e, int inter,
-                                                                              int big_k, int k, int rows, float eps) {
-    moe_seg_gemv<true, true>(out, x, w, offsets, n, e, 2 * inter, big_k, SegNorm{norm_w, pair_of_slot, k, rows, eps});
 }
 
 // e2m1 code (sign in bit 3) as f32: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6.

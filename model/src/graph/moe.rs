@@ -12,22 +12,24 @@ use crate::error::{Error, Result};
 use crate::weights::MoeWeights;
 use switchyard_core::Region;
 use switchyard_kernels::moe::expert::{
-    ExpertWeights, NormGateUpSizes, RouteDecodeOut, GATE_UP_GELU_MAX_SLOTS, MAX_TOP_K, ROUTE_DECODE_MAX_DIM, ROUTE_DECODE_MAX_EXPERTS,
-    ROUTE_DECODE_MAX_ROWS,
+    ExpertWeights, RouteDecodeOut, GATE_UP_GELU_MAX_SLOTS, MAX_TOP_K, ROUTE_DECODE_MAX_DIM, ROUTE_DECODE_MAX_EXPERTS, ROUTE_DECODE_MAX_ROWS,
 };
 
-/// `SWITCHYARD_MOE_UNFUSED` keeps decode steps on the separate launches of
-/// the listed fusions (comma-separated: `route`, the routing kernel; `gelu`,
-/// the GELU in the gate_up epilogue, which `norm` needs; `norm`, the expert
-/// norm and gather in its prologue; `1` or `all`: every one), for an A/B of
-/// the fused kernels in one binary. Read once a process.
-fn unfused(piece: &str) -> bool {
-    static UNFUSED: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    let list = UNFUSED.get_or_init(|| {
-        std::env::var("SWITCHYARD_MOE_UNFUSED").map(|v| v.split(',').map(|p| p.trim().to_owned()).collect()).unwrap_or_default()
-    });
-    list.iter().any(|p| p == piece || p == "1" || p == "all" || (piece == "norm" && p == "gelu"))
+/// `SWITCHYARD_MOE_UNFUSED=1` keeps the decode on the separate routing and
+/// gate_up / gated GELU launches (an A/B of the fused kernels in one
+/// binary); read once a process.
+fn unfused_override() -> bool {
+    static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *UNFUSED.get_or_init(|| std::env::var("SWITCHYARD_MOE_UNFUSED").is_ok_and(|v| v == "1"))
 }
+
+/// Most rows a step takes the fused decode kernels at (moe_route_decode,
+/// moe_gate_up_gelu_bf16). On the H200 (26b-a4b, one call, two runs each)
+/// they ran batch 1 at 236.9 / 236.9 tok/s against 228.9 / 231.2 for the
+/// separate launches, but batch 16 at 1242.7 / 1238.2 against 1256.7 /
+/// 1252.2, so batches of 2 and more keep the separate launches until a
+/// batch-16 win is measured.
+const FUSED_DECODE_MAX_ROWS: usize = 1;
 
 impl Session<'_> {
     /// Runs the branch for `rows` rows of residual `x` (the dense MLP output
@@ -46,11 +48,12 @@ impl Session<'_> {
         // Router: unweighted RMSNorm · scale · hidden^-0.5, proj, softmax,
         // top-k, renormalise, · per_expert_scale; then expert-sorted slots.
         let root = (h as f64).powf(-0.5) as f32;
-        // Decode rows on a backend that holds every expert: the whole routing
-        // in one launch (moe_route_decode, same outputs as the chain below).
-        let fused = !unfused("route")
+        // Single-row decode steps on a backend that holds every expert: the
+        // whole routing in one launch (moe_route_decode, the same outputs as
+        // the separate launches of `route`).
+        let fused = !unfused_override()
             && self.model.tp.is_none()
-            && rows <= ROUTE_DECODE_MAX_ROWS
+            && rows <= FUSED_DECODE_MAX_ROWS.min(ROUTE_DECODE_MAX_ROWS)
             && e <= ROUTE_DECODE_MAX_EXPERTS
             && e % 2 == 0
             && k <= MAX_TOP_K.min(e)
@@ -84,37 +87,19 @@ impl Session<'_> {
             self.route(w, xr, rows, root)?
         };
         // Experts on pre_feedforward_layernorm_2(residual), in expert order.
-        // Decode slot counts with bf16 experts: the gated GELU in the gate_up
-        // projection's epilogue, and the norm and the gather in its prologue
-        // (moe_norm_gate_up_gelu_bf16 / moe_gate_up_gelu_bf16, the same outputs).
-        let gate_up = w.gate_up.weights();
-        let decode = n <= GATE_UP_GELU_MAX_SLOTS && h % 8 == 0 && im % 2 == 0;
-        let aligned = xr.addr() % 16 == 0 && w.pre_ff_norm_2.region().addr() % 16 == 0;
-        match gate_up {
-            ExpertWeights::Bf16 { w: gu } if decode && aligned && !unfused("norm") => {
-                let sizes = NormGateUpSizes { n, e: e_here, inter: im, big_k: h, top_k: k, rows, eps };
-                ops.moe_norm_gate_up_gelu_bf16(
-                    ms.eact.region(),
-                    xr,
-                    w.pre_ff_norm_2.region(),
-                    gu,
-                    ms.offsets.region(),
-                    ms.pair_of_slot.region(),
-                    sizes,
-                )?;
+        ops.rmsnorm_bf16(ms.h2.region(), xr, Some(w.pre_ff_norm_2.region()), rows, h, eps)?;
+        ops.moe_gather_bf16(ms.g.region(), ms.h2.region(), ms.pair_of_slot.region(), n, k, h, rows)?;
+        // Single-row decode steps with bf16 experts: the gated GELU in the
+        // gate_up projection's epilogue (moe_gate_up_gelu_bf16, the same outputs).
+        match w.gate_up.weights() {
+            ExpertWeights::Bf16 { w: gu }
+                if !unfused_override() && rows <= FUSED_DECODE_MAX_ROWS && n <= GATE_UP_GELU_MAX_SLOTS && h % 8 == 0 && im % 2 == 0 =>
+            {
+                ops.moe_gate_up_gelu_bf16(ms.eact.region(), ms.g.region(), gu, ms.offsets.region(), n, e_here, im, h)?;
             }
-            _ => {
-                ops.rmsnorm_bf16(ms.h2.region(), xr, Some(w.pre_ff_norm_2.region()), rows, h, eps)?;
-                ops.moe_gather_bf16(ms.g.region(), ms.h2.region(), ms.pair_of_slot.region(), n, k, h, rows)?;
-                match gate_up {
-                    ExpertWeights::Bf16 { w: gu } if decode && !unfused("gelu") => {
-                        ops.moe_gate_up_gelu_bf16(ms.eact.region(), ms.g.region(), gu, ms.offsets.region(), n, e_here, im, h)?;
-                    }
-                    _ => {
-                        ops.moe_grouped_gemm(ms.egu.region(), ms.g.region(), &gate_up, ms.offsets.region(), n, e_here, 2 * im, h)?;
-                        ops.gelu_mul_bf16(ms.eact.region(), ms.egu.region(), n, im)?;
-                    }
-                }
+            gate_up => {
+                ops.moe_grouped_gemm(ms.egu.region(), ms.g.region(), &gate_up, ms.offsets.region(), n, e_here, 2 * im, h)?;
+                ops.gelu_mul_bf16(ms.eact.region(), ms.egu.region(), n, im)?;
             }
         }
         ops.moe_grouped_gemm(ms.ey.region(), ms.eact.region(), &w.down.weights(), ms.offsets.region(), n, e_here, h, im)?;
