@@ -54,19 +54,7 @@ fn m1_row(g: u32, r: u32) -> u32 {
     return select(j, p.n + j, r >= 4u);
 }
 
-// The reference's gelu_tanh in its f32 operation order; tanh through
-// e^{-2|y|} as in moe/gelu_mul_bf16.wgsl (WGSL's builtin tanh is too loose
-// near ±1, where an ulp of tanh is a large relative error in 1 + tanh).
-fn tanh_acc(y: f32) -> f32 {
-    let t = exp(-2.0 * abs(y));
-    let r = (1.0 - t) / (1.0 + t);
-    return select(r, -r, y < 0.0);
-}
-
-fn gelu_tanh(x: f32) -> f32 {
-    let k = 0.7978846;
-    return 0.5 * x * (1.0 + tanh_acc(k * (x + 0.044715 * x * x * x)));
-}
+//! include "util/gelu_tanh.wgsli"
 
 // The unfused path's roundings: gate and up sums to bf16 (as a GEMM output
 // would be), the activation to bf16 before the multiply; the caller rounds

@@ -8,20 +8,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
 @group(0) @binding(2) var<storage, read_write> d_gu: array<u32>;
 
-// tanh through e^{-2|y|}: WGSL's builtin tanh has loose accuracy bounds, and
-// near ±1 an error of one f32 ulp in tanh is a large relative error in
-// 1 + tanh, enough to move bf16(gelu) by an ulp against the reference's libm
-// tanhf. (1 − t) / (1 + t) with t ≤ 1 stays within about an ulp everywhere.
-fn tanh_acc(y: f32) -> f32 {
-    let t = exp(-2.0 * abs(y));
-    let r = (1.0 - t) / (1.0 + t);
-    return select(r, -r, y < 0.0);
-}
-
-fn gelu_tanh(x: f32) -> f32 {
-    let k = 0.7978846;
-    return 0.5 * x * (1.0 + tanh_acc(k * (x + 0.044715 * x * x * x)));
-}
+//! include "util/gelu_tanh.wgsli"
 
 fn act(g: f32, u: f32) -> f32 {
     return bf16_round(gelu_tanh(g)) * u;

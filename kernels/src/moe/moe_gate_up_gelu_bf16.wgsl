@@ -21,47 +21,13 @@ const SEG_OUTS: u32 = 16u;
 const SEG_LANES: u32 = 8u;
 const SEG_R: u32 = 4u;
 
-fn offset(x: u32) -> i32 {
-    return bitcast<i32>(d_offsets[p.offsets + x]);
-}
-
-// Expert whose segment [offsets[x], offsets[x+1]) holds row s, or −1.
-fn expert_of(s: i32) -> i32 {
-    let e = u32(p.e);
-    if (offset(0u) > s) {
-        return -1;
-    }
-    var lo = 0u;
-    var hi = e;
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (offset(mid) <= s) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    return select(-1, i32(lo), offset(lo + 1u) > s);
-}
-
-// tanh through e^{-2|y|}, as gelu_mul_bf16.wgsl (WGSL's builtin tanh is too
-// loose near ±1 for the bf16 activation).
-fn tanh_acc(y: f32) -> f32 {
-    let t = exp(-2.0 * abs(y));
-    let r = (1.0 - t) / (1.0 + t);
-    return select(r, -r, y < 0.0);
-}
-
-fn gelu_tanh(x: f32) -> f32 {
-    let k = 0.7978846;
-    return 0.5 * x * (1.0 + tanh_acc(k * (x + 0.044715 * x * x * x)));
-}
+//! include "moe/segments.wgsli"
+//! include "util/gelu_tanh.wgsli"
 
 fn act(g: f32, u: f32) -> f32 {
     return bf16_round(gelu_tanh(bf16_round(g))) * bf16_round(u);
 }
 
-var<workgroup> seg_info: array<i32, 4>; // state (0 compute, 1 zero row, 2 not mine), s_lo, s_hi, expert
 var<workgroup> seg_sums: array<f32, 1024>; // [SEG_R][256]
 
 @compute @workgroup_size(256)
@@ -72,20 +38,7 @@ fn moe_gate_up_gelu_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     if (cb >= p.gx || s >= p.gy) {
         return;
     }
-    if (lid == 0u) {
-        let si = i32(s);
-        let cov_lo = max(offset(0u), 0);
-        let cov_hi = min(offset(u32(p.e)), p.n);
-        let x = expert_of(si);
-        var info = array<i32, 4>(1, 0, 0, 0);
-        if (si >= cov_lo && si < cov_hi && x >= 0) {
-            let s_lo = max(offset(u32(x)), cov_lo);
-            let s_hi = min(offset(u32(x) + 1u), cov_hi);
-            info = array<i32, 4>(select(2, 0, si == s_lo), s_lo, s_hi, x);
-        }
-        seg_info = info;
-    }
-    let info = workgroupUniformLoad(&seg_info);
+    let info = segment_role(s, lid);
     let inter = u32(p.inter);
     let half = inter / 2u; // words per output row
     let lr = lid / SEG_LANES;

@@ -52,7 +52,6 @@ const SEG_COLS: u32 = 32u;
 const SEG_LANES: u32 = 8u;
 const SEG_R: u32 = 4u;
 
-var<workgroup> seg_info: array<i32, 4>; // state (0 compute, 1 zero row, 2 not mine), s_lo, s_hi, expert
 var<workgroup> seg_sums: array<f32, 1024>; // [SEG_R][256]
 
 @compute @workgroup_size(256)
@@ -63,20 +62,7 @@ fn moe_grouped_gemm_bf16_seg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num
     if (cb >= p.gx || s >= p.gy) {
         return;
     }
-    if (lid == 0u) {
-        let si = i32(s);
-        let cov_lo = max(offset(0u), 0);
-        let cov_hi = min(offset(u32(p.e)), p.n);
-        let x = expert_of(si);
-        var info = array<i32, 4>(1, 0, 0, 0);
-        if (si >= cov_lo && si < cov_hi && x >= 0) {
-            let s_lo = max(offset(u32(x)), cov_lo);
-            let s_hi = min(offset(u32(x) + 1u), cov_hi);
-            info = array<i32, 4>(select(2, 0, si == s_lo), s_lo, s_hi, x);
-        }
-        seg_info = info;
-    }
-    let info = workgroupUniformLoad(&seg_info);
+    let info = segment_role(s, lid);
     let big_n = u32(p.big_n);
     let half = big_n / 2u; // words per output row
     let lr = lid / SEG_LANES;
