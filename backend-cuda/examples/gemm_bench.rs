@@ -214,7 +214,12 @@ fn main() -> Result<()> {
             for &(name, f) in kernels {
                 if let Some(d) = dense {
                     t_blas = b.time(10, &mut |_| blas.gemm_bf16(a.addr(), d.addr(), c.addr(), m, n, k))?;
-                    println!("| {m} | {n} | {k} | cuBLAS bf16 ({:.0} TFLOP/s) | {:.1} | - | - | {:.1} | 1.00x |", 2.0 * (m * n * k) as f64 / t_blas / 1e9, t_blas * 1e3, t_blas * 1e3);
+                    println!(
+                        "| {m} | {n} | {k} | cuBLAS bf16 ({:.0} TFLOP/s) | {:.1} | - | - | {:.1} | 1.00x |",
+                        2.0 * (m * n * k) as f64 / t_blas / 1e9,
+                        t_blas * 1e3,
+                        t_blas * 1e3
+                    );
                 }
                 let t = b.time(10, &mut |i| f(&ops, a, &ws[i % sets], c, m, n, k))?;
                 let flop = 2.0 * (m * n * k) as f64;
