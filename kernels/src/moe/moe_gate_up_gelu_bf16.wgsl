@@ -18,17 +18,14 @@ struct Params {
 
 const SEG_COLS: u32 = 32u; // weight rows a workgroup: 16 gate, 16 up
 const SEG_OUTS: u32 = 16u;
-const SEG_LANES: u32 = 8u;
-const SEG_R: u32 = 4u;
 
-//! include "moe/segments.wgsli"
+//! include "moe/segment_gemv.wgsli"
 //! include "util/gelu_tanh.wgsli"
 
 fn act(g: f32, u: f32) -> f32 {
     return bf16_round(gelu_tanh(bf16_round(g))) * bf16_round(u);
 }
 
-var<workgroup> seg_sums: array<f32, 1024>; // [SEG_R][256]
 
 @compute @workgroup_size(256)
 fn moe_gate_up_gelu_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -55,29 +52,11 @@ fn moe_gate_up_gelu_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
         return;
     }
     let kw = u32(p.big_k) / 2u; // words per row of a and w
-    let chunks = kw / 4u; // K % 8 == 0
     let row = select(0u, inter, lr >= SEG_OUTS) + min(i, inter - 1u);
     let wrow = p.w + (u32(info[3]) * 2u * inter + row) * kw;
     for (var r0 = info[1]; r0 < info[2]; r0 += i32(SEG_R)) {
         let nr = u32(min(i32(SEG_R), info[2] - r0));
-        var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
-        for (var ch = t; ch < chunks; ch += SEG_LANES) {
-            let wo = wrow + ch * 4u;
-            let w = vec4<u32>(d_w[wo], d_w[wo + 1u], d_w[wo + 2u], d_w[wo + 3u]);
-            for (var r = 0u; r < nr; r++) {
-                let ao = p.a + (u32(r0) + r) * kw + ch * 4u;
-                let a = vec4<u32>(d_a[ao], d_a[ao + 1u], d_a[ao + 2u], d_a[ao + 3u]);
-                var v = acc[r];
-                for (var q = 0u; q < 4u; q++) {
-                    v = fma(bf16_lo(a[q]), bf16_lo(w[q]), v);
-                    v = fma(bf16_hi(a[q]), bf16_hi(w[q]), v);
-                }
-                acc[r] = v;
-            }
-        }
-        for (var r = 0u; r < SEG_R; r++) {
-            seg_sums[r * 256u + lid] = acc[r];
-        }
+        segment_partials(wrow, kw, u32(r0), nr, t, lid);
         workgroupBarrier();
         // Invocation r · 8 + q: row r0 + r, outputs 2q and 2q + 1 of the block.
         if (lid < 8u * SEG_R) {

@@ -49,10 +49,9 @@ fn moe_grouped_gemm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
 // rows go SEG_R at a time (longer segments read the weights again). The
 // lanes' f32 partials meet in workgroup memory and are added in lane order.
 const SEG_COLS: u32 = 32u;
-const SEG_LANES: u32 = 8u;
-const SEG_R: u32 = 4u;
 
-var<workgroup> seg_sums: array<f32, 1024>; // [SEG_R][256]
+//! include "moe/segment_gemv.wgsli"
+
 
 @compute @workgroup_size(256)
 fn moe_grouped_gemm_bf16_seg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -78,28 +77,10 @@ fn moe_grouped_gemm_bf16_seg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num
         return;
     }
     let kw = u32(p.big_k) / 2u; // words per row of a and w
-    let chunks = kw / 4u; // K % 8 == 0
     let wrow = p.w + (u32(info[3]) * big_n + min(j, big_n - 1u)) * kw;
     for (var r0 = info[1]; r0 < info[2]; r0 += i32(SEG_R)) {
         let nr = u32(min(i32(SEG_R), info[2] - r0));
-        var acc = array<f32, 4>(0.0, 0.0, 0.0, 0.0);
-        for (var ch = t; ch < chunks; ch += SEG_LANES) {
-            let wo = wrow + ch * 4u;
-            let w = vec4<u32>(d_w[wo], d_w[wo + 1u], d_w[wo + 2u], d_w[wo + 3u]);
-            for (var r = 0u; r < nr; r++) {
-                let ao = p.a + (u32(r0) + r) * kw + ch * 4u;
-                let a = vec4<u32>(d_a[ao], d_a[ao + 1u], d_a[ao + 2u], d_a[ao + 3u]);
-                var v = acc[r];
-                for (var i = 0u; i < 4u; i++) {
-                    v = fma(bf16_lo(a[i]), bf16_lo(w[i]), v);
-                    v = fma(bf16_hi(a[i]), bf16_hi(w[i]), v);
-                }
-                acc[r] = v;
-            }
-        }
-        for (var r = 0u; r < SEG_R; r++) {
-            seg_sums[r * 256u + lid] = acc[r];
-        }
+        segment_partials(wrow, kw, u32(r0), nr, t, lid);
         workgroupBarrier();
         // Invocation r · 16 + q: row r0 + r, columns 2q and 2q + 1 of the block.
         if (lid < 16u * SEG_R) {
