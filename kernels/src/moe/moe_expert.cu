@@ -81,8 +81,6 @@ extern "C" __global__ void __launch_bounds__(256) router_norm_bf16(bf16* __restr
 
 // ---------------------------------------------------------------- softmax top-k
 
-// Plan: grid (rows), block 32 (one warp per row). e <= 1024, k <= 32.
-//
 // At decode a launch is one row, a single warp's chain of dependent steps,
 // so each step is kept short. Every p gets a rank key, its f32 bits (p >= 0,
 // so the bit order is the value order) with the sign cleared, plus one, and
@@ -92,21 +90,20 @@ extern "C" __global__ void __launch_bounds__(256) router_norm_bf16(bf16* __restr
 // holding it by another. A NaN p (a NaN logit) ranks above every number, as
 // the reference's total order ranks a positive NaN, so every round picks an
 // index inside the row.
-extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict__ topk_ids, float* __restrict__ topk_w,
-                                                                   const bf16* __restrict__ logits,
-                                                                   const float* __restrict__ per_expert_scale, int rows, int e, int k) {
-    __shared__ float p[1024];
-    __shared__ unsigned key[1024];
-    __shared__ float scale_of[1024];
-    __shared__ float total_s;
-    const int r = blockIdx.x, lane = threadIdx.x;
-    if (r >= rows || e > 1024 || k > 32 || k > e) return;
-    const bf16* lr = logits + (size_t)r * e;
+
+// One row's top-k by the rounds above, on one warp; p, key and scale_of hold
+// e entries of this warp's own shared memory. Returns, in lane c < k, the
+// c-th pick (id and weight). FROM_L2: the logits were written by other
+// blocks of this launch (moe_route_decode), so they are read from L2.
+template <bool FROM_L2>
+__device__ __forceinline__ void router_topk_row(const bf16* __restrict__ lr, const float* __restrict__ per_expert_scale, int e, int k,
+                                                   float* p, unsigned* key, float* scale_of, int& out_id, float& out_w) {
+    const int lane = threadIdx.x & 31;
     float m = -SY_INF;
     // The expert scales are read with the logits, so the weights at the end
     // do not wait on a second round trip to memory.
     for (int i = lane; i < e; i += 32) {
-        const float v = bf16_to_f32(lr[i]);
+        const float v = bf16_to_f32(FROM_L2 ? __ldcg(lr + i) : lr[i]);
         scale_of[i] = per_expert_scale[i];
         p[i] = v;
         m = fmaxf(m, v);
@@ -117,14 +114,12 @@ extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict
     __syncwarp();
     // The contract sums in index order: one lane walks the row (e <= 1024),
     // unrolled so that the shared-memory loads run ahead of the add chain.
+    float s = 0.0f;
     if (lane == 0) {
-        float s = 0.0f;
 #pragma unroll 16
         for (int i = 0; i < e; ++i) s = __fadd_rn(s, p[i]);
-        total_s = s;
     }
-    __syncwarp();
-    const float total = total_s;
+    const float total = __shfl_sync(SY_FULL, s, 0);
     for (int i = lane; i < e; i += 32) {
         const float v = p[i] / total;
         p[i] = v;
@@ -153,9 +148,26 @@ extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict
             my_p = pv;
         }
     }
+    out_id = my_id;
+    out_w = lane < k ? __fmul_rn(__fdiv_rn(my_p, chosen_sum), scale_of[my_id]) : 0.0f;
+    __syncwarp(); // p / key / scale_of are reused by this warp's next row
+}
+
+// Plan: grid (rows), block 32 (one warp per row). e <= 1024, k <= 32.
+extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict__ topk_ids, float* __restrict__ topk_w,
+                                                                   const bf16* __restrict__ logits,
+                                                                   const float* __restrict__ per_expert_scale, int rows, int e, int k) {
+    __shared__ float p[1024];
+    __shared__ unsigned key[1024];
+    __shared__ float scale_of[1024];
+    const int r = blockIdx.x, lane = threadIdx.x;
+    if (r >= rows || e > 1024 || k > 32 || k > e) return;
+    int id;
+    float w;
+    router_topk_row<false>(logits + (size_t)r * e, per_expert_scale, e, k, p, key, scale_of, id, w);
     if (lane < k) {
-        topk_ids[(size_t)r * k + lane] = my_id;
-        topk_w[(size_t)r * k + lane] = __fmul_rn(__fdiv_rn(my_p, chosen_sum), scale_of[my_id]);
+        topk_ids[(size_t)r * k + lane] = id;
+        topk_w[(size_t)r * k + lane] = w;
     }
 }
 
@@ -190,62 +202,6 @@ __device__ unsigned moe_route_decode_arrivals;
 
 // Row stride in floats of the staged rows (gemm.cu's router_chain_ld).
 __device__ __forceinline__ int route_dec_ld(int dim) { return ((dim + 31) & ~31) + 4; }
-
-// One row's top-k by the moe_router_topk rounds, on one warp; p, key and
-// scale_of hold e entries of this warp's own shared memory. Returns, in lane
-// c < k, the c-th pick (id and weight).
-__device__ __forceinline__ void route_dec_topk_row(const bf16* __restrict__ lr, const float* __restrict__ per_expert_scale, int e, int k,
-                                                   float* p, unsigned* key, float* scale_of, int& out_id, float& out_w) {
-    const int lane = threadIdx.x & 31;
-    float m = -SY_INF;
-    for (int i = lane; i < e; i += 32) {
-        // Written by other blocks of this launch: read from L2.
-        const float v = bf16_to_f32(__ldcg(lr + i));
-        scale_of[i] = per_expert_scale[i];
-        p[i] = v;
-        m = fmaxf(m, v);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(SY_FULL, m, o));
-    for (int i = lane; i < e; i += 32) p[i] = expf(p[i] - m);
-    __syncwarp();
-    float s = 0.0f;
-    if (lane == 0) {
-#pragma unroll 16
-        for (int i = 0; i < e; ++i) s = __fadd_rn(s, p[i]);
-    }
-    const float total = __shfl_sync(SY_FULL, s, 0);
-    for (int i = lane; i < e; i += 32) {
-        const float v = p[i] / total;
-        p[i] = v;
-        key[i] = (__float_as_uint(v) & 0x7fffffffu) + 1u;
-    }
-    __syncwarp();
-    float chosen_sum = 0.0f, my_p = 0.0f;
-    int my_id = 0;
-    for (int c = 0; c < k; ++c) {
-        unsigned best = 0u, best_i = 0xffffffffu;
-        for (int i = lane; i < e; i += 32) {
-            const unsigned kv = key[i];
-            if (kv > best) {
-                best = kv;
-                best_i = (unsigned)i;
-            }
-        }
-        const unsigned top = __reduce_max_sync(SY_FULL, best);
-        const int win = (int)__reduce_min_sync(SY_FULL, best == top ? best_i : 0xffffffffu);
-        if ((win & 31) == lane) key[win] = 0u;
-        const float pv = p[win];
-        chosen_sum = __fadd_rn(chosen_sum, pv);
-        if (lane == c) {
-            my_id = win;
-            my_p = pv;
-        }
-    }
-    out_id = my_id;
-    out_w = lane < k ? __fmul_rn(__fdiv_rn(my_p, chosen_sum), scale_of[my_id]) : 0.0f;
-    __syncwarp(); // p / key / scale_of are reused by this warp's next row
-}
 
 extern "C" __global__ void __launch_bounds__(256) moe_route_decode(int* __restrict__ topk_ids, float* __restrict__ topk_w,
                                                                     int* __restrict__ offsets, int* __restrict__ pair_of_slot,
@@ -350,7 +306,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_route_decode(int* __restri
     for (int r = warp; r < rows; r += 8) {
         int id;
         float wv;
-        route_dec_topk_row(logits + (size_t)r * e, per_expert_scale, e, k, pw, kw, sw, id, wv);
+        router_topk_row<true>(logits + (size_t)r * e, per_expert_scale, e, k, pw, kw, sw, id, wv);
         if (lane < k) {
             topk_ids[(size_t)r * k + lane] = id;
             topk_w[(size_t)r * k + lane] = wv;
