@@ -103,6 +103,54 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
     return r;
 }
 
+// ---------------------------------------------------------------- paged KV rows (flash prefill)
+
+// Slot of key j of the block-table row `trow`, or -1 when its page entry is
+// negative or the slot is outside the pool. j < max_pages * page is the caller's.
+// pshift >= 0: page is 2^pshift (the usual case), a shift and a mask instead
+// of the integer division's ~20 instructions a key row and tile.
+__device__ __forceinline__ long long paged_slot(const int* trow, int j, int page, int pshift, int num_slots) {
+    int pi, po;
+    if (pshift >= 0) {
+        pi = j >> pshift;
+        po = j & (page - 1);
+    } else {
+        pi = j / page;
+        po = j % page;
+    }
+    const int pg = trow[pi];
+    if (pg < 0) return -1;
+    const long long s = (long long)pg * page + po;
+    return s < num_slots ? s : -1;
+}
+
+// The flash prefill kernels' row metadata for the block's BM query rows from
+// r0, rows tid, tid + THREADS, ..: the row's sequence (-1 for none), its
+// position and its first visible key (the sliding window's). A row with an
+// invalid sequence or position gets sequence -1, and nan_row(r) writes NaN
+// to its output columns.
+template <int BM, int THREADS, typename NanRow>
+__device__ __forceinline__ void prefill_row_meta(int tid, int r0, int rows, const int* __restrict__ seq_of_row, const int* __restrict__ pos,
+                                                 int num_seqs, long long cap, int window, int* s_seq, int* s_pos, int* s_lo, NanRow&& nan_row) {
+    for (int i = tid; i < BM; i += THREADS) {
+        const int r = r0 + i;
+        int sq = -1, p = 0, lo = 0;
+        if (r < rows) {
+            const int s_ = seq_of_row[r], pp = pos[r];
+            if (s_ >= 0 && s_ < num_seqs && pp >= 0 && pp < cap) {
+                sq = s_;
+                p = pp;
+                lo = window > 0 ? max(0, pp + 1 - window) : 0;
+            } else {
+                nan_row(r);
+            }
+        }
+        s_seq[i] = sq;
+        s_pos[i] = p;
+        s_lo[i] = lo;
+    }
+}
+
 // ---------------------------------------------------------------- reductions
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -159,25 +159,6 @@ __device__ __forceinline__ float fp_pow2_diff(int a, int b) {
     return __int_as_float((__viaddmax_s32(a, -b, -127) + 127) << 23);
 }
 
-// Slot of key j of the block-table row `trow`, or -1 when its page entry is
-// negative or the slot is outside the pool. j < max_pages * page is the caller's.
-// pshift >= 0: page is 2^pshift (the usual case), a shift and a mask instead
-// of the integer division's ~20 instructions a key row and tile.
-__device__ __forceinline__ long long fp_slot(const int* trow, int j, int page, int pshift, int num_slots) {
-    int pi, po;
-    if (pshift >= 0) {
-        pi = j >> pshift;
-        po = j & (page - 1);
-    } else {
-        pi = j / page;
-        po = j % page;
-    }
-    const int pg = trow[pi];
-    if (pg < 0) return -1;
-    const long long s = (long long)pg * page + po;
-    return s < num_slots ? s : -1;
-}
-
 // f(fp_ic<0>{}) .. f(fp_ic<N - 1>{}): compile-time indices for template
 // arguments (the cp.async offsets).
 template <int V>
@@ -241,24 +222,10 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
     const unsigned ring_addr = smem_addr(ring);
 
     // ---- row metadata; rows with an invalid sequence or position are NaN (this block's DV dims).
-    for (int i = tid; i < BM; i += THREADS) {
-        const int r = r0 + i;
-        int sq = -1, p = 0, lo = 0;
-        if (r < rows) {
-            const int s_ = seq_of_row[r], pp = pos[r];
-            if (s_ >= 0 && s_ < num_seqs && pp >= 0 && pp < cap) {
-                sq = s_;
-                p = pp;
-                lo = window > 0 ? max(0, pp + 1 - window) : 0;
-            } else {
-                unsigned* o = reinterpret_cast<unsigned*>(out + (size_t)r * width + (size_t)h * HD + z * DV);
-                for (int d = 0; d < DV / 2; ++d) o[d] = 0x7fc07fc0u;
-            }
-        }
-        s_seq[i] = sq;
-        s_pos[i] = p;
-        s_lo[i] = lo;
-    }
+    prefill_row_meta<BM, THREADS>(tid, r0, rows, seq_of_row, pos, num_seqs, cap, window, s_seq, s_pos, s_lo, [&](int r) {
+        unsigned* o = reinterpret_cast<unsigned*>(out + (size_t)r * width + (size_t)h * HD + z * DV);
+        for (int d = 0; d < DV / 2; ++d) o[d] = 0x7fc07fc0u;
+    });
     // ---- Q tile, its own cp.async group (rows past `rows` are zeros).
     for (int c = tid; c < BM * (HD / 8); c += THREADS) {
         const int i = c / (HD / 8), col = (c % (HD / 8)) * 8;
@@ -343,7 +310,7 @@ __device__ __forceinline__ void flash_prefill_body(bf16* __restrict__ out, const
             long long slot = -1;
             bool bad = false;
             if (key >= kmin && key <= kmax) {
-                slot = fp_slot(trow, key, page, pshift, num_slots);
+                slot = paged_slot(trow, key, page, pshift, num_slots);
                 bad = slot < 0;
             }
             const size_t at = slot >= 0 ? ((size_t)slot * nkv + kvh) * HD : 0;

@@ -82,23 +82,6 @@ __device__ __forceinline__ float f3_ex2(float x) {
     return r;
 }
 
-// Slot of key j of the block-table row `trow`, or -1 when its page entry is
-// negative or the slot is outside the pool (flash_prefill.cu's fp_slot).
-__device__ __forceinline__ long long f3_slot(const int* trow, int j, int page, int pshift, int num_slots) {
-    int pi, po;
-    if (pshift >= 0) {
-        pi = j >> pshift;
-        po = j & (page - 1);
-    } else {
-        pi = j / page;
-        po = j % page;
-    }
-    const int pg = trow[pi];
-    if (pg < 0) return -1;
-    const long long s = (long long)pg * page + po;
-    return s < num_slots ? s : -1;
-}
-
 template <int N> __device__ __forceinline__ void f3_fence(float (&r)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) wg_fence_operand(r[i]);
@@ -143,24 +126,10 @@ __device__ __forceinline__ void f3_prefill(bf16* __restrict__ out, const bf16* _
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     // ---- row metadata; rows with an invalid sequence or position are NaN.
-    for (int i = tid; i < BM; i += F3_THREADS) {
-        const int r = r0 + i;
-        int sq = -1, p = 0, lo = 0;
-        if (r < rows) {
-            const int s_ = seq_of_row[r], pp = pos[r];
-            if (s_ >= 0 && s_ < num_seqs && pp >= 0 && pp < cap) {
-                sq = s_;
-                p = pp;
-                lo = window > 0 ? max(0, pp + 1 - window) : 0;
-            } else {
-                unsigned* o = reinterpret_cast<unsigned*>(out + (size_t)r * width + (size_t)h * HD);
-                for (int d = 0; d < HD / 2; ++d) o[d] = 0x7fc07fc0u;
-            }
-        }
-        s_seq[i] = sq;
-        s_pos[i] = p;
-        s_lo[i] = lo;
-    }
+    prefill_row_meta<BM, F3_THREADS>(tid, r0, rows, seq_of_row, pos, num_seqs, cap, window, s_seq, s_pos, s_lo, [&](int r) {
+        unsigned* o = reinterpret_cast<unsigned*>(out + (size_t)r * width + (size_t)h * HD);
+        for (int d = 0; d < HD / 2; ++d) o[d] = 0x7fc07fc0u;
+    });
     __syncthreads(); // barriers initialised, metadata written
 
     // The block takes one sequence at a time: the producer's warp 0 picks it
@@ -255,7 +224,7 @@ __device__ __forceinline__ void f3_prefill(bf16* __restrict__ out, const bf16* _
                     const int key = kt0 + t * BN + r;
                     long long slot = -1;
                     if (key >= kmin && key <= kmax) {
-                        slot = f3_slot(trow, key, page, pshift, num_slots);
+                        slot = paged_slot(trow, key, page, pshift, num_slots);
                         if (slot < 0 && u == 0) {
                             for (int j = 0; j < BM; ++j)
                                 if (s_seq[j] == cur && key >= s_lo[j] && key <= s_pos[j]) s_rowbad[j] = 1;
