@@ -26,7 +26,6 @@ fn act(g: f32, u: f32) -> f32 {
     return bf16_round(gelu_tanh(bf16_round(g))) * bf16_round(u);
 }
 
-
 @compute @workgroup_size(256)
 fn moe_gate_up_gelu_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) lid: u32) {

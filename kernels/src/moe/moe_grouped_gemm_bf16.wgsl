@@ -52,7 +52,6 @@ const SEG_COLS: u32 = 32u;
 
 //! include "moe/segment_gemv.wgsli"
 
-
 @compute @workgroup_size(256)
 fn moe_grouped_gemm_bf16_seg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                              @builtin(local_invocation_index) lid: u32) {
