@@ -21,6 +21,16 @@
 #            is skipped and the summary says so);
 #            then the prefill table per shape (decode_tables.py --prefill)
 #            in prefill_tables.md. Not in the default PARTS;
+#   tensorcore: issue 13's kernels against their yardsticks, each in the
+#            process that times the yardstick: dist/gemm_bench (dense bf16
+#            and W4A16 at M >= 512 beside cuBLAS bf16), dist/attn_bench (flash
+#            prefill at 4096 tokens) then backend-cuda/examples/attn_sdpa.py
+#            (torch SDPA, flash backend and default dispatch), dist/attn_bench
+#            --moe (grouped MoE GEMMs beside cuBLAS dense and per expert).
+#            Needs the two examples in dist (cargo build --release -p
+#            switchyard-cuda --example gemm_bench --example attn_bench; copy
+#            target/release/examples/{gemm_bench,attn_bench}). Not in the
+#            default PARTS;
 #   profile: Nsight Compute over the timed decode steps of bench-model
 #            (each shape at batch 1, the default shape at batch 16 too),
 #            summarised per kernel by scripts/ncu_summary.py;
@@ -336,6 +346,22 @@ PY
 }
 TP_SHAPES=${TP_SHAPES:-31b 26b-a4b}
 
+tensorcore() { # issue 13: the yardstick is timed in the same process (cuBLAS) or right after (SDPA)
+    local T=$OUT/tensorcore.txt b
+    for b in gemm_bench attn_bench; do
+        if [ ! -x "dist/$b" ]; then
+            echo "tensorcore: dist/$b is missing (cargo build --release -p switchyard-cuda --example $b)" | tee -a "$SUM"
+            return
+        fi
+    done
+    step "gemm_bench (dense bf16, cuBLAS)" 90 "$T" dist/gemm_bench
+    step "gemm_bench --w4a16-prefill (cuBLAS bf16)" 90 "$T" dist/gemm_bench --w4a16-prefill
+    step "attn_bench (flash prefill)" 90 "$T" dist/attn_bench
+    step "attn_sdpa.py (torch SDPA)" 60 "$T" python3 backend-cuda/examples/attn_sdpa.py
+    step "attn_bench --moe (cuBLAS dense and per expert)" 60 "$T" dist/attn_bench --moe
+    grep -aE "^== |^\| |SDPA|NMSE" "$T" >> "$SUM"
+}
+
 TRAIN_PID=
 train() { # in the background; waited for at the end
     (
@@ -355,6 +381,7 @@ has checks && checks
 has kernels && kernels
 has decode && decode
 has prefill && prefill
+has tensorcore && tensorcore
 [ -n "$TRAIN_PID" ] && wait "$TRAIN_PID" && tail -5 "$OUT/train.log" >> "$SUM"
 
 # At most 8 files come back from the device.
