@@ -799,16 +799,40 @@ __device__ __forceinline__ void decode_cluster_combine(bf16* __restrict__ out, c
     cluster_sync(); // no block leaves while another still reads its shared memory
 }
 
-template <bool CLUSTER>
+// The one-team chunk loop's warp partials: one static array a kernel,
+// whichever KS instances use it (attention_decode_tm never does).
+__device__ __forceinline__ float4 (*decode_warp_partials())[32] {
+    __shared__ float4 spart[4][32];
+    return spart;
+}
+
+// The chunk loop of either form: one team (decode_chunk, with its warps'
+// partials in static shared memory) or several (decode_chunk_tm, which
+// keeps them in the dynamic area the plan sizes).
+template <int KS, bool TEAMS>
+__device__ __forceinline__ bool decode_chunk_for(const DecodeJob& job, const unsigned (&qf)[KS][2], float scale, float (&o)[KS][4],
+                                                 float* mo, float* lsum, unsigned char* dsm) {
+    if constexpr (TEAMS) {
+        return decode_chunk_tm<KS>(job, qf, scale, o, mo, lsum, dsm);
+    } else {
+        return decode_chunk<KS>(job, qf, scale, o, mo, lsum, dsm, decode_warp_partials());
+    }
+}
+
+// TEAMS: attention_decode_tm's form (block 128 * T, the chunk's tiles dealt
+// to the teams by decode_chunk_tm, team 0 storing the merge); never with
+// CLUSTER.
+template <bool CLUSTER, bool TEAMS = false>
 __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool,
                                                       const bf16* __restrict__ v_pool, const int* __restrict__ block_table,
                                                       const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
                                                       int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
     sy_allow_next(); // a dependent GEMV after this may start now (file header)
     sy_wait_prior();
+    static_assert(!(CLUSTER && TEAMS), "teams never run as a cluster");
     extern __shared__ __align__(16) unsigned char dsm[];
-    __shared__ float4 spart[4][32];
-    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0) return; // the plan refuses these
+    // The plan refuses these (and, with TEAMS, blocks that are not whole teams).
+    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0 || (TEAMS && blockDim.x % DC_THREADS != 0)) return;
     const int G = nh / nkv, QG = (G + 7) / 8;
     const int s = blockIdx.x, kvh = blockIdx.y / QG, b = blockIdx.z;
     const int h0 = kvh * G + (blockIdx.y % QG) * 8, nq = min(8, kvh * G + G - h0);
@@ -880,9 +904,10 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
     job.alias = k_pool == v_pool;
     job.async = aligned16(k_pool) && aligned16(v_pool);
 
-    // Q^T fragments for this warp's dims: head g of the group, dims 2c.. and 2c + 8...
+    // Q^T fragments for this warp's dims: head g of the group, dims 2c.. and
+    // 2c + 8.. (every team's warp w takes the same dims).
     const bf16* qrow = q + ((size_t)b * nh + h0 + (g < nq ? g : 0)) * hd;
-    const int dw = (hdp / 4) * (threadIdx.x >> 5);
+    const int dw = (hdp / 4) * ((TEAMS ? threadIdx.x % DC_THREADS : threadIdx.x) >> 5);
     float mo[2], lsum[2];
 #define DECODE_CASE(KS_)                                                                    \
     case KS_: {                                                                             \
@@ -893,14 +918,15 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
             qf[k][1] = (g < nq && d + 8 < hd) ? ld32(qrow + d + 8) : 0u;                    \
         }                                                                                   \
         float o[KS_][4];                                                                    \
-        if (decode_chunk<KS_>(job, qf, scale, o, mo, lsum, dsm, spart)) {                  \
+        if (decode_chunk_for<KS_, TEAMS>(job, qf, scale, o, mo, lsum, dsm)) {              \
             nothing(true);                                                                  \
             break;                                                                          \
         }                                                                                   \
         if (CLUSTER) __syncthreads(); /* every warp is done with the tiles red reuses */    \
         for (int k2 = 0; k2 < 2; ++k2) {                                                    \
             const int hq = k2 ? qb2 : qa;                                                   \
-            if (hq < nq) {                                                                  \
+            /* with TEAMS, team 0 holds the merge */                                       \
+            if (hq < nq && (!TEAMS || threadIdx.x < DC_THREADS)) {                         \
                 const size_t hr = (size_t)b * nh + h0 + hq;                                 \
                 if (CLUSTER)                                                                \
                     decode_store<KS_>(out, red, o, hq, k2, mo[k2], lsum[k2], hd, hr, hq,    \
@@ -956,108 +982,8 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS * DC_MAX_TEAMS) attentio
     bf16* __restrict__ out, const bf16* __restrict__ q, const bf16* __restrict__ k_pool, const bf16* __restrict__ v_pool,
     const int* __restrict__ block_table, const int* __restrict__ ctx_len, int batch, int max_ctx, int nh, int nkv, int hd, int page,
     int max_pages, int num_slots, int window, float scale, float* __restrict__ workspace) {
-    sy_allow_next(); // a dependent GEMV after this may start now (file header)
-    sy_wait_prior();
-    extern __shared__ __align__(16) unsigned char dsm[];
-    // The plan refuses these (and blocks that are not whole teams).
-    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0 || blockDim.x % DC_THREADS != 0) return;
-    const int G = nh / nkv, QG = (G + 7) / 8;
-    const int s = blockIdx.x, kvh = blockIdx.y / QG, b = blockIdx.z;
-    const int h0 = kvh * G + (blockIdx.y % QG) * 8, nq = min(8, kvh * G + G - h0);
-    const int splits = decode_splits(visible_keys(max_ctx, window), batch, nkv);
-    if (b >= batch || kvh >= nkv || s >= splits) return; // block-uniform
-    const bool single = splits == 1;
-    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-    const size_t ml_base = (size_t)batch * nh * splits * hd;
-    // This lane's two head columns.
-    const int qa = 2 * c, qb2 = 2 * c + 1;
-
-    const int n = ctx_len[b];
-    const long long cap = (long long)max_pages * page;
-    const bool ok = n >= 1 && n <= max_ctx && n <= cap;
-    const int lo = (ok && window > 0) ? max(0, n - window) : 0;
-    const int my_splits = ok ? decode_splits(n - lo, batch, nkv) : 1;
-    long long start = 0, stop = 0;
-    if (ok && s < my_splits) {
-        const long long split_len = ((long long)(n - lo) + my_splits - 1) / my_splits;
-        start = lo + (long long)s * split_len;
-        stop = min((long long)n, start + split_len);
-    }
-    const int* trow = block_table + (size_t)b * max_pages;
-    // As attention_decode's: an invalid chunk (NaN o, m, l, or a NaN row with
-    // one chunk in all) or an idle / empty one (m = -inf, l = 0).
-    auto nothing = [&](bool bad) {
-        for (int i = threadIdx.x; i < nq * hd; i += blockDim.x) {
-            const int hq = i / hd, d = i % hd;
-            const size_t hr = (size_t)b * nh + h0 + hq;
-            if (single) out[hr * hd + d] = SY_NAN_BF16;
-            else if (bad) workspace[(hr * splits + s) * hd + d] = SY_NAN;
-        }
-        if (!single && threadIdx.x < nq) {
-            const size_t e = ((size_t)b * nh + h0 + threadIdx.x) * splits + s;
-            workspace[ml_base + e * 2] = bad ? SY_NAN : -SY_INF;
-            workspace[ml_base + e * 2 + 1] = bad ? SY_NAN : 0.0f;
-        }
-    };
-    if (!ok || start >= stop) {
-        nothing(!ok);
-        return;
-    }
-
-    const int hdp = (hd + 63) & ~63;
-    DecodeJob job;
-    job.k_pool = k_pool;
-    job.v_pool = v_pool;
-    job.trow = trow;
-    job.start = (int)start;
-    job.stop = (int)stop;
-    job.hd = hd;
-    job.nkv = nkv;
-    job.kvh = kvh;
-    job.page = page;
-    job.num_slots = num_slots;
-    job.ld = hdp + 8;
-    job.alias = k_pool == v_pool;
-    job.async = aligned16(k_pool) && aligned16(v_pool);
-
-    // Q^T fragments for this warp's dims (every team's warp w takes the same dims).
-    const bf16* qrow = q + ((size_t)b * nh + h0 + (g < nq ? g : 0)) * hd;
-    const int dw = (hdp / 4) * ((threadIdx.x % DC_THREADS) >> 5);
-    float mo[2], lsum[2];
-#define DECODE_TM_CASE(KS_)                                                                 \
-    case KS_: {                                                                             \
-        unsigned qf[KS_][2];                                                                \
-        _Pragma("unroll") for (int k = 0; k < KS_; ++k) {                                   \
-            const int d = dw + 16 * k + 2 * c;                                              \
-            qf[k][0] = (g < nq && d < hd) ? ld32(qrow + d) : 0u;                            \
-            qf[k][1] = (g < nq && d + 8 < hd) ? ld32(qrow + d + 8) : 0u;                    \
-        }                                                                                   \
-        float o[KS_][4];                                                                    \
-        if (decode_chunk_tm<KS_>(job, qf, scale, o, mo, lsum, dsm)) {                       \
-            nothing(true);                                                                  \
-            break;                                                                          \
-        }                                                                                   \
-        for (int k2 = 0; k2 < 2; ++k2) {                                                    \
-            const int hq = k2 ? qb2 : qa;                                                   \
-            if (hq < nq && threadIdx.x < DC_THREADS) { /* team 0 holds the merge */        \
-                const size_t hr = (size_t)b * nh + h0 + hq;                                 \
-                decode_store<KS_>(out, workspace, o, hq, k2, mo[k2], lsum[k2], hd, hr,      \
-                                  hr * splits + s, ml_base, single);                        \
-            }                                                                               \
-        }                                                                                   \
-        break;                                                                              \
-    }
-    switch (hdp / 64) {
-        DECODE_TM_CASE(1)
-        DECODE_TM_CASE(2)
-        DECODE_TM_CASE(3)
-        DECODE_TM_CASE(4)
-        DECODE_TM_CASE(5)
-        DECODE_TM_CASE(6)
-        DECODE_TM_CASE(7)
-        DECODE_TM_CASE(8)
-    }
-#undef DECODE_TM_CASE
+    attention_decode_body<false, true>(out, q, k_pool, v_pool, block_table, ctx_len, batch, max_ctx, nh, nkv, hd, page, max_pages,
+                                       num_slots, window, scale, workspace);
 }
 
 // Grid (batch, nh, ceil(hd / 128)), block 128: a thread per output dim.
