@@ -15,6 +15,38 @@ fn row_sum(v: f32, ln: Lanes) -> f32 {
     return wg_sum256(v, ln.lid);
 }
 
+// Position of the invocation (the lanes variant's order: lid).
+fn lane_order(ln: Lanes) -> u32 {
+    return ln.lid;
+}
+
+// Sum of v over each aligned run of `width` invocations (lid / width; width
+// a power of two, at most 256), in every invocation of the run; holds
+// barriers, so every invocation calls it with the same width. Runs up to 32
+// add their entries in order after one barrier, wider ones by a tree.
+fn run_sum(v: f32, width: u32, ln: Lanes) -> f32 {
+    let lid = ln.lid;
+    let first = lid - lid % width;
+    wg_red[lid] = v;
+    workgroupBarrier();
+    var t = 0.0;
+    if (width <= 32u) {
+        for (var i = 0u; i < width; i++) {
+            t += wg_red[first + i];
+        }
+    } else {
+        for (var s = width >> 1u; s > 0u; s = s >> 1u) {
+            if (lid - first < s) {
+                wg_red[lid] = wg_red[lid] + wg_red[lid + s];
+            }
+            workgroupBarrier();
+        }
+        t = wg_red[first];
+    }
+    workgroupBarrier();
+    return t;
+}
+
 var<workgroup> best_i: array<i32, 256>;
 var<workgroup> best_v: array<f32, 256>;
 

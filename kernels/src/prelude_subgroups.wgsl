@@ -38,6 +38,42 @@ fn row_sum(v: f32, ln: Lanes) -> f32 {
     return t;
 }
 
+// Position of the invocation in subgroup order (subgroup, then lane): an
+// aligned run of `width` positions, width a power of two no wider than a
+// subgroup, lies in one subgroup. Relies on full subgroups, which a
+// 256-invocation workgroup (a multiple of every subgroup size) gets.
+fn lane_order(ln: Lanes) -> u32 {
+    return ln.sg * ln.size + ln.lane;
+}
+
+// Sum of v over each aligned run of `width` positions (lane_order / width;
+// width a power of two, at most 256), the same bits in every invocation of
+// the run (each butterfly step adds the same two values in either lane).
+// Within a subgroup: subgroupShuffleXor, no barrier. Runs wider than the
+// subgroup add the subgroups' sums through wg_red behind a barrier, which
+// every invocation then reaches (the subgroup size is the same everywhere).
+fn run_sum(v: f32, width: u32, ln: Lanes) -> f32 {
+    var s = v;
+    for (var o = min(width, ln.size) >> 1u; o > 0u; o = o >> 1u) {
+        s += subgroupShuffleXor(s, o);
+    }
+    if (width <= ln.size) {
+        return s;
+    }
+    if (ln.lane == 0u) {
+        wg_red[ln.sg] = s;
+    }
+    workgroupBarrier();
+    let per = width / ln.size;
+    let first = ln.sg - ln.sg % per;
+    var t = 0.0;
+    for (var i = 0u; i < per; i++) {
+        t += wg_red[first + i];
+    }
+    workgroupBarrier();
+    return t;
+}
+
 var<workgroup> best_i: array<i32, 256>;
 var<workgroup> best_v: array<f32, 256>;
 
