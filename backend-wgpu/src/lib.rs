@@ -172,6 +172,10 @@ type PipeKey = (&'static str, usize, &'static str, Vec<(&'static str, u32)>);
 /// (source path, (id, base, size) of each storage binding).
 type BindKey = (&'static str, Vec<(u64, u64, u64)>);
 
+/// [`WgpuBackend::bind_args`]: storage bindings, the declared arguments'
+/// Params words, and the words of extra windows (after the tail).
+type BoundArgs = (Vec<Bind>, Vec<u32>, Vec<u32>);
+
 /// A buffer range: (allocation id, buffer, byte offset).
 type At<'a> = (u64, &'a wgpu::Buffer, u64);
 
@@ -897,9 +901,9 @@ impl WgpuBackend {
     }
 
     /// One dispatch of `entry` in `src` with `params` (signature words; the
-    /// tail is filled here) and `binds` (storage bindings 1..): encoded into
-    /// the batch, or captured when a recording is open. `kernel` names the
-    /// launch in errors.
+    /// tail is filled here, then `after`, the words of extra windows) and
+    /// `binds` (storage bindings 1..): encoded into the batch, or captured
+    /// when a recording is open. `kernel` names the launch in errors.
     #[allow(clippy::too_many_arguments)]
     fn dispatch(
         &self,
@@ -912,11 +916,13 @@ impl WgpuBackend {
         mut params: Vec<u32>,
         grid: [u32; 3],
         extra: [u32; 4],
+        after: &[u32],
     ) -> Result<()> {
         let (size, fold) = fold::fold(kernel, grid, self.max_groups)?;
         params.extend(grid);
         params.push(fold);
         params.extend(extra);
+        params.extend(after);
         if params.len() * 4 > SLOT as usize {
             return Err(Error::Unsupported(format!(
                 "kernel {kernel}: {} parameter words do not fit a {SLOT}-byte Params slot",
@@ -1008,10 +1014,14 @@ impl WgpuBackend {
     /// arguments, those named in `windows` bound through their window (the
     /// word then locates the window's first byte). Every non-null pointer is
     /// resolved against the live allocations here, under the state lock
-    /// `free` takes.
-    fn bind_args(&self, st: &State, sig: &'static KernelSig, args: &[Arg], windows: &[WgslWindow]) -> Result<(Vec<Bind>, Vec<u32>)> {
+    /// `free` takes. An argument's further windows in `windows` (a split
+    /// pass reading two windows of one table) bind after the declared
+    /// arguments, in order; their words are the third result, which
+    /// [`Self::dispatch`] places after the Params tail.
+    fn bind_args(&self, st: &State, sig: &'static KernelSig, args: &[Arg], windows: &[WgslWindow]) -> Result<BoundArgs> {
         let mut binds = Vec::new();
         let mut words = Vec::with_capacity(args.len() + TAIL);
+        let mut more = (Vec::new(), Vec::new());
         for (spec, arg) in sig.args.iter().zip(args) {
             debug_assert_eq!(arg.kind(), spec.kind, "{}: Backend::launch checks the signature", sig.symbol);
             words.push(match *arg {
@@ -1020,25 +1030,15 @@ impl WgpuBackend {
                     u32::MAX
                 }
                 Arg::P(addr) => {
-                    let window = windows.iter().find(|w| w.arg == spec.name);
-                    let (at, len) = match window {
-                        Some(w) => (addr.checked_add(w.offset).filter(|a| vaddr::unpack(*a).0 == vaddr::unpack(addr).0), Some(w.bytes)),
-                        None => (Some(addr), None),
-                    };
-                    let at = at.ok_or_else(|| Error::oob(sig.symbol, spec.name, "the plan's window starts outside the allocation"))?;
-                    let (id, buf, off) = self.resolve(st, sig.symbol, spec.name, at, len.unwrap_or(1).max(1))?;
-                    // Not a shape rule the launcher knows: WGSL storage is addressed in u32 words.
-                    if off % 4 != 0 {
-                        return Err(Error::invalid(
-                            sig.symbol,
-                            spec.name,
-                            format!("byte offset {off} is not a multiple of 4 (WGSL storage moves u32 words)"),
-                        ));
+                    let mut mine = windows.iter().filter(|w| w.arg == spec.name);
+                    let (b, w) = self.bind_window(st, sig, spec.name, addr, mine.next())?;
+                    for extra in mine {
+                        let (b, w) = self.bind_window(st, sig, spec.name, addr, Some(extra))?;
+                        more.0.push(b);
+                        more.1.push(w);
                     }
-                    let b = self.window(sig.symbol, spec.name, id, &buf, off, len)?;
-                    let w = (off - b.base) / 4;
                     binds.push(b);
-                    w as u32
+                    w
                 }
                 Arg::I(v) => v as u32,
                 Arg::U(v) => v,
@@ -1046,7 +1046,38 @@ impl WgpuBackend {
             });
             debug_assert_eq!(arg.kind() == ArgKind::Ptr, matches!(arg, Arg::P(_)));
         }
-        Ok((binds, words))
+        binds.extend(more.0);
+        Ok((binds, words, more.1))
+    }
+
+    /// Pointer argument `arg` at `addr`, bound whole from there or through
+    /// `window`: the binding and its Params word (the word offset of the
+    /// argument's or window's first byte within the binding).
+    fn bind_window(
+        &self,
+        st: &State,
+        sig: &'static KernelSig,
+        arg: &'static str,
+        addr: u64,
+        window: Option<&WgslWindow>,
+    ) -> Result<(Bind, u32)> {
+        let (at, len) = match window {
+            Some(w) => (addr.checked_add(w.offset).filter(|a| vaddr::unpack(*a).0 == vaddr::unpack(addr).0), Some(w.bytes)),
+            None => (Some(addr), None),
+        };
+        let at = at.ok_or_else(|| Error::oob(sig.symbol, arg, "the plan's window starts outside the allocation"))?;
+        let (id, buf, off) = self.resolve(st, sig.symbol, arg, at, len.unwrap_or(1).max(1))?;
+        // Not a shape rule the launcher knows: WGSL storage is addressed in u32 words.
+        if off % 4 != 0 {
+            return Err(Error::invalid(
+                sig.symbol,
+                arg,
+                format!("byte offset {off} is not a multiple of 4 (WGSL storage moves u32 words)"),
+            ));
+        }
+        let b = self.window(sig.symbol, arg, id, &buf, off, len)?;
+        let w = ((off - b.base) / 4) as u32;
+        Ok((b, w))
     }
 
     /// `copy_buffer_to_buffer` into the batch, or captured.
@@ -1104,6 +1135,7 @@ impl WgpuBackend {
                 vec![dr, sr, len as u32],
                 [words.div_ceil(256), 1, 1],
                 [zero, 0, 0, 0],
+                &[],
             )?;
             done += len;
         }
@@ -1426,13 +1458,13 @@ impl Backend for WgpuBackend {
         };
         let mut whole = None;
         for WgslSplitPass { pass, windows } in &plan.passes {
-            let (mut binds, words) = match (windows.is_empty(), &whole) {
+            let (mut binds, words, after) = match (windows.is_empty(), &whole) {
                 (true, Some(b)) => Clone::clone(b),
                 (true, None) => whole.insert(self.bind_args(&st, sig, args, &[])?).clone(),
                 (false, _) => self.bind_args(&st, sig, args, windows)?,
             };
             binds.extend(workspace.clone());
-            self.dispatch(&mut st, sig.symbol, &k.source, pass.entry, &pass.consts, &binds, words, pass.grid, pass.extra)?;
+            self.dispatch(&mut st, sig.symbol, &k.source, pass.entry, &pass.consts, &binds, words, pass.grid, pass.extra, &after)?;
         }
         drop(st);
         self.check(sig.symbol)

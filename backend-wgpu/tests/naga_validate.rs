@@ -31,6 +31,10 @@ fn params_and_bindings_follow_the_signature() {
         let mut want: Vec<String> = sig.args.iter().map(|a| a.name.to_string()).collect();
         want.extend(["gx", "gy", "gz", "fold", "x0", "x1", "x2", "x3"].map(String::from));
         let mut storage = Vec::new();
+        // Words of extra windows (a split pass binding a second window of a
+        // table) follow the tail as w1, w2, ..., each with a storage binding
+        // after the declared pointers.
+        let mut extra_windows = 0;
         for (_, g) in module.global_variables.iter() {
             let Some(b) = &g.binding else { continue };
             match g.space {
@@ -39,7 +43,11 @@ fn params_and_bindings_follow_the_signature() {
                         failures.push(format!("{}: binding 0 is not a struct", src.path));
                         continue;
                     };
-                    let got: Vec<String> = members.iter().map(|m| m.name.clone().unwrap_or_default()).collect();
+                    let mut got: Vec<String> = members.iter().map(|m| m.name.clone().unwrap_or_default()).collect();
+                    while got.len() > want.len() && got.last().is_some_and(|n| *n == format!("w{}", got.len() - want.len())) {
+                        got.pop();
+                        extra_windows += 1;
+                    }
                     if got != want || b.binding != 0 {
                         failures.push(format!("{}: Params fields {got:?}, signature wants {want:?}", src.path));
                     }
@@ -53,6 +61,11 @@ fn params_and_bindings_follow_the_signature() {
         for (k, name) in ptrs.iter().enumerate() {
             if !storage.iter().any(|(b, n)| *b == k as u32 + 1 && *n == format!("d_{name}")) {
                 failures.push(format!("{}: pointer `{name}` must be `d_{name}` at @binding({})", src.path, k + 1));
+            }
+        }
+        for k in 1..=extra_windows {
+            if !storage.iter().any(|(b, _)| *b == (ptrs.len() + k) as u32) {
+                failures.push(format!("{}: Params word w{k} without a storage binding at @binding({})", src.path, ptrs.len() + k));
             }
         }
     }

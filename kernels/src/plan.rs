@@ -210,7 +210,9 @@ pub struct WgslSplitPass {
     /// The dispatch.
     pub pass: WgslPass,
     /// Arguments bound through a window in this pass; the others are bound
-    /// as in a [`WgslPlan`].
+    /// as in a [`WgslPlan`]. An argument named again (a pass reading two
+    /// windows of one table) binds that window after the declared
+    /// arguments, in order, and its word offset follows the Params tail.
     pub windows: Vec<WgslWindow>,
 }
 

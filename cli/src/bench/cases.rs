@@ -144,6 +144,16 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         gemm: None,
         run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, rows, dim)),
     });
+    // Where the wgpu gathers' time goes (issue 14 item 2):
+    // SWITCHYARD_BENCH_GATHER_DIAG=1 adds gather_diag_cases, =only runs them
+    // instead of the three cases above (whose table fills take seconds).
+    let diag = std::env::var("SWITCHYARD_BENCH_GATHER_DIAG").ok();
+    if diag.as_deref().map(str::trim) == Some("only") {
+        v.retain(|c| !c.kernel.contains("gather"));
+    }
+    if diag.is_some() {
+        v.extend(gather_diag_cases(rows, dim, vocab));
+    }
 
     for m in [1usize, 16] {
         v.push(BenchCase {
@@ -406,4 +416,72 @@ fn round_robin_ids(pairs: usize, e: usize) -> Vec<u8> {
 
 fn uniform_offsets(pairs: usize, e: usize) -> Vec<u8> {
     (0..=e).flat_map(|x| ((x * pairs / e) as i32).to_le_bytes()).collect()
+}
+
+/// The gathers at the bench rows over tables of other sizes and with other
+/// id patterns, tables left as allocated (the kernels' time does not depend
+/// on the values, and a 2.8 GB random fill costs seconds): source or table
+/// rows 4096 (44 MB) to 262144 (2.8 GB, two binding windows) with random ids;
+/// the 2.8 GB table with ids in its first window only, sorted, or all one
+/// row; the fp8 table at 24576 and 262144 rows. Shapes carry `diag`. Sizes
+/// are those at the production scale (fractions of vocab).
+fn gather_diag_cases(rows: usize, dim: usize, vocab: usize) -> Vec<BenchCase> {
+    let n = rows * dim;
+    // 24576, 98304 and 196608 rows (264 MB, 1.06 GB, 2.11 GB: one binding).
+    let (small, mid, one) = (vocab * 3 / 32, vocab * 3 / 8, vocab * 3 / 4);
+    let mut v = Vec::new();
+    for n_src in [rows, small, mid, one, vocab] {
+        v.push(BenchCase {
+            kernel: "gather_rows_bf16",
+            shape: format!("rows={rows} h={dim} n_src={n_src} ids=random diag"),
+            buffers: vec![buf(2 * n, Fill::Output), buf(2 * n_src * dim, Fill::Output), buf(4 * rows, Fill::I32(0, n_src as i32))],
+            bytes: (4 * n + 4 * rows) as f64,
+            flops: 0.0,
+            gemm: None,
+            run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, n_src, dim)),
+        });
+    }
+    // Sorted ids: a fixed LCG draw over the table, ascending.
+    let mut x = 0x2545_f491_u64;
+    let mut sorted: Vec<i32> = (0..rows)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((x >> 33) % vocab as u64) as i32
+        })
+        .collect();
+    sorted.sort_unstable();
+    let sorted: Vec<u8> = sorted.iter().flat_map(|i| i.to_le_bytes()).collect();
+    let embeds: [(usize, &str, Fill); 6] = [
+        (small, "random", Fill::I32(0, small as i32)),
+        (one, "random", Fill::I32(0, one as i32)),
+        (vocab, "random", Fill::I32(0, vocab as i32)),
+        (vocab, "first-window", Fill::I32(0, one as i32)),
+        (vocab, "sorted", Fill::Bytes(sorted)),
+        (vocab, "one-row", Fill::I32(7, 8)),
+    ];
+    for (vocab, ids, fill) in embeds {
+        v.push(BenchCase {
+            kernel: "embed_gather_bf16",
+            shape: format!("rows={rows} h={dim} vocab={vocab} ids={ids} diag"),
+            buffers: vec![buf(2 * n, Fill::Output), buf(2 * vocab * dim, Fill::Output), buf(4 * rows, fill)],
+            bytes: (4 * n + 4 * rows) as f64,
+            flops: 0.0,
+            gemm: None,
+            run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
+        });
+    }
+    let fp8: [(usize, &str, Fill); 3] =
+        [(small, "random", Fill::I32(0, small as i32)), (vocab, "random", Fill::I32(0, vocab as i32)), (vocab, "one-row", Fill::I32(7, 8))];
+    for (vocab, ids, fill) in fp8 {
+        v.push(BenchCase {
+            kernel: "embed_gather_fp8",
+            shape: format!("rows={rows} h={dim} vocab={vocab} ids={ids} diag"),
+            buffers: vec![buf(2 * n, Fill::Output), buf(vocab * dim, Fill::Output), buf(4 * vocab, Fill::F32(0.01)), buf(4 * rows, fill)],
+            bytes: (3 * n + 8 * rows) as f64,
+            flops: 0.0,
+            gemm: None,
+            run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
+        });
+    }
+    v
 }

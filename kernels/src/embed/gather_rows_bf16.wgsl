@@ -3,11 +3,14 @@
 struct Params {
     out: u32, src: u32, idx: u32, rows: i32, h: i32, n_src: i32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
+    // The second window's word offset in d_src1 (after the tail: embed/mod.rs).
+    w1: u32,
 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> d_out: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> d_src: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> d_idx: array<u32>;
+@group(0) @binding(4) var<storage, read_write> d_src1: array<vec4<u32>>;
 
 //! include "embed/gather_rows.wgsli"
 
@@ -17,6 +20,10 @@ fn row_id(r: u32) -> i32 {
 
 fn src4(i: u32) -> vec4<u32> {
     return d_src[i];
+}
+
+fn src4b(i: u32) -> vec4<u32> {
+    return d_src1[i];
 }
 
 fn map4(v: vec4<u32>) -> vec4<u32> {

@@ -77,39 +77,73 @@ fn gather_rows_per_group(rows: u32) -> u32 {
     forced.unwrap_or(if rows >= 2048 { 2 } else { 1 })
 }
 
-/// A gather's dispatch over table rows `[first, first + count)`: workgroups
-/// of 256 taking [`gather_rows_per_group`] output rows each; x0 = first,
-/// x1 = count, x2 = 1 when this pass writes the NaN rows of out-of-range ids.
-fn gather_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result<WgslPass> {
+/// A gather's dispatch over table rows `[first, first + count + count_b)`:
+/// workgroups of 256 taking [`gather_rows_per_group`] output rows each;
+/// x0 = first, x1 = count (rows of the first window), x2 = 1 when this pass
+/// writes the NaN rows of out-of-range ids, x3 = count_b (rows of the second
+/// window, the bf16 gathers only; 0 for the fp8 embed).
+fn gather_pass(a: &PlanArgs, first: u64, count: u64, count_b: u64, writes_nan: bool) -> Result<WgslPass> {
     let rows = positive(a, "rows")?;
     let rpg = gather_rows_per_group(rows);
     Ok(WgslPass {
         entry: a.kernel.symbol,
         grid: [rows.div_ceil(rpg), 1, 1],
         consts: vec![("RPG", rpg)],
-        extra: [first as u32, count as u32, writes_nan as u32, 0],
+        extra: [first as u32, count as u32, writes_nan as u32, count_b as u32],
     })
 }
 
-/// WGSL: one pass over the whole table.
-fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    let (_, rows, _) = gather_table(a)?;
-    Ok(WgslPlan { passes: vec![gather_pass(a, 0, rows, true)?], workspace_bytes: 0 })
+/// Table windows one pass of the bf16 gathers reads: two (gather_rows.wgsli),
+/// so the 2.8 GB Gemma table (two windows under a 2 GiB binding) is one
+/// pass over the output rows instead of two. `SWITCHYARD_WGSL_GATHER_WINDOWS=1`
+/// (read once a process) runs one window a pass, the plan before, to measure.
+fn gather_windows_per_pass() -> usize {
+    static OVERRIDE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *OVERRIDE.get_or_init(|| match std::env::var("SWITCHYARD_WGSL_GATHER_WINDOWS").ok().as_deref().map(str::trim) {
+        Some("1") => 1,
+        _ => 2,
+    })
 }
 
-/// WGSL, a table past one binding: one pass per window of table rows
-/// ([`row_windows`]), each over every output row; a row whose id falls in the
-/// window is copied by that pass, and the first pass writes the NaN rows.
+/// WGSL: one pass over the whole table. The bf16 gathers never run it:
+/// their shader binds the table twice, which only the window plan
+/// ([`wgsl_row_groups_split`]) sets up, for every table size.
+fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let (_, rows, _) = gather_table(a)?;
+    Ok(WgslPlan { passes: vec![gather_pass(a, 0, rows, 0, true)?], workspace_bytes: 0 })
+}
+
+/// WGSL through windows of the table. The fp8 embed, only past one binding:
+/// one pass per window ([`row_windows`]), each over every output row; a row
+/// whose id falls in the window is copied by that pass, and the first pass
+/// writes the NaN rows. The bf16 gathers, always: a pass per pair of windows
+/// (one window, the whole table, when it fits a binding), each binding the
+/// table twice; a pass with one window binds it again as the empty second.
 fn wgsl_row_groups_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSplitPlan>> {
     let (arg, rows, row_bytes) = gather_table(a)?;
-    let Some(windows) = row_windows(a.kernel, arg, rows, row_bytes, f.max_binding_bytes)? else { return Ok(None) };
+    let windows = row_windows(a.kernel, arg, rows, row_bytes, f.max_binding_bytes)?;
+    let window = |(first, count): (u64, u64)| WgslWindow { arg, offset: first * row_bytes, bytes: count * row_bytes };
+    if a.kernel.symbol == "embed_gather_fp8" {
+        let Some(windows) = windows else { return Ok(None) };
+        let passes = windows
+            .iter()
+            .enumerate()
+            .map(|(k, &(first, count))| {
+                Ok(WgslSplitPass { pass: gather_pass(a, first, count, 0, k == 0)?, windows: vec![window((first, count))] })
+            })
+            .collect::<Result<_>>()?;
+        return Ok(Some(WgslSplitPlan { passes, workspace_bytes: 0 }));
+    }
+    let windows = windows.unwrap_or_else(|| vec![(0, rows)]);
     let passes = windows
-        .iter()
+        .chunks(gather_windows_per_pass())
         .enumerate()
-        .map(|(k, &(first, count))| {
+        .map(|(k, pair)| {
+            let (first, count) = pair[0];
+            let (second, count_b) = pair.get(1).copied().map_or(((first, count), 0), |w| (w, w.1));
             Ok(WgslSplitPass {
-                pass: gather_pass(a, first, count, k == 0)?,
-                windows: vec![WgslWindow { arg, offset: first * row_bytes, bytes: count * row_bytes }],
+                pass: gather_pass(a, first, count, count_b, k == 0)?,
+                windows: vec![window((first, count)), window(second)],
             })
         })
         .collect::<Result<_>>()?;
