@@ -1,18 +1,18 @@
 // Two passes. argmax_rows: grid (chunks, m), each workgroup reduces a chunk of
-// 1024 · VECS logits of one row (VECS = 1, 2, 4, 8 or 16, an override
-// constant the plan picks: small m spreads a row over many workgroups, large
-// m gives each invocation more loads in flight) to (index, value) in the
-// plan's workspace. When vocab % 4 == 0 and logits sits at a word offset
-// that is a multiple of 4, an invocation loads its VECS vectors of 4 logits
-// as independent vec4 loads issued in one burst (every access of the
-// workgroup coalesced), reduces each vector on its own (VECS independent
-// chains of 4 compares, not one chain of 4 · VECS), then the vectors'
-// winners pairwise; otherwise one word at a time. argmax_rows_final: one
-// workgroup per row reduces the chunks. Candidates compare by value, then
-// lowest index; -1 (nothing eligible) loses to everything. The workgroup
-// reductions are row_best (the lanes: subgroupMax / subgroupMin where the
-// device has subgroups, a workgroup-memory tree otherwise); a comparison, so
-// the result does not depend on the order.
+// 1024 · VECS logits of one row (VECS = 1, 2 or 4, an override constant the
+// plan picks so that small m still spreads a row over many workgroups) to
+// (index, value) in the plan's workspace. When vocab % 4 == 0 and logits sits
+// at a word offset that is a multiple of 4, an invocation loads its VECS
+// vectors of 4 logits as independent vec4 loads issued in one burst (every
+// access of the workgroup coalesced); otherwise one word at a time.
+// argmax_rows_final: one workgroup per row reduces the chunks. Candidates
+// compare by value, then lowest index; -1 (nothing eligible) loses to
+// everything. The workgroup reductions are row_best (the lanes: subgroupMax /
+// subgroupMin where the device has subgroups, a workgroup-memory tree
+// otherwise); a comparison, so the result does not depend on the order.
+// Measured slower on the H200 at m = 16 (BENCHMARKS.md, eighth session):
+// VECS 8 and 16 (fewer, fatter workgroups), and each vector reduced on its
+// own before a pairwise merge instead of the one chain of compares.
 struct Params {
     idx: u32, val: u32, logits: u32, m: i32, vocab: i32, ex0: i32, ex1: i32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -26,7 +26,7 @@ struct Params {
 
 const WG: u32 = 256u;
 const NEG_INF: u32 = 0xff800000u;
-// Vectors of 4 logits per invocation in the first pass (1, 2, 4, 8 or 16).
+// Vectors of 4 logits per invocation in the first pass (1, 2 or 4).
 override VECS: u32 = 4u;
 
 // Logit vector q of a row (zeros past nq; take() drops those indices).
@@ -63,36 +63,19 @@ fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         let nq = vocab / 4u;
         let q0 = c * WG * VECS + lid;
         let rq = p.logits / 4u + i * nq;
-        var a: array<vec4<f32>, 16>;
+        var a: array<vec4<f32>, 4>;
         for (var t = 0u; t < VECS; t++) {
             a[t] = ld4(rq, q0 + t * WG, nq);
         }
-        // Indices rise along a vector, so strict > keeps the lowest on ties;
-        // between vectors beats_best breaks ties by index.
-        var ti: array<i32, 16>;
-        var tv: array<f32, 16>;
+        // Indices rise along the loads, so strict > keeps the lowest on ties.
         for (var t = 0u; t < VECS; t++) {
             let v = a[t];
             let q = q0 + t * WG;
-            var ci = -1;
-            var cv = bitcast<f32>(NEG_INF);
-            take(&ci, &cv, 4u * q, v.x, vocab);
-            take(&ci, &cv, 4u * q + 1u, v.y, vocab);
-            take(&ci, &cv, 4u * q + 2u, v.z, vocab);
-            take(&ci, &cv, 4u * q + 3u, v.w, vocab);
-            ti[t] = ci;
-            tv[t] = cv;
+            take(&bi, &bv, 4u * q, v.x, vocab);
+            take(&bi, &bv, 4u * q + 1u, v.y, vocab);
+            take(&bi, &bv, 4u * q + 2u, v.z, vocab);
+            take(&bi, &bv, 4u * q + 3u, v.w, vocab);
         }
-        for (var w = 1u; w < VECS; w *= 2u) {
-            for (var t = 0u; t + w < VECS; t += 2u * w) {
-                if (beats_best(ti[t + w], tv[t + w], ti[t], tv[t])) {
-                    ti[t] = ti[t + w];
-                    tv[t] = tv[t + w];
-                }
-            }
-        }
-        bi = ti[0];
-        bv = tv[0];
     } else {
         let row = p.logits + i * vocab;
         for (var t = 0u; t < 4u * VECS; t++) {

@@ -2,15 +2,17 @@
 // 1..=16) a pipeline override. Same geometry as lm_head_logits_fp8: a
 // workgroup of 256 takes NR = 32 vocab rows, each 32-lane slice RPW = 4 of
 // them, lanes striding over k so every table load is coalesced. On the fast
-// path (table and h at word offsets that are multiples of 4; hdim % 8 == 0
-// holds by contract) a lane loads 16-byte vectors (8 bf16) of its 4 rows.
-// A vector holds half the elements an fp8 one does, so a lane spends half
-// the arithmetic per byte on it and the loads, not the decode, set the
-// pace: STEPS (an override the plan picks) consecutive vectors of each row,
-// 4 · STEPS independent loads, are issued before any of them is used, and
-// the matching h vectors (from cache) are reused across the 4 rows. The
-// vectors left over after the last whole step of STEPS, and every vector
-// at other offsets (a word, 2 bf16, at a time), run one at a time.
+// path (e8-style alignment: table and h at word offsets that are multiples
+// of 4; hdim % 8 == 0 holds by contract) a lane loads one vec4<u32> (8 bf16)
+// from each of its 4 rows per step, four independent 16-byte loads in
+// flight, and reuses the matching h vector (from cache) across them. Other
+// offsets run the same loop a word (2 bf16) at a time.
+//
+// Loads in flight are not what holds m = 1 at ~55% of wgpu's copy ceiling
+// on the H200: issuing 2 vectors of each row before use measured the same
+// (1.5104 against 1.5073 ms), and walking the 4 rows one after the other
+// (a warp streaming one row, as the CUDA kernel does, with an h load per
+// table load) 1.5x slower (BENCHMARKS.md, eighth session).
 struct Params {
     out: u32, h: u32, table: u32, m: i32, vocab: i32, hdim: i32, softcap: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -21,14 +23,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> d_table: array<vec4<u32>>;
 
 //! include "head/lm_head_common.wgsli"
-
-// Vectors of each row a lane loads before using any (1, 2 or 4).
-override STEPS: u32 = 1u;
-// 0: a slice walks its 4 rows side by side (STEPS vectors of each in
-// flight); 1: one row after the other (4 · STEPS vectors of one row in
-// flight), a warp streaming one row at a time as the CUDA kernel does.
-// Either way a lane adds its vectors of a row in increasing order.
-override ORDER: u32 = 0u;
 
 fn logit(v: u32, s: f32) -> f32 {
     return s;
@@ -71,67 +65,16 @@ fn lm_head_logits_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workg
         let n = hdim / 8u;
         let t = p.table / 4u;
         let hb = p.h / 4u;
-        let b0 = t + v0 * n;
-        let b1 = t + v1 * n;
-        let b2 = t + v2 * n;
-        let b3 = t + v3 * n;
-        if (ORDER == 1u) {
-            for (var r = 0u; r < RPW; r++) {
-                let b = t + min(r0 + r, last) * n;
-                var c = lane;
-                for (; c + (4u * STEPS - 1u) * 32u < n; c += 4u * STEPS * 32u) {
-                    var w: array<vec4<u32>, 16>;
-                    for (var s = 0u; s < 4u * STEPS; s++) {
-                        w[s] = d_table[b + c + s * 32u];
-                    }
-                    for (var s = 0u; s < 4u * STEPS; s++) {
-                        for (var i = 0u; i < M; i++) {
-                            let hv = d_h[hb + i * n + c + s * 32u];
-                            acc[i][r] += dot8(w[s], bf16x4_lo(hv), bf16x4_hi(hv));
-                        }
-                    }
-                }
-                for (; c < n; c += 32u) {
-                    let w = d_table[b + c];
-                    for (var i = 0u; i < M; i++) {
-                        let hv = d_h[hb + i * n + c];
-                        acc[i][r] += dot8(w, bf16x4_lo(hv), bf16x4_hi(hv));
-                    }
-                }
-            }
-        } else {
-            var c = lane;
-            // Whole steps: vectors c + 32s, s < STEPS, all in this row.
-            for (; c + (STEPS - 1u) * 32u < n; c += STEPS * 32u) {
-                var w: array<vec4<u32>, 16>;
-                for (var s = 0u; s < STEPS; s++) {
-                    let cs = c + s * 32u;
-                    w[4u * s] = d_table[b0 + cs];
-                    w[4u * s + 1u] = d_table[b1 + cs];
-                    w[4u * s + 2u] = d_table[b2 + cs];
-                    w[4u * s + 3u] = d_table[b3 + cs];
-                }
-                for (var s = 0u; s < STEPS; s++) {
-                    for (var i = 0u; i < M; i++) {
-                        let hv = d_h[hb + i * n + c + s * 32u];
-                        let lo = bf16x4_lo(hv);
-                        let hi = bf16x4_hi(hv);
-                        acc[i] += vec4<f32>(dot8(w[4u * s], lo, hi), dot8(w[4u * s + 1u], lo, hi), dot8(w[4u * s + 2u], lo, hi),
-                                            dot8(w[4u * s + 3u], lo, hi));
-                    }
-                }
-            }
-            for (; c < n; c += 32u) {
-                let w0 = d_table[b0 + c];
-                let w1 = d_table[b1 + c];
-                let w2 = d_table[b2 + c];
-                let w3 = d_table[b3 + c];
-                for (var i = 0u; i < M; i++) {
-                    let hv = d_h[hb + i * n + c];
-                    let lo = bf16x4_lo(hv);
-                    let hi = bf16x4_hi(hv);
-                    acc[i] += vec4<f32>(dot8(w0, lo, hi), dot8(w1, lo, hi), dot8(w2, lo, hi), dot8(w3, lo, hi));
-                }
+        for (var c = lane; c < n; c += 32u) {
+            let w0 = d_table[t + v0 * n + c];
+            let w1 = d_table[t + v1 * n + c];
+            let w2 = d_table[t + v2 * n + c];
+            let w3 = d_table[t + v3 * n + c];
+            for (var i = 0u; i < M; i++) {
+                let hv = d_h[hb + i * n + c];
+                let lo = bf16x4_lo(hv);
+                let hi = bf16x4_hi(hv);
+                acc[i] += vec4<f32>(dot8(w0, lo, hi), dot8(w1, lo, hi), dot8(w2, lo, hi), dot8(w3, lo, hi));
             }
         }
     } else {

@@ -84,27 +84,8 @@ fn lm_head_pass(a: &PlanArgs, first: u64, count: u64) -> Result<WgslPass> {
         return Err(Error::invalid(a.kernel.symbol, "m", format!("m = {m} must be in 1..={MAX_HEAD_ROWS}")));
     }
     let grid = [groups(a.kernel, count, WGSL_HEAD_ROWS_PER_GROUP)?, 1, 1];
-    let mut consts = vec![("M", m)];
-    if a.kernel.symbol == LM_HEAD_LOGITS_BF16.symbol {
-        let (order, steps) = wgsl_bf16_head_walk(m);
-        consts.extend([("ORDER", order), ("STEPS", steps)]);
-    }
-    Ok(WgslPass { entry: a.kernel.symbol, grid, consts, extra: [first as u32, count as u32, 0, 0] })
+    Ok(WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [first as u32, count as u32, 0, 0] })
 }
-
-/// How a lane of `lm_head_logits_bf16` walks its slice's 4 table rows: the
-/// shader's (`ORDER`, `STEPS`), 0 = the rows side by side, STEPS vectors of
-/// each in flight, 1 = one row after the other, 4 · STEPS vectors of it in
-/// flight. `SWITCHYARD_WGSL_HEAD_ORDER=0|1` and
-/// `SWITCHYARD_WGSL_HEAD_STEPS=1|2|4` override the plan's, for A/B runs.
-pub fn wgsl_bf16_head_walk(m: u32) -> (u32, u32) {
-    let measured = if m == 1 { WGSL_BF16_HEAD_WALK_M1 } else { (0, 1) };
-    let env = |name: &str, ok: &[u32]| std::env::var(name).ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|v| ok.contains(v));
-    (env("SWITCHYARD_WGSL_HEAD_ORDER", &[0, 1]).unwrap_or(measured.0), env("SWITCHYARD_WGSL_HEAD_STEPS", &[1, 2, 4]).unwrap_or(measured.1))
-}
-
-/// (`ORDER`, `STEPS`) of the bf16 head at m = 1.
-const WGSL_BF16_HEAD_WALK_M1: (u32, u32) = (0, 2);
 
 /// One shader for every m: 32 vocab rows per workgroup, lanes striding over
 /// k with 16-byte loads; `M` is an override so the per-h-row loops unroll.
@@ -187,13 +168,6 @@ pub const WGSL_ARGMAX_TARGET_GROUPS: u64 = 1024;
 /// chunks), so a decode row (m = 1, vocab 262144) runs as 256 workgroups
 /// instead of 64.
 pub fn wgsl_argmax_vecs(m: u64, vocab: u64) -> u32 {
-    if let Some(v) = std::env::var("SWITCHYARD_WGSL_ARGMAX_VECS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|v| [1, 2, 4, 8, 16].contains(v))
-    {
-        return v;
-    }
     for vecs in [4u32, 2] {
         if m.saturating_mul(vocab.div_ceil(WGSL_ARGMAX_VEC_LOGITS * vecs as u64)) >= WGSL_ARGMAX_TARGET_GROUPS {
             return vecs;
@@ -453,16 +427,9 @@ fn fp8_head_case(g: &mut Gen, m: usize, vocab: usize, hdim: usize, cap: f32, cod
     }
 }
 
-/// Rows of 257 and 137 vectors: past a whole step of the bf16 head's walks
-/// (32 · STEPS vectors side by side, 128 · STEPS one row at a time) for
-/// STEPS 1 and 2 at m = 1, with vectors left over, so both loops of a walk
-/// run.
-const BF16_HEAD_STEP_SHAPES: [(usize, usize, usize, f32); 2] = [(1, 70, 2056, 0.0), (2, 45, 1096, 30.0)];
-
 fn lm_head_bf16_cases(g: &mut Gen) -> Vec<Case> {
     HEAD_SHAPES
         .iter()
-        .chain(BF16_HEAD_STEP_SHAPES.iter())
         .map(|&(m, vocab, hdim, cap)| {
             let (tv, tb) = g.bf16(vocab * hdim, 0.001, 0.2);
             let (hv, hb) = g.bf16(m * hdim, 0.01, 2.0);
