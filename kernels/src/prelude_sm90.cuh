@@ -42,26 +42,6 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap* map, uns
         : "memory");
 }
 
-// TMA bulk copy without a tensor map: `bytes` (a multiple of 16, both
-// addresses 16-byte aligned) from global `src` into shared memory at `dst`,
-// completing `bar`'s transaction count. `policy` is an L2 cache policy
-// (l2_evict_first) for data read once.
-__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                 "l"(reinterpret_cast<unsigned long long>(src)), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_load_hint(unsigned dst, const void* src, unsigned bytes, unsigned bar, unsigned long long policy) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
-                 "l"(reinterpret_cast<unsigned long long>(src)), "r"(bytes), "r"(bar), "l"(policy)
-                 : "memory");
-}
-__device__ __forceinline__ unsigned long long l2_evict_first() {
-    unsigned long long p;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-    return p;
-}
-
 // wgmma shared-memory descriptor of a K-major tile written by TMA with the
 // 128-byte swizzle: rows of 128 bytes in 8-row (1024-byte) atoms, so the
 // stride between 8-row groups is 1024 bytes; the leading offset is unused

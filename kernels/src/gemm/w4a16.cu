@@ -294,6 +294,33 @@ __device__ __forceinline__ void dec_cp16(void* dst, const void* src, int src_byt
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(w_smem_u32(dst)), "l"(src), "r"(src_bytes) : "memory");
 }
 
+// The e2m1 codes in bits 3:0 and 19:16 of z (dec_pair_lo) or 7:4 and 23:20
+// (dec_pair_hi) as a bf16 pair (low, high) reading e2m1 * 2^-126: the sign
+// goes to bit 15 / 31 and the exponent and mantissa bits to 8:6 / 24:22; the
+// multiply makes both shifted copies of each isolated nibble at once (the
+// copies do not overlap, so nothing carries) and the last mask keeps the
+// wanted bits.
+__device__ __forceinline__ unsigned dec_pair_lo(unsigned z) { return ((z & 0x000f000fu) * 0x1040u) & 0x81c081c0u; }
+__device__ __forceinline__ unsigned dec_pair_hi(unsigned z) { return ((z & 0x00f000f0u) * 0x0104u) & 0x81c081c0u; }
+
+// The two e4m3 scales in the low 16 bits of h, each times 2^119 as a
+// broadcast bf16 pair: s0 from bits 7:0, s1 from bits 15:8. The fp8 to f16
+// conversion is exact (NaN stays NaN), so are the f32 widening and the
+// power-of-two multiply (448 * 2^119 < 2^128), and the result has 4
+// significant bits, so its top half is the bf16 value.
+__device__ __forceinline__ void dec_scales(unsigned h, unsigned& s0, unsigned& s1) {
+    unsigned f16x2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(f16x2) : "h"((unsigned short)(h & 0xffffu)));
+    float lo, hi;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"((unsigned short)(f16x2 & 0xffffu)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"((unsigned short)(f16x2 >> 16)));
+    const float p119 = __uint_as_float(0x7b000000u); // 2^119
+    s0 = __byte_perm(__float_as_uint(lo * p119), 0u, 0x3232);
+    s1 = __byte_perm(__float_as_uint(hi * p119), 0u, 0x3232);
+}
+
+__device__ __forceinline__ unsigned dec_word(const uint4& v, int w) { return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w; }
+
 // MT token tiles of 8: MT = 1 for M <= 8, 2 for M <= 16; STAGES ring slots a warp.
 template <int MT, int STAGES>
 __device__ __forceinline__ void w4a16_decode(const bf16* __restrict__ a, const u8* __restrict__ bq, const u8* __restrict__ bs, float scale2,

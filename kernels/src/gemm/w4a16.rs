@@ -253,71 +253,16 @@ const CUDA_DECODE_RAMP_TILES: u64 = 4;
 /// Column blocks a K-split decode may have (`DEC_MAX_COL_BLOCKS`, w4a16.cu).
 const CUDA_DECODE_MAX_COL_BLOCKS: u32 = 65536;
 
-/// The Hopper decode entries (`w4a16_decode_sm90.cu`): one block-wide ring
-/// a block, filled by a producer warp with TMA bulk copies and read by
-/// `RD_CONSUMERS` consumer warps, `RD_BLOCKS` blocks an SM.
-const CUDA_RING_CONSUMERS: u64 = 8;
-const CUDA_RING_BLOCKS_PER_SM: u64 = 2;
-/// One Hopper decode entry: token tiles of 8 and ring depth in 64-k tiles
-/// (`RD_STAGES_*`): two tiles a consumer warp, so a warp's next tile lands
-/// while it works on the current one.
-struct RingEntry {
-    entry: &'static str,
-    token_tiles: u32,
-    stages: u32,
-}
-
-impl RingEntry {
-    /// The mbarriers (16 bytes a stage, padded to 128), then per stage the
-    /// codes (4096 bytes), the scales (512) and 144 bytes a token row.
-    const fn shared_bytes(&self) -> u32 {
-        (16 * self.stages).div_ceil(128) * 128 + self.stages * (4608 + 8 * self.token_tiles * 144)
-    }
-}
-
-const CUDA_RING_M8: RingEntry = RingEntry { entry: "w4a16_decode_sm90::w4a16_gemm_decode_ring", token_tiles: 1, stages: 16 };
-const CUDA_RING_M16: RingEntry = RingEntry { entry: "w4a16_decode_sm90::w4a16_gemm_decode_ring_m16", token_tiles: 2, stages: 16 };
-// Two blocks an SM in 228 KiB with 1 KiB reserved a block; and the ring
-// holds the eight warps' partials (33 floats per lane and element) at the end.
-const _: () = assert!(2 * (CUDA_RING_M16.shared_bytes() + 1024) <= 228 * 1024);
-const _: () = assert!(CUDA_RING_M8.stages * (4608 + 8 * 144) >= 8 * 32 * 33 * 4);
-const _: () = assert!(CUDA_RING_M16.stages * (4608 + 16 * 144) >= 8 * 64 * 33 * 4);
-
-/// `SWITCHYARD_W4A16_DECODE_RING=0` keeps the decode on `w4a16.cu`'s
-/// per-warp rings on Hopper too, for measuring; read once a process.
-pub const W4A16_DECODE_RING_ENV: &str = "SWITCHYARD_W4A16_DECODE_RING";
-fn ring_allowed() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var(W4A16_DECODE_RING_ENV).map_or(true, |v| v.trim() != "0"))
-}
-
-/// Whether the Hopper decode entry takes this launch: the device runs
-/// sm_90a entries and the bulk copies' sources are 16-byte aligned (a, bq,
-/// bs; their rows are `2K`, `N` and `N` bytes apart, multiples of 16 given
-/// the contract's `K % 16 == 0` and `N % 16 == 0`).
-fn ring_fits(a: &PlanArgs, f: &DeviceFacts) -> Result<bool> {
-    let (n, k) = (a.u32("n")?, a.u32("k")?);
-    Ok(f.cuda_sm90a
-        && ring_allowed()
-        && CUDA_RING_M16.shared_bytes() <= f.max_shared_bytes
-        && n % 16 == 0
-        && k > 0
-        && k % 16 == 0
-        && a.addr("a")? % 16 == 0
-        && a.addr("bq")? % 16 == 0
-        && a.addr("bs")? % 16 == 0)
-}
-
 /// K splits S of a decode launch with `cols` column blocks and `tiles` 64-k
-/// tiles, each split at least one tile for each of a block's `warps`. A block's time is about its
+/// tiles, each split at least one tile a warp. A block's time is about its
 /// tiles plus a ramp, and an SM runs `blocks_per_sm` blocks at once, so the
 /// busiest SM (⌈cols·S / SMs⌉ blocks) takes ⌈that / blocks an SM⌉ rounds
 /// of (⌈tiles/S⌉ + ramp): S minimises that (the fewest splits among equals,
 /// so warps keep the most tiles). On an H200 the issue-5 shapes get S = 6,
 /// 2 and 9 at M ≤ 8 (384, 336 and 378 blocks), 4, 3 and 6 at M ≤ 16.
-fn cuda_decode_splits(cols: u64, tiles: u64, sms: u64, blocks_per_sm: u64, warps: u64) -> u64 {
+fn cuda_decode_splits(cols: u64, tiles: u64, sms: u64, blocks_per_sm: u64) -> u64 {
     let mut best = (u64::MAX, 1);
-    for s in 1..=(tiles / warps).max(1) {
+    for s in 1..=(tiles / CUDA_DECODE_WARPS).max(1) {
         let per = tiles.div_ceil(s);
         // The kernel gives split y tiles [y·per, ...): an S with empty splits repeats a smaller one.
         if tiles.div_ceil(per) != s {
@@ -332,10 +277,8 @@ fn cuda_decode_splits(cols: u64, tiles: u64, sms: u64, blocks_per_sm: u64, warps
     best.1
 }
 
-/// ⌈N/128⌉ column blocks times S K splits ([`cuda_decode_splits`]): on a
-/// Hopper device where [`ring_fits`], blocks of a producer and 8 consumer
-/// warps sharing one ring (`w4a16_decode_sm90.cu`), otherwise `w4a16.cu`'s
-/// blocks of 4 warps with a ring each. With S > 1 the f32 partials go to workspace `[S, M, N]` and the last
+/// ⌈N/128⌉ column blocks of 4 warps times S K splits ([`cuda_decode_splits`]).
+/// With S > 1 the f32 partials go to workspace `[S, M, N]` and the last
 /// block of each column block adds them in split order and scales.
 fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
@@ -344,21 +287,8 @@ fn cuda_w4a16_gemm_decode(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan>
     }
     let cols = groups(a.kernel, n, CUDA_DECODE_COLS)?;
     let tiles = k.div_ceil(CUDA_DECODE_KTILE).max(1);
-    let sms = u64::from(facts.multiprocessors.max(1));
-    if ring_fits(a, facts)? {
-        let e = if m <= 8 { &CUDA_RING_M8 } else { &CUDA_RING_M16 };
-        let splits = cuda_decode_splits(u64::from(cols), tiles, sms, CUDA_RING_BLOCKS_PER_SM, CUDA_RING_CONSUMERS);
-        return decode_pass(a, e.entry, cols, splits, 32 * (CUDA_RING_CONSUMERS as u32 + 1), e.shared_bytes());
-    }
     let e = if m <= 8 { &CUDA_DECODE_M8 } else { &CUDA_DECODE_M16 };
-    let splits = cuda_decode_splits(u64::from(cols), tiles, sms, e.blocks_per_sm, CUDA_DECODE_WARPS);
-    decode_pass(a, e.symbol, cols, splits, 32 * CUDA_DECODE_WARPS as u32, e.shared_bytes())
-}
-
-/// One decode launch: grid (column blocks, K splits), the workspace for the
-/// splits' f32 partials.
-fn decode_pass(a: &PlanArgs, entry: &'static str, cols: u32, splits: u64, threads: u32, shared_bytes: u32) -> Result<CudaPlan> {
-    let (m, n) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?));
+    let splits = cuda_decode_splits(u64::from(cols), tiles, u64::from(facts.multiprocessors.max(1)), e.blocks_per_sm);
     if splits > 1 && cols > CUDA_DECODE_MAX_COL_BLOCKS {
         return Err(Error::invalid(
             a.kernel.symbol,
@@ -368,7 +298,15 @@ fn decode_pass(a: &PlanArgs, entry: &'static str, cols: u32, splits: u64, thread
     }
     // The kernel always takes the workspace pointer.
     let workspace_bytes = if splits > 1 { splits * m * n * 4 } else { 16 };
-    Ok(CudaPlan { passes: vec![CudaPass { entry, grid: [cols, splits as u32, 1], block: [threads, 1, 1], shared_bytes }], workspace_bytes })
+    Ok(CudaPlan {
+        passes: vec![CudaPass {
+            entry: e.symbol,
+            grid: [cols, splits as u32, 1],
+            block: [32 * CUDA_DECODE_WARPS as u32, 1, 1],
+            shared_bytes: e.shared_bytes(),
+        }],
+        workspace_bytes,
+    })
 }
 
 cuda_plan!(W4A16_GEMM => cuda_w4a16_gemm);
@@ -694,9 +632,8 @@ mod tests {
             assert_ne!(plan(sig, 512, 8192, 8192, 256, &FACTS).1, entry, "{}", sig.symbol);
         }
         assert_eq!(plan(&W4A16_GEMM_N128_LDB, 512, 8192, 8192, 256, &hopper).1, "w4a16_gemm_n128_ldb");
-        assert_eq!(plan(&W4A16_GEMM_DECODE, 16, 8192, 8192, 256, &hopper).1, CUDA_RING_M16.entry);
-        assert_eq!(plan(&W4A16_GEMM_DECODE, 8, 8192, 8192, 256, &hopper).1, CUDA_RING_M8.entry);
-        assert_eq!(plan(&W4A16_GEMM_DECODE, 8, 8192, 8192, 264, &hopper).1, "w4a16_gemm_decode");
+        assert_eq!(plan(&W4A16_GEMM_DECODE, 16, 8192, 8192, 256, &hopper).1, CUDA_DECODE_M16.symbol);
+        assert_eq!(plan(&W4A16_GEMM_DECODE, 8, 8192, 8192, 256, &hopper).1, "w4a16_gemm_decode");
         let maps = crate::plan::cuda_tensor_maps("w4a16_sm90", "w4a16_gemm_wgmma").expect("registered");
         let a = [P(256), P(256), P(512), F(1.0), P(768), U(520), U(272), U(144)];
         let m = (maps.maps)(&PlanArgs::new(&W4A16_GEMM, &a)).unwrap();
@@ -743,32 +680,5 @@ mod tests {
         assert_eq!(plan(1, 64, 64).4, 16);
         let a = [P(256), P(256), P(512), F(1.0), P(768), U(17), U(64), U(64)];
         assert!((cuda_kernel(&W4A16_GEMM_DECODE).unwrap().plan)(&PlanArgs::new(&W4A16_GEMM_DECODE, &a), &FACTS).is_err());
-    }
-
-    /// On an H200 (132 SMs, sm_90a) with aligned operands the decode takes
-    /// the block-wide ring: 288 threads, two blocks an SM, at least one 64-k
-    /// tile for each of the 8 consumer warps; the parity cases at 24576
-    /// columns run 32 and 23 tiles a block, so the 16-stage ring wraps.
-    #[test]
-    fn hopper_decode_takes_the_block_ring() {
-        let hopper = DeviceFacts { cuda_sm90a: true, ..FACTS };
-        let plan = |m: u32, n: u32, k: u32, bq: u64| {
-            let a = [P(256), P(bq), P(512), F(1.0), P(768), U(m), U(n), U(k)];
-            let c = (cuda_kernel(&W4A16_GEMM_DECODE).unwrap().plan)(&PlanArgs::new(&W4A16_GEMM_DECODE, &a), &hopper).unwrap();
-            let p = &c.passes[0];
-            (p.entry, p.grid, p.block, p.shared_bytes, c.workspace_bytes)
-        };
-        let (m8, m16) = (CUDA_RING_M8.entry, CUDA_RING_M16.entry);
-        let smem = |tt: u32| 256 + 16 * (4608 + 8 * tt * 144);
-        assert_eq!(plan(1, 8192, 8192, 256), (m8, [64, 4, 1], [288, 1, 1], smem(1), 4 * 8192 * 4));
-        assert_eq!(plan(1, 21504, 5376, 256).1, [168, 3, 1]);
-        assert_eq!(plan(1, 5376, 21504, 256).1, [42, 6, 1]);
-        assert_eq!(plan(16, 8192, 8192, 256), (m16, [64, 4, 1], [288, 1, 1], smem(2), 4 * 16 * 8192 * 4));
-        assert_eq!(plan(9, 8192, 8192, 256).0, m16);
-        assert_eq!(plan(1, 24576, 2048, 256).1, [192, 1, 1]);
-        assert_eq!(plan(10, 24576, 1424, 256).1, [192, 1, 1]);
-        assert_eq!(plan(1, 64, 64, 256).1, [1, 1, 1]);
-        // A misaligned weight pointer keeps the per-warp rings.
-        assert_eq!(plan(1, 8192, 8192, 264).0, "w4a16_gemm_decode");
     }
 }
