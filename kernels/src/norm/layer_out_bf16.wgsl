@@ -1,15 +1,12 @@
-// RPW rows a workgroup of 256, 256 / RPW invocations a row (RPW and NV are
-// pipeline overrides the plan picks, norm/mod.rs; Σ x² through run_sum: a
-// subgroupShuffleXor butterfly where the row fits in a subgroup, subgroup
-// sums through workgroup memory past that, a workgroup-memory reduction
-// without subgroups): t = bf16(rmsnorm(x; w)), s = bf16(mid + t),
+// One workgroup of 256 per row (Σ x² through row_sum: subgroupAdd where the
+// device has subgroups, a workgroup-memory tree otherwise): t = bf16(rmsnorm(x; w)), s = bf16(mid + t),
 // out = bf16(s * layer_scalar).
 //
 // Fast path (dim % 8 == 0 and out, mid, x, w at word offsets that are
-// multiples of 4): rows move as vec4<u32> (8 bf16 per load). Rows of up to
-// NV vectors an invocation keep x in registers: NV independent 16-byte loads
-// an invocation in one burst, so x is read once. Longer rows loop over
-// vectors and read x twice. Otherwise the same math runs a word at a time.
+// multiples of 4): rows move as vec4<u32> (8 bf16 per load). Rows up to
+// 8192 elements keep x in registers: four independent 16-byte loads per
+// invocation in one burst, so x is read once. Longer rows loop over vectors
+// and read x twice. Otherwise the same math runs a word at a time.
 struct Params {
     out: u32, mid: u32, x: u32, w: u32, layer_scalar: u32, rows: i32, dim: i32, eps: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -22,10 +19,7 @@ struct Params {
 // Read one word; a scalar view (vec4 indexing could run past a 4-byte binding).
 @group(0) @binding(5) var<storage, read_write> d_layer_scalar: array<u32>;
 
-// Rows a workgroup (1, 2, 4 or 8) and vectors an invocation keeps in
-// registers (at most 24).
-override RPW: u32 = 1u;
-override NV: u32 = 4u;
+const WG: u32 = 256u;
 
 fn ldx(row: u32, j: u32, n: u32) -> vec4<u32> {
     if (j < n) {
@@ -75,48 +69,35 @@ fn store1(row: u32, j: u32, v: u32, inv: f32, ls: f32) {
 @compute @workgroup_size(256)
 fn layer_out_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   ln: Lanes) {
-    let tn = 256u / RPW;
-    let me = lane_order(ln);
-    let t = me % tn;
-    let r = group_x(wid, nwg, p.fold) * RPW + me / tn;
-    // Rows past the end load and store nothing but join every reduction.
-    let live = r < u32(p.rows);
+    let lid = ln.lid;
+    let r = group_x(wid, nwg, p.fold);
+    if (r >= p.gx) {
+        return;
+    }
     let dim = u32(p.dim);
     let ls = bitcast<f32>(d_layer_scalar[p.layer_scalar]);
     if (dim % 8u == 0u && aligned4(p.out, p.mid, p.x, p.w)) {
         let n = dim / 8u;
         let row = r * n;
-        if (n <= NV * tn) {
-            var v: array<vec4<u32>, 24>;
-            for (var i = 0u; i < NV; i++) {
-                if (live) {
-                    v[i] = ldx(row, t + i * tn, n);
-                }
-            }
-            var ss = 0.0;
-            for (var i = 0u; i < NV; i++) {
-                ss += sq_bf16x4(v[i]);
-            }
-            let inv = inv_rms(run_sum(ss, tn, ln), dim, p.eps);
-            if (!live) {
-                return;
-            }
-            for (var i = 0u; i < NV; i++) {
-                store4(row, t + i * tn, n, v[i], inv, ls);
-            }
+        if (n <= 4u * WG) {
+            let v0 = ldx(row, lid, n);
+            let v1 = ldx(row, lid + WG, n);
+            let v2 = ldx(row, lid + 2u * WG, n);
+            let v3 = ldx(row, lid + 3u * WG, n);
+            let ss = (sq_bf16x4(v0) + sq_bf16x4(v1)) + (sq_bf16x4(v2) + sq_bf16x4(v3));
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+            store4(row, lid, n, v0, inv, ls);
+            store4(row, lid + WG, n, v1, inv, ls);
+            store4(row, lid + 2u * WG, n, v2, inv, ls);
+            store4(row, lid + 3u * WG, n, v3, inv, ls);
             return;
         }
         var ss = 0.0;
-        if (live) {
-            for (var j = t; j < n; j += tn) {
-                ss += sq_bf16x4(d_x[p.x / 4u + row + j]);
-            }
+        for (var j = lid; j < n; j += WG) {
+            ss += sq_bf16x4(d_x[p.x / 4u + row + j]);
         }
-        let inv = inv_rms(run_sum(ss, tn, ln), dim, p.eps);
-        if (!live) {
-            return;
-        }
-        for (var j = t; j < n; j += tn) {
+        let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+        for (var j = lid; j < n; j += WG) {
             store4(row, j, n, d_x[p.x / 4u + row + j], inv, ls);
         }
         return;
@@ -124,19 +105,14 @@ fn layer_out_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     let hw = dim / 2u;
     let row = r * hw;
     var ss = 0.0;
-    if (live) {
-        for (var j = t; j < hw; j += tn) {
-            let v = word_x(p.x + row + j);
-            let a = bf16_lo(v);
-            let b = bf16_hi(v);
-            ss += a * a + b * b;
-        }
+    for (var j = lid; j < hw; j += WG) {
+        let v = word_x(p.x + row + j);
+        let a = bf16_lo(v);
+        let b = bf16_hi(v);
+        ss += a * a + b * b;
     }
-    let inv = inv_rms(run_sum(ss, tn, ln), dim, p.eps);
-    if (!live) {
-        return;
-    }
-    for (var j = t; j < hw; j += tn) {
+    let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+    for (var j = lid; j < hw; j += WG) {
         store1(row, j, word_x(p.x + row + j), inv, ls);
     }
 }

@@ -1,16 +1,13 @@
-// RPW rows a workgroup of 256, 256 / RPW invocations a row (RPW and NV are
-// pipeline overrides the plan picks, norm/mod.rs; Σ x² through run_sum: a
-// subgroupShuffleXor butterfly where the row fits in a subgroup, subgroup
-// sums through workgroup memory past that, a workgroup-memory reduction
-// without subgroups): resid_out = bf16(resid + bf16(rmsnorm(x; w_post))),
-// then normed = bf16(rmsnorm(resid_out; w_pre)).
+// One workgroup of 256 per row (Σ x² through row_sum: subgroupAdd where the
+// device has subgroups, a workgroup-memory tree otherwise): resid_out = bf16(resid + bf16(rmsnorm(x;
+// w_post))), then normed = bf16(rmsnorm(resid_out; w_pre)).
 //
 // Fast path (dim % 8 == 0 and every view at a word offset that is a multiple
-// of 4): rows move as vec4<u32> (8 bf16 per load). Rows of up to NV vectors
-// an invocation keep x, then resid_out, in registers: NV independent 16-byte
-// loads an invocation issued in one burst, so each row is read once. Longer
-// rows loop over vectors and re-read. Otherwise the same math runs a word at
-// a time. An invocation owns the same words in every pass, so re-reading its
+// of 4): rows move as vec4<u32> (8 bf16 per load). Rows up to 8192 elements
+// keep x, then resid_out, in registers: four independent 16-byte loads per
+// invocation issued in one burst, so each row is read once. Longer rows
+// loop over vectors and re-read. Otherwise the same math runs a word at a
+// time. An invocation owns the same words in every pass, so re-reading its
 // own resid_out stores is safe, and resid_out may alias resid.
 struct Params {
     resid_out: u32, normed: u32, resid: u32, x: u32, w_post: u32, w_pre: u32, rows: i32, dim: i32, eps: f32,
@@ -24,10 +21,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> d_w_post: array<vec4<u32>>;
 @group(0) @binding(6) var<storage, read_write> d_w_pre: array<vec4<u32>>;
 
-// Rows a workgroup (1, 2, 4 or 8) and vectors an invocation keeps in
-// registers (at most 24).
-override RPW: u32 = 1u;
-override NV: u32 = 4u;
+const WG: u32 = 256u;
 
 fn ldx(row: u32, j: u32, n: u32) -> vec4<u32> {
     if (j < n) {
@@ -101,68 +95,51 @@ fn store_pre(row: u32, j: u32, s: u32, inv: f32) {
 @compute @workgroup_size(256)
 fn post_norm_add_pre_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                                ln: Lanes) {
-    let tn = 256u / RPW;
-    let me = lane_order(ln);
-    let t = me % tn;
-    let r = group_x(wid, nwg, p.fold) * RPW + me / tn;
-    // Rows past the end load and store nothing but join every reduction.
-    let live = r < u32(p.rows);
+    let lid = ln.lid;
+    let r = group_x(wid, nwg, p.fold);
+    if (r >= p.gx) {
+        return;
+    }
     let dim = u32(p.dim);
     if (dim % 8u == 0u && aligned4(p.resid_out, p.normed, p.resid, p.x) && aligned4(p.w_post, p.w_pre, NONE, NONE)) {
         let n = dim / 8u;
         let row = r * n;
-        if (n <= NV * tn) {
-            var v: array<vec4<u32>, 24>;
-            for (var i = 0u; i < NV; i++) {
-                if (live) {
-                    v[i] = ldx(row, t + i * tn, n);
-                }
-            }
-            var ss = 0.0;
-            for (var i = 0u; i < NV; i++) {
-                ss += sq_bf16x4(v[i]);
-            }
-            let inv = inv_rms(run_sum(ss, tn, ln), dim, p.eps);
-            var ss2 = 0.0;
-            for (var i = 0u; i < NV; i++) {
-                if (live) {
-                    v[i] = add_post4(row, t + i * tn, n, v[i], inv);
-                }
-                ss2 += sq_bf16x4(v[i]);
-            }
+        if (n <= 4u * WG) {
+            let v0 = ldx(row, lid, n);
+            let v1 = ldx(row, lid + WG, n);
+            let v2 = ldx(row, lid + 2u * WG, n);
+            let v3 = ldx(row, lid + 3u * WG, n);
+            let ss = (sq_bf16x4(v0) + sq_bf16x4(v1)) + (sq_bf16x4(v2) + sq_bf16x4(v3));
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+            let s0 = add_post4(row, lid, n, v0, inv);
+            let s1 = add_post4(row, lid + WG, n, v1, inv);
+            let s2 = add_post4(row, lid + 2u * WG, n, v2, inv);
+            let s3 = add_post4(row, lid + 3u * WG, n, v3, inv);
             if (p.w_pre == NONE) {
                 return;
             }
-            let inv2 = inv_rms(run_sum(ss2, tn, ln), dim, p.eps);
-            if (!live) {
-                return;
-            }
-            for (var i = 0u; i < NV; i++) {
-                store_pre4(row, t + i * tn, n, v[i], inv2);
-            }
+            let ss2 = (sq_bf16x4(s0) + sq_bf16x4(s1)) + (sq_bf16x4(s2) + sq_bf16x4(s3));
+            let inv2 = inv_rms(row_sum(ss2, ln), dim, p.eps);
+            store_pre4(row, lid, n, s0, inv2);
+            store_pre4(row, lid + WG, n, s1, inv2);
+            store_pre4(row, lid + 2u * WG, n, s2, inv2);
+            store_pre4(row, lid + 3u * WG, n, s3, inv2);
             return;
         }
         var ss = 0.0;
-        if (live) {
-            for (var j = t; j < n; j += tn) {
-                ss += sq_bf16x4(d_x[p.x / 4u + row + j]);
-            }
+        for (var j = lid; j < n; j += WG) {
+            ss += sq_bf16x4(d_x[p.x / 4u + row + j]);
         }
-        let inv = inv_rms(run_sum(ss, tn, ln), dim, p.eps);
+        let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
         var ss2 = 0.0;
-        if (live) {
-            for (var j = t; j < n; j += tn) {
-                ss2 += sq_bf16x4(add_post4(row, j, n, d_x[p.x / 4u + row + j], inv));
-            }
+        for (var j = lid; j < n; j += WG) {
+            ss2 += sq_bf16x4(add_post4(row, j, n, d_x[p.x / 4u + row + j], inv));
         }
         if (p.w_pre == NONE) {
             return;
         }
-        let inv2 = inv_rms(run_sum(ss2, tn, ln), dim, p.eps);
-        if (!live) {
-            return;
-        }
-        for (var j = t; j < n; j += tn) {
+        let inv2 = inv_rms(row_sum(ss2, ln), dim, p.eps);
+        for (var j = lid; j < n; j += WG) {
             store_pre4(row, j, n, d_resid_out[p.resid_out / 4u + row + j], inv2);
         }
         return;
@@ -170,26 +147,19 @@ fn post_norm_add_pre_norm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
     let hw = dim / 2u;
     let row = r * hw;
     var ss = 0.0;
-    if (live) {
-        for (var j = t; j < hw; j += tn) {
-            ss += sq(word_x(p.x + row + j));
-        }
+    for (var j = lid; j < hw; j += WG) {
+        ss += sq(word_x(p.x + row + j));
     }
-    let inv = inv_rms(run_sum(ss, tn, ln), dim, p.eps);
+    let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
     var ss2 = 0.0;
-    if (live) {
-        for (var j = t; j < hw; j += tn) {
-            ss2 += sq(add_post(row, j, word_x(p.x + row + j), inv));
-        }
+    for (var j = lid; j < hw; j += WG) {
+        ss2 += sq(add_post(row, j, word_x(p.x + row + j), inv));
     }
     if (p.w_pre == NONE) {
         return;
     }
-    let inv2 = inv_rms(run_sum(ss2, tn, ln), dim, p.eps);
-    if (!live) {
-        return;
-    }
-    for (var j = t; j < hw; j += tn) {
+    let inv2 = inv_rms(row_sum(ss2, ln), dim, p.eps);
+    for (var j = lid; j < hw; j += WG) {
         let oi = p.resid_out + row + j;
         store_pre(row, j, d_resid_out[oi >> 2u][oi & 3u], inv2);
     }
