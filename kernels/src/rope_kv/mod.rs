@@ -169,38 +169,22 @@ fn cuda_qkv_prep(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
 /// Threads of a WGSL `qkv_prep_bf16_vec` workgroup.
 const WGSL_QKV_THREADS: u64 = 256;
 
-/// A WGSL override from `$var` when set to one of `allowed`, else `default`
-/// (the plan's measured choice; the variable exists so one device call can
-/// time the alternatives).
-fn wgsl_knob(var: &str, allowed: &[u32], default: u32) -> u32 {
-    std::env::var(var).ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|v| allowed.contains(v)).unwrap_or(default)
-}
-
 /// WGSL: at hd % 16 == 0, `qkv_prep_bf16_vec` over the launch's
-/// `rows · (nh + 2·nkv)` head vectors, V vec4 pairs a lane
-/// (`SWITCHYARD_WGSL_QKV_V` = 1, 2 or 4, the largest not above it that
-/// divides hd / 16), hd / (16·V) lanes a vector rounded up to a power of two
-/// (the reduction's run), 256 / run vectors a workgroup: at hd 256 and V 1,
-/// the bench row (4096 · 64 vectors) runs as 16,384 workgroups of 256.
-/// `SWITCHYARD_WGSL_QKV_LATE=1` issues the norm weight and (cos, sin) loads
-/// after the reduction. Other hd: [`row_head_grid`], workgroups of 128
-/// (`qkv_prep_bf16`).
+/// `rows · (nh + 2·nkv)` head vectors, hd / 16 lanes a vector (two 16-byte
+/// loads of its data each) rounded up to a power of two (the reduction's
+/// run), 256 / run vectors a workgroup: 16 at hd 256, so the bench row
+/// (4096 · 64 vectors) runs as 16,384 workgroups of 256. Other hd:
+/// [`row_head_grid`], workgroups of 128 (`qkv_prep_bf16`).
 fn wgsl_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     let [rows, _, _] = row_head_grid(a)?;
     let hd = a.u32("hd")? as u64;
     if hd % 16 != 0 || hd > 16 * WGSL_QKV_THREADS {
         return Ok(WgslPlan::single(a.kernel, row_head_grid(a)?));
     }
-    let mut v = wgsl_knob("SWITCHYARD_WGSL_QKV_V", &[1, 2, 4], 1) as u64;
-    while (hd / 16) % v != 0 {
-        v /= 2;
-    }
-    let run = (hd / (16 * v)).next_power_of_two();
-    let late = wgsl_knob("SWITCHYARD_WGSL_QKV_LATE", &[0, 1], 0);
+    let run = (hd / 16).next_power_of_two();
     let vectors = rows as u64 * (a.u32("nh")? as u64 + 2 * a.u32("nkv")? as u64);
     let mut plan = WgslPlan::single(a.kernel, [groups(a.kernel, vectors, WGSL_QKV_THREADS / run)?, 1, 1]);
     plan.passes[0].entry = "qkv_prep_bf16_vec";
-    plan.passes[0].consts = vec![("QKV_V", v as u32), ("QKV_LATE", late)];
     Ok(plan)
 }
 
@@ -300,6 +284,8 @@ fn cases(g: &mut Gen) -> Vec<Case> {
         Shape { rows: 3, nh: 3, nkv: 0, hd: 128, k_eq_v: false, pmap: false, norms: true },
         Shape { rows: 6, nh: 2, nkv: 2, hd: 256, k_eq_v: false, pmap: true, norms: false },
         Shape { rows: 4, nh: 8, nkv: 1, hd: 512, k_eq_v: true, pmap: false, norms: true },
+        // hd / 16 = 3 lanes a vector: the WGSL vector entry's run of 4 with an idle lane.
+        Shape { rows: 3, nh: 3, nkv: 1, hd: 48, k_eq_v: false, pmap: false, norms: true },
         // 6000 groups of vectors: over two per warp of an H200's persistent grid (2640 warps).
         Shape { rows: 3000, nh: 8, nkv: 2, hd: 256, k_eq_v: false, pmap: true, norms: true },
     ];

@@ -1,18 +1,18 @@
 // Two entry points; the plan (rope_kv/mod.rs) picks one by hd.
 //
 // qkv_prep_bf16_vec (hd % 16 == 0): the launch is rows · (nh + 2·nkv) head
-// vectors (per row: nh query heads, nkv K heads, nkv V heads), hd / (16·V)
-// lanes a vector (V = QKV_V vec4 pairs a lane; the run rounded up to a power
-// of two), 256 / run vectors a workgroup of 256. Chunk i of lane l owns
-// elements 8c..8c+7 (c = l + i · lanes) of the first half and their
-// rotate-half partners 8c+hd/2.. of the second: two 16-byte loads of the
-// head, two of the norm weight, four of the (cos, sin) row, no re-reads and
-// no partner exchange. Σ x² meets through run_sum: a subgroupShuffleXor
-// butterfly with no barrier where the device has subgroups (runs up to the
-// subgroup size), one barrier and workgroup memory otherwise. The old grid
-// (a workgroup of 128 per row and head, a word a thread, every partner and
-// weight re-read, a 7-barrier tree) ran the bench row at 19% of wgpu's copy
-// ceiling on the H200.
+// vectors (per row: nh query heads, nkv K heads, nkv V heads), L = hd / 16
+// lanes a vector (rounded up to a power of two, the extra lanes idle),
+// 256 / L vectors a workgroup of 256. Lane l owns elements 8l..8l+7 of the
+// first half and their rotate-half partners 8l+hd/2.. of the second: two
+// 16-byte loads of the head, two of the norm weight, four of the (cos, sin)
+// row, no re-reads and no partner exchange. Σ x² meets through run_sum: a
+// subgroupShuffleXor butterfly with no barrier where the device has
+// subgroups (over a run up to the subgroup size; wider runs add the
+// subgroups' sums behind one barrier), one barrier and workgroup memory
+// otherwise. The old grid (a workgroup of 128 per row and head, a word a
+// thread, every partner and weight re-read, a 7-barrier tree) ran the bench
+// row at 19% of wgpu's copy ceiling on the H200.
 // Offsets that are not multiples of 4 words take the same lanes with word
 // loads.
 //
@@ -138,13 +138,6 @@ fn normed4(x: vec4<u32>, inv: f32, w: vec4<u32>, has_w: bool) -> array<vec4<f32>
     return array<vec4<f32>, 2>(bf16_round4(lo), bf16_round4(hi));
 }
 
-// Vec4 pairs a lane (QKV_V: 1, 2 or 4, dividing hd / 16) and whether the
-// norm weight and (cos, sin) loads wait for the reduction (QKV_LATE = 1: fewer
-// registers, so more invocations a multiprocessor) or go out with the data
-// (0): pipeline overrides the plan picks (rope_kv/mod.rs).
-override QKV_V: u32 = 1u;
-override QKV_LATE: u32 = 0u;
-
 @compute @workgroup_size(256)
 fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
     let hd = u32(p.hd);
@@ -152,7 +145,7 @@ fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let nkv = u32(p.nkv);
     // Lanes holding data, and the run they reduce over: `used` rounded up to
     // a power of two (run_sum's butterfly); the extra lanes add zeros.
-    let used = hd / (16u * QKV_V);
+    let used = hd / 16u;
     let lanes = 1u << (32u - countLeadingZeros(used - 1u));
     let per_wg = 256u / lanes;
     let per_row = nh + 2u * nkv;
@@ -209,100 +202,60 @@ fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let qw = hd / 4u;
     let al = aligned4(p.q_out, p.k_pool, p.v_pool, p.q_raw) && aligned4(p.k_raw, p.v_raw, p.q_norm, p.k_norm)
         && aligned4(p.cos_sin, NONE, NONE, NONE);
-    // Chunk i of a lane is vector c = l + i * used of each half: words 4c..
-    // of the first half and qw + 4c.. of the second. The data loads wait on
-    // no other load (a valid source row is all they need; a row with a bad
-    // position or slot reads and drops it).
-    var xa: array<vec4<u32>, 4>;
-    var xb: array<vec4<u32>, 4>;
-    var ss = 0.0;
-    for (var i = 0u; i < QKV_V; i++) {
-        var a = vec4<u32>(0u);
-        var b = vec4<u32>(0u);
-        if (kind != 3u && s_ok) {
-            let w = src + 4u * (l + i * used);
-            a = src4(kind % 3u, w, al);
-            b = src4(kind % 3u, w + qw, al);
-        }
-        xa[i] = a;
-        xb[i] = b;
+    // Words 4l.. of the first half and qw + 4l.. of the second. The data
+    // loads wait on no other load (a valid source row is all they need; a
+    // row with a bad position or slot reads and drops it).
+    var xa = vec4<u32>(0u);
+    var xb = vec4<u32>(0u);
+    if (kind != 3u && s_ok) {
+        xa = src4(kind % 3u, src + 4u * l, al);
+        xb = src4(kind % 3u, src + qw + 4u * l, al);
     }
-    let wo = select(p.k_norm, p.q_norm, kind == Q);
-    let has_w = wo != NONE;
-    let rot = write && ok && kind != V;
-    // (cos, sin) of pairs 8c..8c+7 (hd / 2 pairs a position): 16 words;
-    // cs[4i] = (cos, sin) of 8c, 8c+1, then cs[4i + 1] of 8c+2, 8c+3, ...
-    var wa: array<vec4<u32>, 4>;
-    var wb: array<vec4<u32>, 4>;
-    var cs: array<vec4<f32>, 16>;
-    if (QKV_LATE == 0u) {
-        for (var i = 0u; i < QKV_V; i++) {
-            let c = l + i * used;
-            if (rot && has_w) {
-                wa[i] = norm4(kind, wo + 4u * c, al);
-                wb[i] = norm4(kind, wo + qw + 4u * c, al);
-            }
-            if (rot) {
-                let cw = p.cos_sin + (pos * hw + 8u * c) * 2u;
-                for (var t = 0u; t < 4u; t++) {
-                    cs[4u * i + t] = cs4(cw + 4u * t, al);
-                }
-            }
-        }
-    }
-    for (var i = 0u; i < QKV_V; i++) {
-        ss += sq_bf16x4(xa[i]) + sq_bf16x4(xb[i]);
-    }
-    let tot = run_sum(ss, lanes, ln);
+    let tot = run_sum(sq_bf16x4(xa) + sq_bf16x4(xb), lanes, ln);
     if (!write) {
         return;
     }
     if (!ok) {
-        for (var i = 0u; i < QKV_V; i++) {
-            let w = dst + 4u * (l + i * used);
-            store4(kind, w, vec4<u32>(BF16_NAN2), al);
-            store4(kind, w + qw, vec4<u32>(BF16_NAN2), al);
-        }
+        store4(kind, dst + 4u * l, vec4<u32>(BF16_NAN2), al);
+        store4(kind, dst + qw + 4u * l, vec4<u32>(BF16_NAN2), al);
         return;
     }
     let inv = inv_rms(tot, hd, p.eps);
     if (kind == V) {
-        for (var i = 0u; i < QKV_V; i++) {
-            let w = dst + 4u * (l + i * used);
-            store4(V, w, pack_bf16x4(bf16x4_lo(xa[i]) * inv, bf16x4_hi(xa[i]) * inv), al);
-            store4(V, w + qw, pack_bf16x4(bf16x4_lo(xb[i]) * inv, bf16x4_hi(xb[i]) * inv), al);
-        }
+        store4(V, dst + 4u * l, pack_bf16x4(bf16x4_lo(xa) * inv, bf16x4_hi(xa) * inv), al);
+        store4(V, dst + qw + 4u * l, pack_bf16x4(bf16x4_lo(xb) * inv, bf16x4_hi(xb) * inv), al);
         return;
     }
-    for (var i = 0u; i < QKV_V; i++) {
-        let c = l + i * used;
-        if (QKV_LATE != 0u) {
-            if (has_w) {
-                wa[i] = norm4(kind, wo + 4u * c, al);
-                wb[i] = norm4(kind, wo + qw + 4u * c, al);
-            }
-            let cw = p.cos_sin + (pos * hw + 8u * c) * 2u;
-            for (var t = 0u; t < 4u; t++) {
-                cs[4u * i + t] = cs4(cw + 4u * t, al);
-            }
-        }
-        let c0 = cs[4u * i];
-        let c1 = cs[4u * i + 1u];
-        let c2 = cs[4u * i + 2u];
-        let c3 = cs[4u * i + 3u];
-        // Element 8c+2k is lo of word k, 8c+2k+1 its hi: pair index 2k and 2k+1.
-        let cos_lo = vec4<f32>(c0.x, c1.x, c2.x, c3.x);
-        let sin_lo = vec4<f32>(c0.y, c1.y, c2.y, c3.y);
-        let cos_hi = vec4<f32>(c0.z, c1.z, c2.z, c3.z);
-        let sin_hi = vec4<f32>(c0.w, c1.w, c2.w, c3.w);
-        let na = normed4(xa[i], inv, wa[i], has_w);
-        let nb = normed4(xb[i], inv, wb[i], has_w);
-        let oa = pack_bf16x4(na[0] * cos_lo - nb[0] * sin_lo, na[1] * cos_hi - nb[1] * sin_hi);
-        let ob = pack_bf16x4(nb[0] * cos_lo + na[0] * sin_lo, nb[1] * cos_hi + na[1] * sin_hi);
-        let w = dst + 4u * c;
-        store4(kind, w, oa, al);
-        store4(kind, w + qw, ob, al);
+    // The norm weight and (cos, sin) loads go out after the reduction: they
+    // hit in cache (every head of a row shares its (cos, sin) row, every head
+    // the weight), and holding them across it cost registers: 0.1436 ms
+    // against 0.1367 on the H200's bench row.
+    let wo = select(p.k_norm, p.q_norm, kind == Q);
+    let has_w = wo != NONE;
+    var wa = vec4<u32>(0u);
+    var wb = vec4<u32>(0u);
+    if (has_w) {
+        wa = norm4(kind, wo + 4u * l, al);
+        wb = norm4(kind, wo + qw + 4u * l, al);
     }
+    // (cos, sin) of pairs i = 8l..8l+7 (hd / 2 pairs a position): 16 words;
+    // c0 = (cos, sin) of i, i+1, ...
+    let cs = p.cos_sin + (pos * hw + 8u * l) * 2u;
+    let c0 = cs4(cs, al);
+    let c1 = cs4(cs + 4u, al);
+    let c2 = cs4(cs + 8u, al);
+    let c3 = cs4(cs + 12u, al);
+    // Element 8l+2k is lo of word k, 8l+2k+1 its hi: pair index 2k and 2k+1.
+    let cos_lo = vec4<f32>(c0.x, c1.x, c2.x, c3.x);
+    let sin_lo = vec4<f32>(c0.y, c1.y, c2.y, c3.y);
+    let cos_hi = vec4<f32>(c0.z, c1.z, c2.z, c3.z);
+    let sin_hi = vec4<f32>(c0.w, c1.w, c2.w, c3.w);
+    let na = normed4(xa, inv, wa, has_w);
+    let nb = normed4(xb, inv, wb, has_w);
+    let oa = pack_bf16x4(na[0] * cos_lo - nb[0] * sin_lo, na[1] * cos_hi - nb[1] * sin_hi);
+    let ob = pack_bf16x4(nb[0] * cos_lo + na[0] * sin_lo, nb[1] * cos_hi + na[1] * sin_hi);
+    store4(kind, dst + 4u * l, oa, al);
+    store4(kind, dst + qw + 4u * l, ob, al);
 }
 
 // --- qkv_prep_bf16 (hd % 16 != 0) -------------------------------------------
