@@ -380,101 +380,13 @@ fn wgsl_dense(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
 
 /// Workgroup memory of `dense_gemm_coop`: two stages of A and B tiles
 /// (2 · 2 · 128 rows · 80 bytes) and the 8 subgroups' 16 × 16 f32 blocks.
-/// `dense_gemm_coop4` takes at most as much (the same stages at K step 32,
-/// one operand's at K step 64 with 144-byte rows, and the same blocks).
 const COOPMAT_SHARED_BYTES: u32 = 2 * 2 * 128 * 80 + 8 * 16 * 16 * 4;
-
-/// Selects the tile kernel of the cooperative-matrix path (see
-/// [`CoopTile`]); unset: the default below.
-pub const COOPMAT_TILE_ENV: &str = "SWITCHYARD_WGSL_COOPMAT_TILE";
-
-/// The tile kernel of the cooperative-matrix `dense_gemm_bf16_pipelined`
-/// (dense_coopmat.wgsli): `8w`, `dense_gemm_coop` (8 subgroups of 2 × 4
-/// accumulators, both operands staged, K step 32); the others
-/// `dense_gemm_coop4` (4 subgroups of 4 × 4): `4w` both operands staged at
-/// K step 32, `4w-db` / `4w-db64` B's fragments straight from the f16 copies
-/// at K step 32 / 64 (A staged), `4w-dd` both straight from the copies.
-/// The direct ones need K % step == 0 and otherwise run as `4w`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CoopTile {
-    /// `dense_gemm_coop4` (else `dense_gemm_coop`).
-    pub four: bool,
-    /// A's fragments straight from the copies.
-    pub direct_a: bool,
-    /// B's fragments straight from the copies.
-    pub direct_b: bool,
-    /// K a step: 32 or 64.
-    pub bk: u32,
-}
-
-impl CoopTile {
-    /// The default tile kernel.
-    pub const DEFAULT: CoopTile = CoopTile { four: false, direct_a: false, direct_b: false, bk: 32 };
-
-    /// Parses a [`COOPMAT_TILE_ENV`] value.
-    pub fn parse(v: &str) -> Option<CoopTile> {
-        let four = |direct_a, direct_b, bk| Some(CoopTile { four: true, direct_a, direct_b, bk });
-        match v.trim() {
-            "8w" => Some(CoopTile { four: false, direct_a: false, direct_b: false, bk: 32 }),
-            "4w" => four(false, false, 32),
-            "4w-db" => four(false, true, 32),
-            "4w-db64" => four(false, true, 64),
-            "4w-dd" => four(true, true, 32),
-            _ => None,
-        }
-    }
-
-    /// From [`COOPMAT_TILE_ENV`], read once; an unknown value is an error
-    /// that names the accepted ones.
-    fn from_env() -> Result<CoopTile> {
-        static TILE: std::sync::OnceLock<std::result::Result<CoopTile, String>> = std::sync::OnceLock::new();
-        let got = TILE.get_or_init(|| match std::env::var(COOPMAT_TILE_ENV) {
-            Err(_) => Ok(CoopTile::DEFAULT),
-            Ok(v) => CoopTile::parse(&v).ok_or(v),
-        });
-        got.clone().map_err(|v| Error::Unsupported(format!("{COOPMAT_TILE_ENV}={v:?}: expected one of {}", CoopTile::NAMES.join(", "))))
-    }
-
-    /// What runs at K: a direct operand needs whole steps, else both staged
-    /// at K step 32.
-    fn at(self, k: u64) -> CoopTile {
-        if (self.direct_a || self.direct_b) && k % u64::from(self.bk) != 0 {
-            return CoopTile { four: true, direct_a: false, direct_b: false, bk: 32 };
-        }
-        self
-    }
-
-    /// Every [`COOPMAT_TILE_ENV`] value.
-    pub const NAMES: [&'static str; 5] = ["8w", "4w", "4w-db", "4w-db64", "4w-dd"];
-
-    /// The pass over (⌈N/128⌉, ⌈M/128⌉) tiles, with the overrides
-    /// `dense_gemm_coop4` takes.
-    pub fn pass(self, grid: [u32; 3]) -> WgslPass {
-        if !self.four {
-            return WgslPass { entry: "dense_gemm_coop", grid, consts: vec![], extra: [0; 4] };
-        }
-        // Two stages of 128 rows of bk / 2 + 4 pairs, or 1 pair for a direct operand.
-        let pairs = |direct: bool| if direct { 1 } else { 2 * 128 * (self.bk / 2 + 4) };
-        let consts = vec![
-            ("CM4_DA", u32::from(self.direct_a)),
-            ("CM4_DB", u32::from(self.direct_b)),
-            ("CM4_BK", self.bk),
-            ("CM4_A_PAIRS", pairs(self.direct_a)),
-            ("CM4_B_PAIRS", pairs(self.direct_b)),
-        ];
-        WgslPass { entry: "dense_gemm_coop4", grid, consts, extra: [0; 4] }
-    }
-}
 
 /// Workspace bytes of the cooperative-matrix path of
 /// `dense_gemm_bf16_pipelined` (dense_coopmat.wgsli): the M + N row
-/// exponents as f16 rounded up to a vec4, then the f16 copies of A and B,
-/// and, where fragments load straight from the copies, 128 rows of K past
-/// them (read by the fragments of columns past N, whose results are never
-/// stored).
-fn coopmat_workspace(m: u64, n: u64, k: u64, direct: bool) -> u64 {
-    let pad = if direct { 128 } else { 0 };
-    (m + n).div_ceil(4) * 8 + (m + n + pad) * k * 2
+/// exponents as f16 rounded up to a vec4, then the f16 copies of A and B.
+fn coopmat_workspace(m: u64, n: u64, k: u64) -> u64 {
+    (m + n).div_ceil(4) * 8 + (m + n) * k * 2
 }
 
 /// `dense_gemm_bf16_pipelined`: where the device has cooperative matrices
@@ -482,29 +394,27 @@ fn coopmat_workspace(m: u64, n: u64, k: u64, direct: bool) -> u64 {
 /// dense_coopmat.wgsli: `dense_coop_scales` (a workgroup per row of A and of
 /// B, M + N of them, writing the rows' power-of-two exponents to the
 /// workspace), `dense_coop_convert` (the scaled f16 copies of A and B, an
-/// invocation per 8 halves) and the tile kernel ([`CoopTile`]) over
-/// (⌈N/128⌉, ⌈M/128⌉) tiles. Its contract (both operands to f16 after exact
-/// per-row power-of-two scaling, f32 accumulation) keeps the catalogue's
-/// NMSE ≤ 1e-6. Otherwise, for the small path, on an adapter with less
-/// workgroup memory than [`COOPMAT_SHARED_BYTES`], and where the copies do
-/// not fit one storage binding (the shaders address the workspace in u32
-/// indices of vec4<f16> too): today's f32 tiles.
+/// invocation per 8 halves) and `dense_gemm_coop` over (⌈N/128⌉, ⌈M/128⌉)
+/// tiles. Its contract (both operands to f16 after exact per-row
+/// power-of-two scaling, f32 accumulation) keeps the catalogue's NMSE ≤ 1e-6.
+/// Otherwise, for the small path, on an adapter with less workgroup memory
+/// than [`COOPMAT_SHARED_BYTES`], and where the copies do not fit one
+/// storage binding (the shaders address the workspace in u32 indices of
+/// vec4<f16> too): today's f32 tiles.
 fn wgsl_dense_gemm_pipelined(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     let kernel = a.kernel;
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
-    if !f.wgsl_coopmat || m <= u64::from(WGSL_SMALL_M) || f.max_shared_bytes < COOPMAT_SHARED_BYTES {
-        return wgsl_dense(a, f);
-    }
-    let tile = CoopTile::from_env()?.at(k);
-    let workspace_bytes = coopmat_workspace(m, n, k, tile.direct_a || tile.direct_b);
-    if workspace_bytes > f.max_binding_bytes || workspace_bytes / 8 > u64::from(u32::MAX) {
+    let workspace_bytes = coopmat_workspace(m, n, k);
+    let fits = workspace_bytes <= f.max_binding_bytes && workspace_bytes / 8 <= u64::from(u32::MAX);
+    if !f.wgsl_coopmat || m <= u64::from(WGSL_SMALL_M) || f.max_shared_bytes < COOPMAT_SHARED_BYTES || !fits {
         return wgsl_dense(a, f);
     }
     let rows = m + n;
     let scales = WgslPass { entry: "dense_coop_scales", grid: [groups(kernel, rows, 1)?, 1, 1], consts: vec![], extra: [0; 4] };
     let convert = WgslPass { entry: "dense_coop_convert", grid: [groups(kernel, rows * k / 8, 256)?, 1, 1], consts: vec![], extra: [0; 4] };
     let grid = [groups(kernel, n, WGSL_TILE)?, groups(kernel, m, WGSL_TILE)?, 1];
-    Ok(WgslPlan { passes: vec![scales, convert, tile.pass(grid)], workspace_bytes })
+    let gemm = WgslPass { entry: "dense_gemm_coop", grid, consts: vec![], extra: [0; 4] };
+    Ok(WgslPlan { passes: vec![scales, convert, gemm], workspace_bytes })
 }
 
 fn wgsl_dense_gemm_tc_scaled_acc(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
@@ -979,8 +889,7 @@ mod tests {
             geo(&p),
             [("dense_coop_scales", [12288, 1, 1]), ("dense_coop_convert", [49152, 1, 1]), ("dense_gemm_coop", [64, 32, 1])]
         );
-        assert_eq!(p.workspace_bytes, coopmat_workspace(4096, 8192, 8192, false));
-        assert_eq!(coopmat_workspace(4096, 8192, 8192, false), 12288 * 2 + 12288 * 8192 * 2);
+        assert_eq!(p.workspace_bytes, 12288 * 2 + 12288 * 8192 * 2);
         let p = plan(150, 136, 264, &coop);
         assert_eq!(geo(&p), [("dense_coop_scales", [286, 1, 1]), ("dense_coop_convert", [37, 1, 1]), ("dense_gemm_coop", [2, 2, 1])]);
         assert_eq!(p.workspace_bytes, 72 * 8 + 286 * 264 * 2);
@@ -1001,34 +910,6 @@ mod tests {
         let a = args(&DENSE_GEMM_TC, 4096, 8192, 8192, 1);
         let tc = (wgsl_kernel(&DENSE_GEMM_TC).unwrap().plan)(&PlanArgs::new(&DENSE_GEMM_TC, &a), &coop).unwrap();
         assert_eq!(geo(&tc), [("dense_gemm_tc", [64, 32, 1])]);
-    }
-
-    /// The cooperative-matrix tile kernels: names, the overrides of
-    /// `dense_gemm_coop4` (stage sizes within COOPMAT_SHARED_BYTES with the
-    /// 8 subgroup blocks), and the staged fallback where K is not whole steps.
-    #[test]
-    fn coopmat_tiles_parse_and_size_their_stages() {
-        for name in CoopTile::NAMES {
-            let t = CoopTile::parse(name).unwrap();
-            let p = t.pass([3, 4, 1]);
-            assert_eq!(p.grid, [3, 4, 1]);
-            if !t.four {
-                assert_eq!((p.entry, p.consts.len()), ("dense_gemm_coop", 0), "{name}");
-                continue;
-            }
-            let c = |k: &str| p.consts.iter().find(|(n, _)| *n == k).unwrap().1;
-            assert_eq!(p.entry, "dense_gemm_coop4");
-            assert_eq!((c("CM4_DA") == 1, c("CM4_DB") == 1, c("CM4_BK")), (t.direct_a, t.direct_b, t.bk), "{name}");
-            let bytes = 4 * (c("CM4_A_PAIRS") + c("CM4_B_PAIRS")) + 8 * 16 * 16 * 4;
-            assert!(bytes <= COOPMAT_SHARED_BYTES, "{name}: {bytes}");
-            assert_eq!(t.at(1024), t, "{name}");
-            assert_eq!(t.at(1032).direct_a || t.at(1032).direct_b, false, "{name}");
-        }
-        assert_eq!(CoopTile::parse(" 4w-db64 ").unwrap().at(5376 + 32).bk, 32);
-        assert_eq!(CoopTile::parse("4w-db64").unwrap().at(5376).bk, 64);
-        assert!(CoopTile::parse("4w-x").is_none() && CoopTile::parse("").is_none());
-        // Direct fragments pad the workspace by 128 rows of K.
-        assert_eq!(coopmat_workspace(150, 136, 264, true) - coopmat_workspace(150, 136, 264, false), 128 * 264 * 2);
     }
 
     /// On a device that runs sm_90a entries, prefill sizes take the wgmma
