@@ -57,7 +57,12 @@
 // shared memory that wgmma reads with the B-transpose bit ran 0.40-0.65x
 // cuBLAS bf16 with 128 x 256 tiles and 0.46-0.77x with 256 x 128; by count,
 // writing and re-reading that tile brings a slice's shared-memory traffic
-// to about 150 KB against the ~131 KB its tensor time leaves.
+// to about 150 KB against the ~131 KB its tensor time leaves. A commit group
+// per k16 step (wait_group 4, the next slice decoded a step at a time) was
+// no faster than one group a slice (862 / 976 us against 778 / 934 us at
+// 4096 x 8192^2, eighth session). The same kernel with the decode replaced
+// by one logic op (wrong values, same loads and wgmma) ran 708 / 808 us
+// against cuBLAS's 672 / 674: the structure alone is 0.83-0.95x cuBLAS.
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -86,43 +91,63 @@ __device__ __forceinline__ unsigned w4_lds16(unsigned addr) {
     asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(addr));
     return v;
 }
-// Two e4m3 scale bytes (bits 0-7 and 8-15 of b) as a bf16 pair, exactly.
-// Without NaN codes: each code's 7 magnitude bits placed at bf16 bits 4..10
-// (sign at 15) read as its value times 2^-120, subnormal codes as bf16
-// subnormals, and one bf16 multiply by 2^120 restores the value (as
-// e4m3_to_f32 does in f32). With a NaN code (0x7f / 0xff, rare): the f32
-// decode, which keeps it NaN.
-__device__ __forceinline__ unsigned w4_scale_pair(unsigned b, bool nan) {
-    if (nan) return __byte_perm(__float_as_uint(e4m3_to_f32(b & 0xffu)), __float_as_uint(e4m3_to_f32((b >> 8) & 0xffu)), 0x7632);
+// Two e4m3 scale bytes (bits 0-7 and 8-15 of b) as a bf16 pair, exactly,
+// for codes that are not NaN: each code's 7 magnitude bits placed at bf16
+// bits 4..10 (sign at 15) read as its value times 2^-120, subnormal codes as
+// bf16 subnormals, and one bf16 multiply by 2^120 restores the value (as
+// e4m3_to_f32 does in f32).
+__device__ __forceinline__ unsigned w4_scale_pair(unsigned b) {
     const unsigned y = __byte_perm(b, 0u, 0x4140); // [b0, 0, b1, 0]
     const unsigned bits = ((y << 4) & 0x07f007f0u) | ((y << 8) & 0x80008000u);
     return bf16x2_mul(bits, 0x7b807b80u); // 2^120 in both halves
+}
+// The same with a NaN code (0x7f / 0xff) kept NaN, by the f32 decode.
+__device__ __forceinline__ unsigned w4_scale_pair_nan(unsigned b) {
+    return __byte_perm(__float_as_uint(e4m3_to_f32(b & 0xffu)), __float_as_uint(e4m3_to_f32((b >> 8) & 0xffu)), 0x7632);
 }
 
 // This thread's A fragments of one slice (4 k16 steps x 4 registers) from
 // the stage's code box q and scale box s (128-byte swizzled: 16-byte chunk
 // c of row r at r·128 + ((c ^ r % 8) · 16)), for columns cc and cc + 1 of
-// the tile (chunk = cc / 16, off = cc % 16, cc even).
+// the tile (chunk = cc / 16, off = cc % 16, cc even). All twelve shared
+// loads are issued first and the codes decoded without a branch, so the
+// four k16 steps' dependency chains interleave; the only branch, taken
+// when one of the slice's 8 scale bytes is a NaN code (rare), comes last
+// and redoes the scales and the products. (A branch per step, as the NaN test
+// once was, split the decode into four serial blocks, each waiting out its
+// own loads.)
 __device__ __forceinline__ void w4_decode(unsigned q, unsigned s, int chunk, int off, int lq, unsigned* f) {
-    unsigned sr[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) sr[j] = w4_lds16(s + j * 128 + ((chunk ^ j) << 4) + off);
-    // One NaN test for the slice's 8 scale bytes.
-    const bool nan = e4m3x4_has_nan(sr[0] | (sr[1] << 16)) || e4m3x4_has_nan(sr[2] | (sr[3] << 16));
+    unsigned sr[4], c[8];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         const int kp0 = 8 * j + lq, kp1 = kp0 + 4;
-        const unsigned c0 = w4_lds16(q + kp0 * 128 + ((chunk ^ (kp0 & 7)) << 4) + off);
-        const unsigned c1 = w4_lds16(q + kp1 * 128 + ((chunk ^ (kp1 & 7)) << 4) + off);
-        const unsigned sp = w4_scale_pair(sr[j], nan);
-        const unsigned sa = __byte_perm(sp, 0u, 0x1010), sb = __byte_perm(sp, 0u, 0x3232);
-        unsigned x0, y0, x1, y1;
-        e2m1x4_bf16(c0, x0, y0); // column cc at k = 2·kp0, +1; column cc + 1
-        e2m1x4_bf16(c1, x1, y1);
-        f[4 * j + 0] = bf16x2_mul(x0, sa);
-        f[4 * j + 1] = bf16x2_mul(y0, sb);
-        f[4 * j + 2] = bf16x2_mul(x1, sa);
-        f[4 * j + 3] = bf16x2_mul(y1, sb);
+        c[2 * j] = w4_lds16(q + kp0 * 128 + ((chunk ^ (kp0 & 7)) << 4) + off);
+        c[2 * j + 1] = w4_lds16(q + kp1 * 128 + ((chunk ^ (kp1 & 7)) << 4) + off);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) sr[j] = w4_lds16(s + j * 128 + ((chunk ^ j) << 4) + off);
+    // x[2i], y[2i]: code word i's pairs for columns cc and cc + 1.
+    unsigned x[8], y[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) e2m1x4_bf16(c[i], x[i], y[i]);
+    auto apply = [&](const unsigned* sp) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const unsigned sa = __byte_perm(sp[j], 0u, 0x1010), sb = __byte_perm(sp[j], 0u, 0x3232);
+            f[4 * j + 0] = bf16x2_mul(x[2 * j], sa);     // column cc at k = 2·kp0, +1
+            f[4 * j + 1] = bf16x2_mul(y[2 * j], sb);     // column cc + 1
+            f[4 * j + 2] = bf16x2_mul(x[2 * j + 1], sa); // the same at kp1
+            f[4 * j + 3] = bf16x2_mul(y[2 * j + 1], sb);
+        }
+    };
+    unsigned sp[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) sp[j] = w4_scale_pair(sr[j]);
+    apply(sp);
+    if (e4m3x4_has_nan(sr[0] | (sr[1] << 16)) || e4m3x4_has_nan(sr[2] | (sr[3] << 16))) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sp[j] = w4_scale_pair_nan(sr[j]);
+        apply(sp);
     }
 }
 
