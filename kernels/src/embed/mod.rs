@@ -64,10 +64,14 @@ fn gather_table(a: &PlanArgs) -> Result<(&'static str, u64, u64)> {
 /// Output rows a workgroup of the WGSL gathers (the shaders' `RPG`, at most
 /// their `MAX_RPG` of 16): two from 2048 rows, so a workgroup keeps the next
 /// row's loads in flight while it stores one, else one. Measured on the H200
-/// (GPU time, rows 4096, h 5376, benchmarks/2026-12-02-wgpu-mem2-h200):
-/// gather_rows_bf16 0.0311 / 0.0316 / 0.0318 ms at RPG 1 / 2 / 8, but
-/// 0.0854 at 4 (and embed_gather_fp8 0.0436 at 2, 0.0482 at 8, 0.1416 at
-/// 4), so the plan does not scale RPG with rows. `SWITCHYARD_WGSL_GATHER_RPG=1..16`
+/// (GPU time, rows 4096, h 5376, one process each, no table fill before,
+/// benchmarks/2026-12-02-wgpu-embed-h200): embed_gather_bf16 over the 2.8 GB
+/// table 0.0350 / 0.0349 / 0.0339 / 0.0340 ms at RPG 1 / 2 / 4 / 8,
+/// embed_gather_fp8 0.0437 / 0.0439 / 0.0443 / 0.0473. The seventh
+/// session's "4 is 3x slower" came from cases measured after the 2.8 GB
+/// table's host fill in the same process, where every case measures 3-4x
+/// slow (gather_rows_bf16 0.0857 there, 0.0300 without the fill), not from
+/// RPG. `SWITCHYARD_WGSL_GATHER_RPG=1..16`
 /// overrides it (read once a process) to measure other values on a device.
 fn gather_rows_per_group(rows: u32) -> u32 {
     static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
