@@ -111,3 +111,63 @@ fn rmsnorm_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         store1(o, j, word_x(xo + j), inv);
     }
 }
+
+// Two rows a workgroup (SWITCHYARD_WGSL_NORM_PLAN=r2, measured against the
+// entry above): RH = 128 invocations a row, taken in lane order so that a
+// row's invocations are whole subgroups and Σ x² meets in one run_sum
+// (shuffles, then one wg_red exchange across the row's subgroups). Rows up
+// to 6 * RH vectors (6144 elements) sit in six named vec4 registers, all
+// loads issued before the reduction: the earlier register arrays indexed in
+// override-bounded loops were 1.1-2.8x slower on the H200. Any other shape
+// runs a word at a time with RH invocations a row. A second row past `rows`
+// (odd row counts) loads and stores nothing but still reaches the barriers.
+const RH: u32 = 128u;
+
+@compute @workgroup_size(256)
+fn rmsnorm_bf16_r2(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                   ln: Lanes) {
+    let g = group_x(wid, nwg, p.fold);
+    if (g >= p.gx) {
+        return;
+    }
+    let pos = lane_order(ln);
+    let r = 2u * g + pos / RH;
+    let t = pos % RH;
+    let live = r < u32(p.rows);
+    let dim = u32(p.dim);
+    let n = dim / 8u;
+    if (dim % 8u == 0u && n <= 6u * RH && aligned4(p.out, p.x, p.w, NONE)) {
+        let m = select(0u, n, live);
+        let xo = p.x / 4u + r * n;
+        let o = p.out / 4u + r * n;
+        let v0 = ldx(xo, t, m);
+        let v1 = ldx(xo, t + RH, m);
+        let v2 = ldx(xo, t + 2u * RH, m);
+        let v3 = ldx(xo, t + 3u * RH, m);
+        let v4 = ldx(xo, t + 4u * RH, m);
+        let v5 = ldx(xo, t + 5u * RH, m);
+        let ss = ((sq_bf16x4(v0) + sq_bf16x4(v1)) + (sq_bf16x4(v2) + sq_bf16x4(v3))) + (sq_bf16x4(v4) + sq_bf16x4(v5));
+        let inv = inv_rms(run_sum(ss, RH, ln), dim, p.eps);
+        store4(o, t, m, v0, inv);
+        store4(o, t + RH, m, v1, inv);
+        store4(o, t + 2u * RH, m, v2, inv);
+        store4(o, t + 3u * RH, m, v3, inv);
+        store4(o, t + 4u * RH, m, v4, inv);
+        store4(o, t + 5u * RH, m, v5, inv);
+        return;
+    }
+    let hw = select(0u, dim / 2u, live);
+    let xo = p.x + r * (dim / 2u);
+    let o = p.out + r * (dim / 2u);
+    var ss = 0.0;
+    for (var j = t; j < hw; j += RH) {
+        let v = word_x(xo + j);
+        let a = bf16_lo(v);
+        let b = bf16_hi(v);
+        ss += a * a + b * b;
+    }
+    let inv = inv_rms(run_sum(ss, RH, ln), dim, p.eps);
+    for (var j = t; j < hw; j += RH) {
+        store1(o, j, word_x(xo + j), inv);
+    }
+}
