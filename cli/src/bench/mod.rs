@@ -3,7 +3,9 @@
 //!
 //! Method: inputs are random (not zeros); each case allocates several copies
 //! of its buffers and rotates among them so that L2 does not serve repeated
-//! runs; a few warm-up runs, then repeated timed runs (`Backend::time_ms`:
+//! runs; a few warm-up runs and then launches until 200 ms have passed (so
+//! a GPU left idle by a long host fill is back at its clocks), then repeated
+//! timed runs (`Backend::time_ms`:
 //! CUDA events, submit-and-wait on wgpu, wall clock on the CPU); the report
 //! gives the median and the spread (min..max).
 //!
@@ -130,6 +132,13 @@ fn median(v: &mut [f64]) -> f64 {
 const MIN_SAMPLE_MS: f64 = 1.0;
 /// Most launches one sample may batch.
 const MAX_BATCH: usize = 64;
+/// Launches keep running before a case is timed until this much wall time
+/// has passed: a GPU left idle through a long host fill (seconds for a
+/// multi-GB table) drops to its idle clock, and a few warm-up launches do
+/// not bring it back (the H200 reported 345 MHz there, and a gather timed
+/// right after a 2.8 GB fill ran 2.7-2.9x slower than the same launches
+/// later in the process).
+const WARM_MS: f64 = 200.0;
 
 /// Times `run` on rotating buffer sets: `(median, min, max)` in ms per launch.
 /// Each sample runs `batch` launches back to back (cycling through the sets)
@@ -144,6 +153,13 @@ fn time_runs(
         run(i % sets)?;
     }
     be.synchronize()?;
+    let warm = std::time::Instant::now();
+    let mut i = 0usize;
+    while warm.elapsed().as_secs_f64() * 1e3 < WARM_MS {
+        run(i % sets)?;
+        be.synchronize()?;
+        i += 1;
+    }
     let single = be.time_ms(&mut || run(0))?;
     let batch = ((MIN_SAMPLE_MS / single.max(1e-6)).ceil() as usize).clamp(1, MAX_BATCH);
     let mut t = Vec::new();
