@@ -258,6 +258,154 @@ fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     store4(kind, dst + qw + 4u * l, ob, al);
 }
 
+// --- qkv_prep_bf16_vec2 (SWITCHYARD_WGSL_QKV_PAIR=1, the H200 A/B) ---------
+// qkv_prep_bf16_vec with two head vectors a lane: a workgroup takes
+// 2 · 256 / L vectors, vector u and u + 256 / L on each lane group, so every
+// load instruction still covers 256 / L consecutive vectors. The four 16-byte
+// data loads (xa0, xb0, xa1, xb1) go out before either reduction, 64 B in
+// flight a lane instead of 32; they are named registers because the V knob's
+// array<vec4<u32>, 4> held in loops ran 1.3-3.6x slower. The two run_sums are
+// shuffles with no barrier where a run fits a subgroup.
+
+// What one invocation does for one head vector (as qkv_prep_bf16_vec).
+struct HeadJob {
+    // Q, K, V, or 3: nothing (past the last vector, or a padding lane).
+    kind: u32,
+    write: bool,
+    ok: bool,
+    s_ok: bool,
+    pos: u32,
+    src: u32,
+    dst: u32,
+}
+
+fn head_job(u: u32, l: u32, used: u32) -> HeadJob {
+    let hd = u32(p.hd);
+    let nh = u32(p.nh);
+    let nkv = u32(p.nkv);
+    let per_row = nh + 2u * nkv;
+    var kind = 3u;
+    var r = 0u;
+    var head = 0u;
+    if (l < used && u < u32(p.rows) * per_row) {
+        r = u / per_row;
+        let k = u % per_row;
+        if (k < nh) {
+            kind = Q;
+            head = k;
+        } else if (k < nh + nkv) {
+            kind = K;
+            head = k - nh;
+        } else {
+            kind = V;
+            head = k - nh - nkv;
+        }
+    }
+    var s = i32(r);
+    if (p.pmap != NONE && kind != 3u) {
+        s = bitcast<i32>(d_pmap[p.pmap + r]);
+    }
+    var ps = 0;
+    if (kind != 3u) {
+        ps = bitcast<i32>(d_pos[p.pos + r]);
+    }
+    let s_ok = s >= 0 && s < p.src_rows;
+    let ok = s_ok && ps >= 0 && ps < p.max_pos;
+    let src_row = select(0u, u32(s), s_ok);
+    let hw = hd / 2u;
+    var src = 0u;
+    var dst = 0u;
+    var write = kind != 3u;
+    if (kind == Q) {
+        src = p.q_raw + (src_row * nh + head) * hw;
+        dst = p.q_out + (r * nh + head) * hw;
+    } else if (kind != 3u) {
+        let slot = bitcast<i32>(d_slot[p.slot + r]);
+        write = slot >= 0 && slot < p.num_slots;
+        src = select(p.k_raw, p.v_raw, kind == V) + (src_row * nkv + head) * hw;
+        dst = select(p.k_pool, p.v_pool, kind == V) + (u32(max(slot, 0)) * nkv + head) * hw;
+    }
+    return HeadJob(kind, write, ok, s_ok, select(0u, u32(ps), ok), src, dst);
+}
+
+// Four data words at word `off` of the job's head vector (zeros for none).
+fn head_load(j: HeadJob, off: u32, al: bool) -> vec4<u32> {
+    if (j.kind != 3u && j.s_ok) {
+        return src4(j.kind % 3u, j.src + off, al);
+    }
+    return vec4<u32>(0u);
+}
+
+// qkv_prep_bf16_vec's tail for one job: norm, rope, store (weights and
+// (cos, sin) loaded here, after the reduction).
+fn head_finish(j: HeadJob, l: u32, xa: vec4<u32>, xb: vec4<u32>, tot: f32, al: bool) {
+    if (!j.write) {
+        return;
+    }
+    let hd = u32(p.hd);
+    let qw = hd / 4u;
+    let kind = j.kind;
+    let dst = j.dst;
+    if (!j.ok) {
+        store4(kind, dst + 4u * l, vec4<u32>(BF16_NAN2), al);
+        store4(kind, dst + qw + 4u * l, vec4<u32>(BF16_NAN2), al);
+        return;
+    }
+    let inv = inv_rms(tot, hd, p.eps);
+    if (kind == V) {
+        store4(V, dst + 4u * l, pack_bf16x4(bf16x4_lo(xa) * inv, bf16x4_hi(xa) * inv), al);
+        store4(V, dst + qw + 4u * l, pack_bf16x4(bf16x4_lo(xb) * inv, bf16x4_hi(xb) * inv), al);
+        return;
+    }
+    let wo = select(p.k_norm, p.q_norm, kind == Q);
+    let has_w = wo != NONE;
+    var wa = vec4<u32>(0u);
+    var wb = vec4<u32>(0u);
+    if (has_w) {
+        wa = norm4(kind, wo + 4u * l, al);
+        wb = norm4(kind, wo + qw + 4u * l, al);
+    }
+    let cs = p.cos_sin + (j.pos * (hd / 2u) + 8u * l) * 2u;
+    let c0 = cs4(cs, al);
+    let c1 = cs4(cs + 4u, al);
+    let c2 = cs4(cs + 8u, al);
+    let c3 = cs4(cs + 12u, al);
+    let cos_lo = vec4<f32>(c0.x, c1.x, c2.x, c3.x);
+    let sin_lo = vec4<f32>(c0.y, c1.y, c2.y, c3.y);
+    let cos_hi = vec4<f32>(c0.z, c1.z, c2.z, c3.z);
+    let sin_hi = vec4<f32>(c0.w, c1.w, c2.w, c3.w);
+    let na = normed4(xa, inv, wa, has_w);
+    let nb = normed4(xb, inv, wb, has_w);
+    let oa = pack_bf16x4(na[0] * cos_lo - nb[0] * sin_lo, na[1] * cos_hi - nb[1] * sin_hi);
+    let ob = pack_bf16x4(nb[0] * cos_lo + na[0] * sin_lo, nb[1] * cos_hi + na[1] * sin_hi);
+    store4(kind, dst + 4u * l, oa, al);
+    store4(kind, dst + qw + 4u * l, ob, al);
+}
+
+@compute @workgroup_size(256)
+fn qkv_prep_bf16_vec2(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    let hd = u32(p.hd);
+    let used = hd / 16u;
+    let lanes = 1u << (32u - countLeadingZeros(used - 1u));
+    let per_wg = 256u / lanes;
+    let me = lane_order(ln);
+    let l = me % lanes;
+    let u0 = group_x(wid, nwg, p.fold) * 2u * per_wg + me / lanes;
+    let j0 = head_job(u0, l, used);
+    let j1 = head_job(u0 + per_wg, l, used);
+    let qw = hd / 4u;
+    let al = aligned4(p.q_out, p.k_pool, p.v_pool, p.q_raw) && aligned4(p.k_raw, p.v_raw, p.q_norm, p.k_norm)
+        && aligned4(p.cos_sin, NONE, NONE, NONE);
+    let xa0 = head_load(j0, 4u * l, al);
+    let xb0 = head_load(j0, qw + 4u * l, al);
+    let xa1 = head_load(j1, 4u * l, al);
+    let xb1 = head_load(j1, qw + 4u * l, al);
+    let t0 = run_sum(sq_bf16x4(xa0) + sq_bf16x4(xb0), lanes, ln);
+    let t1 = run_sum(sq_bf16x4(xa1) + sq_bf16x4(xb1), lanes, ln);
+    head_finish(j0, l, xa0, xb0, t0, al);
+    head_finish(j1, l, xa1, xb1, t1, al);
+}
+
 // --- qkv_prep_bf16 (hd % 16 != 0) -------------------------------------------
 
 fn sum128(v: f32, lid: u32) -> f32 {
