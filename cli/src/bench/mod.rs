@@ -153,12 +153,20 @@ fn time_runs(
         run(i % sets)?;
     }
     be.synchronize()?;
+    // Launches go in batches that double until one takes a millisecond, so
+    // the GPU is kept busy rather than waiting on each round trip.
     let warm = std::time::Instant::now();
-    let mut i = 0usize;
+    let (mut i, mut batch) = (0usize, 1usize);
     while warm.elapsed().as_secs_f64() * 1e3 < WARM_MS {
-        run(i % sets)?;
+        let round = std::time::Instant::now();
+        for _ in 0..batch {
+            run(i % sets)?;
+            i += 1;
+        }
         be.synchronize()?;
-        i += 1;
+        if round.elapsed().as_secs_f64() * 1e3 < MIN_SAMPLE_MS {
+            batch = (batch * 2).min(MAX_BATCH);
+        }
     }
     let single = be.time_ms(&mut || run(0))?;
     let batch = ((MIN_SAMPLE_MS / single.max(1e-6)).ceil() as usize).clamp(1, MAX_BATCH);
