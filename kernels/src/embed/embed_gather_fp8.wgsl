@@ -170,3 +170,153 @@ fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         copy_row(row_action(g_ids[k]), r0 + k, h, lid);
     }
 }
+
+// ---- A/B entries behind SWITCHYARD_WGSL_FP8_EMBED (embed/mod.rs); the
+// default plan runs embed_gather_fp8 above. ----
+//
+// embed_gather_fp8_flat: the workgroup's RPG rows as one run of units (16
+// codes = one table vector -> two output vectors), unit u = row u / n,
+// vector u % n, taken by invocation u % WG in chunks of four named slots
+// (4 * WG units), so a row of 336 vectors costs 672 / 1024 of a chunk at
+// RPG 2 instead of two rounds of 256 of which the second is 31% full. All
+// four slots' loads are issued before anything is decoded.
+// LUT = 1: the per-code decode above (~35 ALU instructions a code: rebuild,
+// two bf16 roundings with their NaN checks, pack) is the limit (0.0394 ms on
+// the H200 with every row in L2). A row has one scale, so its 256 possible
+// outputs are precomputed once (one code an invocation, same expression as
+// dq2, so the bits are today's) into workgroup memory; a code then costs a
+// byte extract and a shared load, a pair one merge. NaN rows get a table of
+// NaN and read code 0, so they need no path of their own.
+// LUT = 0: same layout, decoded by dq4 (to separate layout from decode).
+override LUT: u32 = 0u;
+// Rows a LUT workgroup holds tables for (the plan keeps RPG at most this).
+const LUT_ROWS: u32 = 8u;
+
+var<workgroup> g_act: array<u32, MAX_RPG>;
+var<workgroup> g_lut: array<array<u32, 256>, LUT_ROWS>;
+
+// Unit u of the workgroup: its row r (within the group), the word-vector
+// offset of its output from the group's first output row, the table vector
+// within the pass's window, and the row's action (SKIP_ROW past the end).
+struct Unit {
+    r: u32,
+    o: u32,
+    t: u32,
+    act: u32,
+}
+
+fn unit_at(u: u32, n: u32, units: u32) -> Unit {
+    if (u >= units) {
+        return Unit(0u, 0u, 0u, SKIP_ROW);
+    }
+    let r = u / n;
+    let col = u - r * n;
+    let act = g_act[r];
+    return Unit(r, 2u * (r * n + col), select(0u, act, act < NAN_ROW) * n + col, act);
+}
+
+struct Slot {
+    x: Unit,
+    v: vec4<u32>,
+    s: f32,
+}
+
+fn ld_slot(u: u32, n: u32, units: u32, t0: u32) -> Slot {
+    let x = unit_at(u, n, units);
+    var sl = Slot(x, vec4<u32>(0u), 0.0);
+    if (x.act < NAN_ROW) {
+        sl.v = d_table[t0 + x.t];
+        if (LUT == 0u) {
+            sl.s = bitcast<f32>(d_row_scale[p.row_scale + x.act + p.x0]);
+        }
+    }
+    return sl;
+}
+
+// Output bf16 pair of the codes in bytes 0, 1 (lo) and 2, 3 (hi) of w.
+fn lut4(r: u32, w: u32) -> vec2<u32> {
+    let lo = g_lut[r][w & 0xffu] | (g_lut[r][(w >> 8u) & 0xffu] << 16u);
+    let hi = g_lut[r][(w >> 16u) & 0xffu] | (g_lut[r][w >> 24u] << 16u);
+    return vec2<u32>(lo, hi);
+}
+
+fn st_slot(sl: Slot, o0: u32) {
+    let x = sl.x;
+    if (x.act == SKIP_ROW) {
+        return;
+    }
+    var a = vec4<u32>(BF16_NAN2);
+    var b = a;
+    if (LUT != 0u) {
+        a = vec4<u32>(lut4(x.r, sl.v.x), lut4(x.r, sl.v.y));
+        b = vec4<u32>(lut4(x.r, sl.v.z), lut4(x.r, sl.v.w));
+    } else if (x.act != NAN_ROW) {
+        a = vec4<u32>(dq4(sl.v.x, sl.s), dq4(sl.v.y, sl.s));
+        b = vec4<u32>(dq4(sl.v.z, sl.s), dq4(sl.v.w, sl.s));
+    }
+    d_out[o0 + x.o] = a;
+    d_out[o0 + x.o + 1u] = b;
+}
+
+// Entry c of row r's table: code c of that row, rounded as dq2 rounds it.
+fn build_lut(cnt: u32, lid: u32) {
+    for (var r = 0u; r < cnt; r++) {
+        let act = g_act[r];
+        var v = BF16_NAN;
+        if (act < NAN_ROW) {
+            let s = bitcast<f32>(d_row_scale[p.row_scale + act + p.x0]);
+            v = bf16_bits(bf16_round(e4m3(lid) * s) * p.scale);
+        }
+        g_lut[r][lid] = v;
+    }
+}
+
+@compute @workgroup_size(256)
+fn embed_gather_fp8_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) lid: u32) {
+    let g = group_x(wid, nwg, p.fold);
+    let rows = u32(p.rows);
+    let r0 = g * RPG;
+    if (g >= p.gx || r0 >= rows) {
+        return;
+    }
+    let cnt = min(RPG, rows - r0);
+    if (lid < cnt) {
+        g_act[lid] = row_action(bitcast<i32>(d_ids[p.ids + r0 + lid]));
+    }
+    workgroupBarrier();
+    let h = u32(p.h);
+    if (h % 16u != 0u || !aligned4(p.out, p.table, NONE, NONE)) {
+        for (var k = 0u; k < cnt; k++) {
+            copy_row(g_act[k], r0 + k, h, lid);
+        }
+        return;
+    }
+    let n = h / 16u;
+    let units = cnt * n;
+    let t0 = p.table / 4u;
+    let o0 = p.out / 4u + r0 * 2u * n;
+    var base = 0u;
+    var s0 = ld_slot(lid, n, units, t0);
+    var s1 = ld_slot(lid + WG, n, units, t0);
+    var s2 = ld_slot(lid + 2u * WG, n, units, t0);
+    var s3 = ld_slot(lid + 3u * WG, n, units, t0);
+    if (LUT != 0u) {
+        build_lut(cnt, lid);
+    }
+    workgroupBarrier();
+    loop {
+        st_slot(s0, o0);
+        st_slot(s1, o0);
+        st_slot(s2, o0);
+        st_slot(s3, o0);
+        base += 4u * WG;
+        if (base >= units) {
+            break;
+        }
+        s0 = ld_slot(base + lid, n, units, t0);
+        s1 = ld_slot(base + lid + WG, n, units, t0);
+        s2 = ld_slot(base + lid + 2u * WG, n, units, t0);
+        s3 = ld_slot(base + lid + 3u * WG, n, units, t0);
+    }
+}

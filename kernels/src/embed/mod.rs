@@ -109,12 +109,46 @@ fn gather_windows_per_pass() -> usize {
     })
 }
 
+/// The fp8 embed's WGSL entry, for an A/B on a device:
+/// `SWITCHYARD_WGSL_FP8_EMBED` (read once a process) = `row` (default:
+/// `embed_gather_fp8`, a row at a time over 256 invocations, per-code ALU
+/// decode), `flat` (`embed_gather_fp8_flat`: the workgroup's rows as one run
+/// of 16-code units in four named slots, same decode) or `lut` (that layout,
+/// each row's 256 possible outputs precomputed into workgroup memory so a
+/// code is a byte extract and a shared load). Entry and `LUT` constant.
+fn fp8_entry() -> (&'static str, Option<u32>) {
+    static CHOICE: std::sync::OnceLock<(&'static str, Option<u32>)> = std::sync::OnceLock::new();
+    *CHOICE.get_or_init(|| match std::env::var("SWITCHYARD_WGSL_FP8_EMBED").ok().as_deref().map(str::trim) {
+        Some("flat") => ("embed_gather_fp8_flat", Some(0)),
+        Some("lut") => ("embed_gather_fp8_flat", Some(1)),
+        _ => ("embed_gather_fp8", None),
+    })
+}
+
+/// Row tables one `embed_gather_fp8_flat` workgroup holds (the shader's `LUT_ROWS`).
+const FP8_LUT_ROWS: u32 = 8;
+
+/// [`gather_pass`] for the fp8 embed: the entry [`fp8_entry`] picks, its
+/// rows a workgroup capped at [`FP8_LUT_ROWS`] for the flat entry.
+fn fp8_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result<WgslPass> {
+    let mut pass = gather_pass(a, first, count, 0, writes_nan)?;
+    let (entry, lut) = fp8_entry();
+    if let Some(lut) = lut {
+        let rpg = gather_rows_per_group(positive(a, "rows")?).min(FP8_LUT_ROWS);
+        pass.entry = entry;
+        pass.grid = [positive(a, "rows")?.div_ceil(rpg), 1, 1];
+        pass.consts = vec![("RPG", rpg), ("LUT", lut)];
+    }
+    Ok(pass)
+}
+
 /// WGSL: one pass over the whole table. The bf16 gathers never run it:
 /// their shader binds the table twice, which only the window plan
 /// ([`wgsl_row_groups_split`]) sets up, for every table size.
 fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     let (_, rows, _) = gather_table(a)?;
-    Ok(WgslPlan { passes: vec![gather_pass(a, 0, rows, 0, true)?], workspace_bytes: 0 })
+    let pass = if a.kernel.symbol == "embed_gather_fp8" { fp8_pass(a, 0, rows, true)? } else { gather_pass(a, 0, rows, 0, true)? };
+    Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 })
 }
 
 /// WGSL through windows of the table. The fp8 embed, only past one binding:
@@ -133,7 +167,7 @@ fn wgsl_row_groups_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSpl
             .iter()
             .enumerate()
             .map(|(k, &(first, count))| {
-                Ok(WgslSplitPass { pass: gather_pass(a, first, count, 0, k == 0)?, windows: vec![window((first, count))] })
+                Ok(WgslSplitPass { pass: fp8_pass(a, first, count, k == 0)?, windows: vec![window((first, count))] })
             })
             .collect::<Result<_>>()?;
         return Ok(Some(WgslSplitPlan { passes, workspace_bytes: 0 }));
@@ -268,6 +302,12 @@ fn fp8_cases(g: &mut Gen) -> Vec<Case> {
     let codes: Vec<u8> = (0..vocab * h).map(|i| (0u8..=255).filter(|c| c & 0x7f != 0x7f).nth((i * 37) % 254).unwrap()).collect();
     let (scales, _) = g.f32(vocab, 0.001, 0.01);
     cases.push(fp8_case(g, rows, h, vocab, codes, scales, " every code"));
+    // Past 8192 codes a row: the row-at-a-time entry's word loop, and at RPG
+    // 2 (from 2048 rows) embed_gather_fp8_flat's 2 x 513 units, one past its
+    // four-slot chunk of 1024, with a last workgroup of one row.
+    let (rows, h, vocab) = (2049, 8208, 12);
+    let (codes, scales, _) = g.fp8_table(vocab, h);
+    cases.push(fp8_case(g, rows, h, vocab, codes, scales, ""));
     cases
 }
 
