@@ -266,3 +266,85 @@ fn layer_out_bf16_r2(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         store1(row, j, word_x(p.x + row + j), inv, ls);
     }
 }
+
+// plan=pipe: the CUDA plan's structure on WGSL. A workgroup of 256 walks
+// rows g, g + G, ... (G = the grid, rows / PIPE rows a workgroup so it fits
+// about one wave); row r + G's x and mid loads go out before row r's
+// reduction and stores, so a workgroup always has a row in flight. Rows up
+// to 3 * WG vectors (6144 elements) in named registers (this row: a, m; the
+// next: b, q); any other shape takes layer_out_bf16's paths row by row.
+@compute @workgroup_size(256)
+fn layer_out_bf16_pipe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                       ln: Lanes) {
+    let lid = ln.lid;
+    let g = group_x(wid, nwg, p.fold);
+    if (g >= p.gx) {
+        return;
+    }
+    let rows = u32(p.rows);
+    let dim = u32(p.dim);
+    let ls = bitcast<f32>(d_layer_scalar[p.layer_scalar]);
+    let n = dim / 8u;
+    if (dim % 8u == 0u && n <= 3u * WG && aligned4(p.out, p.mid, p.x, p.w)) {
+        var r = g;
+        var a0 = ldx(r * n, lid, n);
+        var a1 = ldx(r * n, lid + WG, n);
+        var a2 = ldx(r * n, lid + 2u * WG, n);
+        var m0 = ldm(r * n, lid, n);
+        var m1 = ldm(r * n, lid + WG, n);
+        var m2 = ldm(r * n, lid + 2u * WG, n);
+        loop {
+            let nr = r + p.gx;
+            let k = select(0u, n, nr < rows);
+            let b0 = ldx(nr * n, lid, k);
+            let b1 = ldx(nr * n, lid + WG, k);
+            let b2 = ldx(nr * n, lid + 2u * WG, k);
+            let q0 = ldm(nr * n, lid, k);
+            let q1 = ldm(nr * n, lid + WG, k);
+            let q2 = ldm(nr * n, lid + 2u * WG, k);
+            let ss = (sq_bf16x4(a0) + sq_bf16x4(a1)) + sq_bf16x4(a2);
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+            put4(r * n, lid, n, a0, m0, inv, ls);
+            put4(r * n, lid + WG, n, a1, m1, inv, ls);
+            put4(r * n, lid + 2u * WG, n, a2, m2, inv, ls);
+            if (nr >= rows) {
+                break;
+            }
+            a0 = b0;
+            a1 = b1;
+            a2 = b2;
+            m0 = q0;
+            m1 = q1;
+            m2 = q2;
+            r = nr;
+        }
+        return;
+    }
+    for (var r = g; r < rows; r += p.gx) {
+        if (dim % 8u == 0u && aligned4(p.out, p.mid, p.x, p.w)) {
+            let row = r * n;
+            var ss = 0.0;
+            for (var j = lid; j < n; j += WG) {
+                ss += sq_bf16x4(d_x[p.x / 4u + row + j]);
+            }
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+            for (var j = lid; j < n; j += WG) {
+                store4(row, j, n, d_x[p.x / 4u + row + j], inv, ls);
+            }
+        } else {
+            let hw = dim / 2u;
+            let row = r * hw;
+            var ss = 0.0;
+            for (var j = lid; j < hw; j += WG) {
+                let v = word_x(p.x + row + j);
+                let a = bf16_lo(v);
+                let b = bf16_hi(v);
+                ss += a * a + b * b;
+            }
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+            for (var j = lid; j < hw; j += WG) {
+                store1(row, j, word_x(p.x + row + j), inv, ls);
+            }
+        }
+    }
+}

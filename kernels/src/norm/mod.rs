@@ -200,19 +200,30 @@ enum WgslNormLayout {
     /// `<kernel>_r2`: two rows a workgroup, 128 invocations a row, up to six
     /// named vectors of each operand an invocation; from 16 rows on.
     R2,
+    /// `<kernel>_pipe`: a workgroup of 256 walks rows g, g + G, ... with
+    /// the next row's loads issued before this row's reduction; G = rows /
+    /// `SWITCHYARD_WGSL_NORM_PIPE` (2, 4, 8 or 16; default 4), from 16 rows on.
+    Pipe(u32),
 }
 
 fn wgsl_norm_layout() -> WgslNormLayout {
     match std::env::var("SWITCHYARD_WGSL_NORM_PLAN").as_deref().map(str::trim) {
         Ok("early") => WgslNormLayout::Early,
         Ok("r2") => WgslNormLayout::R2,
+        Ok("pipe") => WgslNormLayout::Pipe(
+            std::env::var("SWITCHYARD_WGSL_NORM_PIPE")
+                .ok()
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .filter(|v| [2, 4, 8, 16].contains(v))
+                .unwrap_or(4),
+        ),
         _ => WgslNormLayout::Row,
     }
 }
 
 /// WGSL: workgroups of 256 (the shaders' fixed size), one row each, or two
 /// for the r2 layout at 16 rows and more (decode keeps a row a workgroup).
-fn wgsl_norm_plan(a: &PlanArgs, layout: WgslNormLayout, early: &'static str, r2: &'static str) -> Result<WgslPlan> {
+fn wgsl_norm_plan(a: &PlanArgs, layout: WgslNormLayout, [early, r2, pipe]: [&'static str; 3]) -> Result<WgslPlan> {
     let rows = a.u32("rows")?;
     let mut plan = WgslPlan::single(a.kernel, [rows, 1, 1]);
     match layout {
@@ -222,21 +233,29 @@ fn wgsl_norm_plan(a: &PlanArgs, layout: WgslNormLayout, early: &'static str, r2:
             plan.passes[0].entry = r2;
             plan.passes[0].grid = [rows.div_ceil(2), 1, 1];
         }
-        WgslNormLayout::R2 => {}
+        WgslNormLayout::Pipe(k) if rows >= 16 => {
+            plan.passes[0].entry = pipe;
+            plan.passes[0].grid = [rows.div_ceil(k), 1, 1];
+        }
+        WgslNormLayout::R2 | WgslNormLayout::Pipe(_) => {}
     }
     Ok(plan)
 }
 
 fn wgsl_rmsnorm(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_norm_plan(a, wgsl_norm_layout(), "rmsnorm_bf16", "rmsnorm_bf16_r2")
+    wgsl_norm_plan(a, wgsl_norm_layout(), ["rmsnorm_bf16", "rmsnorm_bf16_r2", "rmsnorm_bf16_pipe"])
 }
 
 fn wgsl_sandwich(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_norm_plan(a, wgsl_norm_layout(), "post_norm_add_pre_norm_bf16_early", "post_norm_add_pre_norm_bf16_r2")
+    wgsl_norm_plan(
+        a,
+        wgsl_norm_layout(),
+        ["post_norm_add_pre_norm_bf16_early", "post_norm_add_pre_norm_bf16_r2", "post_norm_add_pre_norm_bf16_pipe"],
+    )
 }
 
 fn wgsl_layer_out(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_norm_plan(a, wgsl_norm_layout(), "layer_out_bf16_early", "layer_out_bf16_r2")
+    wgsl_norm_plan(a, wgsl_norm_layout(), ["layer_out_bf16_early", "layer_out_bf16_r2", "layer_out_bf16_pipe"])
 }
 
 cuda_plan!(RMSNORM_BF16 => cuda_rmsnorm);
@@ -504,18 +523,21 @@ mod tests {
         let a = args(&LAYER_OUT_BF16, 4095, 5376, 0x1000);
         let pa = PlanArgs::new(&LAYER_OUT_BF16, &a);
         let pick = |l| {
-            let p = wgsl_norm_plan(&pa, l, "layer_out_bf16_early", "layer_out_bf16_r2").unwrap();
+            let p = wgsl_norm_plan(&pa, l, ["layer_out_bf16_early", "layer_out_bf16_r2", "layer_out_bf16_pipe"]).unwrap();
             (p.passes[0].entry, p.passes[0].grid)
         };
         assert_eq!(pick(WgslNormLayout::Row), ("layer_out_bf16", [4095, 1, 1]));
         assert_eq!(pick(WgslNormLayout::Early), ("layer_out_bf16_early", [4095, 1, 1]));
         assert_eq!(pick(WgslNormLayout::R2), ("layer_out_bf16_r2", [2048, 1, 1]));
+        assert_eq!(pick(WgslNormLayout::Pipe(8)), ("layer_out_bf16_pipe", [512, 1, 1]));
         // Decode (under 16 rows) keeps a row a workgroup under r2.
         let a = args(&LAYER_OUT_BF16, 15, 5376, 0x1000);
-        let p = wgsl_norm_plan(&PlanArgs::new(&LAYER_OUT_BF16, &a), WgslNormLayout::R2, "e", "r").unwrap();
-        assert_eq!((p.passes[0].entry, p.passes[0].grid), ("layer_out_bf16", [15, 1, 1]));
+        for l in [WgslNormLayout::R2, WgslNormLayout::Pipe(4)] {
+            let p = wgsl_norm_plan(&PlanArgs::new(&LAYER_OUT_BF16, &a), l, ["e", "r", "p"]).unwrap();
+            assert_eq!((p.passes[0].entry, p.passes[0].grid), ("layer_out_bf16", [15, 1, 1]));
+        }
         let wgsl = sources::wgsl(&LAYER_OUT_BF16).expect("layer_out_bf16.wgsl").text;
-        for e in ["fn layer_out_bf16_early(", "fn layer_out_bf16_r2("] {
+        for e in ["fn layer_out_bf16_early(", "fn layer_out_bf16_r2(", "fn layer_out_bf16_pipe("] {
             assert!(wgsl.contains(e), "layer_out_bf16.wgsl has no {e}");
         }
     }

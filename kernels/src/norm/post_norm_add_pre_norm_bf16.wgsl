@@ -317,3 +317,68 @@ fn post_norm_add_pre_norm_bf16_r2(@builtin(workgroup_id) wid: vec3<u32>, @builti
     }
     sandwich_words(r * (dim / 2u), t, RH, select(0u, dim / 2u, live), dim, ln);
 }
+
+// plan=pipe: the CUDA plan's structure on WGSL. A workgroup of 256 walks
+// rows g, g + G, ... (G = the grid, rows / PIPE rows a workgroup so it fits
+// about one wave); row r + G's x and resid loads go out before row r's
+// reductions and stores, so a workgroup always has a row in flight. Rows up
+// to 3 * WG vectors (6144 elements) in named registers (this row: a, q; the
+// next: b, c); any other shape runs a word at a time, row by row.
+@compute @workgroup_size(256)
+fn post_norm_add_pre_norm_bf16_pipe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                                    ln: Lanes) {
+    let lid = ln.lid;
+    let g = group_x(wid, nwg, p.fold);
+    if (g >= p.gx) {
+        return;
+    }
+    let rows = u32(p.rows);
+    let dim = u32(p.dim);
+    let n = dim / 8u;
+    if (dim % 8u == 0u && n <= 3u * WG && aligned4(p.resid_out, p.normed, p.resid, p.x) && aligned4(p.w_post, p.w_pre, NONE, NONE)) {
+        var r = g;
+        var a0 = ldx(r * n, lid, n);
+        var a1 = ldx(r * n, lid + WG, n);
+        var a2 = ldx(r * n, lid + 2u * WG, n);
+        var q0 = ldr(r * n, lid, n);
+        var q1 = ldr(r * n, lid + WG, n);
+        var q2 = ldr(r * n, lid + 2u * WG, n);
+        loop {
+            let nr = r + p.gx;
+            let k = select(0u, n, nr < rows);
+            let b0 = ldx(nr * n, lid, k);
+            let b1 = ldx(nr * n, lid + WG, k);
+            let b2 = ldx(nr * n, lid + 2u * WG, k);
+            let c0 = ldr(nr * n, lid, k);
+            let c1 = ldr(nr * n, lid + WG, k);
+            let c2 = ldr(nr * n, lid + 2u * WG, k);
+            let row = r * n;
+            let ss = (sq_bf16x4(a0) + sq_bf16x4(a1)) + sq_bf16x4(a2);
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+            let s0 = add_post4r(row, lid, n, a0, q0, inv);
+            let s1 = add_post4r(row, lid + WG, n, a1, q1, inv);
+            let s2 = add_post4r(row, lid + 2u * WG, n, a2, q2, inv);
+            if (p.w_pre != NONE) {
+                let ss2 = (sq_bf16x4(s0) + sq_bf16x4(s1)) + sq_bf16x4(s2);
+                let inv2 = inv_rms(row_sum(ss2, ln), dim, p.eps);
+                store_pre4(row, lid, n, s0, inv2);
+                store_pre4(row, lid + WG, n, s1, inv2);
+                store_pre4(row, lid + 2u * WG, n, s2, inv2);
+            }
+            if (nr >= rows) {
+                break;
+            }
+            a0 = b0;
+            a1 = b1;
+            a2 = b2;
+            q0 = c0;
+            q1 = c1;
+            q2 = c2;
+            r = nr;
+        }
+        return;
+    }
+    for (var r = g; r < rows; r += p.gx) {
+        sandwich_words(r * (dim / 2u), lid, WG, dim / 2u, dim, ln);
+    }
+}

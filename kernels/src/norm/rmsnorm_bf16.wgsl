@@ -171,3 +171,77 @@ fn rmsnorm_bf16_r2(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         store1(o, j, word_x(xo + j), inv);
     }
 }
+
+// plan=pipe (SWITCHYARD_WGSL_NORM_PLAN=pipe, measured against the entries
+// above): the CUDA plan's structure on WGSL. A workgroup of 256 walks rows
+// g, g + G, ... (G = the grid, rows / PIPE rows a workgroup so it fits about
+// one wave), and row r + G's x loads go out before row r's reduction and
+// stores, so a workgroup always has a row in flight. Rows up to 3 * WG
+// vectors (6144 elements), in named registers (a0..a2 this row, b0..b2 the
+// next); any other shape takes rmsnorm_bf16's paths row by row.
+@compute @workgroup_size(256)
+fn rmsnorm_bf16_pipe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     ln: Lanes) {
+    let lid = ln.lid;
+    let g = group_x(wid, nwg, p.fold);
+    if (g >= p.gx) {
+        return;
+    }
+    let rows = u32(p.rows);
+    let dim = u32(p.dim);
+    let n = dim / 8u;
+    if (dim % 8u == 0u && n <= 3u * WG && aligned4(p.out, p.x, p.w, NONE)) {
+        var r = g;
+        var a0 = ldx(p.x / 4u + r * n, lid, n);
+        var a1 = ldx(p.x / 4u + r * n, lid + WG, n);
+        var a2 = ldx(p.x / 4u + r * n, lid + 2u * WG, n);
+        loop {
+            let nr = r + p.gx;
+            let m = select(0u, n, nr < rows);
+            let b0 = ldx(p.x / 4u + nr * n, lid, m);
+            let b1 = ldx(p.x / 4u + nr * n, lid + WG, m);
+            let b2 = ldx(p.x / 4u + nr * n, lid + 2u * WG, m);
+            let ss = (sq_bf16x4(a0) + sq_bf16x4(a1)) + sq_bf16x4(a2);
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+            let o = p.out / 4u + r * n;
+            store4(o, lid, n, a0, inv);
+            store4(o, lid + WG, n, a1, inv);
+            store4(o, lid + 2u * WG, n, a2, inv);
+            if (nr >= rows) {
+                break;
+            }
+            a0 = b0;
+            a1 = b1;
+            a2 = b2;
+            r = nr;
+        }
+        return;
+    }
+    for (var r = g; r < rows; r += p.gx) {
+        if (dim % 8u == 0u && aligned4(p.out, p.x, p.w, NONE)) {
+            let xo = p.x / 4u + r * n;
+            var ss = 0.0;
+            for (var j = lid; j < n; j += WG) {
+                ss += sq_bf16x4(d_x[xo + j]);
+            }
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+            for (var j = lid; j < n; j += WG) {
+                store4(p.out / 4u + r * n, j, n, d_x[xo + j], inv);
+            }
+        } else {
+            let hw = dim / 2u;
+            let xo = p.x + r * hw;
+            var ss = 0.0;
+            for (var j = lid; j < hw; j += WG) {
+                let v = word_x(xo + j);
+                let a = bf16_lo(v);
+                let b = bf16_hi(v);
+                ss += a * a + b * b;
+            }
+            let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
+            for (var j = lid; j < hw; j += WG) {
+                store1(p.out + r * hw, j, word_x(xo + j), inv);
+            }
+        }
+    }
+}
