@@ -202,7 +202,7 @@ enum WgslNormLayout {
     R2,
     /// `<kernel>_pipe`: a workgroup of 256 walks rows g, g + G, ... with
     /// the next row's loads issued before this row's reduction; G = rows /
-    /// `SWITCHYARD_WGSL_NORM_PIPE` (2, 4, 8 or 16; default 4), from 16 rows on.
+    /// `SWITCHYARD_WGSL_NORM_PIPE` (2, 4, 8 or 16; default 8), from 16 rows on.
     Pipe(u32),
 }
 
@@ -215,7 +215,7 @@ fn wgsl_norm_layout() -> WgslNormLayout {
                 .ok()
                 .and_then(|v| v.trim().parse::<u32>().ok())
                 .filter(|v| [2, 4, 8, 16].contains(v))
-                .unwrap_or(4),
+                .unwrap_or(8),
         ),
         _ => WgslNormLayout::Row,
     }
