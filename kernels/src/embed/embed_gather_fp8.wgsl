@@ -205,14 +205,15 @@ struct Unit {
     act: u32,
 }
 
-fn unit_at(u: u32, n: u32, units: u32) -> Unit {
+// ow: output vectors a unit (2 for 16 codes, 1 for 8).
+fn unit_at(u: u32, n: u32, units: u32, ow: u32) -> Unit {
     if (u >= units) {
         return Unit(0u, 0u, 0u, SKIP_ROW);
     }
     let r = u / n;
     let col = u - r * n;
     let act = g_act[r];
-    return Unit(r, 2u * (r * n + col), select(0u, act, act < NAN_ROW) * n + col, act);
+    return Unit(r, ow * (r * n + col), select(0u, act, act < NAN_ROW) * n + col, act);
 }
 
 struct Slot {
@@ -222,7 +223,7 @@ struct Slot {
 }
 
 fn ld_slot(u: u32, n: u32, units: u32, t0: u32) -> Slot {
-    let x = unit_at(u, n, units);
+    let x = unit_at(u, n, units, 2u);
     var sl = Slot(x, vec4<u32>(0u), 0.0);
     if (x.act < NAN_ROW) {
         sl.v = d_table[t0 + x.t];
@@ -318,5 +319,118 @@ fn embed_gather_fp8_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
         s1 = ld_slot(base + lid + WG, n, units, t0);
         s2 = ld_slot(base + lid + 2u * WG, n, units, t0);
         s3 = ld_slot(base + lid + 3u * WG, n, units, t0);
+    }
+}
+
+// embed_gather_fp8_lut8: embed_gather_fp8_flat's LUT decode over 8-code
+// units (672 a row at h 5376), eight named slots a chunk (2048 units): a
+// lane loads 8 bytes and stores one whole 16-byte output vector, so a
+// subgroup's stores cover 512 contiguous bytes, where a 16-code unit's two
+// stores each write every other 16 bytes. The table is viewed as vec2<u32>
+// (the same binding; an entry point uses one view only).
+@group(0) @binding(2) var<storage, read_write> d_table8: array<vec2<u32>>;
+
+struct Slot8 {
+    x: Unit,
+    v: vec2<u32>,
+}
+
+fn ld8(u: u32, n: u32, units: u32, t0: u32) -> Slot8 {
+    let x = unit_at(u, n, units, 1u);
+    var sl = Slot8(x, vec2<u32>(0u));
+    if (x.act < NAN_ROW) {
+        sl.v = d_table8[t0 + x.t];
+    }
+    return sl;
+}
+
+fn st8(sl: Slot8, o0: u32) {
+    if (sl.x.act != SKIP_ROW) {
+        d_out[o0 + sl.x.o] = vec4<u32>(lut4(sl.x.r, sl.v.x), lut4(sl.x.r, sl.v.y));
+    }
+}
+
+// copy_row through the vec2 view, for out or table offsets the vector path cannot take.
+fn copy_row8(act: u32, r: u32, h: u32, lid: u32) {
+    if (act == SKIP_ROW) {
+        return;
+    }
+    let valid = act != NAN_ROW;
+    let hw = h / 2u;
+    let o = p.out + r * hw;
+    var s = 0.0;
+    if (valid) {
+        s = bitcast<f32>(d_row_scale[p.row_scale + act + p.x0]);
+    }
+    let t = p.table + select(0u, act, valid) * (h / 4u);
+    for (var j = lid; j < hw; j += WG) {
+        var v = BF16_NAN2;
+        if (valid) {
+            let ti = t + j / 2u;
+            v = dq2(d_table8[ti >> 1u][ti & 1u], (j & 1u) * 16u, s);
+        }
+        d_out[(o + j) >> 2u][(o + j) & 3u] = v;
+    }
+}
+
+@compute @workgroup_size(256)
+fn embed_gather_fp8_lut8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) lid: u32) {
+    let g = group_x(wid, nwg, p.fold);
+    let rows = u32(p.rows);
+    let r0 = g * RPG;
+    if (g >= p.gx || r0 >= rows) {
+        return;
+    }
+    let cnt = min(RPG, rows - r0);
+    if (lid < cnt) {
+        g_act[lid] = row_action(bitcast<i32>(d_ids[p.ids + r0 + lid]));
+    }
+    workgroupBarrier();
+    let h = u32(p.h);
+    // h % 8 == 0 is the contract; the vec2 view needs an even table word
+    // offset, the vec4 output an offset that is a multiple of 4.
+    if (h % 8u != 0u || (p.table & 1u) != 0u || (p.out & 3u) != 0u) {
+        for (var k = 0u; k < cnt; k++) {
+            copy_row8(g_act[k], r0 + k, h, lid);
+        }
+        return;
+    }
+    let n = h / 8u;
+    let units = cnt * n;
+    let t0 = p.table / 2u;
+    let o0 = p.out / 4u + r0 * n;
+    var base = 0u;
+    var s0 = ld8(lid, n, units, t0);
+    var s1 = ld8(lid + WG, n, units, t0);
+    var s2 = ld8(lid + 2u * WG, n, units, t0);
+    var s3 = ld8(lid + 3u * WG, n, units, t0);
+    var s4 = ld8(lid + 4u * WG, n, units, t0);
+    var s5 = ld8(lid + 5u * WG, n, units, t0);
+    var s6 = ld8(lid + 6u * WG, n, units, t0);
+    var s7 = ld8(lid + 7u * WG, n, units, t0);
+    build_lut(cnt, lid);
+    workgroupBarrier();
+    loop {
+        st8(s0, o0);
+        st8(s1, o0);
+        st8(s2, o0);
+        st8(s3, o0);
+        st8(s4, o0);
+        st8(s5, o0);
+        st8(s6, o0);
+        st8(s7, o0);
+        base += 8u * WG;
+        if (base >= units) {
+            break;
+        }
+        s0 = ld8(base + lid, n, units, t0);
+        s1 = ld8(base + lid + WG, n, units, t0);
+        s2 = ld8(base + lid + 2u * WG, n, units, t0);
+        s3 = ld8(base + lid + 3u * WG, n, units, t0);
+        s4 = ld8(base + lid + 4u * WG, n, units, t0);
+        s5 = ld8(base + lid + 5u * WG, n, units, t0);
+        s6 = ld8(base + lid + 6u * WG, n, units, t0);
+        s7 = ld8(base + lid + 7u * WG, n, units, t0);
     }
 }

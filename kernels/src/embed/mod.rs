@@ -113,31 +113,35 @@ fn gather_windows_per_pass() -> usize {
 /// `SWITCHYARD_WGSL_FP8_EMBED` (read once a process) = `row` (default:
 /// `embed_gather_fp8`, a row at a time over 256 invocations, per-code ALU
 /// decode), `flat` (`embed_gather_fp8_flat`: the workgroup's rows as one run
-/// of 16-code units in four named slots, same decode) or `lut` (that layout,
+/// of 16-code units in four named slots, same decode), `lut` (that layout,
 /// each row's 256 possible outputs precomputed into workgroup memory so a
-/// code is a byte extract and a shared load). Entry and `LUT` constant.
+/// code is a byte extract and a shared load) or `lut8` (`embed_gather_fp8_lut8`:
+/// the LUT over 8-code units, one whole 16-byte store a unit). Entry and its
+/// `LUT` constant (none for the entries without one).
 fn fp8_entry() -> (&'static str, Option<u32>) {
     static CHOICE: std::sync::OnceLock<(&'static str, Option<u32>)> = std::sync::OnceLock::new();
     *CHOICE.get_or_init(|| match std::env::var("SWITCHYARD_WGSL_FP8_EMBED").ok().as_deref().map(str::trim) {
         Some("flat") => ("embed_gather_fp8_flat", Some(0)),
         Some("lut") => ("embed_gather_fp8_flat", Some(1)),
+        Some("lut8") => ("embed_gather_fp8_lut8", None),
         _ => ("embed_gather_fp8", None),
     })
 }
 
-/// Row tables one `embed_gather_fp8_flat` workgroup holds (the shader's `LUT_ROWS`).
+/// Row tables one `embed_gather_fp8_flat` / `_lut8` workgroup holds (the shader's `LUT_ROWS`).
 const FP8_LUT_ROWS: u32 = 8;
 
 /// [`gather_pass`] for the fp8 embed: the entry [`fp8_entry`] picks, its
-/// rows a workgroup capped at [`FP8_LUT_ROWS`] for the flat entry.
+/// rows a workgroup capped at [`FP8_LUT_ROWS`] for the flat and lut8 entries.
 fn fp8_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result<WgslPass> {
     let mut pass = gather_pass(a, first, count, 0, writes_nan)?;
     let (entry, lut) = fp8_entry();
-    if let Some(lut) = lut {
+    if entry != pass.entry {
         let rpg = gather_rows_per_group(positive(a, "rows")?).min(FP8_LUT_ROWS);
         pass.entry = entry;
         pass.grid = [positive(a, "rows")?.div_ceil(rpg), 1, 1];
-        pass.consts = vec![("RPG", rpg), ("LUT", lut)];
+        pass.consts = vec![("RPG", rpg)];
+        pass.consts.extend(lut.map(|l| ("LUT", l)));
     }
     Ok(pass)
 }
