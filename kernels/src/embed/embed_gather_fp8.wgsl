@@ -195,25 +195,23 @@ const LUT_ROWS: u32 = 8u;
 var<workgroup> g_act: array<u32, MAX_RPG>;
 var<workgroup> g_lut: array<array<u32, 256>, LUT_ROWS>;
 
-// Unit u of the workgroup: its row r (within the group), the word-vector
-// offset of its output from the group's first output row, the table vector
+// Unit u of the workgroup: its row r (within the group), the table vector
 // within the pass's window, and the row's action (SKIP_ROW past the end).
+// Its output is vector u (8 codes) or 2u, 2u + 1 (16) from the group's first
+// output row; the stores recompute that from u rather than hold it.
 struct Unit {
     r: u32,
-    o: u32,
     t: u32,
     act: u32,
 }
 
-// ow: output vectors a unit (2 for 16 codes, 1 for 8).
-fn unit_at(u: u32, n: u32, units: u32, ow: u32) -> Unit {
+fn unit_at(u: u32, n: u32, units: u32) -> Unit {
     if (u >= units) {
-        return Unit(0u, 0u, 0u, SKIP_ROW);
+        return Unit(0u, 0u, SKIP_ROW);
     }
     let r = u / n;
-    let col = u - r * n;
     let act = g_act[r];
-    return Unit(r, ow * (r * n + col), select(0u, act, act < NAN_ROW) * n + col, act);
+    return Unit(r, select(0u, act, act < NAN_ROW) * n + (u - r * n), act);
 }
 
 struct Slot {
@@ -223,7 +221,7 @@ struct Slot {
 }
 
 fn ld_slot(u: u32, n: u32, units: u32, t0: u32) -> Slot {
-    let x = unit_at(u, n, units, 2u);
+    let x = unit_at(u, n, units);
     var sl = Slot(x, vec4<u32>(0u), 0.0);
     if (x.act < NAN_ROW) {
         sl.v = d_table[t0 + x.t];
@@ -241,7 +239,8 @@ fn lut4(r: u32, w: u32) -> vec2<u32> {
     return vec2<u32>(lo, hi);
 }
 
-fn st_slot(sl: Slot, o0: u32) {
+// o: the unit's first output vector.
+fn st_slot(sl: Slot, o: u32) {
     let x = sl.x;
     if (x.act == SKIP_ROW) {
         return;
@@ -255,18 +254,19 @@ fn st_slot(sl: Slot, o0: u32) {
         a = vec4<u32>(dq4(sl.v.x, sl.s), dq4(sl.v.y, sl.s));
         b = vec4<u32>(dq4(sl.v.z, sl.s), dq4(sl.v.w, sl.s));
     }
-    d_out[o0 + x.o] = a;
-    d_out[o0 + x.o + 1u] = b;
+    d_out[o] = a;
+    d_out[o + 1u] = b;
 }
 
 // Entry c of row r's table: code c of that row, rounded as dq2 rounds it.
 fn build_lut(cnt: u32, lid: u32) {
+    let e = e4m3(lid);
     for (var r = 0u; r < cnt; r++) {
         let act = g_act[r];
         var v = BF16_NAN;
         if (act < NAN_ROW) {
             let s = bitcast<f32>(d_row_scale[p.row_scale + act + p.x0]);
-            v = bf16_bits(bf16_round(e4m3(lid) * s) * p.scale);
+            v = bf16_bits(bf16_round(e * s) * p.scale);
         }
         g_lut[r][lid] = v;
     }
@@ -307,10 +307,10 @@ fn embed_gather_fp8_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     }
     workgroupBarrier();
     loop {
-        st_slot(s0, o0);
-        st_slot(s1, o0);
-        st_slot(s2, o0);
-        st_slot(s3, o0);
+        st_slot(s0, o0 + 2u * (base + lid));
+        st_slot(s1, o0 + 2u * (base + lid + WG));
+        st_slot(s2, o0 + 2u * (base + lid + 2u * WG));
+        st_slot(s3, o0 + 2u * (base + lid + 3u * WG));
         base += 4u * WG;
         if (base >= units) {
             break;
@@ -336,7 +336,7 @@ struct Slot8 {
 }
 
 fn ld8(u: u32, n: u32, units: u32, t0: u32) -> Slot8 {
-    let x = unit_at(u, n, units, 1u);
+    let x = unit_at(u, n, units);
     var sl = Slot8(x, vec2<u32>(0u));
     if (x.act < NAN_ROW) {
         sl.v = d_table8[t0 + x.t];
@@ -344,9 +344,9 @@ fn ld8(u: u32, n: u32, units: u32, t0: u32) -> Slot8 {
     return sl;
 }
 
-fn st8(sl: Slot8, o0: u32) {
+fn st8(sl: Slot8, o: u32) {
     if (sl.x.act != SKIP_ROW) {
-        d_out[o0 + sl.x.o] = vec4<u32>(lut4(sl.x.r, sl.v.x), lut4(sl.x.r, sl.v.y));
+        d_out[o] = vec4<u32>(lut4(sl.x.r, sl.v.x), lut4(sl.x.r, sl.v.y));
     }
 }
 
@@ -412,14 +412,14 @@ fn embed_gather_fp8_lut8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     build_lut(cnt, lid);
     workgroupBarrier();
     loop {
-        st8(s0, o0);
-        st8(s1, o0);
-        st8(s2, o0);
-        st8(s3, o0);
-        st8(s4, o0);
-        st8(s5, o0);
-        st8(s6, o0);
-        st8(s7, o0);
+        st8(s0, o0 + base + lid);
+        st8(s1, o0 + base + lid + WG);
+        st8(s2, o0 + base + lid + 2u * WG);
+        st8(s3, o0 + base + lid + 3u * WG);
+        st8(s4, o0 + base + lid + 4u * WG);
+        st8(s5, o0 + base + lid + 5u * WG);
+        st8(s6, o0 + base + lid + 6u * WG);
+        st8(s7, o0 + base + lid + 7u * WG);
         base += 8u * WG;
         if (base >= units) {
             break;
