@@ -8,6 +8,7 @@
 #   lut      =lut:  that layout with each row's 256 outputs precomputed in workgroup memory (RPG 2 at 4096 rows)
 #   lut8     =lut8: embed_gather_fp8_lut8, the LUT over 8-code units (8-byte loads, one whole 16-byte store a lane)
 #   lut-rpg4 =lut with SWITCHYARD_WGSL_GATHER_RPG=4 (1024 workgroups, two chunks of units a group), only if time is left
+#   lut8-rpg3 =lut8 with SWITCHYARD_WGSL_GATHER_RPG=3 (2016 of a chunk's 2048 units used), only if time is left
 # First wgpu parity of embed_gather_fp8 at each variant (must say replayed: N identical), then
 # `bench --backend wgpu --iters 10 --filter embed_gather_fp8` for each, one process each, back to
 # back, two rounds. Each bench prints its own copy ceiling (the yardstick) and GPU ms / % of copy.
@@ -25,6 +26,7 @@ envs() { # variant -> env assignments
     lut) echo "SWITCHYARD_WGSL_FP8_EMBED=lut" ;;
     lut8) echo "SWITCHYARD_WGSL_FP8_EMBED=lut8" ;;
     lut-rpg4) echo "SWITCHYARD_WGSL_FP8_EMBED=lut SWITCHYARD_WGSL_GATHER_RPG=4" ;;
+    lut8-rpg3) echo "SWITCHYARD_WGSL_FP8_EMBED=lut8 SWITCHYARD_WGSL_GATHER_RPG=3" ;;
   esac
 }
 parity() { # variant
@@ -48,6 +50,9 @@ bench() { # round variant
 for r in 1 2; do
   for v in row lut lut8 flat; do bench $r $v; done
 done
-parity lut-rpg4
-bench 1 lut-rpg4
+for v in lut-rpg4 lut8-rpg3; do
+  [ "$(left)" -gt 6 ] || break
+  parity $v
+  bench 1 $v
+done
 echo "% of copy = GPU GB/s / the copy ceiling of the same process; make the fastest SWITCHYARD_WGSL_FP8_EMBED value the default in fp8_entry (kernels/src/embed/mod.rs) if it beats row in both rounds" | tee -a $S
