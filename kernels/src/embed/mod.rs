@@ -307,8 +307,9 @@ fn fp8_cases(g: &mut Gen) -> Vec<Case> {
     let (scales, _) = g.f32(vocab, 0.001, 0.01);
     cases.push(fp8_case(g, rows, h, vocab, codes, scales, " every code"));
     // Past 8192 codes a row: the row-at-a-time entry's word loop, and at RPG
-    // 2 (from 2048 rows) embed_gather_fp8_flat's 2 x 513 units, one past its
-    // four-slot chunk of 1024, with a last workgroup of one row.
+    // 2 (from 2048 rows) a second chunk of units in the A/B entries (flat:
+    // 2 x 513 against a chunk of 1024; lut8: 2 x 1026 against 2048), with a
+    // last workgroup of one row.
     let (rows, h, vocab) = (2049, 8208, 12);
     let (codes, scales, _) = g.fp8_table(vocab, h);
     cases.push(fp8_case(g, rows, h, vocab, codes, scales, ""));
