@@ -187,83 +187,17 @@ fn cuda_layer_out(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     cuda_norm_plan(a, f, &LAYER_OUT_PIPES, &["out", "mid", "x", "w"])
 }
 
-/// Layout of the WGSL norm workgroups, chosen by `SWITCHYARD_WGSL_NORM_PLAN`
-/// for the H200 A/B (default [`WgslNormLayout::Row`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum WgslNormLayout {
-    /// The kernel's own entry: one row a workgroup of 256.
-    Row,
-    /// `<kernel>_early`: as Row, with the second row operand (layer_out's
-    /// mid, the sandwich's resid) loaded before the reduction; rmsnorm has
-    /// none and keeps its own entry.
-    Early,
-    /// `<kernel>_r2`: two rows a workgroup, 128 invocations a row, up to six
-    /// named vectors of each operand an invocation; from 16 rows on.
-    R2,
-    /// `<kernel>_pipe`: a workgroup of 256 walks rows g, g + G, ... with
-    /// the next row's loads issued before this row's reduction; G = rows /
-    /// `SWITCHYARD_WGSL_NORM_PIPE` (2, 4, 8 or 16; default 8), from 16 rows on.
-    Pipe(u32),
-}
-
-fn wgsl_norm_layout() -> WgslNormLayout {
-    match std::env::var("SWITCHYARD_WGSL_NORM_PLAN").as_deref().map(str::trim) {
-        Ok("early") => WgslNormLayout::Early,
-        Ok("r2") => WgslNormLayout::R2,
-        Ok("pipe") => WgslNormLayout::Pipe(
-            std::env::var("SWITCHYARD_WGSL_NORM_PIPE")
-                .ok()
-                .and_then(|v| v.trim().parse::<u32>().ok())
-                .filter(|v| [2, 4, 8, 16].contains(v))
-                .unwrap_or(8),
-        ),
-        _ => WgslNormLayout::Row,
-    }
-}
-
-/// WGSL: workgroups of 256 (the shaders' fixed size), one row each, or two
-/// for the r2 layout at 16 rows and more (decode keeps a row a workgroup).
-fn wgsl_norm_plan(a: &PlanArgs, layout: WgslNormLayout, [early, r2, pipe]: [&'static str; 3]) -> Result<WgslPlan> {
-    let rows = a.u32("rows")?;
-    let mut plan = WgslPlan::single(a.kernel, [rows, 1, 1]);
-    match layout {
-        WgslNormLayout::Row => {}
-        WgslNormLayout::Early => plan.passes[0].entry = early,
-        WgslNormLayout::R2 if rows >= 16 => {
-            plan.passes[0].entry = r2;
-            plan.passes[0].grid = [rows.div_ceil(2), 1, 1];
-        }
-        WgslNormLayout::Pipe(k) if rows >= 16 => {
-            plan.passes[0].entry = pipe;
-            plan.passes[0].grid = [rows.div_ceil(k), 1, 1];
-        }
-        WgslNormLayout::R2 | WgslNormLayout::Pipe(_) => {}
-    }
-    Ok(plan)
-}
-
-fn wgsl_rmsnorm(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_norm_plan(a, wgsl_norm_layout(), ["rmsnorm_bf16", "rmsnorm_bf16_r2", "rmsnorm_bf16_pipe"])
-}
-
-fn wgsl_sandwich(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_norm_plan(
-        a,
-        wgsl_norm_layout(),
-        ["post_norm_add_pre_norm_bf16_early", "post_norm_add_pre_norm_bf16_r2", "post_norm_add_pre_norm_bf16_pipe"],
-    )
-}
-
-fn wgsl_layer_out(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_norm_plan(a, wgsl_norm_layout(), ["layer_out_bf16_early", "layer_out_bf16_r2", "layer_out_bf16_pipe"])
+/// WGSL: one workgroup of 256 per row (the shaders' fixed size).
+fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [a.u32("rows")?, 1, 1]))
 }
 
 cuda_plan!(RMSNORM_BF16 => cuda_rmsnorm);
 cuda_plan!(POST_NORM_ADD_PRE_NORM_BF16 => cuda_sandwich);
 cuda_plan!(LAYER_OUT_BF16 => cuda_layer_out);
-wgsl_plan!(RMSNORM_BF16, "norm/rmsnorm_bf16.wgsl" => wgsl_rmsnorm);
-wgsl_plan!(POST_NORM_ADD_PRE_NORM_BF16, "norm/post_norm_add_pre_norm_bf16.wgsl" => wgsl_sandwich);
-wgsl_plan!(LAYER_OUT_BF16, "norm/layer_out_bf16.wgsl" => wgsl_layer_out);
+wgsl_plan!(RMSNORM_BF16, "norm/rmsnorm_bf16.wgsl" => wgsl_row_groups);
+wgsl_plan!(POST_NORM_ADD_PRE_NORM_BF16, "norm/post_norm_add_pre_norm_bf16.wgsl" => wgsl_row_groups);
+wgsl_plan!(LAYER_OUT_BF16, "norm/layer_out_bf16.wgsl" => wgsl_row_groups);
 
 fn check_rows(kernel: &str, rows: usize, dim: usize, eps: f32) -> Result<()> {
     require(rows > 0, kernel, "rows", || "rows must be > 0".into())?;
@@ -369,10 +303,8 @@ const DERIVED: Tolerance = Tolerance::Bf16Ulp(2);
 /// Shapes every norm case runs: rows = 1, dims not a multiple of 8 or 32, a
 /// wide row, and two with more rows than two waves of the CUDA persistent
 /// grid on an H200 (660 blocks at dim 5376, 2112 at dim 256), so blocks run
-/// the pipelined row loop's full two-row trip and part of another. Rows 17
-/// end the WGSL r2 layout's two-row workgroups part-way; (40, 1030) runs its
-/// word path.
-const SHAPES: [(usize, usize); 7] = [(1, 64), (5, 42), (3, 1030), (17, 2048), (1400, 5376), (4500, 256), (40, 1030)];
+/// the pipelined row loop's full two-row trip and part of another.
+const SHAPES: [(usize, usize); 6] = [(1, 64), (5, 42), (3, 1030), (17, 2048), (1400, 5376), (4500, 256)];
 
 fn rmsnorm_cases(g: &mut Gen) -> Vec<Case> {
     SHAPES
@@ -516,30 +448,6 @@ mod tests {
             }
         }
         assert!(cu.contains("#define NORM_BOUNDS __launch_bounds__(128, 4)\n"), "ROW_MAX_THREADS / ROW_REG_CAP follow these bounds");
-    }
-
-    #[test]
-    fn wgsl_norm_layouts_pick_their_entry_and_grid() {
-        let a = args(&LAYER_OUT_BF16, 4095, 5376, 0x1000);
-        let pa = PlanArgs::new(&LAYER_OUT_BF16, &a);
-        let pick = |l| {
-            let p = wgsl_norm_plan(&pa, l, ["layer_out_bf16_early", "layer_out_bf16_r2", "layer_out_bf16_pipe"]).unwrap();
-            (p.passes[0].entry, p.passes[0].grid)
-        };
-        assert_eq!(pick(WgslNormLayout::Row), ("layer_out_bf16", [4095, 1, 1]));
-        assert_eq!(pick(WgslNormLayout::Early), ("layer_out_bf16_early", [4095, 1, 1]));
-        assert_eq!(pick(WgslNormLayout::R2), ("layer_out_bf16_r2", [2048, 1, 1]));
-        assert_eq!(pick(WgslNormLayout::Pipe(8)), ("layer_out_bf16_pipe", [512, 1, 1]));
-        // Decode (under 16 rows) keeps a row a workgroup under r2.
-        let a = args(&LAYER_OUT_BF16, 15, 5376, 0x1000);
-        for l in [WgslNormLayout::R2, WgslNormLayout::Pipe(4)] {
-            let p = wgsl_norm_plan(&PlanArgs::new(&LAYER_OUT_BF16, &a), l, ["e", "r", "p"]).unwrap();
-            assert_eq!((p.passes[0].entry, p.passes[0].grid), ("layer_out_bf16", [15, 1, 1]));
-        }
-        let wgsl = sources::wgsl(&LAYER_OUT_BF16).expect("layer_out_bf16.wgsl").text;
-        for e in ["fn layer_out_bf16_early(", "fn layer_out_bf16_r2(", "fn layer_out_bf16_pipe("] {
-            assert!(wgsl.contains(e), "layer_out_bf16.wgsl has no {e}");
-        }
     }
 
     #[test]

@@ -183,12 +183,8 @@ fn wgsl_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     }
     let run = (hd / 16).next_power_of_two();
     let vectors = rows as u64 * (a.u32("nh")? as u64 + 2 * a.u32("nkv")? as u64);
-    // SWITCHYARD_WGSL_QKV_PAIR=1: qkv_prep_bf16_vec2, two vectors a lane
-    // group (the H200 A/B; the default is the measured kernel).
-    let pair = std::env::var("SWITCHYARD_WGSL_QKV_PAIR").is_ok_and(|v| v.trim() == "1");
-    let per_wg = WGSL_QKV_THREADS / run * if pair { 2 } else { 1 };
-    let mut plan = WgslPlan::single(a.kernel, [groups(a.kernel, vectors, per_wg)?, 1, 1]);
-    plan.passes[0].entry = if pair { "qkv_prep_bf16_vec2" } else { "qkv_prep_bf16_vec" };
+    let mut plan = WgslPlan::single(a.kernel, [groups(a.kernel, vectors, WGSL_QKV_THREADS / run)?, 1, 1]);
+    plan.passes[0].entry = "qkv_prep_bf16_vec";
     Ok(plan)
 }
 
