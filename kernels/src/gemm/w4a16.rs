@@ -74,8 +74,6 @@ fn cuda_tiles(a: &PlanArgs, cols: u64, rows: u64, threads: u32) -> Result<CudaPl
 
 /// The Hopper entry of `w4a16_sm90.cu`.
 const WGMMA_ENTRY: &str = "w4a16_sm90::w4a16_gemm_wgmma";
-/// The same kernel with the consumer warpgroups' slices issued in turn.
-const WGMMA_PP_ENTRY: &str = "w4a16_sm90::w4a16_gemm_wgmma_pp";
 /// Its output tile: tokens (rows of A and c) and weight columns.
 const WGMMA_BM: u32 = 256;
 const WGMMA_BN: u32 = 128;
@@ -116,19 +114,6 @@ pub const W4A16_SPLIT_ENV: &str = "SWITCHYARD_W4A16_SPLIT";
 fn split_allowed() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var(W4A16_SPLIT_ENV).map_or(true, |v| v.trim() != "0"))
-}
-
-/// `SWITCHYARD_W4A16_PINGPONG=1` takes the wgmma kernel whose two consumer
-/// warpgroups issue their slices in turn (`w4a16_gemm_wgmma_pp`), for
-/// measuring; read once a process.
-pub const W4A16_PINGPONG_ENV: &str = "SWITCHYARD_W4A16_PINGPONG";
-fn wgmma_entry() -> &'static str {
-    static PP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *PP.get_or_init(|| std::env::var(W4A16_PINGPONG_ENV).is_ok_and(|v| v.trim() == "1")) {
-        WGMMA_PP_ENTRY
-    } else {
-        WGMMA_ENTRY
-    }
 }
 
 /// Most K splits of one tile, and most split tiles (the kernel's
@@ -188,7 +173,7 @@ fn hopper_or(a: &PlanArgs, f: &DeviceFacts, other: fn(&PlanArgs) -> Result<CudaP
     // The kernel always takes the workspace pointer.
     let workspace_bytes = if s > 1 { tiles * s * u64::from(WGMMA_BM * WGMMA_BN) * 4 } else { 16 };
     let grid = [u32::try_from(blocks / s).expect("at most the SM count"), s as u32, 1];
-    let pass = CudaPass { entry: wgmma_entry(), grid, block: [384, 1, 1], shared_bytes: WGMMA_SHARED_BYTES };
+    let pass = CudaPass { entry: WGMMA_ENTRY, grid, block: [384, 1, 1], shared_bytes: WGMMA_SHARED_BYTES };
     Ok(CudaPlan { passes: vec![pass], workspace_bytes })
 }
 
@@ -205,7 +190,6 @@ fn wgmma_maps(a: &PlanArgs) -> Result<Vec<TensorMap2d>> {
     ])
 }
 inventory::submit! { CudaTensorMaps { module: "w4a16_sm90", entry: "w4a16_gemm_wgmma", maps: wgmma_maps } }
-inventory::submit! { CudaTensorMaps { module: "w4a16_sm90", entry: "w4a16_gemm_wgmma_pp", maps: wgmma_maps } }
 
 /// 64 × 64 tiles, four warps; the Hopper plan at prefill sizes.
 fn cuda_w4a16_gemm(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {

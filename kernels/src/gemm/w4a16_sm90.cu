@@ -63,6 +63,10 @@
 // 4096 x 8192^2, eighth session). The same kernel with the decode replaced
 // by one logic op (wrong values, same loads and wgmma) ran 708 / 808 us
 // against cuBLAS's 672 / 674: the structure alone is 0.83-0.95x cuBLAS.
+// The two consumer warpgroups issuing their slices in turn (named barriers,
+// so their decodes fall out of phase) cut the integer-pipe throttle from
+// 0.97 to 0.56 stall cycles an instruction but not the time: 798.5 against
+// 797.6 us in ncu, 909.7 against 913.9 us wall (eighth session's final call).
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -158,8 +162,6 @@ __device__ __forceinline__ void w4_fence16(unsigned* f) {
 
 // The two consumer warpgroups' own barrier (id 1; id 0 is __syncthreads).
 __device__ __forceinline__ void w4_consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
-// w4a16_gemm_wgmma_pp's turn barriers: W4_TURN_BAR + cw, cw = 0, 1.
-#define W4_TURN_BAR 2
 
 // Split-K semaphores, one per split tile (a split tile index is below the
 // grid size, which the plan keeps within W4_MAX_SPLIT_TILES). Zero at module
@@ -205,11 +207,13 @@ __device__ __forceinline__ void w4_item(const W4Work& w, int u, int& mt, int& nt
     grouped_tile(t, w.tiles_m, w.tiles_n, mt, nt);
 }
 
-// The kernel body; PP orders the two consumer warpgroups' slices (see
-// w4a16_gemm_wgmma_pp below).
-template <bool PP>
-__device__ __forceinline__ void w4a16_wgmma_body(float scale2, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k, float* __restrict__ workspace,
-                                                 const TmaMap* ta, const TmaMap* tq, const TmaMap* ts) {
+// Dynamic shared memory: the ring (W4_STAGES x (activations, codes,
+// scales)), 2·W4_STAGES mbarriers, and up to 1023 bytes to align the ring
+// to 1024 (w4a16.rs's WGMMA_SHARED_BYTES says the same).
+extern "C" __global__ void __launch_bounds__(384, 1)
+    w4a16_gemm_wgmma(const bf16* __restrict__ a, const u8* __restrict__ bq, const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
+                     unsigned m, unsigned n, unsigned k, float* __restrict__ workspace, const __grid_constant__ TmaMap ta,
+                     const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap ts) {
     extern __shared__ __align__(1024) unsigned char w4_raw[];
     __shared__ unsigned w4_last;
     const int M = m, N = n, K = k;
@@ -221,8 +225,8 @@ __device__ __forceinline__ void w4a16_wgmma_body(float scale2, bf16* __restrict_
 
     const int tid = threadIdx.x, wg = tid >> 7;
     if (tid == 0) {
-        ring_init<W4_STAGES>(bars, ta, tq);
-        tma_prefetch(ts);
+        ring_init<W4_STAGES>(bars, &ta, &tq);
+        tma_prefetch(&ts);
     }
     __syncthreads();
 
@@ -243,10 +247,10 @@ __device__ __forceinline__ void w4a16_wgmma_body(float scale2, bf16* __restrict_
                     mbar_wait(empty(st), phase ^ 1u);
                     mbar_expect_tx(full(st), W4_STAGE_TX);
                     const unsigned dst = ring + st * W4_STAGE_BYTES;
-                    tma_load_2d(dst, ta, full(st), kt * W4_BK, mt * W4_BM);
+                    tma_load_2d(dst, &ta, full(st), kt * W4_BK, mt * W4_BM);
                     // Weight maps count columns in byte pairs: 128 columns = 64 of them.
-                    tma_load_2d(dst + W4_A_BYTES, tq, full(st), nt * 64, kt * 32);
-                    tma_load_2d(dst + W4_A_BYTES + W4_Q_BYTES, ts, full(st), nt * 64, kt * 4);
+                    tma_load_2d(dst + W4_A_BYTES, &tq, full(st), nt * 64, kt * 32);
+                    tma_load_2d(dst + W4_A_BYTES + W4_Q_BYTES, &ts, full(st), nt * 64, kt * 4);
                     if (++st == W4_STAGES) {
                         st = 0;
                         phase ^= 1u;
@@ -266,7 +270,6 @@ __device__ __forceinline__ void w4a16_wgmma_body(float scale2, bf16* __restrict_
     unsigned f0[16], f1[16];
     int st = 0;
     unsigned phase = 0;
-    int turns = 0; // slices this warpgroup has issued (PP)
     for (int u = block; u < w.items; u += blocks) {
         int mt, nt, kt0, kt1, v;
         w4_item(w, u, mt, nt, kt0, kt1, v);
@@ -282,15 +285,10 @@ __device__ __forceinline__ void w4a16_wgmma_body(float scale2, bf16* __restrict_
 #pragma unroll
             for (int i = 0; i < 128; ++i) wg_fence_operand(acc[i]);
             w4_fence16(cur);
-            if (PP && (cw == 1 || turns > 0)) asm volatile("bar.sync %0, 256;\n" ::"r"(W4_TURN_BAR + cw) : "memory");
             wgmma_fence();
 #pragma unroll
             for (int j = 0; j < W4_BK / 16; ++j) w4_wgmma_n256_rs(acc, cur + 4 * j, wg_desc(b_addr + 32 * j));
             wgmma_commit();
-            if (PP) {
-                asm volatile("bar.arrive %0, 256;\n" ::"r"(W4_TURN_BAR + 1 - cw) : "memory");
-                ++turns;
-            }
 #pragma unroll
             for (int i = 0; i < 128; ++i) wg_fence_operand(acc[i]);
             w4_fence16(cur);
@@ -367,30 +365,6 @@ __device__ __forceinline__ void w4a16_wgmma_body(float scale2, bf16* __restrict_
             store(j, t.x, t.y, t.z, t.w);
         }
     }
-    // Warpgroup 1's last hand-over has no slice of warpgroup 0 after it.
-    if (PP && cw == 0 && turns > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(W4_TURN_BAR) : "memory");
-}
-
-// Dynamic shared memory: the ring (W4_STAGES x (activations, codes,
-// scales)), 2·W4_STAGES mbarriers, and up to 1023 bytes to align the ring
-// to 1024 (w4a16.rs's WGMMA_SHARED_BYTES says the same).
-extern "C" __global__ void __launch_bounds__(384, 1)
-    w4a16_gemm_wgmma(const bf16* __restrict__ a, const u8* __restrict__ bq, const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
-                     unsigned m, unsigned n, unsigned k, float* __restrict__ workspace, const __grid_constant__ TmaMap ta,
-                     const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap ts) {
-    w4a16_wgmma_body<false>(scale2, c, m, n, k, workspace, &ta, &tq, &ts);
-}
-
-// The same with the consumer warpgroups' slices issued in turn (named
-// barriers W4_TURN_BAR + cw: warpgroup 0's slice s, then 1's slice s, then
-// 0's slice s + 1, ...), so the tensor pipe finishes one warpgroup's slice
-// half a slice before the other's and the two decode the next slice out of
-// phase instead of contending for the integer pipe at once.
-extern "C" __global__ void __launch_bounds__(384, 1)
-    w4a16_gemm_wgmma_pp(const bf16* __restrict__ a, const u8* __restrict__ bq, const u8* __restrict__ bs, float scale2, bf16* __restrict__ c,
-                        unsigned m, unsigned n, unsigned k, float* __restrict__ workspace, const __grid_constant__ TmaMap ta,
-                        const __grid_constant__ TmaMap tq, const __grid_constant__ TmaMap ts) {
-    w4a16_wgmma_body<true>(scale2, c, m, n, k, workspace, &ta, &tq, &ts);
 }
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
