@@ -171,24 +171,25 @@ fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     }
 }
 
-// ---- A/B entries behind SWITCHYARD_WGSL_FP8_EMBED (embed/mod.rs); the
-// default plan runs embed_gather_fp8 above. ----
+// ---- embed_gather_fp8_lut, the plan's entry where its fast path applies
+// (embed/mod.rs; SWITCHYARD_WGSL_FP8_EMBED=row keeps embed_gather_fp8 above
+// for an A/B). ----
 //
-// embed_gather_fp8_flat: the workgroup's RPG rows as one run of units (16
-// codes = one table vector -> two output vectors), unit u = row u / n,
-// vector u % n, taken by invocation u % WG in chunks of four named slots
-// (4 * WG units), so a row of 336 vectors costs 672 / 1024 of a chunk at
-// RPG 2 instead of two rounds of 256 of which the second is 31% full. All
-// four slots' loads are issued before anything is decoded.
-// LUT = 1: the per-code decode above (~35 ALU instructions a code: rebuild,
-// two bf16 roundings with their NaN checks, pack) is the limit (0.0394 ms on
-// the H200 with every row in L2). A row has one scale, so its 256 possible
-// outputs are precomputed once (one code an invocation, same expression as
-// dq2, so the bits are today's) into workgroup memory; a code then costs a
-// byte extract and a shared load, a pair one merge. NaN rows get a table of
-// NaN and read code 0, so they need no path of their own.
-// LUT = 0: same layout, decoded by dq4 (to separate layout from decode).
-override LUT: u32 = 0u;
+// The workgroup's RPG rows as one run of units (16 codes = one table vector
+// -> two output vectors), unit u = row u / n, vector u % n, taken by
+// invocation u % WG in chunks of four named slots (4 * WG units), so a row
+// of 336 vectors costs 672 / 1024 of a chunk at RPG 2 instead of two rounds
+// of 256 of which the second is 31% full. All four slots' loads are issued
+// before anything is stored. The per-code decode above (~35 ALU
+// instructions a code: rebuild, two bf16 roundings with their NaN checks,
+// pack) was the limit (0.0394 ms on the H200 with every row in L2). A row
+// has one scale, so its 256 possible outputs are precomputed once (one code
+// an invocation, same expression as dq2, so the bits are embed_gather_fp8's)
+// into workgroup memory; a code then costs a byte extract and a shared load,
+// a pair one merge. NaN rows get a table of NaN and read code 0, so they need
+// no path of their own. H200, eighth session: 0.0345 / 0.0348 ms against
+// 0.0442 / 0.0437 for embed_gather_fp8; the same layout with the per-code
+// decode ran 0.0508 / 0.0512 and 8-code units 0.0932 / 0.0303 (both removed).
 // Rows a LUT workgroup holds tables for (the plan keeps RPG at most this).
 const LUT_ROWS: u32 = 8u;
 
@@ -217,17 +218,13 @@ fn unit_at(u: u32, n: u32, units: u32) -> Unit {
 struct Slot {
     x: Unit,
     v: vec4<u32>,
-    s: f32,
 }
 
 fn ld_slot(u: u32, n: u32, units: u32, t0: u32) -> Slot {
     let x = unit_at(u, n, units);
-    var sl = Slot(x, vec4<u32>(0u), 0.0);
+    var sl = Slot(x, vec4<u32>(0u));
     if (x.act < NAN_ROW) {
         sl.v = d_table[t0 + x.t];
-        if (LUT == 0u) {
-            sl.s = bitcast<f32>(d_row_scale[p.row_scale + x.act + p.x0]);
-        }
     }
     return sl;
 }
@@ -245,17 +242,8 @@ fn st_slot(sl: Slot, o: u32) {
     if (x.act == SKIP_ROW) {
         return;
     }
-    var a = vec4<u32>(BF16_NAN2);
-    var b = a;
-    if (LUT != 0u) {
-        a = vec4<u32>(lut4(x.r, sl.v.x), lut4(x.r, sl.v.y));
-        b = vec4<u32>(lut4(x.r, sl.v.z), lut4(x.r, sl.v.w));
-    } else if (x.act != NAN_ROW) {
-        a = vec4<u32>(dq4(sl.v.x, sl.s), dq4(sl.v.y, sl.s));
-        b = vec4<u32>(dq4(sl.v.z, sl.s), dq4(sl.v.w, sl.s));
-    }
-    d_out[o] = a;
-    d_out[o + 1u] = b;
+    d_out[o] = vec4<u32>(lut4(x.r, sl.v.x), lut4(x.r, sl.v.y));
+    d_out[o + 1u] = vec4<u32>(lut4(x.r, sl.v.z), lut4(x.r, sl.v.w));
 }
 
 // Entry c of row r's table: code c of that row, rounded as dq2 rounds it.
@@ -273,8 +261,8 @@ fn build_lut(cnt: u32, lid: u32) {
 }
 
 @compute @workgroup_size(256)
-fn embed_gather_fp8_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                         @builtin(local_invocation_index) lid: u32) {
+fn embed_gather_fp8_lut(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) lid: u32) {
     let g = group_x(wid, nwg, p.fold);
     let rows = u32(p.rows);
     let r0 = g * RPG;
@@ -302,9 +290,7 @@ fn embed_gather_fp8_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     var s1 = ld_slot(lid + WG, n, units, t0);
     var s2 = ld_slot(lid + 2u * WG, n, units, t0);
     var s3 = ld_slot(lid + 3u * WG, n, units, t0);
-    if (LUT != 0u) {
-        build_lut(cnt, lid);
-    }
+    build_lut(cnt, lid);
     workgroupBarrier();
     loop {
         st_slot(s0, o0 + 2u * (base + lid));
@@ -319,118 +305,5 @@ fn embed_gather_fp8_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
         s1 = ld_slot(base + lid + WG, n, units, t0);
         s2 = ld_slot(base + lid + 2u * WG, n, units, t0);
         s3 = ld_slot(base + lid + 3u * WG, n, units, t0);
-    }
-}
-
-// embed_gather_fp8_lut8: embed_gather_fp8_flat's LUT decode over 8-code
-// units (672 a row at h 5376), eight named slots a chunk (2048 units): a
-// lane loads 8 bytes and stores one whole 16-byte output vector, so a
-// subgroup's stores cover 512 contiguous bytes, where a 16-code unit's two
-// stores each write every other 16 bytes. The table is viewed as vec2<u32>
-// (the same binding; an entry point uses one view only).
-@group(0) @binding(2) var<storage, read_write> d_table8: array<vec2<u32>>;
-
-struct Slot8 {
-    x: Unit,
-    v: vec2<u32>,
-}
-
-fn ld8(u: u32, n: u32, units: u32, t0: u32) -> Slot8 {
-    let x = unit_at(u, n, units);
-    var sl = Slot8(x, vec2<u32>(0u));
-    if (x.act < NAN_ROW) {
-        sl.v = d_table8[t0 + x.t];
-    }
-    return sl;
-}
-
-fn st8(sl: Slot8, o: u32) {
-    if (sl.x.act != SKIP_ROW) {
-        d_out[o] = vec4<u32>(lut4(sl.x.r, sl.v.x), lut4(sl.x.r, sl.v.y));
-    }
-}
-
-// copy_row through the vec2 view, for out or table offsets the vector path cannot take.
-fn copy_row8(act: u32, r: u32, h: u32, lid: u32) {
-    if (act == SKIP_ROW) {
-        return;
-    }
-    let valid = act != NAN_ROW;
-    let hw = h / 2u;
-    let o = p.out + r * hw;
-    var s = 0.0;
-    if (valid) {
-        s = bitcast<f32>(d_row_scale[p.row_scale + act + p.x0]);
-    }
-    let t = p.table + select(0u, act, valid) * (h / 4u);
-    for (var j = lid; j < hw; j += WG) {
-        var v = BF16_NAN2;
-        if (valid) {
-            let ti = t + j / 2u;
-            v = dq2(d_table8[ti >> 1u][ti & 1u], (j & 1u) * 16u, s);
-        }
-        d_out[(o + j) >> 2u][(o + j) & 3u] = v;
-    }
-}
-
-@compute @workgroup_size(256)
-fn embed_gather_fp8_lut8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                         @builtin(local_invocation_index) lid: u32) {
-    let g = group_x(wid, nwg, p.fold);
-    let rows = u32(p.rows);
-    let r0 = g * RPG;
-    if (g >= p.gx || r0 >= rows) {
-        return;
-    }
-    let cnt = min(RPG, rows - r0);
-    if (lid < cnt) {
-        g_act[lid] = row_action(bitcast<i32>(d_ids[p.ids + r0 + lid]));
-    }
-    workgroupBarrier();
-    let h = u32(p.h);
-    // h % 8 == 0 is the contract; the vec2 view needs an even table word
-    // offset, the vec4 output an offset that is a multiple of 4.
-    if (h % 8u != 0u || (p.table & 1u) != 0u || (p.out & 3u) != 0u) {
-        for (var k = 0u; k < cnt; k++) {
-            copy_row8(g_act[k], r0 + k, h, lid);
-        }
-        return;
-    }
-    let n = h / 8u;
-    let units = cnt * n;
-    let t0 = p.table / 2u;
-    let o0 = p.out / 4u + r0 * n;
-    var base = 0u;
-    var s0 = ld8(lid, n, units, t0);
-    var s1 = ld8(lid + WG, n, units, t0);
-    var s2 = ld8(lid + 2u * WG, n, units, t0);
-    var s3 = ld8(lid + 3u * WG, n, units, t0);
-    var s4 = ld8(lid + 4u * WG, n, units, t0);
-    var s5 = ld8(lid + 5u * WG, n, units, t0);
-    var s6 = ld8(lid + 6u * WG, n, units, t0);
-    var s7 = ld8(lid + 7u * WG, n, units, t0);
-    build_lut(cnt, lid);
-    workgroupBarrier();
-    loop {
-        st8(s0, o0 + base + lid);
-        st8(s1, o0 + base + lid + WG);
-        st8(s2, o0 + base + lid + 2u * WG);
-        st8(s3, o0 + base + lid + 3u * WG);
-        st8(s4, o0 + base + lid + 4u * WG);
-        st8(s5, o0 + base + lid + 5u * WG);
-        st8(s6, o0 + base + lid + 6u * WG);
-        st8(s7, o0 + base + lid + 7u * WG);
-        base += 8u * WG;
-        if (base >= units) {
-            break;
-        }
-        s0 = ld8(base + lid, n, units, t0);
-        s1 = ld8(base + lid + WG, n, units, t0);
-        s2 = ld8(base + lid + 2u * WG, n, units, t0);
-        s3 = ld8(base + lid + 3u * WG, n, units, t0);
-        s4 = ld8(base + lid + 4u * WG, n, units, t0);
-        s5 = ld8(base + lid + 5u * WG, n, units, t0);
-        s6 = ld8(base + lid + 6u * WG, n, units, t0);
-        s7 = ld8(base + lid + 7u * WG, n, units, t0);
     }
 }

@@ -109,39 +109,33 @@ fn gather_windows_per_pass() -> usize {
     })
 }
 
-/// The fp8 embed's WGSL entry, for an A/B on a device:
-/// `SWITCHYARD_WGSL_FP8_EMBED` (read once a process) = `row` (default:
-/// `embed_gather_fp8`, a row at a time over 256 invocations, per-code ALU
-/// decode), `flat` (`embed_gather_fp8_flat`: the workgroup's rows as one run
-/// of 16-code units in four named slots, same decode), `lut` (that layout,
-/// each row's 256 possible outputs precomputed into workgroup memory so a
-/// code is a byte extract and a shared load) or `lut8` (`embed_gather_fp8_lut8`:
-/// the LUT over 8-code units, one whole 16-byte store a unit). Entry and its
-/// `LUT` constant (none for the entries without one).
-fn fp8_entry() -> (&'static str, Option<u32>) {
-    static CHOICE: std::sync::OnceLock<(&'static str, Option<u32>)> = std::sync::OnceLock::new();
-    *CHOICE.get_or_init(|| match std::env::var("SWITCHYARD_WGSL_FP8_EMBED").ok().as_deref().map(str::trim) {
-        Some("flat") => ("embed_gather_fp8_flat", Some(0)),
-        Some("lut") => ("embed_gather_fp8_flat", Some(1)),
-        Some("lut8") => ("embed_gather_fp8_lut8", None),
-        _ => ("embed_gather_fp8", None),
+/// The fp8 embed's WGSL entry: `embed_gather_fp8_lut` (the workgroup's rows
+/// as one run of 16-code units, each row's 256 possible outputs precomputed
+/// in workgroup memory), or with `SWITCHYARD_WGSL_FP8_EMBED=row` (read once
+/// a process, for an A/B) `embed_gather_fp8`, a row at a time with the
+/// per-code decode. On the H200: 0.0345 / 0.0348 ms against 0.0442 / 0.0437
+/// at 4096 rows of 5376 (BENCHMARKS.md, eighth session).
+fn fp8_entry() -> &'static str {
+    static CHOICE: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    CHOICE.get_or_init(|| match std::env::var("SWITCHYARD_WGSL_FP8_EMBED").ok().as_deref().map(str::trim) {
+        Some("row") => "embed_gather_fp8",
+        _ => "embed_gather_fp8_lut",
     })
 }
 
-/// Row tables one `embed_gather_fp8_flat` / `_lut8` workgroup holds (the shader's `LUT_ROWS`).
+/// Row tables one `embed_gather_fp8_lut` workgroup holds (the shader's `LUT_ROWS`).
 const FP8_LUT_ROWS: u32 = 8;
 
 /// [`gather_pass`] for the fp8 embed: the entry [`fp8_entry`] picks, its
-/// rows a workgroup capped at [`FP8_LUT_ROWS`] for the flat and lut8 entries.
+/// rows a workgroup capped at [`FP8_LUT_ROWS`] for the LUT entry.
 fn fp8_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result<WgslPass> {
     let mut pass = gather_pass(a, first, count, 0, writes_nan)?;
-    let (entry, lut) = fp8_entry();
+    let entry = fp8_entry();
     if entry != pass.entry {
         let rpg = gather_rows_per_group(positive(a, "rows")?).min(FP8_LUT_ROWS);
         pass.entry = entry;
         pass.grid = [positive(a, "rows")?.div_ceil(rpg), 1, 1];
         pass.consts = vec![("RPG", rpg)];
-        pass.consts.extend(lut.map(|l| ("LUT", l)));
     }
     Ok(pass)
 }
@@ -307,9 +301,8 @@ fn fp8_cases(g: &mut Gen) -> Vec<Case> {
     let (scales, _) = g.f32(vocab, 0.001, 0.01);
     cases.push(fp8_case(g, rows, h, vocab, codes, scales, " every code"));
     // Past 8192 codes a row: the row-at-a-time entry's word loop, and at RPG
-    // 2 (from 2048 rows) a second chunk of units in the A/B entries (flat:
-    // 2 x 513 against a chunk of 1024; lut8: 2 x 1026 against 2048), with a
-    // last workgroup of one row.
+    // 2 (from 2048 rows) a second chunk of units in the LUT entry (2 x 513
+    // against a chunk of 1024), with a last workgroup of one row.
     let (rows, h, vocab) = (2049, 8208, 12);
     let (codes, scales, _) = g.fp8_table(vocab, h);
     cases.push(fp8_case(g, rows, h, vocab, codes, scales, ""));
