@@ -134,16 +134,28 @@ fn copy_row(act: u32, r: u32, h: u32, lid: u32) {
     }
 }
 
-@compute @workgroup_size(256)
-fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_index) lid: u32) {
+// The workgroup's first output row and its row count (0 past the grid or
+// the rows; uniform across the workgroup, so its early return keeps the
+// barriers after it in uniform control flow).
+fn group_span(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
     let g = group_x(wid, nwg, p.fold);
     let rows = u32(p.rows);
     let r0 = g * RPG;
     if (g >= p.gx || r0 >= rows) {
+        return vec2<u32>(0u);
+    }
+    return vec2<u32>(r0, min(RPG, rows - r0));
+}
+
+@compute @workgroup_size(256)
+fn embed_gather_fp8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lid: u32) {
+    let span = group_span(wid, nwg);
+    let r0 = span.x;
+    let cnt = span.y;
+    if (cnt == 0u) {
         return;
     }
-    let cnt = min(RPG, rows - r0);
     if (lid < cnt) {
         g_ids[lid] = bitcast<i32>(d_ids[p.ids + r0 + lid]);
     }
@@ -263,13 +275,12 @@ fn build_lut(cnt: u32, lid: u32) {
 @compute @workgroup_size(256)
 fn embed_gather_fp8_lut(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                         @builtin(local_invocation_index) lid: u32) {
-    let g = group_x(wid, nwg, p.fold);
-    let rows = u32(p.rows);
-    let r0 = g * RPG;
-    if (g >= p.gx || r0 >= rows) {
+    let span = group_span(wid, nwg);
+    let r0 = span.x;
+    let cnt = span.y;
+    if (cnt == 0u) {
         return;
     }
-    let cnt = min(RPG, rows - r0);
     if (lid < cnt) {
         g_act[lid] = row_action(bitcast<i32>(d_ids[p.ids + r0 + lid]));
     }
