@@ -107,8 +107,8 @@ pub fn markdown(device: &str, backend: &str, ceilings: &Ceilings, rows: &[Measur
     }
     s.push('\n');
     s.push_str(
-        "| kernel | shape | median ms | spread ms | GPU ms | MB moved | GB/s | GPU GB/s | % of copy | TFLOP/s | % of GEMM | vs cuBLAS |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| kernel | shape | median ms | spread ms | GPU ms | MB moved | GB/s | GPU GB/s | % of copy | GPU % of copy | TFLOP/s | % of GEMM | vs cuBLAS |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for m in rows {
         let gbs = m.bytes_per_s() / 1e9;
@@ -118,13 +118,19 @@ pub fn markdown(device: &str, backend: &str, ceilings: &Ceilings, rows: &[Measur
             (true, None) => (format!("{:.1}", m.flops_per_s() / 1e12), "-".into()),
             _ => ("-".into(), "-".into()),
         };
-        let gpu_gbs = match m.gpu {
-            GpuTime::Measured { median_ms, .. } if median_ms > 0.0 => format!("{:.1}", m.bytes / (median_ms * 1e-3) / 1e9),
-            _ => "-".into(),
+        // The GPU-time bandwidth and its share of the copy ceiling, where
+        // timestamp queries measured it (what issue-style targets on wgpu
+        // are stated in; wall time adds the submit-and-wait).
+        let (gpu_gbs, gpu_pct) = match m.gpu {
+            GpuTime::Measured { median_ms, .. } if median_ms > 0.0 => {
+                let bps = m.bytes / (median_ms * 1e-3);
+                (format!("{:.1}", bps / 1e9), format!("{:.0}%", 100.0 * bps / ceilings.copy_bytes_per_s))
+            }
+            _ => ("-".into(), "-".into()),
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {:.4} | {:.4}..{:.4} | {} | {:.1} | {:.1} | {} | {:.0}% | {} | {} | {} |",
+            "| {} | {} | {:.4} | {:.4}..{:.4} | {} | {:.1} | {:.1} | {} | {:.0}% | {} | {} | {} | {} |",
             m.kernel,
             m.shape,
             m.median_ms,
@@ -135,6 +141,7 @@ pub fn markdown(device: &str, backend: &str, ceilings: &Ceilings, rows: &[Measur
             gbs,
             gpu_gbs,
             pct,
+            gpu_pct,
             tf,
             tfp,
             m.vendor_ms.map_or("-".into(), |v| format!("{:.2}x", v / m.median_ms))
@@ -173,9 +180,13 @@ mod tests {
             row("two", GpuTime::Measured { median_ms: 0.5, dispatches: 2 }),
         ];
         let md = markdown("dev", "wgpu", &ceilings(), &rows);
-        assert!(md.contains("| kernel | shape | median ms | spread ms | GPU ms | MB moved | GB/s | GPU GB/s |"), "{md}");
-        assert!(md.contains("| one | s | 2.0000 | 1.5000..3.0000 | 1.0000 | 2.0 | 1.0 | 2.0 |"), "{md}");
-        assert!(md.contains("| two | s | 2.0000 | 1.5000..3.0000 | 0.5000 (2 passes) | 2.0 | 1.0 | 4.0 |"), "{md}");
+        assert!(
+            md.contains("| kernel | shape | median ms | spread ms | GPU ms | MB moved | GB/s | GPU GB/s | % of copy | GPU % of copy |"),
+            "{md}"
+        );
+        // 2 MB a launch against a 10 GB/s ceiling: 1 GB/s wall (10%), 2 and 4 GB/s by GPU time (20%, 40%).
+        assert!(md.contains("| one | s | 2.0000 | 1.5000..3.0000 | 1.0000 | 2.0 | 1.0 | 2.0 | 10% | 20% |"), "{md}");
+        assert!(md.contains("| two | s | 2.0000 | 1.5000..3.0000 | 0.5000 (2 passes) | 2.0 | 1.0 | 4.0 | 10% | 40% |"), "{md}");
         assert!(md.contains("- GPU ms: timestamp queries"), "{md}");
     }
 
@@ -185,6 +196,6 @@ mod tests {
         assert!(md.contains("- GPU ms: not measured: no TIMESTAMP_QUERY here"), "{md}");
         assert!(md.contains("| k | s | 2.0000 | 1.5000..3.0000 | n/a (no timestamps) |"), "{md}");
         let md = markdown("dev", "cuda", &ceilings(), &[row("k", GpuTime::NotApplicable)]);
-        assert!(!md.contains("GPU ms:") && md.contains("| k | s | 2.0000 | 1.5000..3.0000 | - |"), "{md}");
+        assert!(!md.contains("GPU ms:") && md.contains("| k | s | 2.0000 | 1.5000..3.0000 | - | 2.0 | 1.0 | - | 10% | - |"), "{md}");
     }
 }
