@@ -470,6 +470,20 @@ fn gather_diag_cases(rows: usize, dim: usize, vocab: usize) -> Vec<BenchCase> {
             run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
         });
     }
+    // The same random-id gathers over tables filled with random bf16 (the
+    // bench rows' fill) rather than left as allocated (zeros): zeros against
+    // random data at the same addresses, 264 MB and the whole 2.8 GB.
+    for vocab in [small, vocab] {
+        v.push(BenchCase {
+            kernel: "embed_gather_bf16",
+            shape: format!("rows={rows} h={dim} vocab={vocab} ids=random table=random diag"),
+            buffers: vec![buf(2 * n, Fill::Output), buf(2 * vocab * dim, Fill::Bf16(1.0)), buf(4 * rows, Fill::I32(0, vocab as i32))],
+            bytes: (4 * n + 4 * rows) as f64,
+            flops: 0.0,
+            gemm: None,
+            run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
+        });
+    }
     let fp8: [(usize, &str, Fill); 3] =
         [(small, "random", Fill::I32(0, small as i32)), (vocab, "random", Fill::I32(0, vocab as i32)), (vocab, "one-row", Fill::I32(7, 8))];
     for (vocab, ids, fill) in fp8 {
