@@ -126,15 +126,7 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         gemm: None,
         run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
     });
-    v.push(BenchCase {
-        kernel: "embed_gather_bf16",
-        shape: format!("rows={rows} h={dim} vocab={vocab}"),
-        buffers: vec![buf(2 * n, Fill::Output), buf(2 * vocab * dim, Fill::Bf16(0.1)), buf(4 * rows, Fill::I32(0, vocab as i32))],
-        bytes: (4 * n + 4 * rows) as f64,
-        flops: 0.0,
-        gemm: None,
-        run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
-    });
+    v.push(embed_bf16_case(rows, dim, vocab, String::new(), Fill::Bf16(0.1), Fill::I32(0, vocab as i32)));
     v.push(BenchCase {
         kernel: "gather_rows_bf16",
         shape: format!("rows={rows} h={dim}"),
@@ -425,6 +417,21 @@ fn uniform_offsets(pairs: usize, e: usize) -> Vec<u8> {
 /// the 2.8 GB table with ids in its first window only, sorted, or all one
 /// row; the fp8 table at 24576 and 262144 rows. Shapes carry `diag`. Sizes
 /// are those at the production scale (fractions of vocab).
+/// `embed_gather_bf16` of `rows` ids into a `vocab × dim` table filled by
+/// `table`, the ids by `ids`; `note` ends the shape.
+fn embed_bf16_case(rows: usize, dim: usize, vocab: usize, note: String, table: Fill, ids: Fill) -> BenchCase {
+    let n = rows * dim;
+    BenchCase {
+        kernel: "embed_gather_bf16",
+        shape: format!("rows={rows} h={dim} vocab={vocab}{note}"),
+        buffers: vec![buf(2 * n, Fill::Output), buf(2 * vocab * dim, table), buf(4 * rows, ids)],
+        bytes: (4 * n + 4 * rows) as f64,
+        flops: 0.0,
+        gemm: None,
+        run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
+    }
+}
+
 fn gather_diag_cases(rows: usize, dim: usize, vocab: usize) -> Vec<BenchCase> {
     let n = rows * dim;
     // 24576, 98304 and 196608 rows (264 MB, 1.06 GB, 2.11 GB: one binding).
@@ -460,29 +467,13 @@ fn gather_diag_cases(rows: usize, dim: usize, vocab: usize) -> Vec<BenchCase> {
         (vocab, "one-row", Fill::I32(7, 8)),
     ];
     for (vocab, ids, fill) in embeds {
-        v.push(BenchCase {
-            kernel: "embed_gather_bf16",
-            shape: format!("rows={rows} h={dim} vocab={vocab} ids={ids} diag"),
-            buffers: vec![buf(2 * n, Fill::Output), buf(2 * vocab * dim, Fill::Output), buf(4 * rows, fill)],
-            bytes: (4 * n + 4 * rows) as f64,
-            flops: 0.0,
-            gemm: None,
-            run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
-        });
+        v.push(embed_bf16_case(rows, dim, vocab, format!(" ids={ids} diag"), Fill::Output, fill));
     }
     // The same random-id gathers over tables filled with random bf16 (the
     // bench rows' fill) rather than left as allocated (zeros): zeros against
     // random data at the same addresses, 264 MB and the whole 2.8 GB.
     for vocab in [small, vocab] {
-        v.push(BenchCase {
-            kernel: "embed_gather_bf16",
-            shape: format!("rows={rows} h={dim} vocab={vocab} ids=random table=random diag"),
-            buffers: vec![buf(2 * n, Fill::Output), buf(2 * vocab * dim, Fill::Bf16(1.0)), buf(4 * rows, Fill::I32(0, vocab as i32))],
-            bytes: (4 * n + 4 * rows) as f64,
-            flops: 0.0,
-            gemm: None,
-            run: Box::new(move |o, a| o.embed_gather_bf16(a[0], a[1], a[2], rows, vocab, dim, 73.3)),
-        });
+        v.push(embed_bf16_case(rows, dim, vocab, " ids=random table=random diag".into(), Fill::Bf16(1.0), Fill::I32(0, vocab as i32)));
     }
     let fp8: [(usize, &str, Fill); 3] =
         [(small, "random", Fill::I32(0, small as i32)), (vocab, "random", Fill::I32(0, vocab as i32)), (vocab, "one-row", Fill::I32(7, 8))];
