@@ -162,15 +162,15 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
             gemm: None,
             run: Box::new(move |o, a| o.lm_head_logits_fp8(a[0], a[1], a[2], a[3], m, vocab, dim, 30.0)),
         });
-        v.push(BenchCase {
-            kernel: "lm_head_logits_bf16",
-            shape: format!("m={m} vocab={vocab} hdim={dim}"),
-            buffers: vec![buf(4 * m * vocab, Fill::Output), buf(2 * m * dim, Fill::Bf16(1.0)), buf(2 * vocab * dim, Fill::Bf16(0.05))],
-            bytes: (2 * vocab * dim + 4 * m * vocab + 2 * m * dim) as f64,
-            flops: (2 * m * vocab * dim) as f64,
-            gemm: None,
-            run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, dim, 30.0)),
-        });
+        v.push(head_bf16_case(m, vocab, dim, ""));
+    }
+
+    // SWITCHYARD_BENCH_HEAD_DIAG=1: the bf16 head at m = 1 over half the
+    // vocabulary (1.4 GB, one binding on the H200, one pass), beside the
+    // full table's two windows and the fp8 head's 1.4 GB of codes, to
+    // separate the split and the table size from the kernel.
+    if std::env::var("SWITCHYARD_BENCH_HEAD_DIAG").is_ok_and(|d| d.trim() == "1") {
+        v.push(head_bf16_case(1, vocab / 2, dim, " diag"));
     }
 
     let m = 16;
@@ -417,6 +417,19 @@ fn uniform_offsets(pairs: usize, e: usize) -> Vec<u8> {
 /// the 2.8 GB table with ids in its first window only, sorted, or all one
 /// row; the fp8 table at 24576 and 262144 rows. Shapes carry `diag`. Sizes
 /// are those at the production scale (fractions of vocab).
+/// `lm_head_logits_bf16` of `m` rows over a `vocab × dim` table; `note` ends the shape.
+fn head_bf16_case(m: usize, vocab: usize, dim: usize, note: &str) -> BenchCase {
+    BenchCase {
+        kernel: "lm_head_logits_bf16",
+        shape: format!("m={m} vocab={vocab} hdim={dim}{note}"),
+        buffers: vec![buf(4 * m * vocab, Fill::Output), buf(2 * m * dim, Fill::Bf16(1.0)), buf(2 * vocab * dim, Fill::Bf16(0.05))],
+        bytes: (2 * vocab * dim + 4 * m * vocab + 2 * m * dim) as f64,
+        flops: (2 * m * vocab * dim) as f64,
+        gemm: None,
+        run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, dim, 30.0)),
+    }
+}
+
 /// `embed_gather_bf16` of `rows` ids into a `vocab × dim` table filled by
 /// `table`, the ids by `ids`; `note` ends the shape.
 fn embed_bf16_case(rows: usize, dim: usize, vocab: usize, note: String, table: Fill, ids: Fill) -> BenchCase {
