@@ -168,9 +168,16 @@ kernels() { # one thing at a time on the GPU, each backend of BENCH_BACKENDS
     for be in ${BENCH_BACKENDS-cuda wgpu}; do
         iters=10
         [ "$be" = wgpu ] && iters=5
-        step "bench $be" 100 "$OUT/bench_$be.md" "$S" bench --backend $be --iters $iters --json
+        # 160 s: every case now runs 200 ms of launches before it is timed.
+        step "bench $be" 160 "$OUT/bench_$be.md" "$S" bench --backend $be --iters $iters --json
+        if [ "$be" = wgpu ]; then
+            # What limits the bf16 embed and head rows: zero against random
+            # tables, one window against two (cli/src/bench/cases.rs).
+            SWITCHYARD_BENCH_GATHER_DIAG=only step "bench wgpu gather diag" 90 "$OUT/bench_wgpu_gather_diag.md" "$S" bench --backend wgpu --iters 5 --filter embed_gather_bf16
+            SWITCHYARD_BENCH_HEAD_DIAG=1 step "bench wgpu head diag" 60 "$OUT/bench_wgpu_head_diag.md" "$S" bench --backend wgpu --iters 5 --filter lm_head_logits
+        fi
         if [ -n "$BEFORE" ]; then
-            step "bench $be (before)" 100 "$OUT/bench_${be}_before.md" "$BEFORE" bench --backend $be --iters $iters --json
+            step "bench $be (before)" 160 "$OUT/bench_${be}_before.md" "$BEFORE" bench --backend $be --iters $iters --json
             python3 scripts/bench_compare.py "$OUT/bench_${be}_before.md" "$OUT/bench_$be.md" > "$OUT/before_after_$be.md" 2>&1
             tail -4 "$OUT/before_after_$be.md" >> "$SUM"
         fi
