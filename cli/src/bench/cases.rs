@@ -112,30 +112,9 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         }),
     });
 
-    v.push(BenchCase {
-        kernel: "embed_gather_fp8",
-        shape: format!("rows={rows} h={dim} vocab={vocab}"),
-        buffers: vec![
-            buf(2 * n, Fill::Output),
-            buf(vocab * dim, Fill::Fp8),
-            buf(4 * vocab, Fill::F32(0.01)),
-            buf(4 * rows, Fill::I32(0, vocab as i32)),
-        ],
-        bytes: (3 * n + 8 * rows) as f64,
-        flops: 0.0,
-        gemm: None,
-        run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
-    });
+    v.push(embed_fp8_case(rows, dim, vocab, String::new(), Fill::Fp8, Fill::I32(0, vocab as i32)));
     v.push(embed_bf16_case(rows, dim, vocab, String::new(), Fill::Bf16(0.1), Fill::I32(0, vocab as i32)));
-    v.push(BenchCase {
-        kernel: "gather_rows_bf16",
-        shape: format!("rows={rows} h={dim}"),
-        buffers: vec![buf(2 * n, Fill::Output), buf(2 * n, Fill::Bf16(1.0)), buf(4 * rows, Fill::Permutation)],
-        bytes: (4 * n + 4 * rows) as f64,
-        flops: 0.0,
-        gemm: None,
-        run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, rows, dim)),
-    });
+    v.push(gather_rows_case(rows, dim, rows, String::new(), Fill::Bf16(1.0), Fill::Permutation));
     // Where the wgpu gathers' time goes (issue 14 item 2):
     // SWITCHYARD_BENCH_GATHER_DIAG=1 adds gather_diag_cases, =only runs them
     // instead of the three cases above (whose table fills take seconds).
@@ -410,13 +389,6 @@ fn uniform_offsets(pairs: usize, e: usize) -> Vec<u8> {
     (0..=e).flat_map(|x| ((x * pairs / e) as i32).to_le_bytes()).collect()
 }
 
-/// The gathers at the bench rows over tables of other sizes and with other
-/// id patterns, tables left as allocated (the kernels' time does not depend
-/// on the values, and a 2.8 GB random fill costs seconds): source or table
-/// rows 4096 (44 MB) to 262144 (2.8 GB, two binding windows) with random ids;
-/// the 2.8 GB table with ids in its first window only, sorted, or all one
-/// row; the fp8 table at 24576 and 262144 rows. Shapes carry `diag`. Sizes
-/// are those at the production scale (fractions of vocab).
 /// `lm_head_logits_bf16` of `m` rows over a `vocab × dim` table; `note` ends the shape.
 fn head_bf16_case(m: usize, vocab: usize, dim: usize, note: &str) -> BenchCase {
     BenchCase {
@@ -427,6 +399,36 @@ fn head_bf16_case(m: usize, vocab: usize, dim: usize, note: &str) -> BenchCase {
         flops: (2 * m * vocab * dim) as f64,
         gemm: None,
         run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, dim, 30.0)),
+    }
+}
+
+/// `gather_rows_bf16` of `rows` ids into an `n_src × dim` source filled by
+/// `src`, the ids by `ids`; `note` ends the shape.
+fn gather_rows_case(rows: usize, dim: usize, n_src: usize, note: String, src: Fill, ids: Fill) -> BenchCase {
+    let n = rows * dim;
+    BenchCase {
+        kernel: "gather_rows_bf16",
+        shape: format!("rows={rows} h={dim}{note}"),
+        buffers: vec![buf(2 * n, Fill::Output), buf(2 * n_src * dim, src), buf(4 * rows, ids)],
+        bytes: (4 * n + 4 * rows) as f64,
+        flops: 0.0,
+        gemm: None,
+        run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, n_src, dim)),
+    }
+}
+
+/// `embed_gather_fp8` of `rows` ids into a `vocab × dim` code table filled
+/// by `table` (row scales random), the ids by `ids`; `note` ends the shape.
+fn embed_fp8_case(rows: usize, dim: usize, vocab: usize, note: String, table: Fill, ids: Fill) -> BenchCase {
+    let n = rows * dim;
+    BenchCase {
+        kernel: "embed_gather_fp8",
+        shape: format!("rows={rows} h={dim} vocab={vocab}{note}"),
+        buffers: vec![buf(2 * n, Fill::Output), buf(vocab * dim, table), buf(4 * vocab, Fill::F32(0.01)), buf(4 * rows, ids)],
+        bytes: (3 * n + 8 * rows) as f64,
+        flops: 0.0,
+        gemm: None,
+        run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
     }
 }
 
@@ -445,21 +447,20 @@ fn embed_bf16_case(rows: usize, dim: usize, vocab: usize, note: String, table: F
     }
 }
 
+/// The gathers at the bench rows over tables of other sizes and with other
+/// id patterns, tables left as allocated (zeros; a 2.8 GB random fill costs
+/// seconds): source or table rows 4096 (44 MB) to 262144 (2.8 GB, two
+/// binding windows) with random ids; the 2.8 GB table with ids in its first
+/// window only, sorted, or all one row; the bf16 embed at 24576 and 262144
+/// rows also over random tables (zeros against random data); the fp8 table
+/// at 24576 and 262144 rows. Shapes carry `diag`. Sizes are those at the
+/// production scale (fractions of vocab).
 fn gather_diag_cases(rows: usize, dim: usize, vocab: usize) -> Vec<BenchCase> {
-    let n = rows * dim;
     // 24576, 98304 and 196608 rows (264 MB, 1.06 GB, 2.11 GB: one binding).
     let (small, mid, one) = (vocab * 3 / 32, vocab * 3 / 8, vocab * 3 / 4);
     let mut v = Vec::new();
     for n_src in [rows, small, mid, one, vocab] {
-        v.push(BenchCase {
-            kernel: "gather_rows_bf16",
-            shape: format!("rows={rows} h={dim} n_src={n_src} ids=random diag"),
-            buffers: vec![buf(2 * n, Fill::Output), buf(2 * n_src * dim, Fill::Output), buf(4 * rows, Fill::I32(0, n_src as i32))],
-            bytes: (4 * n + 4 * rows) as f64,
-            flops: 0.0,
-            gemm: None,
-            run: Box::new(move |o, a| o.gather_rows_bf16(a[0], a[1], a[2], rows, n_src, dim)),
-        });
+        v.push(gather_rows_case(rows, dim, n_src, format!(" n_src={n_src} ids=random diag"), Fill::Output, Fill::I32(0, n_src as i32)));
     }
     // Sorted ids: a fixed LCG draw over the table, ascending.
     let mut x = 0x2545_f491_u64;
@@ -491,15 +492,7 @@ fn gather_diag_cases(rows: usize, dim: usize, vocab: usize) -> Vec<BenchCase> {
     let fp8: [(usize, &str, Fill); 3] =
         [(small, "random", Fill::I32(0, small as i32)), (vocab, "random", Fill::I32(0, vocab as i32)), (vocab, "one-row", Fill::I32(7, 8))];
     for (vocab, ids, fill) in fp8 {
-        v.push(BenchCase {
-            kernel: "embed_gather_fp8",
-            shape: format!("rows={rows} h={dim} vocab={vocab} ids={ids} diag"),
-            buffers: vec![buf(2 * n, Fill::Output), buf(vocab * dim, Fill::Output), buf(4 * vocab, Fill::F32(0.01)), buf(4 * rows, fill)],
-            bytes: (3 * n + 8 * rows) as f64,
-            flops: 0.0,
-            gemm: None,
-            run: Box::new(move |o, a| o.embed_gather_fp8(a[0], a[1], a[2], a[3], rows, vocab, dim, 73.3)),
-        });
+        v.push(embed_fp8_case(rows, dim, vocab, format!(" ids={ids} diag"), Fill::Output, fill));
     }
     v
 }

@@ -82,15 +82,19 @@ fn gather_rows_per_group(rows: u32) -> u32 {
 }
 
 /// A gather's dispatch over table rows `[first, first + count + count_b)`:
-/// workgroups of 256 taking [`gather_rows_per_group`] output rows each;
-/// x0 = first, x1 = count (rows of the first window), x2 = 1 when this pass
-/// writes the NaN rows of out-of-range ids, x3 = count_b (rows of the second
-/// window, the bf16 gathers only; 0 for the fp8 embed).
+/// workgroups of 256 running the kernel's entry ([`wgsl_entry`]) on
+/// [`gather_rows_per_group`] output rows each (at most [`FP8_LUT_ROWS`] for
+/// the fp8 LUT entry); x0 = first, x1 = count (rows of the first window),
+/// x2 = 1 when this pass writes the NaN rows of out-of-range ids, x3 =
+/// count_b (rows of the second window, the bf16 gathers only; 0 for the fp8
+/// embed).
 fn gather_pass(a: &PlanArgs, first: u64, count: u64, count_b: u64, writes_nan: bool) -> Result<WgslPass> {
     let rows = positive(a, "rows")?;
-    let rpg = gather_rows_per_group(rows);
+    let entry = wgsl_entry(a);
+    let cap = if entry == FP8_LUT_ENTRY { FP8_LUT_ROWS } else { u32::MAX };
+    let rpg = gather_rows_per_group(rows).min(cap);
     Ok(WgslPass {
-        entry: a.kernel.symbol,
+        entry,
         grid: [rows.div_ceil(rpg), 1, 1],
         consts: vec![("RPG", rpg)],
         extra: [first as u32, count as u32, writes_nan as u32, count_b as u32],
@@ -109,35 +113,24 @@ fn gather_windows_per_pass() -> usize {
     })
 }
 
-/// The fp8 embed's WGSL entry: `embed_gather_fp8_lut` (the workgroup's rows
-/// as one run of 16-code units, each row's 256 possible outputs precomputed
-/// in workgroup memory), or with `SWITCHYARD_WGSL_FP8_EMBED=row` (read once
-/// a process, for an A/B) `embed_gather_fp8`, a row at a time with the
-/// per-code decode. On the H200: 0.0345 / 0.0348 ms against 0.0442 / 0.0437
-/// at 4096 rows of 5376 (BENCHMARKS.md, eighth session).
-fn fp8_entry() -> &'static str {
-    static CHOICE: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
-    CHOICE.get_or_init(|| match std::env::var("SWITCHYARD_WGSL_FP8_EMBED").ok().as_deref().map(str::trim) {
-        Some("row") => "embed_gather_fp8",
-        _ => "embed_gather_fp8_lut",
-    })
-}
-
+/// The fp8 embed's LUT entry: the workgroup's rows as one run of 16-code
+/// units, each row's 256 possible outputs precomputed in workgroup memory.
+const FP8_LUT_ENTRY: &str = "embed_gather_fp8_lut";
 /// Row tables one `embed_gather_fp8_lut` workgroup holds (the shader's `LUT_ROWS`).
 const FP8_LUT_ROWS: u32 = 8;
 
-/// [`gather_pass`] for the fp8 embed: the entry [`fp8_entry`] picks, its
-/// rows a workgroup capped at [`FP8_LUT_ROWS`] for the LUT entry.
-fn fp8_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result<WgslPass> {
-    let mut pass = gather_pass(a, first, count, 0, writes_nan)?;
-    let entry = fp8_entry();
-    if entry != pass.entry {
-        let rpg = gather_rows_per_group(positive(a, "rows")?).min(FP8_LUT_ROWS);
-        pass.entry = entry;
-        pass.grid = [positive(a, "rows")?.div_ceil(rpg), 1, 1];
-        pass.consts = vec![("RPG", rpg)];
+/// The WGSL entry of a gather: the kernel's own, except the fp8 embed's,
+/// which is [`FP8_LUT_ENTRY`] or with `SWITCHYARD_WGSL_FP8_EMBED=row` (read
+/// once a process, for an A/B) `embed_gather_fp8`, a row at a time with the
+/// per-code decode. On the H200: 0.0345 / 0.0348 ms against 0.0442 / 0.0437
+/// at 4096 rows of 5376 (BENCHMARKS.md, eighth session).
+fn wgsl_entry(a: &PlanArgs) -> &'static str {
+    static ROW: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let row = *ROW.get_or_init(|| std::env::var("SWITCHYARD_WGSL_FP8_EMBED").is_ok_and(|v| v.trim() == "row"));
+    match a.kernel.symbol {
+        "embed_gather_fp8" if !row => FP8_LUT_ENTRY,
+        symbol => symbol,
     }
-    Ok(pass)
 }
 
 /// WGSL: one pass over the whole table. The bf16 gathers never run it:
@@ -145,8 +138,7 @@ fn fp8_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result<Wg
 /// ([`wgsl_row_groups_split`]) sets up, for every table size.
 fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     let (_, rows, _) = gather_table(a)?;
-    let pass = if a.kernel.symbol == "embed_gather_fp8" { fp8_pass(a, 0, rows, true)? } else { gather_pass(a, 0, rows, 0, true)? };
-    Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 })
+    Ok(WgslPlan { passes: vec![gather_pass(a, 0, rows, 0, true)?], workspace_bytes: 0 })
 }
 
 /// WGSL through windows of the table. The fp8 embed, only past one binding:
@@ -165,7 +157,7 @@ fn wgsl_row_groups_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSpl
             .iter()
             .enumerate()
             .map(|(k, &(first, count))| {
-                Ok(WgslSplitPass { pass: fp8_pass(a, first, count, k == 0)?, windows: vec![window((first, count))] })
+                Ok(WgslSplitPass { pass: gather_pass(a, first, count, 0, k == 0)?, windows: vec![window((first, count))] })
             })
             .collect::<Result<_>>()?;
         return Ok(Some(WgslSplitPlan { passes, workspace_bytes: 0 }));
