@@ -35,6 +35,10 @@
 #define GEMV_WS_HEADER 4
 // 16-byte weight loads per lane in flight on the m = 1 path.
 #define GEMV_M1C 12
+// The x2 fused-norm entries' batch (both rows): a lane's whole slice of
+// Gemma's q/k/v (K = 2560: 10 chunks a row) in one batch, so every weight
+// load of the launch is issued before the wait and the norm prologue.
+#define GEMV_M1C_PAIR 20
 
 
 // Where output column j of row i goes in dense_gemv_bf16's segmented layout.
@@ -127,21 +131,55 @@ __device__ __forceinline__ float gemv_m1_layer_out(const LayerOut& lo, int k, fl
     return gemv_m1_block_inv(ss, k, eps, red); // its barrier also publishes `row` to the block
 }
 
+// The normalised row xn = bf16(src · inv · norm_w) (rmsnorm_bf16's norm_chunk
+// / vpack_rn products and rounding) into `xn` (shared memory, k elements),
+// once per block instead of once per warp and chunk in the stream. `src` is
+// the raw row (global) or, for LAYER_OUT, `xn` itself: thread t rewrites the
+// chunks t, t + nthreads, ... that gemv_m1_layer_out's same thread formed.
+// Ends with a barrier that publishes xn.
+template <bool SRC_SHARED>
+__device__ __forceinline__ void gemv_m1_normalise(const bf16* src, const bf16* __restrict__ norm_w, float inv, int k, bf16* xn) {
+    const int nthreads = blockDim.x * blockDim.y * blockDim.z;
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    for (int ch = t; ch < k / 8; ch += nthreads) {
+        const uint4 x = SRC_SHARED ? *reinterpret_cast<const uint4*>(xn + (size_t)ch * 8) : ld_nc16(src + (size_t)ch * 8);
+        const uint4 g = ld_nc16(norm_w + (size_t)ch * 8);
+        const unsigned xw[4] = {x.x, x.y, x.z, x.w}, gw[4] = {g.x, g.y, g.z, g.w};
+        unsigned ow[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ow[e] = pack_bf16_rn(bf16_lo(xw[e]) * inv * bf16_lo(gw[e]), bf16_hi(xw[e]) * inv * bf16_hi(gw[e]));
+        *reinterpret_cast<uint4*>(xn + (size_t)ch * 8) = make_uint4(ow[0], ow[1], ow[2], ow[3]);
+    }
+    __syncthreads();
+}
+
+// An m = 1 slot's outputs from its summed slices: output j (GELU: the gate
+// and up sums of column j; PAIR: outputs j and j + 1).
+template <bool GELU, bool PAIR>
+__device__ __forceinline__ void gemv_m1_store(bf16* __restrict__ c, int j, int n, int seg1, int seg2, float s0, float s1) {
+    if (GELU) c[j] = gelu_mul_out(s0, s1);
+    else c[gemv_out_index(0, j, 1, n, seg1, seg2)] = f32_to_bf16(s0);
+    if (PAIR && j + 1 < n) c[gemv_out_index(0, j + 1, 1, n, seg1, seg2)] = f32_to_bf16(s1);
+}
+
 // m = 1 (the _m1 entries and dense_gemv_rmsnorm_bf16; plan: grid
 // ceil(outputs / Z), block (32, Y, Z)): the Y warps of slot z own output
 // j = blockIdx.x * Z + z and split its K into Y consecutive slices; GELU
 // streams the gate row j and the up row n + j side by side. Each lane issues
-// up to GEMV_M1C 16-byte weight loads before any math; the activation row
-// comes through L1. The Y slice sums meet in shared memory and are added in
-// slice order.
+// up to CB 16-byte weight loads (all rows) before any math, and its sums run
+// over its chunks lane, lane + 32, ... of the slice in that order whatever
+// CB is (a batch is the next C of them). The activation row comes through
+// L1. The Y slice sums meet in shared memory and are added in slice order
+// (one slice: no shared memory and no barrier, the same +0 + sum).
 //
 // NORM (dense_gemv_rmsnorm_bf16): the activation row is the raw input of an
 // RMSNorm with weight norm_w. With the first weight loads in flight, the
 // whole block reduces the row's Σ a² (gemv_m1_inv_rms: every thread takes
-// part, whether or not its own slice is empty), and each 8-element chunk is
-// normalised as it is used: bf16(a · inv · norm_w), the same f32 products
-// and RNE rounding as rmsnorm_bf16's norm_chunk / vpack_rn, so the values
-// equal that kernel's output wherever inv does.
+// part, whether or not its own slice is empty), then writes the normalised
+// row bf16(a · inv · norm_w) to dynamic shared memory (gemv_m1_normalise: the
+// same f32 products and RNE rounding as rmsnorm_bf16's norm_chunk /
+// vpack_rn, so the values equal that kernel's output wherever inv does),
+// which the stream reads.
 //
 // PAIR (dense_gemv_rmsnorm_bf16_x2): slot z owns the two outputs j = 2p and
 // j + 1 (p = blockIdx.x * Z + z) and streams their rows side by side like
@@ -153,7 +191,7 @@ __device__ __forceinline__ float gemv_m1_layer_out(const LayerOut& lo, int k, fl
 // LAYER_OUT (dense_gemv_layer_out_rmsnorm_bf16): the NORM form whose
 // activation row is first formed from the previous layer's output norm
 // (gemv_m1_layer_out) into shared memory, which the stream then reads.
-template <bool GELU, bool NORM = false, bool PAIR = false, bool LAYER_OUT = false>
+template <bool GELU, bool NORM = false, bool PAIR = false, bool LAYER_OUT = false, int CB = GEMV_M1C>
 __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int n, int k, int seg1, int seg2,
                         const bf16* __restrict__ norm_w = nullptr, float eps = 0.0f, const LayerOut* lo = nullptr) {
     static_assert(NORM || !LAYER_OUT, "the layer output feeds the fused norm");
@@ -175,33 +213,30 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[r][e] = 0.0f;
-    constexpr int C = GEMV_M1C / R;
+    constexpr int C = CB / R;
     // The lane's loads of the C-chunk batch at c0 (zeros past its slice).
-    auto load = [&](uint4 (&w)[R][C], int c0) {
+    // `early`: volatile loads, kept in front of the wait and the norm
+    // prologue that they are meant to overlap (not sunk to their use).
+    auto load = [&](uint4 (&w)[R][C], int c0, bool early) {
 #pragma unroll
         for (int u = 0; u < C; ++u) {
             const int ch = c0 + lane + 32 * u;
 #pragma unroll
-            for (int r = 0; r < R; ++r) w[r][u] = ch < ch1 ? ld_stream16(wr[r] + (size_t)ch * 8) : make_uint4(0u, 0u, 0u, 0u);
+            for (int r = 0; r < R; ++r) {
+                const bf16* p = wr[r] + (size_t)ch * 8;
+                w[r][u] = ch >= ch1 ? make_uint4(0u, 0u, 0u, 0u) : early ? ld_stream16_v(p) : ld_stream16(p);
+            }
         }
     };
-    float inv = 0.0f;
     // The batch's multiply-adds against the activation chunks (NORM: the
-    // normalised chunks, bf16(a · inv · norm_w) as rmsnorm_bf16 rounds them).
+    // normalised row in shared memory).
     auto consume = [&](const uint4 (&w)[R][C], int c0) {
 #pragma unroll
         for (int u = 0; u < C; ++u) {
             const int ch = c0 + lane + 32 * u;
             if (ch >= ch1) break;
-            const uint4 x = LAYER_OUT ? *reinterpret_cast<const uint4*>(gemv_m1_row + (size_t)ch * 16) : ld_nc16(a + (size_t)ch * 8);
-            unsigned xw[4] = {x.x, x.y, x.z, x.w};
-            if constexpr (NORM) {
-                const uint4 g = ld_nc16(norm_w + (size_t)ch * 8);
-                const unsigned gw[4] = {g.x, g.y, g.z, g.w};
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    xw[e] = pack_bf16_rn(bf16_lo(xw[e]) * inv * bf16_lo(gw[e]), bf16_hi(xw[e]) * inv * bf16_hi(gw[e]));
-            }
+            const uint4 x = NORM ? *reinterpret_cast<const uint4*>(gemv_m1_row + (size_t)ch * 16) : ld_nc16(a + (size_t)ch * 8);
+            const unsigned xw[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const unsigned ww[4] = {w[r][u].x, w[r][u].y, w[r][u].z, w[r][u].w};
@@ -217,19 +252,20 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
     if constexpr (NORM) {
         // Every thread reaches the norm's barrier, empty slice or not.
         uint4 w[R][C];
-        load(w, ch0); // weights only: in flight before the wait and the norm
+        load(w, ch0, true); // weights only: in flight before the wait and the norm
         sy_wait_prior(); // the activation row is the previous launch's output
-        if constexpr (LAYER_OUT) inv = gemv_m1_layer_out(*lo, k, eps, norm_red, reinterpret_cast<bf16*>(gemv_m1_row));
-        else inv = gemv_m1_inv_rms(a, k, eps, norm_red);
+        bf16* xn = reinterpret_cast<bf16*>(gemv_m1_row);
+        if constexpr (LAYER_OUT) gemv_m1_normalise<true>(xn, norm_w, gemv_m1_layer_out(*lo, k, eps, norm_red, xn), k, xn);
+        else gemv_m1_normalise<false>(a, norm_w, gemv_m1_inv_rms(a, k, eps, norm_red), k, xn);
         for (int c0 = ch0; c0 < ch1; c0 += 32 * C) {
-            if (c0 != ch0) load(w, c0);
+            if (c0 != ch0) load(w, c0, false);
             consume(w, c0);
         }
     } else {
         bool waited = false;
         for (int c0 = ch0; c0 < ch1; c0 += 32 * C) {
             uint4 w[R][C];
-            load(w, c0);
+            load(w, c0, false);
             if (!waited) {
                 sy_wait_prior(); // the activation row is the previous launch's output
                 waited = true;
@@ -240,6 +276,11 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
     }
     const float p0 = warp_sum((acc[0][0] + acc[0][1]) + (acc[0][2] + acc[0][3]));
     const float p1 = R == 2 ? warp_sum((acc[R - 1][0] + acc[R - 1][1]) + (acc[R - 1][2] + acc[R - 1][3])) : 0.0f;
+    if (slices == 1) { // the warp holds its outputs' whole sums (uniform across the block)
+        if (lane != 0 || j >= n) return;
+        gemv_m1_store<GELU, PAIR>(c, j, n, seg1, seg2, __fadd_rn(0.0f, p0), __fadd_rn(0.0f, p1));
+        return;
+    }
     const int wid = z * slices + y;
     if (lane == 0) {
         slice_sum[wid][0] = p0;
@@ -252,9 +293,7 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
         s0 = __fadd_rn(s0, slice_sum[z * slices + t][0]);
         s1 = __fadd_rn(s1, slice_sum[z * slices + t][1]);
     }
-    if (GELU) c[j] = gelu_mul_out(s0, s1);
-    else c[gemv_out_index(0, j, 1, n, seg1, seg2)] = f32_to_bf16(s0);
-    if (PAIR && j + 1 < n) c[gemv_out_index(0, j + 1, 1, n, seg1, seg2)] = f32_to_bf16(s1);
+    gemv_m1_store<GELU, PAIR>(c, j, n, seg1, seg2, s0, s1);
 }
 
 // GELU = false: weight rows are output columns; the warp's two n-tiles are
@@ -399,7 +438,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_rmsnorm_bf16_x2(
                                                                              bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
                                                                              unsigned seg1, unsigned seg2, const bf16* __restrict__ norm_w,
                                                                              float eps, float* __restrict__ workspace) {
-    gemv_m1<false, true, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps);
+    gemv_m1<false, true, true, false, GEMV_M1C_PAIR>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps);
 }
 
 // The previous layer's output norm, then the fused input norm and the GEMV
@@ -418,7 +457,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_layer_out_rmsnor
     const bf16* __restrict__ norm_w, float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post,
     const float* __restrict__ layer_scalar, float* __restrict__ workspace) {
     const LayerOut lo{a, mid, x, w_post, layer_scalar};
-    gemv_m1<false, true, true, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps, &lo);
+    gemv_m1<false, true, true, true, GEMV_M1C_PAIR>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps, &lo);
 }
 
 // The fused input norm (m = 1 only; the plan refuses other m): the

@@ -204,16 +204,28 @@ fn one_row(a: &PlanArgs) -> Result<()> {
 /// Where one warp per output would stream the whole K (K ≤ 3072), slots
 /// take two outputs each (`dense_gemv_rmsnorm_bf16_x2`: the same sums, half
 /// the blocks, so Gemma's q/k/v fits one wave and each block's norm
-/// prologue serves twice the outputs).
-fn cuda_dense_gemv_rmsnorm(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+/// prologue serves twice the outputs). Every block writes the normalised
+/// row to dynamic shared memory (2k bytes), which the stream reads.
+fn cuda_dense_gemv_rmsnorm(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     one_row(a)?;
     let (n, k) = (u64::from(a.u32("n")?), u64::from(a.u32("k")?));
-    if n >= 2 && k / 8 <= 32 * CUDA_M1_LOADS_PER_LANE {
+    let row_bytes = u32::try_from(2 * k).ok().filter(|b| *b <= facts.max_shared_bytes).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "kernel {}: k = {k} needs {} bytes of shared memory for the normalised row; the device allows {}",
+            a.kernel.symbol,
+            2 * k,
+            facts.max_shared_bytes
+        ))
+    })?;
+    let mut plan = if n >= 2 && k / 8 <= 32 * CUDA_M1_LOADS_PER_LANE {
         let grid = [groups(a.kernel, n.div_ceil(2), 8)?, 1, 1];
         let pass = CudaPass { entry: "dense_gemv_rmsnorm_bf16_x2", grid, block: [32, 1, 8], shared_bytes: 0 };
-        return Ok(CudaPlan { passes: vec![pass], workspace_bytes: CUDA_MIN_WORKSPACE });
-    }
-    cuda_m1(a, n, n, a.kernel.symbol)
+        CudaPlan { passes: vec![pass], workspace_bytes: CUDA_MIN_WORKSPACE }
+    } else {
+        cuda_m1(a, n, n, a.kernel.symbol)?
+    };
+    plan.passes[0].shared_bytes = row_bytes;
+    Ok(plan)
 }
 
 fn cuda_dense_gemv(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
@@ -699,7 +711,7 @@ mod tests {
         let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
         assert_eq!(p.passes.len(), 1);
         assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("dense_gemv_rmsnorm_bf16_x2", [256, 1, 1], [32, 1, 8]));
-        assert_eq!(p.workspace_bytes, CUDA_MIN_WORKSPACE);
+        assert_eq!((p.workspace_bytes, p.passes[0].shared_bytes), (CUDA_MIN_WORKSPACE, 2 * 2560));
         // An odd N: the last slot's second output is past the end.
         let args = norm_args(1, 97, 264);
         let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
@@ -708,6 +720,11 @@ mod tests {
         let args = norm_args(1, 4096, 5376);
         let p = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap();
         assert_eq!((p.passes[0].entry, p.passes[0].grid, p.passes[0].block), ("dense_gemv_rmsnorm_bf16", [1024, 1, 1], [32, 2, 4]));
+        assert_eq!(p.passes[0].shared_bytes, 2 * 5376);
+        // A row past the device's shared memory is refused, naming it.
+        let args = norm_args(1, 64, 1 << 17);
+        let err = cuda_dense_gemv_rmsnorm(&PlanArgs::new(&DENSE_GEMV_RMSNORM_BF16, &args), &facts(132)).unwrap_err();
+        assert!(matches!(err, switchyard_core::Error::Unsupported(_)), "{err:?}");
         // WGSL: the GEMV's m = 1 path (eight rows a workgroup, one pass), its own entry.
         // It stages the normalised row (320 vectors) in workgroup memory.
         let args = norm_args(1, 4096, 2560);
