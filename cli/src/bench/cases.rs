@@ -152,16 +152,14 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
         v.push(head_bf16_case(1, vocab / 2, dim, " diag"));
     }
 
-    let m = 16;
-    v.push(BenchCase {
-        kernel: "argmax_rows",
-        shape: format!("m={m} vocab={vocab}"),
-        buffers: vec![buf(4 * m, Fill::Output), buf(4 * m, Fill::Output), buf(4 * m * vocab, Fill::F32(30.0))],
-        bytes: (4 * m * vocab + 8 * m) as f64,
-        flops: 0.0,
-        gemm: None,
-        run: Box::new(move |o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, 0, 1)),
-    });
+    v.push(argmax_case(16, vocab, ""));
+    // SWITCHYARD_BENCH_ARGMAX_DIAG=1: the argmax of 16 rows of 1024 logits
+    // (64 KiB: the time of its dispatches with next to no data) and of one
+    // decode row, to split the bench row's time into fixed cost and stream.
+    if std::env::var("SWITCHYARD_BENCH_ARGMAX_DIAG").is_ok_and(|d| d.trim() == "1") {
+        v.push(argmax_case(16, 1024, " diag"));
+        v.push(argmax_case(1, vocab, " diag"));
+    }
     let labels = 4;
     v.push(BenchCase {
         kernel: "letter_logits_fp8",
@@ -399,6 +397,19 @@ fn head_bf16_case(m: usize, vocab: usize, dim: usize, note: &str) -> BenchCase {
         flops: (2 * m * vocab * dim) as f64,
         gemm: None,
         run: Box::new(move |o, a| o.lm_head_logits_bf16(a[0], a[1], a[2], m, vocab, dim, 30.0)),
+    }
+}
+
+/// `argmax_rows` over `m` rows of `vocab` logits; `note` ends the shape.
+fn argmax_case(m: usize, vocab: usize, note: &str) -> BenchCase {
+    BenchCase {
+        kernel: "argmax_rows",
+        shape: format!("m={m} vocab={vocab}{note}"),
+        buffers: vec![buf(4 * m, Fill::Output), buf(4 * m, Fill::Output), buf(4 * m * vocab, Fill::F32(30.0))],
+        bytes: (4 * m * vocab + 8 * m) as f64,
+        flops: 0.0,
+        gemm: None,
+        run: Box::new(move |o, a| o.argmax_rows(a[0], a[1], a[2], m, vocab, 0, 1)),
     }
 }
 

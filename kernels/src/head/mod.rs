@@ -77,36 +77,81 @@ fn head_table(a: &PlanArgs) -> Result<(&'static str, u64)> {
     Ok(if a.kernel.symbol == LM_HEAD_LOGITS_BF16.symbol { ("table", 2 * hdim) } else { ("e8", hdim) })
 }
 
-/// The lm_head dispatch over vocab rows `[first, first + count)` (x0, x1).
-fn lm_head_pass(a: &PlanArgs, first: u64, count: u64) -> Result<WgslPass> {
+/// The lm_head dispatch over vocab rows `[first, first + count + count_b)`:
+/// x0 = first, x1 = count (rows of the first window), x3 = count_b (rows of
+/// the second window, the bf16 head only; 0 for the fp8 head).
+fn lm_head_pass(a: &PlanArgs, first: u64, count: u64, count_b: u64) -> Result<WgslPass> {
     let m = a.u32("m")?;
     if !(1..=MAX_HEAD_ROWS as u32).contains(&m) {
         return Err(Error::invalid(a.kernel.symbol, "m", format!("m = {m} must be in 1..={MAX_HEAD_ROWS}")));
     }
-    let grid = [groups(a.kernel, count, WGSL_HEAD_ROWS_PER_GROUP)?, 1, 1];
-    Ok(WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [first as u32, count as u32, 0, 0] })
+    let grid = [groups(a.kernel, count + count_b, WGSL_HEAD_ROWS_PER_GROUP)?, 1, 1];
+    Ok(WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [first as u32, count as u32, 0, count_b as u32] })
 }
 
 /// One shader for every m: 32 vocab rows per workgroup, lanes striding over
 /// k with 16-byte loads; `M` is an override so the per-h-row loops unroll.
+/// The bf16 head never runs it: its shader binds the table twice, which
+/// only the window plan ([`wgsl_lm_head_split`]) sets up, for every table size.
 fn wgsl_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    Ok(WgslPlan { passes: vec![lm_head_pass(a, 0, a.u32("vocab")? as u64)?], workspace_bytes: 0 })
+    Ok(WgslPlan { passes: vec![lm_head_pass(a, 0, a.u32("vocab")? as u64, 0)?], workspace_bytes: 0 })
 }
 
-/// A table past one binding: one pass per window of vocab rows
-/// ([`row_windows`]), each writing its rows' logits.
+/// Table windows one pass of the bf16 head reads: two, as the bf16 gathers
+/// (embed/mod.rs), so the 2.8 GB Gemma table (two windows under a 2 GiB
+/// binding) is one pass over the vocabulary instead of two.
+/// `SWITCHYARD_WGSL_HEAD_WINDOWS=1` (read once a process) runs one window a
+/// pass, the plan before, to measure. H200, m = 1 at that shape, one call,
+/// a process each (GPU ms): 0.6150 two windows a pass, 1.4366 one, 1.4379
+/// the build before (lm_head_logits_bf16.wgsl has the caveat).
+fn head_windows_per_pass() -> usize {
+    static OVERRIDE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *OVERRIDE.get_or_init(|| match std::env::var("SWITCHYARD_WGSL_HEAD_WINDOWS").ok().as_deref().map(str::trim) {
+        Some("1") => 1,
+        _ => 2,
+    })
+}
+
+/// The bf16 head's windows and how many a pass binds: `windows` (from
+/// [`row_windows`]) recut at a multiple of [`WGSL_HEAD_ROWS_PER_GROUP`] rows,
+/// `per_pass` of them a pass, so no workgroup's rows straddle the two
+/// windows of a pass (the shader picks one binding per slice of rows). A
+/// binding that holds fewer than that many rows, or `per_pass` 1, keeps the
+/// windows as cut and runs one a pass.
+fn head_bf16_windows(vocab: u64, windows: Option<Vec<(u64, u64)>>, per_pass: usize) -> (Vec<(u64, u64)>, usize) {
+    let Some(windows) = windows else { return (vec![(0, vocab)], per_pass) };
+    let per = windows[0].1 / WGSL_HEAD_ROWS_PER_GROUP * WGSL_HEAD_ROWS_PER_GROUP;
+    if per_pass < 2 || per == 0 {
+        return (windows, 1);
+    }
+    ((0..vocab.div_ceil(per)).map(|k| (k * per, per.min(vocab - k * per))).collect(), per_pass)
+}
+
+/// Windows of the table. The fp8 head, only past one binding: one pass per
+/// window ([`row_windows`]), each writing its rows' logits. The bf16 head,
+/// always: a pass per pair of windows ([`head_bf16_windows`]; one window,
+/// the whole table, when it fits a binding), each binding the table twice; a
+/// pass with one window binds it again as the empty second.
 fn wgsl_lm_head_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSplitPlan>> {
     let (arg, row_bytes) = head_table(a)?;
-    let Some(windows) = row_windows(a.kernel, arg, a.u32("vocab")? as u64, row_bytes, f.max_binding_bytes)? else {
-        return Ok(None);
-    };
+    let vocab = a.u32("vocab")? as u64;
+    let windows = row_windows(a.kernel, arg, vocab, row_bytes, f.max_binding_bytes)?;
+    let window = |(first, count): (u64, u64)| WgslWindow { arg, offset: first * row_bytes, bytes: count * row_bytes };
+    if a.kernel.symbol != LM_HEAD_LOGITS_BF16.symbol {
+        let Some(windows) = windows else { return Ok(None) };
+        let passes = windows
+            .iter()
+            .map(|&(first, count)| Ok(WgslSplitPass { pass: lm_head_pass(a, first, count, 0)?, windows: vec![window((first, count))] }))
+            .collect::<Result<_>>()?;
+        return Ok(Some(WgslSplitPlan { passes, workspace_bytes: 0 }));
+    }
+    let (windows, per_pass) = head_bf16_windows(vocab, windows, head_windows_per_pass());
     let passes = windows
-        .iter()
-        .map(|&(first, count)| {
-            Ok(WgslSplitPass {
-                pass: lm_head_pass(a, first, count)?,
-                windows: vec![WgslWindow { arg, offset: first * row_bytes, bytes: count * row_bytes }],
-            })
+        .chunks(per_pass)
+        .map(|pair| {
+            let (first, count) = pair[0];
+            let (second, count_b) = pair.get(1).copied().map_or(((first, count), 0), |w| (w, w.1));
+            Ok(WgslSplitPass { pass: lm_head_pass(a, first, count, count_b)?, windows: vec![window((first, count)), window(second)] })
         })
         .collect::<Result<_>>()?;
     Ok(Some(WgslSplitPlan { passes, workspace_bytes: 0 }))
@@ -158,15 +203,18 @@ fn cuda_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
 /// Logits per vector of the WGSL argmax's first pass, times its 256 invocations.
 const WGSL_ARGMAX_VEC_LOGITS: u64 = 256 * 4;
 /// First-pass workgroups, all rows together, below which the WGSL argmax
-/// cuts rows into shorter chunks (about one resident wave of 256-invocation
-/// workgroups on a large GPU).
-pub const WGSL_ARGMAX_TARGET_GROUPS: u64 = 1024;
+/// cuts rows into shorter chunks (about two resident waves of
+/// 256-invocation workgroups on a large GPU). H200, m = 16 × 262144 (GPU
+/// ms of both passes, two rounds, a process each): VECS 2 (2048 workgroups)
+/// 0.0179 / 0.0187, VECS 4 (1024, the target of 1024 before) 0.0197 /
+/// 0.0204, VECS 1 (4096) 0.0200 / 0.0200.
+pub const WGSL_ARGMAX_TARGET_GROUPS: u64 = 2048;
 
 /// Vectors of 4 logits per invocation of the WGSL argmax's first pass (the
 /// shader's `VECS`): 4 (4096-logit chunks) when those chunks already give
 /// [`WGSL_ARGMAX_TARGET_GROUPS`] workgroups, else 2, else 1 (1024-logit
 /// chunks), so a decode row (m = 1, vocab 262144) runs as 256 workgroups
-/// instead of 64.
+/// instead of 64 and the bench row (m = 16) as 2048.
 pub fn wgsl_argmax_vecs(m: u64, vocab: u64) -> u32 {
     for vecs in [4u32, 2] {
         if m.saturating_mul(vocab.div_ceil(WGSL_ARGMAX_VEC_LOGITS * vecs as u64)) >= WGSL_ARGMAX_TARGET_GROUPS {
@@ -180,10 +228,22 @@ pub fn wgsl_argmax_vecs(m: u64, vocab: u64) -> u32 {
 /// row ([`wgsl_argmax_vecs`]) to an (index, value) pair in the workspace
 /// (grid chunks × m), then `argmax_rows_final` reduces a row's pairs (grid
 /// m). `x0` = chunks per row.
+///
+/// `SWITCHYARD_WGSL_ARGMAX_VECS=1|2|4` (read once a process) forces `VECS`,
+/// to measure more or fewer first-pass workgroups on a device.
+///
+/// Most of the time is the two dispatches' own: on the H200 16 rows of 1024
+/// logits (64 KiB) take 0.0112 ms and one row of 262144 0.0114, against
+/// 0.0197 for the 16.8 MB bench row (GPU time, both passes), so 70% of copy
+/// (about 0.007 ms for 16.8 MB) is under what two dispatches cost empty.
 fn wgsl_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let forced = *OVERRIDE.get_or_init(|| {
+        std::env::var("SWITCHYARD_WGSL_ARGMAX_VECS").ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|v| [1, 2, 4].contains(v))
+    });
     let rows = a.u32("m")?;
     let vocab = a.u32("vocab")? as u64;
-    let vecs = wgsl_argmax_vecs(rows as u64, vocab);
+    let vecs = forced.unwrap_or_else(|| wgsl_argmax_vecs(rows as u64, vocab));
     let chunks = groups(a.kernel, vocab, WGSL_ARGMAX_VEC_LOGITS * vecs as u64)?;
     Ok(WgslPlan {
         passes: vec![
@@ -450,7 +510,9 @@ fn lm_head_bf16_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn argmax_cases(g: &mut Gen) -> Vec<Case> {
-    [(1, 7, -1, -1), (16, 4099, 3, -1), (3, 262, 5, 9), (2, 2, 0, 1), (3, 50001, 7, 40000)]
+    // The last: the decode bench shape, the only one here on the WGSL first
+    // pass's vector loads at VECS 2 (wgsl_argmax_vecs); the others run VECS 1.
+    [(1, 7, -1, -1), (16, 4099, 3, -1), (3, 262, 5, 9), (2, 2, 0, 1), (3, 50001, 7, 40000), (16, 262_144, 11, 200_000)]
         .into_iter()
         .map(|(m, vocab, ex0, ex1)| {
             let (mut l, _) = g.f32(m * vocab, -20.0, 20.0);
@@ -515,6 +577,7 @@ inventory::submit! { CaseSet { kernel: &LETTER_LOGITS_FP8, cases: letter_cases }
 mod tests {
     use super::*;
     use crate::sources;
+    use switchyard_core::KernelSig;
 
     #[test]
     fn the_cuda_argmax_uses_the_same_slice_constants() {
@@ -558,9 +621,62 @@ mod tests {
     }
 
     #[test]
+    fn the_bf16_head_reads_two_windows_a_pass_cut_at_whole_workgroups() {
+        let facts = |limit: u64| DeviceFacts {
+            multiprocessors: 0,
+            max_shared_bytes: 49_152,
+            subgroup_size: 32,
+            max_groups_per_dim: 65535,
+            max_binding_bytes: limit,
+            cuda_sm90a: false,
+            cuda_clusters: false,
+            wgsl_coopmat: false,
+        };
+        let plan = |kernel: &'static KernelSig, vocab: i32, hdim: i32, limit: u64| {
+            let args = [P(0x1000), P(0x2000), P(0x3000), P(0x4000), I(1), I(vocab), I(hdim), F(0.0)];
+            let args = if kernel.symbol == LM_HEAD_LOGITS_BF16.symbol { [&args[..3], &args[4..]].concat() } else { args.to_vec() };
+            wgsl_lm_head_split(&PlanArgs::new(kernel, &args), &facts(limit)).unwrap()
+        };
+        // Gemma's 2.8 GB table under a 2 GiB binding: one pass over two
+        // windows, the first cut at a multiple of 32 rows (row_windows gives 199728).
+        let p = plan(&LM_HEAD_LOGITS_BF16, 262_144, 5376, 1 << 31).unwrap();
+        assert_eq!(p.passes.len(), 1);
+        let (first, second) = (199_712u64, 262_144 - 199_712u64);
+        assert_eq!(first % WGSL_HEAD_ROWS_PER_GROUP, 0);
+        assert_eq!(p.passes[0].pass.extra, [0, first as u32, 0, second as u32]);
+        assert_eq!(p.passes[0].pass.grid, [8192, 1, 1]);
+        let row = 2 * 5376;
+        assert_eq!(
+            p.passes[0].windows,
+            vec![
+                WgslWindow { arg: "table", offset: 0, bytes: first * row },
+                WgslWindow { arg: "table", offset: first * row, bytes: second * row }
+            ]
+        );
+        // A table that fits: one pass, the whole table bound twice, no second window's rows.
+        let p = plan(&LM_HEAD_LOGITS_BF16, 1001, 136, 1 << 31).unwrap();
+        assert_eq!((p.passes.len(), p.passes[0].pass.extra), (1, [0, 1001, 0, 0]));
+        assert_eq!(p.passes[0].windows[0], p.passes[0].windows[1]);
+        // Many windows: pairs, each pass's first window a multiple of 32 rows.
+        let p = plan(&LM_HEAD_LOGITS_BF16, 1001, 136, 16 << 10).unwrap();
+        assert_eq!(p.passes.len(), 16);
+        assert!(p.passes.iter().all(|s| s.pass.extra[1] % 32 == 0 && s.pass.extra[1] + s.pass.extra[3] <= 64));
+        assert_eq!(p.passes.iter().map(|s| (s.pass.extra[1] + s.pass.extra[3]) as u64).sum::<u64>(), 1001);
+        // Fewer than 32 rows a binding: one window a pass, as row_windows cuts them.
+        let p = plan(&LM_HEAD_LOGITS_BF16, 40, 5376, 16 << 10).unwrap();
+        assert_eq!(p.passes.len(), 40);
+        assert!(p.passes.iter().all(|s| s.pass.extra[1] == 1 && s.pass.extra[3] == 0));
+        // The fp8 head keeps its plain plan when it fits, one window a pass past it.
+        assert!(plan(&LM_HEAD_LOGITS_FP8, 262_144, 5376, 1 << 31).is_none());
+        let p = plan(&LM_HEAD_LOGITS_FP8, 1001, 136, 16 << 10).unwrap();
+        assert!(p.passes.iter().all(|s| s.windows.len() == 1 && s.pass.extra[3] == 0));
+    }
+
+    #[test]
     fn wgsl_argmax_spreads_short_batches_over_more_chunks() {
-        assert_eq!(wgsl_argmax_vecs(16, 262_144), 4);
-        assert_eq!(wgsl_argmax_vecs(8, 262_144), 2);
+        assert_eq!(wgsl_argmax_vecs(32, 262_144), 4);
+        assert_eq!(wgsl_argmax_vecs(16, 262_144), 2);
+        assert_eq!(wgsl_argmax_vecs(8, 262_144), 1);
         assert_eq!(wgsl_argmax_vecs(1, 262_144), 1);
         assert_eq!(wgsl_argmax_vecs(1, 1), 1);
         let args = [P(0x1000), P(0x2000), P(0x3000), I(1), I(262_144), I(0), I(1)];
