@@ -171,10 +171,11 @@ kernels() { # one thing at a time on the GPU, each backend of BENCH_BACKENDS
         # 160 s: every case now runs 200 ms of launches before it is timed.
         step "bench $be" 160 "$OUT/bench_$be.md" "$S" bench --backend $be --iters $iters --json
         if [ "$be" = wgpu ]; then
-            # What limits the bf16 embed and head rows: zero against random
-            # tables, one window against two (cli/src/bench/cases.rs).
+            # What limits the bf16 embed, head and argmax rows: zero against random
+            # tables, one window against two, the two dispatches with no data (cli/src/bench/cases.rs).
             SWITCHYARD_BENCH_GATHER_DIAG=only step "bench wgpu gather diag" 90 "$OUT/bench_wgpu_gather_diag.md" "$S" bench --backend wgpu --iters 5 --filter embed_gather_bf16
             SWITCHYARD_BENCH_HEAD_DIAG=1 step "bench wgpu head diag" 60 "$OUT/bench_wgpu_head_diag.md" "$S" bench --backend wgpu --iters 5 --filter lm_head_logits
+            SWITCHYARD_BENCH_ARGMAX_DIAG=1 step "bench wgpu argmax diag" 40 "$OUT/bench_wgpu_argmax_diag.md" "$S" bench --backend wgpu --iters 5 --filter argmax_rows
         fi
         if [ -n "$BEFORE" ]; then
             step "bench $be (before)" 160 "$OUT/bench_${be}_before.md" "$BEFORE" bench --backend $be --iters $iters --json
