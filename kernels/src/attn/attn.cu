@@ -1,9 +1,7 @@
 // The decode entries: not launched as programmatic dependents (no `dependent-launch:` line):
 // with nothing to load before sy_wait_prior(), early-launched blocks would
-// only hold SM slots (an L2 prefetch of the chunk's first KV rows before the
-// wait measured no faster at batch 1 and 1.5% slower at batch 16, BENCHMARKS.md);
-// their sy_allow_next() at the start lets a GEMV after them launch early and
-// stream its weights meanwhile.
+// only hold SM slots; their sy_allow_next() at the start lets a GEMV after
+// them launch early and stream its weights meanwhile.
 // cluster-launch: x attention_decode_cl
 // Paged attention: flash-style prefill on the tensor cores, split-K decode
 // (two passes through plan workspace) on the CUDA cores.
@@ -324,8 +322,6 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill(
 #define DC_PG_RING 8
 #define DC_TEAM_EXTRA 2560
 #define DC_TEAM_TILES 8
-// attention_decode_cl: the most chunks a cluster combines.
-#define DC_MAX_CLUSTER 16
 
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool in) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(in ? 16 : 0));
@@ -771,9 +767,6 @@ __device__ __forceinline__ void decode_store(bf16* out, float* workspace, const 
 // writes workspace, and the cluster's blocks then each combine a 1/S share
 // of the group's outputs with attention_decode_reduce's arithmetic, reading
 // the chunks in chunk order (cluster rank = chunk), so both give the same bits.
-// Every chunk's (m, l) and o value are requested before any is used, so an
-// output waits one distributed-shared-memory round trip, not three per chunk
-// (S <= DC_MAX_CLUSTER: the body refuses larger clusters).
 __device__ __forceinline__ void decode_cluster_combine(bf16* __restrict__ out, const float* red, int nq, int hd, size_t row0) {
     cluster_sync();
     const int S = gridDim.x, rank = (int)cluster_rank();
@@ -781,32 +774,23 @@ __device__ __forceinline__ void decode_cluster_combine(bf16* __restrict__ out, c
     const int outs = nq * hd, per = (outs + S - 1) / S;
     for (int o = rank * per + threadIdx.x; o < min(outs, (rank + 1) * per); o += blockDim.x) {
         const int hq = o / hd, d = o % hd;
-        float m[DC_MAX_CLUSTER], l[DC_MAX_CLUSTER], x[DC_MAX_CLUSTER];
-#pragma unroll
-        for (int s = 0; s < DC_MAX_CLUSTER; ++s) {
-            if (s < S) {
-                m[s] = ld_cluster_f32(ml + 2 * hq, (unsigned)s);
-                l[s] = ld_cluster_f32(ml + 2 * hq + 1, (unsigned)s);
-                x[s] = ld_cluster_f32(red + (size_t)hq * hd + d, (unsigned)s);
-            }
-        }
         bool any = false, nan = false;
         float big = -SY_INF;
-#pragma unroll
-        for (int s = 0; s < DC_MAX_CLUSTER; ++s) {
-            if (s >= S || m[s] == -SY_INF || l[s] == 0.0f) continue;
+        for (int s = 0; s < S; ++s) {
+            const float m = ld_cluster_f32(ml + 2 * hq, (unsigned)s), l = ld_cluster_f32(ml + 2 * hq + 1, (unsigned)s);
+            if (m == -SY_INF || l == 0.0f) continue;
             any = true;
-            if (m[s] != m[s]) nan = true; else big = fmaxf(big, m[s]);
+            if (m != m) nan = true; else big = fmaxf(big, m);
         }
         bf16 v = SY_NAN_BF16;
         if (any && !nan) {
             float den = 0.0f, num = 0.0f;
-#pragma unroll
-            for (int s = 0; s < DC_MAX_CLUSTER; ++s) {
-                if (s >= S || m[s] == -SY_INF || l[s] == 0.0f) continue;
-                const float w = expf(m[s] - big);
-                den += w * l[s];
-                num += w * x[s];
+            for (int s = 0; s < S; ++s) {
+                const float m = ld_cluster_f32(ml + 2 * hq, (unsigned)s), l = ld_cluster_f32(ml + 2 * hq + 1, (unsigned)s);
+                if (m == -SY_INF || l == 0.0f) continue;
+                const float w = expf(m - big);
+                den += w * l;
+                num += w * ld_cluster_f32(red + (size_t)hq * hd + d, (unsigned)s);
             }
             v = f32_to_bf16(num / den);
         }
@@ -848,9 +832,7 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
     static_assert(!(CLUSTER && TEAMS), "teams never run as a cluster");
     extern __shared__ __align__(16) unsigned char dsm[];
     // The plan refuses these (and, with TEAMS, blocks that are not whole teams).
-    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0 || (TEAMS && blockDim.x % DC_THREADS != 0) ||
-        (CLUSTER && gridDim.x > DC_MAX_CLUSTER))
-        return;
+    if (nkv <= 0 || nh % nkv != 0 || hd <= 0 || hd > 512 || hd % 8 != 0 || (TEAMS && blockDim.x % DC_THREADS != 0)) return;
     const int G = nh / nkv, QG = (G + 7) / 8;
     const int s = blockIdx.x, kvh = blockIdx.y / QG, b = blockIdx.z;
     const int h0 = kvh * G + (blockIdx.y % QG) * 8, nq = min(8, kvh * G + G - h0);

@@ -1010,7 +1010,6 @@ mod tests {
         assert!(cu.contains(&format!("#define DC_TEAM_EXTRA {CUDA_DECODE_TEAM_EXTRA}\n")));
         assert!(cu.contains(&format!("#define DC_MAX_TEAMS {CUDA_DECODE_MAX_TEAMS}\n")));
         assert!(cu.contains(&format!("#define DC_TEAM_TILES {CUDA_DECODE_TEAM_TILES}\n")));
-        assert!(cu.contains(&format!("#define DC_MAX_CLUSTER {CUDA_DECODE_MAX_CLUSTER}\n")));
     }
 
     fn args(kernel: &'static KernelSig, named: &[(&str, i32)]) -> Vec<switchyard_core::Arg> {
