@@ -175,6 +175,7 @@ kernels() { # one thing at a time on the GPU, each backend of BENCH_BACKENDS
             # tables, one window against two, the two dispatches with no data (cli/src/bench/cases.rs).
             SWITCHYARD_BENCH_GATHER_DIAG=only step "bench wgpu gather diag" 90 "$OUT/bench_wgpu_gather_diag.md" "$S" bench --backend wgpu --iters 5 --filter embed_gather_bf16
             SWITCHYARD_BENCH_HEAD_DIAG=1 step "bench wgpu head diag" 60 "$OUT/bench_wgpu_head_diag.md" "$S" bench --backend wgpu --iters 5 --filter lm_head_logits
+            SWITCHYARD_BENCH_HEAD_DIAG=1 SWITCHYARD_WGSL_HEAD_HALVES=1 step "bench wgpu head diag, fitting tables as two windows" 60 "$OUT/bench_wgpu_head_halves.md" "$S" bench --backend wgpu --iters 5 --filter lm_head_logits_bf16
             SWITCHYARD_BENCH_ARGMAX_DIAG=1 step "bench wgpu argmax diag" 40 "$OUT/bench_wgpu_argmax_diag.md" "$S" bench --backend wgpu --iters 5 --filter argmax_rows
         fi
         if [ -n "$BEFORE" ]; then

@@ -112,14 +112,35 @@ fn head_windows_per_pass() -> usize {
     })
 }
 
+/// Measurement override, read once a process: `SWITCHYARD_WGSL_HEAD_HALVES=1`
+/// binds a bf16 table that fits one binding as two windows of one pass. On
+/// the H200 the 2.8 GB table read as two windows a pass timed 0.61 ms, while
+/// a one-window pass over half of it took 0.72-0.75 ms (BENCHMARKS.md, ninth
+/// session); this separates two bindings a pass from the table itself at
+/// the default shape's 1.34 GB, which fits one binding.
+fn head_halves() -> bool {
+    static OVERRIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OVERRIDE.get_or_init(|| std::env::var("SWITCHYARD_WGSL_HEAD_HALVES").ok().as_deref().map(str::trim) == Some("1"))
+}
+
 /// The bf16 head's windows and how many a pass binds: `windows` (from
 /// [`row_windows`]) recut at a multiple of [`WGSL_HEAD_ROWS_PER_GROUP`] rows,
 /// `per_pass` of them a pass, so no workgroup's rows straddle the two
 /// windows of a pass (the shader picks one binding per slice of rows). A
 /// binding that holds fewer than that many rows, or `per_pass` 1, keeps the
 /// windows as cut and runs one a pass.
-fn head_bf16_windows(vocab: u64, windows: Option<Vec<(u64, u64)>>, per_pass: usize) -> (Vec<(u64, u64)>, usize) {
-    let Some(windows) = windows else { return (vec![(0, vocab)], per_pass) };
+///
+/// `halves` (`SWITCHYARD_WGSL_HEAD_HALVES=1`, [`head_halves`]) cuts a table
+/// that fits one binding into two windows of one pass as well, at a multiple
+/// of [`WGSL_HEAD_ROWS_PER_GROUP`] rows.
+fn head_bf16_windows(vocab: u64, windows: Option<Vec<(u64, u64)>>, per_pass: usize, halves: bool) -> (Vec<(u64, u64)>, usize) {
+    let Some(windows) = windows else {
+        let half = vocab.div_ceil(2).div_ceil(WGSL_HEAD_ROWS_PER_GROUP) * WGSL_HEAD_ROWS_PER_GROUP;
+        if halves && per_pass >= 2 && half < vocab {
+            return (vec![(0, half), (half, vocab - half)], 2);
+        }
+        return (vec![(0, vocab)], per_pass);
+    };
     let per = windows[0].1 / WGSL_HEAD_ROWS_PER_GROUP * WGSL_HEAD_ROWS_PER_GROUP;
     if per_pass < 2 || per == 0 {
         return (windows, 1);
@@ -145,7 +166,7 @@ fn wgsl_lm_head_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSplitP
             .collect::<Result<_>>()?;
         return Ok(Some(WgslSplitPlan { passes, workspace_bytes: 0 }));
     }
-    let (windows, per_pass) = head_bf16_windows(vocab, windows, head_windows_per_pass());
+    let (windows, per_pass) = head_bf16_windows(vocab, windows, head_windows_per_pass(), head_halves());
     let passes = windows
         .chunks(per_pass)
         .map(|pair| {
@@ -618,6 +639,18 @@ mod tests {
         // ARGMAX_TARGET_BLOCKS rows: every row cut into slices must be one of them.
         assert_eq!(argmax_slices(ARGMAX_TARGET_BLOCKS, usize::MAX / 2), 1);
         assert!(argmax_slices(ARGMAX_TARGET_BLOCKS - 1, usize::MAX / 2) > 1);
+    }
+
+    #[test]
+    fn the_halves_override_cuts_a_fitting_bf16_table_at_whole_workgroups() {
+        assert_eq!(head_bf16_windows(262_144, None, 2, true), (vec![(0, 131_072), (131_072, 131_072)], 2));
+        assert_eq!(head_bf16_windows(97, None, 2, true), (vec![(0, 64), (64, 33)], 2));
+        // Too small to cut, one window a pass asked for, or the override off: the whole table.
+        assert_eq!(head_bf16_windows(32, None, 2, true), (vec![(0, 32)], 2));
+        assert_eq!(head_bf16_windows(97, None, 1, true), (vec![(0, 97)], 1));
+        assert_eq!(head_bf16_windows(97, None, 2, false), (vec![(0, 97)], 2));
+        // A table past one binding keeps its own windows.
+        assert_eq!(head_bf16_windows(100, Some(vec![(0, 70), (70, 30)]), 2, true), (vec![(0, 64), (64, 36)], 2));
     }
 
     #[test]
