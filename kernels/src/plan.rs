@@ -121,6 +121,13 @@ pub fn positive(a: &PlanArgs, name: &str) -> Result<u32> {
     }
 }
 
+/// A plan's measurement override (`SWITCHYARD_WGSL_*`, `SWITCHYARD_CUDA_*`):
+/// `name`'s value when it parses as a `u32` that `allowed` accepts, else
+/// `None`; read once a process into `cell`, the caller's own static.
+pub(crate) fn env_override(cell: &'static std::sync::OnceLock<Option<u32>>, name: &str, allowed: impl Fn(u32) -> bool) -> Option<u32> {
+    *cell.get_or_init(|| std::env::var(name).ok()?.trim().parse::<u32>().ok().filter(|&v| allowed(v)))
+}
+
 /// One CUDA kernel launch of a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CudaPass {

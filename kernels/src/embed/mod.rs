@@ -2,7 +2,9 @@
 use crate::norm::{norm_block, persistent_rows};
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{positive, row_windows, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WgslSplitPass, WgslSplitPlan, WgslWindow};
+use crate::plan::{
+    env_override, positive, row_windows, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WgslSplitPass, WgslSplitPlan, WgslWindow,
+};
 use switchyard_core::codec::{bf16_round, bytes};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
@@ -75,9 +77,7 @@ fn gather_table(a: &PlanArgs) -> Result<(&'static str, u64, u64)> {
 /// overrides it (read once a process) to measure other values on a device.
 fn gather_rows_per_group(rows: u32) -> u32 {
     static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    let forced = *OVERRIDE.get_or_init(|| {
-        std::env::var("SWITCHYARD_WGSL_GATHER_RPG").ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|v| (1..=16).contains(v))
-    });
+    let forced = env_override(&OVERRIDE, "SWITCHYARD_WGSL_GATHER_RPG", |v| (1..=16).contains(&v));
     forced.unwrap_or(if rows >= 2048 { 2 } else { 1 })
 }
 
@@ -106,11 +106,11 @@ fn gather_pass(a: &PlanArgs, first: u64, count: u64, count_b: u64, writes_nan: b
 /// pass over the output rows instead of two. `SWITCHYARD_WGSL_GATHER_WINDOWS=1`
 /// (read once a process) runs one window a pass, the plan before, to measure.
 fn gather_windows_per_pass() -> usize {
-    static OVERRIDE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *OVERRIDE.get_or_init(|| match std::env::var("SWITCHYARD_WGSL_GATHER_WINDOWS").ok().as_deref().map(str::trim) {
-        Some("1") => 1,
-        _ => 2,
-    })
+    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    match env_override(&OVERRIDE, "SWITCHYARD_WGSL_GATHER_WINDOWS", |v| v == 1) {
+        Some(_) => 1,
+        None => 2,
+    }
 }
 
 /// The fp8 embed's LUT entry: the workgroup's rows as one run of 16-code

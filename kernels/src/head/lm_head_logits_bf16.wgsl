@@ -19,10 +19,12 @@
 // H200, m = 1, vocab 262144, hdim 5376 (benchmarks/2026-12-02-wgpu-head2-h200, one
 // call, GPU time, a process each): this one-pass plan 0.6150 ms (4.58
 // TB/s, the CUDA kernel's rate at this shape), one window a pass 1.4366 ms,
-// the build before 1.4379. That process also ran half the vocabulary (one
-// window, one pass, the code a pass of the one-window plan runs) at 0.3151
-// ms, as fast a byte: part of the 2.3x may be that process's, not the
-// plan's, until a repeat says otherwise.
+// the build before 1.4379. A repeat (benchmarks/2026-12-02-final9-h200,
+// alternating processes) gave 0.6127 / 0.6142 against 1.4465 / 1.4390 by
+// the timestamps, but one of its two one-pass processes had the two-pass
+// wall time, and half the vocabulary in one window ran at 0.72-0.75 ms
+// there (0.3151 in the first call): not established.
+// SWITCHYARD_WGSL_HEAD_HALVES=1 (head/mod.rs) is the next measurement.
 // Workgroups of 16 or 8 rows (two or four slices sharing a row set) 1.4160
 // / 1.5037 ms, one pass each; earlier, 2 vectors of each row in flight
 // measured the same as 1, and walking the 4 rows one after the other 1.5x

@@ -4,7 +4,8 @@
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{
-    groups, positive, row_windows, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WgslSplitPass, WgslSplitPlan, WgslWindow,
+    env_override, groups, positive, row_windows, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WgslSplitPass,
+    WgslSplitPlan, WgslWindow,
 };
 use switchyard_core::codec::{bytes, fp8};
 use switchyard_core::compare::Tolerance;
@@ -101,15 +102,15 @@ fn wgsl_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
 /// (embed/mod.rs), so the 2.8 GB Gemma table (two windows under a 2 GiB
 /// binding) is one pass over the vocabulary instead of two.
 /// `SWITCHYARD_WGSL_HEAD_WINDOWS=1` (read once a process) runs one window a
-/// pass, the plan before, to measure. H200, m = 1 at that shape, one call,
-/// a process each (GPU ms): 0.6150 two windows a pass, 1.4366 one, 1.4379
-/// the build before (lm_head_logits_bf16.wgsl has the caveat).
+/// pass, the plan before, to measure. H200, m = 1 at that shape, a process
+/// each (GPU ms): 0.6150 / 0.6127 / 0.6142 two windows a pass, 1.4366 /
+/// 1.4465 / 1.4390 one (lm_head_logits_bf16.wgsl has the caveat).
 fn head_windows_per_pass() -> usize {
-    static OVERRIDE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *OVERRIDE.get_or_init(|| match std::env::var("SWITCHYARD_WGSL_HEAD_WINDOWS").ok().as_deref().map(str::trim) {
-        Some("1") => 1,
-        _ => 2,
-    })
+    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    match env_override(&OVERRIDE, "SWITCHYARD_WGSL_HEAD_WINDOWS", |v| v == 1) {
+        Some(_) => 1,
+        None => 2,
+    }
 }
 
 /// Measurement override, read once a process: `SWITCHYARD_WGSL_HEAD_HALVES=1`
@@ -119,8 +120,8 @@ fn head_windows_per_pass() -> usize {
 /// session); this separates two bindings a pass from the table itself at
 /// the default shape's 1.34 GB, which fits one binding.
 fn head_halves() -> bool {
-    static OVERRIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OVERRIDE.get_or_init(|| std::env::var("SWITCHYARD_WGSL_HEAD_HALVES").ok().as_deref().map(str::trim) == Some("1"))
+    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    env_override(&OVERRIDE, "SWITCHYARD_WGSL_HEAD_HALVES", |v| v == 1).is_some()
 }
 
 /// The bf16 head's windows and how many a pass binds: `windows` (from
@@ -259,9 +260,7 @@ pub fn wgsl_argmax_vecs(m: u64, vocab: u64) -> u32 {
 /// (about 0.007 ms for 16.8 MB) is under what two dispatches cost empty.
 fn wgsl_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    let forced = *OVERRIDE.get_or_init(|| {
-        std::env::var("SWITCHYARD_WGSL_ARGMAX_VECS").ok().and_then(|v| v.trim().parse::<u32>().ok()).filter(|v| [1, 2, 4].contains(v))
-    });
+    let forced = env_override(&OVERRIDE, "SWITCHYARD_WGSL_ARGMAX_VECS", |v| [1, 2, 4].contains(&v));
     let rows = a.u32("m")?;
     let vocab = a.u32("vocab")? as u64;
     let vecs = forced.unwrap_or_else(|| wgsl_argmax_vecs(rows as u64, vocab));
