@@ -4,17 +4,19 @@
 use crate::ctx::Ctx;
 use crate::gemm::{elems, mnk, product};
 use crate::moe_expert::gelu_tanh;
-use crate::norm::{layer_out_row, rmsnorm_row};
+use crate::norm::{layer_out_row, rmsnorm_row, sandwich_sum};
 use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
 use switchyard_core::{Error, Result};
 use switchyard_kernels::gemv::{
-    DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, DENSE_GEMV_RMSNORM_BF16, GEMV_MAX_M,
+    DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, DENSE_GEMV_RMSNORM_BF16,
+    DENSE_GEMV_SANDWICH_GELU_MUL_BF16, GEMV_MAX_M,
 };
 
 register!(DENSE_GEMV_BF16 => dense_gemv);
 register!(DENSE_GEMV_RMSNORM_BF16 => dense_gemv_rmsnorm);
 register!(DENSE_GEMV_GELU_MUL_BF16 => dense_gemv_gelu_mul);
 register!(DENSE_GEMV_LAYER_OUT_RMSNORM_BF16 => dense_gemv_layer_out_rmsnorm);
+register!(DENSE_GEMV_SANDWICH_GELU_MUL_BF16 => dense_gemv_sandwich_gelu_mul);
 
 /// The activation rows `a [m, k]` as f32, after checking `m`.
 fn activations(c: &Ctx<'_>) -> Result<Vec<f32>> {
@@ -114,11 +116,32 @@ fn segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<()> {
 }
 
 fn dense_gemv_gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
+    let a = activations(c)?;
+    gated(c, &a)
+}
+
+/// The sandwich's reference on the one row: `resid_out` into `a` (its bf16
+/// bits), then the gated GEMV of its normed row.
+fn dense_gemv_sandwich_gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
+    one_row(c)?;
+    let (_, _, k) = mnk(c)?;
+    let eps = c.f32("eps")?;
+    let mid = c.bf16(c.buf("mid")?, 0, k)?;
+    let x = c.bf16(c.buf("x")?, 0, k)?;
+    let w_post = c.opt_buf("w_post")?.map(|w| c.bf16(w, 0, k)).transpose()?;
+    let w_pre = c.bf16(c.buf("norm_w")?, 0, k)?;
+    let sum = sandwich_sum(&mid, &x, w_post.as_deref(), eps);
+    c.put_bf16(c.buf("a")?, 0, &sum.iter().map(|&v| bf16_bits(v)).collect::<Vec<_>>())?;
+    let hn: Vec<f32> = rmsnorm_row(&sum, eps, Some(&w_pre)).into_iter().map(bf16_value).collect();
+    gated(c, &hn)
+}
+
+/// The gated GEMV of the activation rows `a` into `c`.
+fn gated(c: &mut Ctx<'_>, a: &[f32]) -> Result<()> {
     let kernel = c.kernel();
     let (m, n, _) = mnk(c)?;
     let rows = n.checked_mul(2).ok_or_else(|| Error::invalid(kernel, "n", "2 · n overflows"))?;
-    let a = activations(c)?;
-    let (m, _, acc) = sums(c, &a, rows, elems(kernel, "c", m, n)?)?;
+    let (m, _, acc) = sums(c, a, rows, elems(kernel, "c", m, n)?)?;
     let mut bits = Vec::with_capacity(m * n);
     for r in acc.chunks_exact(rows) {
         let (gate, up) = r.split_at(n);

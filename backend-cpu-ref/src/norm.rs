@@ -70,14 +70,19 @@ fn post_norm_add_pre_norm(c: &mut Ctx<'_>) -> Result<()> {
     for r in 0..c.size("rows")? {
         let xr = c.bf16(x, r * dim, dim)?;
         let rr = c.bf16(resid, r * dim, dim)?;
-        let t = round_all(normalize(&xr, eps, w_post.as_deref()));
-        let sum = round_all(rr.iter().zip(&t).map(|(&a, &b)| a + b).collect());
+        let sum = sandwich_sum(&rr, &xr, w_post.as_deref(), eps);
         c.put_bf16(resid_out, r * dim, &to_bits(&sum))?;
         if let Some(normed) = normed {
             c.put_bf16(normed, r * dim, &to_bits(&normalize(&sum, eps, w_pre.as_deref())))?;
         }
     }
     Ok(())
+}
+
+/// One row of the sandwich's `resid_out`, `bf16(resid + bf16(rmsnorm(x; w_post)))`, as f32.
+pub(crate) fn sandwich_sum(resid: &[f32], x: &[f32], w_post: Option<&[f32]>, eps: f32) -> Vec<f32> {
+    let t = round_all(normalize(x, eps, w_post));
+    round_all(resid.iter().zip(&t).map(|(&a, &b)| a + b).collect())
 }
 
 fn layer_out(c: &mut Ctx<'_>) -> Result<()> {

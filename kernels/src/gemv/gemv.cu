@@ -24,6 +24,7 @@
 // loads overlap the end of the launch before it.
 // dependent-launch: dense_gemv_bf16 dense_gemv_gelu_mul_bf16 dense_gemv_bf16_m1 dense_gemv_gelu_mul_bf16_m1 dense_gemv_rmsnorm_bf16 dense_gemv_rmsnorm_bf16_x2
 // dependent-launch: dense_gemv_layer_out_rmsnorm_bf16 dense_gemv_layer_out_rmsnorm_bf16_x2
+// dependent-launch: dense_gemv_sandwich_gelu_mul_bf16 dense_gemv_sandwich_gelu_mul_bf16_whole
 
 #define GEMV_WARPS 8
 #define GEMV_ROWS (GEMV_WARPS * 16)
@@ -39,6 +40,8 @@
 // Gemma's q/k/v (K = 2560: 10 chunks a row) in one batch, so every weight
 // load of the launch is issued before the wait and the norm prologue.
 #define GEMV_M1C_PAIR 20
+// Warps of the largest m = 1 block (the sandwich's whole-row entry at 16 slots).
+#define GEMV_M1_MAX_WARPS 16
 
 
 // Where output column j of row i goes in dense_gemv_bf16's segmented layout.
@@ -95,7 +98,7 @@ struct LayerOut {
     const bf16* mid;    // the residual stream before the layer's output norm
     const bf16* x;      // the sub-block output that norm takes
     const bf16* w_post; // its weight (null: unscaled)
-    const float* scalar;
+    const float* scalar; // null: 1 (the sandwich's residual add, which has no layer scalar)
 };
 
 // Every block of an m = 1 launch forms the layer's output row into `row`
@@ -103,12 +106,14 @@ struct LayerOut {
 // order as gemv_m1_inv_rms), t = bf16(x · inv1 · w_post), s = bf16(mid + t),
 // out = bf16(s · scalar); block 0 also stores it. Returns the input norm's
 // inv over the rounded row (its Σ out² in element order within a thread).
+// With no scalar, out = s: the sandwich's resid_out
+// (post_norm_add_pre_norm_bf16 rounds t and s the same way).
 __device__ __forceinline__ float gemv_m1_layer_out(const LayerOut& lo, int k, float eps, float* __restrict__ red, bf16* __restrict__ row) {
     const int nthreads = blockDim.x * blockDim.y * blockDim.z;
     const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const float inv1 = gemv_m1_inv_rms(lo.x, k, eps, red);
     __syncthreads(); // red is reused below
-    const float scalar = *lo.scalar;
+    const float scalar = lo.scalar ? *lo.scalar : 1.0f;
     float ss = 0.0f;
     for (int ch = t; ch < k / 8; ch += nthreads) {
         const uint4 xv = ld_nc16(lo.x + (size_t)ch * 8), mv = ld_nc16(lo.mid + (size_t)ch * 8);
@@ -191,14 +196,17 @@ __device__ __forceinline__ void gemv_m1_store(bf16* __restrict__ c, int j, int n
 // LAYER_OUT (dense_gemv_layer_out_rmsnorm_bf16): the NORM form whose
 // activation row is first formed from the previous layer's output norm
 // (gemv_m1_layer_out) into shared memory, which the stream then reads.
+// With GELU (dense_gemv_sandwich_gelu_mul_bf16) the row is the sandwich's
+// resid_out (no layer scalar) and the norm its pre-norm.
 template <bool GELU, bool NORM = false, bool PAIR = false, bool LAYER_OUT = false, int CB = GEMV_M1C>
 __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, int n, int k, int seg1, int seg2,
                         const bf16* __restrict__ norm_w = nullptr, float eps = 0.0f, const LayerOut* lo = nullptr) {
     static_assert(NORM || !LAYER_OUT, "the layer output feeds the fused norm");
     extern __shared__ __align__(16) unsigned char gemv_m1_row[];
-    static_assert(!(GELU && NORM) && !(GELU && PAIR), "the fused norm and the pairs have the plain epilogue");
-    __shared__ float slice_sum[GEMV_WARPS][2];
-    __shared__ float norm_red[GEMV_WARPS];
+    static_assert(!(GELU && PAIR), "the pairs have the plain epilogue");
+    // One entry per warp of the largest block an m = 1 plan launches.
+    __shared__ float slice_sum[GEMV_M1_MAX_WARPS][2];
+    __shared__ float norm_red[GEMV_M1_MAX_WARPS];
     const int lane = threadIdx.x, y = threadIdx.y, z = threadIdx.z, slices = blockDim.y;
     const int j = (PAIR ? 2 : 1) * (blockIdx.x * blockDim.z + z);
     constexpr int R = GELU || PAIR ? 2 : 1;
@@ -458,6 +466,27 @@ extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_layer_out_rmsnor
     const float* __restrict__ layer_scalar, float* __restrict__ workspace) {
     const LayerOut lo{a, mid, x, w_post, layer_scalar};
     gemv_m1<false, true, true, true, GEMV_M1C_PAIR>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps, &lo);
+}
+
+// The sandwich between attention and MLP (post_norm_add_pre_norm_bf16 of
+// one row: `a` = resid_out, block 0 stores it), then the gated GEMV over its
+// normed row, which stays in shared memory. m = 1 only. The slices form
+// (the gated _m1 geometry) and the whole-row form: one warp a gate/up row
+// pair over all of K, every weight load of the lane issued before the wait
+// and the prologue (K <= 3072), up to 16 warps a block so that the prologue
+// (every block reads and reduces the row twice) serves more outputs.
+extern "C" __global__ void __launch_bounds__(256, 3) dense_gemv_sandwich_gelu_mul_bf16(
+    bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k, const bf16* __restrict__ norm_w,
+    float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post, float* __restrict__ workspace) {
+    const LayerOut lo{a, mid, x, w_post, nullptr};
+    gemv_m1<true, true, false, true>(a, b, c, (int)n, (int)k, 0, 0, norm_w, eps, &lo);
+}
+
+extern "C" __global__ void __launch_bounds__(512, 1) dense_gemv_sandwich_gelu_mul_bf16_whole(
+    bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k, const bf16* __restrict__ norm_w,
+    float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post, float* __restrict__ workspace) {
+    const LayerOut lo{a, mid, x, w_post, nullptr};
+    gemv_m1<true, true, false, true, GEMV_M1C_PAIR>(a, b, c, (int)n, (int)k, 0, 0, norm_w, eps, &lo);
 }
 
 // The fused input norm (m = 1 only; the plan refuses other m): the

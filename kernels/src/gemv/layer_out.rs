@@ -1,8 +1,8 @@
 //! The previous layer's output norm fused into the next layer's q/k/v GEMV
 //! (batch-1 decode): one launch where the graph ran `layer_out_bf16` and
 //! then `dense_gemv_rmsnorm_bf16`.
-use super::{cuda_dense_gemv_rmsnorm, gemv_rmsnorm_operands, wgsl_dense_gemv_rmsnorm, NORMED_NMSE, NORM_GEMV_SHAPES};
-use crate::ops::{bf16s, optional, region, require, words, Ops};
+use super::{cuda_dense_gemv_rmsnorm, fused_row_checks, gemv_rmsnorm_operands, wgsl_dense_gemv_rmsnorm, NORMED_NMSE, NORM_GEMV_SHAPES};
+use crate::ops::{bf16s, optional, region, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::compare::Tolerance;
@@ -97,15 +97,7 @@ impl Ops {
     ) -> Result<()> {
         let s = DENSE_GEMV_LAYER_OUT_RMSNORM_BF16.symbol;
         let mut args = gemv_rmsnorm_operands(s, row.out, b, c, n, k, segs, norm_w, eps)?;
-        for (name, r) in [("mid", Some(row.mid)), ("x", Some(row.x)), ("w_post", row.w_post)] {
-            let addr = r.map_or(0, |r| r.addr());
-            require(addr.is_multiple_of(16), s, name, || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
-        }
-        for (name, r) in [("mid", row.mid), ("x", row.x)] {
-            let (lo, hi) = (r.addr(), r.addr().saturating_add(2 * k as u64));
-            let (alo, ahi) = (row.out.addr(), row.out.addr().saturating_add(2 * k as u64));
-            require(hi <= alo || ahi <= lo, s, name, || "it overlaps `a` (every block reads it while block 0 writes `a`)".to_string())?;
-        }
+        fused_row_checks(s, row.out, k, &[("mid", Some(row.mid)), ("x", Some(row.x)), ("w_post", row.w_post)])?;
         args.extend([
             region(row.mid, bf16s(k)),
             region(row.x, bf16s(k)),

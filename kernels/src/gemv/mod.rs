@@ -28,7 +28,9 @@ use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
 mod layer_out;
+mod sandwich;
 pub use layer_out::{LayerOutRow, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16};
+pub use sandwich::{SandwichRow, DENSE_GEMV_SANDWICH_GELU_MUL_BF16};
 
 /// Largest M the GEMV kernels take.
 pub const GEMV_MAX_M: usize = 16;
@@ -198,6 +200,19 @@ fn one_row(a: &PlanArgs) -> Result<()> {
     }
 }
 
+/// The dynamic shared memory of a fused-norm entry's row (`k` bf16), if the
+/// device has that much a block.
+fn shared_row_bytes(a: &PlanArgs, facts: &DeviceFacts, k: u64) -> Result<u32> {
+    u32::try_from(2 * k).ok().filter(|b| *b <= facts.max_shared_bytes).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "kernel {}: k = {k} needs {} bytes of shared memory for the normalised row; the device allows {}",
+            a.kernel.symbol,
+            2 * k,
+            facts.max_shared_bytes
+        ))
+    })
+}
+
 /// The m = 1 GEMV's geometry, run by the kernel's own entry (the `_m1` path
 /// with the norm in its prologue: every block first reduces the row's Σ a²).
 ///
@@ -209,14 +224,7 @@ fn one_row(a: &PlanArgs) -> Result<()> {
 fn cuda_dense_gemv_rmsnorm(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
     one_row(a)?;
     let (n, k) = (u64::from(a.u32("n")?), u64::from(a.u32("k")?));
-    let row_bytes = u32::try_from(2 * k).ok().filter(|b| *b <= facts.max_shared_bytes).ok_or_else(|| {
-        Error::Unsupported(format!(
-            "kernel {}: k = {k} needs {} bytes of shared memory for the normalised row; the device allows {}",
-            a.kernel.symbol,
-            2 * k,
-            facts.max_shared_bytes
-        ))
-    })?;
+    let row_bytes = shared_row_bytes(a, facts, k)?;
     let mut plan = if n >= 2 && k / 8 <= 32 * CUDA_M1_LOADS_PER_LANE {
         let grid = [groups(a.kernel, n.div_ceil(2), 8)?, 1, 1];
         let pass = CudaPass { entry: "dense_gemv_rmsnorm_bf16_x2", grid, block: [32, 1, 8], shared_bytes: 0 };
@@ -468,6 +476,22 @@ fn gemv_rmsnorm_operands(
     Ok(args)
 }
 
+/// The row inputs of a kernel that forms its activation row from them
+/// (`layer_out`, the sandwich): each 16-byte aligned (vector loads), and
+/// none overlapping the `k`-element row `out`, which block 0 writes while
+/// every block reads them.
+fn fused_row_checks(s: &str, out: Region, k: usize, inputs: &[(&str, Option<Region>)]) -> Result<()> {
+    let (olo, ohi) = (out.addr(), out.addr().saturating_add(2 * k as u64));
+    for &(name, r) in inputs {
+        let Some(r) = r else { continue };
+        let addr = r.addr();
+        require(addr.is_multiple_of(16), s, name, || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
+        let hi = addr.saturating_add(2 * k as u64);
+        require(hi <= olo || ohi <= addr, s, name, || "it overlaps `a` (every block reads it while block 0 writes `a`)".to_string())?;
+    }
+    Ok(())
+}
+
 impl Ops {
     /// See [`DENSE_GEMV_BF16`]. `segs = [seg1, seg2]`; `[n, n]` is the plain layout.
     #[allow(clippy::too_many_arguments)]
@@ -702,6 +726,38 @@ mod tests {
         let w = wgsl_layer_out_gemv(&pa, &wgpu_facts(1 << 31)).unwrap();
         assert_eq!((w.passes[0].entry, w.passes[0].grid), ("dense_gemv_layer_out_rmsnorm_bf16", [1, 1, 1]));
         assert!(w.passes[1..].iter().all(|p| p.entry.starts_with("dense_gemv_rmsnorm_bf16")), "{w:?}");
+    }
+
+    #[test]
+    fn the_sandwich_gemv_streams_whole_rows_at_gemma_sizes_and_keeps_its_row_ahead_of_the_partials() {
+        use sandwich::{cuda_sandwich_gemv, wgsl_sandwich_gemv};
+        let p = P(0x1000);
+        let args = |m: u32, n: u32, k: u32| vec![p, p, p, U(m), U(n), U(k), p, F(1e-6), p, p, P(0)];
+        // Gemma's gate/up at hidden 2560: a warp an output over all of K, sixteen outputs a block.
+        let a = args(1, 10240, 2560);
+        let pa = PlanArgs::new(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &a);
+        let c = cuda_sandwich_gemv(&pa, &facts(132)).unwrap();
+        assert_eq!((c.passes.len(), c.passes[0].entry, c.passes[0].grid), (1, "dense_gemv_sandwich_gelu_mul_bf16_whole", [640, 1, 1]));
+        assert_eq!((c.passes[0].block, c.passes[0].shared_bytes), ([32, 1, 16], 2 * 2560));
+        // Hidden 5376: the gated slices geometry under the kernel's own entry.
+        let a = args(1, 21504, 5376);
+        let c = cuda_sandwich_gemv(&PlanArgs::new(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &a), &facts(132)).unwrap();
+        assert_eq!((c.passes[0].entry, c.passes[0].block, c.passes[0].shared_bytes), ("dense_gemv_sandwich_gelu_mul_bf16", [32, 4, 2], 2 * 5376));
+        // WGSL: the row pass, then the gated GEMV's own entries with the
+        // partial sums past the packed row (k / 2 words).
+        let w = wgsl_sandwich_gemv(&pa, &wgpu_facts(1 << 31)).unwrap();
+        assert_eq!((w.passes[0].entry, w.passes[0].grid), ("dense_gemv_sandwich_gelu_mul_bf16", [1, 1, 1]));
+        assert_eq!(w.passes[1].entry, "dense_gemv_gelu_mul_bf16_m1");
+        assert!(w.passes[1..].iter().all(|p| p.consts.contains(&("WS_BASE", 1280))), "{w:?}");
+        let a = args(1, 300, 5376);
+        let w = wgsl_sandwich_gemv(&PlanArgs::new(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &a), &wgpu_facts(1 << 31)).unwrap();
+        let entries: Vec<_> = w.passes.iter().map(|p| p.entry).collect();
+        assert_eq!(entries, ["dense_gemv_sandwich_gelu_mul_bf16", "dense_gemv_gelu_mul_bf16_partial", "dense_gemv_gelu_mul_bf16_reduce"]);
+        let partials = wgsl_dense_gemv_gelu_mul(&PlanArgs::new(&DENSE_GEMV_GELU_MUL_BF16, &a[..6]), &wgpu_facts(1 << 31)).unwrap();
+        assert_eq!(w.workspace_bytes, partials.workspace_bytes + 2 * 5376);
+        // Batch 1 only.
+        let a = args(2, 10240, 2560);
+        assert!(cuda_sandwich_gemv(&PlanArgs::new(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &a), &facts(132)).is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use super::{linear, Pass, Session};
 use crate::error::{Error, Result};
 use switchyard_kernels::attn::{AttnDecode, AttnParams};
-use switchyard_kernels::gemv::LayerOutRow;
+use switchyard_kernels::gemv::{LayerOutRow, SandwichRow};
 use switchyard_kernels::rope_kv::QkvPrep;
 
 impl Session<'_> {
@@ -87,27 +87,32 @@ impl Session<'_> {
         linear::apply(ops, &w.o, s.attn.region(), s.o.region(), rows)?;
         // A rank's o is the partial sum over its heads.
         self.all_reduce(s.o.region(), rows * h)?;
-        // x = x + post_attention_norm(o), in place; hn = pre_feedforward_norm(x).
-        ops.post_norm_add_pre_norm_bf16(
-            xr,
-            Some(s.hn.region()),
-            xr,
-            s.o.region(),
-            Some(w.post_attn_norm.region()),
-            Some(w.pre_ff_norm.region()),
-            rows,
-            h,
-            eps,
-        )?;
-
-        // Dense MLP: gate and up in one GEMM, gelu_tanh(gate) · up, down.
-        linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
+        // The sandwich, x = x + post_attention_norm(o) and hn =
+        // pre_feedforward_norm(x), then the dense MLP's gate and up in one
+        // GEMM and gelu_tanh(gate) · up. At batch 1 the sandwich runs in
+        // the gate/up GEMV's prologue, which writes x into the other stream
+        // buffer (every block reads the old x while one writes the new);
+        // otherwise in place. `resid` holds x from here on, `out` gets the
+        // layer's output.
+        let sandwich = SandwichRow {
+            out: x_next,
+            resid: xr,
+            x: s.o.region(),
+            w_post: Some(w.post_attn_norm.region()),
+            w_pre: w.pre_ff_norm.region(),
+        };
+        let fused = linear::sandwich_gated_up(ops, &w.gate_up, &sandwich, s.act.region(), rows, spec.intermediate, eps)?;
+        let (resid, out) = if fused { (x_next, xr) } else { (xr, x_next) };
+        if !fused {
+            ops.post_norm_add_pre_norm_bf16(xr, Some(s.hn.region()), xr, s.o.region(), sandwich.w_post, Some(sandwich.w_pre), rows, h, eps)?;
+            linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
+        }
         linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?;
 
         // A rank's MLP output is the partial sum over its intermediate
         // columns (and its experts'): summed over the ranks once.
         let ffn = match &w.moe {
-            Some(mw) => self.moe(mw, xr, rows)?,
+            Some(mw) => self.moe(mw, resid, rows)?,
             None => {
                 self.all_reduce(s.mlp.region(), rows * h)?;
                 s.mlp.region()
@@ -118,10 +123,10 @@ impl Session<'_> {
                 let (l, p, cap) = (cfg.num_layers(), pl.hidden, s.rows);
                 // x = x + post_feedforward_norm(ffn), in place (the layer_scalar
                 // comes after the per-layer branch, as in HF).
-                ops.post_norm_add_pre_norm_bf16(xr, None, xr, ffn, Some(w.post_ff_norm.region()), None, rows, h, eps)?;
+                ops.post_norm_add_pre_norm_bf16(resid, None, resid, ffn, Some(w.post_ff_norm.region()), None, rows, h, eps)?;
                 // gate = per_layer_input_gate(x) into the gate rows of `src`.
                 let gate = ps.src.region().slice(cap * l * p * 2, rows * p * 2)?;
-                linear::apply(ops, &pw.gate, xr, gate, rows)?;
+                linear::apply(ops, &pw.gate, resid, gate, rows)?;
                 // Pair each row's gate with its per-layer input (an exact
                 // copy), then gelu_tanh(gate) · input in gelu_mul's layout.
                 let idx = ps.idx.region().slice(i * 2 * rows * 4, 2 * rows * 4)?;
@@ -129,17 +134,21 @@ impl Session<'_> {
                 ops.gelu_mul_bf16(ps.act.region(), ps.pair.region(), rows, p)?;
                 linear::apply(ops, &pw.projection, ps.act.region(), s.o.region(), rows)?;
                 // x_next = (x + post_per_layer_input_norm(projection)) · layer_scalar.
-                ops.layer_out_bf16(x_next, xr, s.o.region(), Some(pw.post_norm.region()), w.layer_scalar.region(), rows, h, eps)?;
+                ops.layer_out_bf16(out, resid, s.o.region(), Some(pw.post_norm.region()), w.layer_scalar.region(), rows, h, eps)?;
             }
             (None, _, None) => {
                 // x_next = (x + post_feedforward_norm(ffn)) · layer_scalar: left to the
                 // next layer's input norm (`InputNorm::pending`) or the head.
                 let layer_scalar = w.layer_scalar.region();
-                self.pending_out = Some(LayerOutRow { out: x_next, mid: xr, x: ffn, w_post: Some(w.post_ff_norm.region()), layer_scalar });
+                self.pending_out = Some(LayerOutRow { out, mid: resid, x: ffn, w_post: Some(w.post_ff_norm.region()), layer_scalar });
             }
             _ => return Err(Error::Request(format!("layer {i}: per-layer-input weights and config disagree"))),
         }
-        self.cur = 1 - self.cur;
+        // The output went to the buffer `x_next` names unless the fused
+        // sandwich took that one for x.
+        if !fused {
+            self.cur = 1 - self.cur;
+        }
         Ok(())
     }
 }

@@ -5,7 +5,8 @@ use switchyard_core::{registry, Region, Result};
 use switchyard_kernels::gemm::w4a16::{Fp4Weight, DECODE_MAX_M, W4A16_GEMM_DECODE};
 use switchyard_kernels::gemm::DENSE_GEMM_TC;
 use switchyard_kernels::gemv::{
-    LayerOutRow, DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, DENSE_GEMV_RMSNORM_BF16, GEMV_MAX_M,
+    LayerOutRow, SandwichRow, DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, DENSE_GEMV_RMSNORM_BF16,
+    DENSE_GEMV_SANDWICH_GELU_MUL_BF16, GEMV_MAX_M,
 };
 use switchyard_kernels::Ops;
 
@@ -263,6 +264,31 @@ fn segment_ldb(ops: &Ops, sf: &StackedFp4, s: usize, a: Region, c: Region, m: us
 /// `c[m, n] = a[m, k] · Wᵀ` for a plain bf16 weight region `w` `[n, k]`.
 pub fn bf16_region(ops: &Ops, w: Region, a: Region, c: Region, m: usize, n: usize, k: usize) -> Result<()> {
     bf16(ops, w, a, c, m, n, k)
+}
+
+/// `SWITCHYARD_SANDWICH_UNFUSED=1` keeps the sandwich and the gate/up GEMV
+/// in two launches at batch 1 (an A/B of the fused kernel); read once a process.
+fn sandwich_unfused() -> bool {
+    static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    super::env_is_one(&UNFUSED, "SWITCHYARD_SANDWICH_UNFUSED")
+}
+
+/// The sandwich between attention and MLP (`row`: x into `row.out`, its
+/// pre-norm in registers and shared memory only) and the gated activation
+/// `act[1, inter]` in one launch, `dense_gemv_sandwich_gelu_mul_bf16`, where
+/// it fuses: one row (batch-1 decode), a bf16 gate/up weight with K % 8 ==
+/// 0, the operands 16-byte aligned, and a backend that implements it.
+/// Returns whether it ran; if not, the caller runs the sandwich and
+/// [`gated_up`].
+pub fn sandwich_gated_up(ops: &Ops, w: &Linear, row: &SandwichRow, act: Region, m: usize, inter: usize, eps: f32) -> Result<bool> {
+    let Linear::Bf16 { w, k, .. } = w else { return Ok(false) };
+    let regions = [row.out, row.resid, row.x, row.w_pre, w.region()].into_iter().chain(row.w_post);
+    let aligned = regions.map(|r| r.addr()).all(|a| a.is_multiple_of(16));
+    if m != 1 || !k.is_multiple_of(8) || !aligned || sandwich_unfused() || !registry::implements(ops.be.kind(), &DENSE_GEMV_SANDWICH_GELU_MUL_BF16) {
+        return Ok(false);
+    }
+    ops.dense_gemv_sandwich_gelu_mul_bf16(row, w.region(), act, inter, *k, eps)?;
+    Ok(true)
 }
 
 /// The dense MLP's gated activation `act[m, inter] = gelu_tanh(gate) · up`

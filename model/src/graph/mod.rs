@@ -29,6 +29,13 @@ use switchyard_kernels::gemv::LayerOutRow;
 use switchyard_kernels::head::MAX_HEAD_ROWS;
 use switchyard_kernels::Ops;
 
+/// Whether the environment variable `name` is `1`, read once a process
+/// into `cell`: the graph's A/B switches between a fused kernel and the
+/// launches it replaces, in one binary.
+fn env_is_one(cell: &'static std::sync::OnceLock<bool>, name: &str) -> bool {
+    *cell.get_or_init(|| std::env::var(name).is_ok_and(|v| v == "1"))
+}
+
 /// A loaded model on one backend: the whole model, or one tensor-parallel
 /// rank's shard of it.
 pub struct Model {

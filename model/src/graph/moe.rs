@@ -20,7 +20,7 @@ use switchyard_kernels::moe::expert::{
 /// binary); read once a process.
 fn unfused_override() -> bool {
     static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *UNFUSED.get_or_init(|| std::env::var("SWITCHYARD_MOE_UNFUSED").is_ok_and(|v| v == "1"))
+    super::env_is_one(&UNFUSED, "SWITCHYARD_MOE_UNFUSED")
 }
 
 /// Most rows a step takes the fused decode kernels at (moe_route_decode,

@@ -1,0 +1,72 @@
+// dense_gemv_sandwich_gelu_mul_bf16: a = resid_out and hn = normed of
+// post_norm_add_pre_norm_bf16(mid, x; w_post, norm_w, eps) for one row, then
+// c = dense_gemv_gelu_mul_bf16(hn, b). Two or more dispatches: this file's
+// own entry (one workgroup of 256: Σ x² and then Σ a² through wg_sum256,
+// post_norm_add_pre_norm_bf16.wgsl's products and roundings per 16-byte
+// vector) writes `a` and packs hn into workspace words [0, k / 2); then the
+// gated GEMV's own plan (gelu_gemv.wgsli's entries, WS_BASE = k / 2 so their
+// partial sums sit past the row) reads hn from there.
+struct Params {
+    a: u32, b: u32, c: u32, m: u32, n: u32, k: u32, norm_w: u32, eps: f32, mid: u32, x: u32, w_post: u32,
+    gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
+}
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> d_a: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> d_b: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> d_c: array<atomic<u32>>;
+@group(0) @binding(4) var<storage, read_write> d_norm_w: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read_write> d_mid: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read_write> d_x: array<vec4<u32>>;
+@group(0) @binding(7) var<storage, read_write> d_w_post: array<vec4<u32>>;
+@group(0) @binding(8) var<storage, read_write> d_workspace: array<u32>;
+
+//! include "gemv/gemv_m1.wgsli"
+
+// Vector c of the normalised row (m = 1: i is 0), as the first pass packed it.
+fn activation(i: u32, c: u32) -> vec4<u32> {
+    let w = 4u * c;
+    return vec4<u32>(d_workspace[w], d_workspace[w + 1u], d_workspace[w + 2u], d_workspace[w + 3u]);
+}
+
+fn m1_activation(c: u32) -> vec4<u32> {
+    return activation(0u, c);
+}
+
+//! include "gemv/gelu_gemv.wgsli"
+
+@compute @workgroup_size(256)
+fn dense_gemv_sandwich_gelu_mul_bf16(@builtin(local_invocation_index) lid: u32) {
+    let kv = p.k / 8u;
+    var ss = 0.0;
+    for (var j = lid; j < kv; j += 256u) {
+        ss += sq_bf16x4(d_x[p.x / 4u + j]);
+    }
+    let inv = inv_rms(wg_sum256(ss, lid), p.k, p.eps);
+    var sa = 0.0;
+    for (var j = lid; j < kv; j += 256u) {
+        let v = d_x[p.x / 4u + j];
+        var lo = bf16x4_lo(v) * inv;
+        var hi = bf16x4_hi(v) * inv;
+        if (p.w_post != NONE) {
+            let w = d_w_post[p.w_post / 4u + j];
+            lo *= bf16x4_lo(w);
+            hi *= bf16x4_hi(w);
+        }
+        let m = d_mid[p.mid / 4u + j];
+        let s = pack_bf16x4(bf16x4_lo(m) + bf16_round4(lo), bf16x4_hi(m) + bf16_round4(hi));
+        d_a[p.a / 4u + j] = s;
+        sa += sq_bf16x4(s);
+    }
+    let inv2 = inv_rms(wg_sum256(sa, lid), p.k, p.eps);
+    // Each invocation reads back only the vectors it stored above.
+    for (var j = lid; j < kv; j += 256u) {
+        let s = d_a[p.a / 4u + j];
+        let w = d_norm_w[p.norm_w / 4u + j];
+        let h = pack_bf16x4(bf16x4_lo(s) * inv2 * bf16x4_lo(w), bf16x4_hi(s) * inv2 * bf16x4_hi(w));
+        let o = 4u * j;
+        d_workspace[o] = h.x;
+        d_workspace[o + 1u] = h.y;
+        d_workspace[o + 2u] = h.z;
+        d_workspace[o + 3u] = h.w;
+    }
+}

@@ -1,0 +1,175 @@
+//! The sandwich between the attention block and the MLP fused into the
+//! gate/up projection (batch-1 decode): one launch where the graph ran
+//! `post_norm_add_pre_norm_bf16` and then `dense_gemv_gelu_mul_bf16`.
+use super::{
+    cuda_m1, fused_row_checks, gemv_operands, gemv_shape, one_row, shared_row_bytes, wgsl_dense_gemv_gelu_mul, CUDA_M1_LOADS_PER_LANE,
+    CUDA_MIN_WORKSPACE, DENSE_GEMV_GELU_MUL_BF16, NORMED_NMSE,
+};
+use crate::ops::{bf16s, optional, region, require, scalar, Ops};
+use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::plan::{env_override, groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use switchyard_core::compare::Tolerance;
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
+
+declare_kernel! {
+    /// [`crate::norm::POST_NORM_ADD_PRE_NORM_BF16`] of one row, then
+    /// [`super::DENSE_GEMV_GELU_MUL_BF16`] of its normed row: `a` is an
+    /// output, `a = resid_out` and `hn = normed` of
+    /// `post_norm_add_pre_norm_bf16(resid = mid, x; w_post, w_pre = norm_w,
+    /// eps)` exactly as that kernel defines them for one row of `k` elements
+    /// (`t = bf16(rmsnorm(x; w_post))`, `a = bf16(mid + t)`, `hn =
+    /// bf16(rmsnorm(a; norm_w))` from the rounded `a`), and then `c =
+    /// dense_gemv_gelu_mul_bf16(hn, b)` as that kernel defines it. `hn` is
+    /// not stored.
+    ///
+    /// Arguments: the gated GEMV's (`a, b, c, m, n, k`; b bf16 `[2n, k]`,
+    /// gate rows then up rows; c bf16 `[n]`), the pre-norm's weight and
+    /// epsilon (`norm_w` bf16 `[k]`, `eps` finite and ≥ 0), then the
+    /// sandwich's inputs (`mid` the residual stream, `x` the attention
+    /// block's output, both bf16 `[k]`, `w_post` bf16 `[k]` or null for
+    /// unscaled). `m = 1` only; `k % 8 == 0`; a, b, norm_w, mid, x and
+    /// w_post 16-byte aligned; `a` must not overlap `mid`, `x` or `w_post`
+    /// (every block reads them while one writes `a`).
+    ///
+    /// Tolerance: `a` as the sandwich's `resid_out` (2 bf16 ulps), `c` NMSE ≤
+    /// [`NORMED_NMSE`] (the fused-norm GEMV's rule: `hn` may sit one ulp
+    /// from the reference's where the Σ a² order differs).
+    DENSE_GEMV_SANDWICH_GELU_MUL_BF16 = "gemv"::"dense_gemv_sandwich_gelu_mul_bf16"(
+        A::output("a"), A::input("b"), A::output("c"), A::u32("m"), A::u32("n"), A::u32("k"),
+        A::input("norm_w"), A::f32("eps"), A::input("mid"), A::input("x"), A::input("w_post").or_null())
+}
+
+/// Outputs (warps) a block of the CUDA whole-row entry takes, and the
+/// measurement override `SWITCHYARD_CUDA_SANDWICH_SLOTS` (8 or 16).
+const CUDA_WHOLE_ROW_SLOTS: u32 = 16;
+
+/// CUDA: every block forms the row (2k bytes of dynamic shared memory) and
+/// streams its outputs' gate and up rows from it. Where K ≤ 3072 (the x2
+/// fused-norm entry's rule: a lane's loads of the row pair, 20 a batch
+/// (`GEMV_M1C_PAIR`), in at most two batches), `_whole`: one warp an output
+/// over all of K, [`CUDA_WHOLE_ROW_SLOTS`] outputs a block, since every
+/// block pays the prologue (on the H200 with eight a block, 1280 blocks at
+/// Gemma's 10240 columns, bench-model batch 1 lost 3.5% against the two
+/// launches while 26b-a4b's 264 blocks gained 3%); else the gated `_m1`
+/// geometry under this kernel's entry.
+pub(super) fn cuda_sandwich_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    static SLOTS: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    one_row(a)?;
+    let (n, k) = (u64::from(a.u32("n")?), u64::from(a.u32("k")?));
+    let row_bytes = shared_row_bytes(a, f, k)?;
+    let mut plan = if k / 8 <= 32 * CUDA_M1_LOADS_PER_LANE {
+        let slots = env_override(&SLOTS, "SWITCHYARD_CUDA_SANDWICH_SLOTS", |s| s == 8 || s == 16).unwrap_or(CUDA_WHOLE_ROW_SLOTS);
+        let grid = [groups(a.kernel, n, u64::from(slots))?, 1, 1];
+        let pass = CudaPass { entry: "dense_gemv_sandwich_gelu_mul_bf16_whole", grid, block: [32, 1, slots], shared_bytes: 0 };
+        CudaPlan { passes: vec![pass], workspace_bytes: CUDA_MIN_WORKSPACE }
+    } else {
+        cuda_m1(a, n, 2 * n, a.kernel.symbol)?
+    };
+    plan.passes[0].shared_bytes = row_bytes;
+    Ok(plan)
+}
+
+/// WGSL: one workgroup forms `a` and packs `hn` into the first k / 2
+/// workspace words (the kernel's own entry), then the gated GEMV's own plan
+/// runs over it (gelu_gemv.wgsli's entries, composed into this kernel's
+/// shader, with `WS_BASE` moving their partial sums past the row).
+pub(super) fn wgsl_sandwich_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    one_row(a)?;
+    let mut plan = wgsl_dense_gemv_gelu_mul(a, f)?;
+    let k = u64::from(a.u32("k")?);
+    let row_words = u32::try_from(k / 2).map_err(|_| Error::invalid(a.kernel.symbol, "k", format!("k = {k} must be < 2^33")))?;
+    for pass in &mut plan.passes {
+        if pass.entry == a.kernel.symbol {
+            pass.entry = DENSE_GEMV_GELU_MUL_BF16.symbol;
+        }
+        pass.consts.push(("WS_BASE", row_words));
+    }
+    plan.passes.insert(0, WgslPass { entry: a.kernel.symbol, grid: [1, 1, 1], consts: vec![], extra: [0; 4] });
+    plan.workspace_bytes += 2 * k;
+    Ok(plan)
+}
+
+cuda_plan!(DENSE_GEMV_SANDWICH_GELU_MUL_BF16 => cuda_sandwich_gemv);
+wgsl_plan!(DENSE_GEMV_SANDWICH_GELU_MUL_BF16, "gemv/dense_gemv_sandwich_gelu_mul_bf16.wgsl" => wgsl_sandwich_gemv);
+
+/// The sandwich's row: `post_norm_add_pre_norm_bf16`'s inputs for one row.
+#[derive(Clone, Copy, Debug)]
+pub struct SandwichRow {
+    /// Where `resid_out` goes (the residual stream after the attention
+    /// block), bf16 `[k]`.
+    pub out: Region,
+    /// The residual stream before the attention block's output is added, bf16 `[k]`.
+    pub resid: Region,
+    /// The attention block's output, bf16 `[k]`.
+    pub x: Region,
+    /// The post-attention norm's weight, bf16 `[k]`; `None`: unscaled.
+    pub w_post: Option<Region>,
+    /// The pre-feedforward norm's weight, bf16 `[k]`.
+    pub w_pre: Region,
+}
+
+impl Ops {
+    /// See [`DENSE_GEMV_SANDWICH_GELU_MUL_BF16`]: `b` the stacked gate/up
+    /// weight `[2n, k]`, `c` the gated activation `[n]`.
+    pub fn dense_gemv_sandwich_gelu_mul_bf16(&self, row: &SandwichRow, b: Region, c: Region, n: usize, k: usize, eps: f32) -> Result<()> {
+        let s = DENSE_GEMV_SANDWICH_GELU_MUL_BF16.symbol;
+        let u = gemv_shape(s, row.out, b, 1, n, k)?;
+        let rows = n.checked_mul(2).filter(|r| u32::try_from(*r).is_ok());
+        let rows = rows.ok_or_else(|| Error::invalid(s, "n", format!("2 · n = 2 · {n} weight rows must be < 2^32")))?;
+        require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
+        fused_row_checks(s, row.out, k, &[("norm_w", Some(row.w_pre)), ("mid", Some(row.resid)), ("x", Some(row.x)), ("w_post", row.w_post)])?;
+        let mut args = gemv_operands(row.out, b, c, [1, n, k], rows, u);
+        args.extend([
+            region(row.w_pre, bf16s(k)),
+            scalar(F(eps)),
+            region(row.resid, bf16s(k)),
+            region(row.x, bf16s(k)),
+            optional(row.w_post, bf16s(k)),
+        ]);
+        self.launch(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &args)
+    }
+}
+
+/// (N, K): Gemma's gate/up at hidden 2560 in part (CUDA `_whole`, the WGSL
+/// m = 1 path); K of 390 vectors (CUDA slices, WGSL m = 1 with N not a
+/// multiple of its four columns); K = 5376 over few rows (CUDA slices of
+/// 4, WGSL's K split, whose partial sums sit past the row in the
+/// workspace); a short K; the shortest (one vector). The third runs
+/// without a `w_post`.
+const SANDWICH_GEMV_SHAPES: [(usize, usize); 5] = [(2048, 2560), (514, 3120), (300, 5376), (72, 520), (9, 8)];
+
+fn sandwich_gemv_cases(g: &mut Gen) -> Vec<Case> {
+    SANDWICH_GEMV_SHAPES
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, k))| {
+            // The sandwich's own case ranges (norm/mod.rs): a residual far
+            // from 1, and a post-norm weight small enough that no sum cancels.
+            let (_, mid) = g.bf16(k, 0.5, 4.0);
+            let (_, x) = g.bf16(k, 0.01, 3.0);
+            let (_, w_post) = g.bf16(k, 0.05, 0.5);
+            let (_, norm_w) = g.bf16(k, 0.1, 2.0);
+            let (_, b) = g.bf16(2 * n * k, 0.01, 0.5);
+            let scaled = i != 2;
+            Case {
+                kernel: &DENSE_GEMV_SANDWICH_GELU_MUL_BF16,
+                label: format!("n={n} k={k} w_post={scaled}"),
+                buffers: vec![
+                    Buffer::output("a", DType::BF16, k, Tolerance::Bf16Ulp(2)),
+                    Buffer::input("b", b),
+                    Buffer::output("c", DType::BF16, n, Tolerance::Nmse(NORMED_NMSE)),
+                    Buffer::input("norm_w", norm_w),
+                    Buffer::input("mid", mid),
+                    Buffer::input("x", x),
+                    Buffer::input("w_post", w_post),
+                ],
+                run: Box::new(move |o, r| {
+                    let row = SandwichRow { out: r[0], resid: r[4], x: r[5], w_post: scaled.then_some(r[6]), w_pre: r[3] };
+                    o.dense_gemv_sandwich_gelu_mul_bf16(&row, r[1], r[2], n, k, 1e-6)
+                }),
+            }
+        })
+        .collect()
+}
+
+inventory::submit! { CaseSet { kernel: &DENSE_GEMV_SANDWICH_GELU_MUL_BF16, cases: sandwich_gemv_cases } }
