@@ -24,7 +24,8 @@
 // loads overlap the end of the launch before it.
 // dependent-launch: dense_gemv_bf16 dense_gemv_gelu_mul_bf16 dense_gemv_bf16_m1 dense_gemv_gelu_mul_bf16_m1 dense_gemv_rmsnorm_bf16 dense_gemv_rmsnorm_bf16_x2
 // dependent-launch: dense_gemv_layer_out_rmsnorm_bf16 dense_gemv_layer_out_rmsnorm_bf16_x2
-// dependent-launch: dense_gemv_sandwich_gelu_mul_bf16 dense_gemv_sandwich_gelu_mul_bf16_whole
+// dependent-launch: dense_gemv_sandwich_gelu_mul_bf16 dense_gemv_sandwich_gelu_mul_bf16_whole dense_gemv_sandwich_gelu_mul_bf16_row
+// dependent-launch: dense_gemv_sandwich_gelu_mul_bf16_ws
 
 #define GEMV_WARPS 8
 #define GEMV_ROWS (GEMV_WARPS * 16)
@@ -487,6 +488,30 @@ extern "C" __global__ void __launch_bounds__(512, 1) dense_gemv_sandwich_gelu_mu
     float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post, float* __restrict__ workspace) {
     const LayerOut lo{a, mid, x, w_post, nullptr};
     gemv_m1<true, true, false, true, GEMV_M1C_PAIR>(a, b, c, (int)n, (int)k, 0, 0, norm_w, eps, &lo);
+}
+
+// Where the whole-row grid is past one wave, two passes (the cost of the
+// two launches the kernel replaces, which measured faster there): _row
+// (one block: forms `a` as the slices form's prologue does and copies the
+// normed row into the workspace), then _ws, the gated _m1 GEMV over that row.
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_sandwich_gelu_mul_bf16_row(
+    bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k, const bf16* __restrict__ norm_w,
+    float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post, float* __restrict__ workspace) {
+    extern __shared__ __align__(16) unsigned char gemv_m1_row[];
+    __shared__ float norm_red[GEMV_M1_MAX_WARPS];
+    sy_allow_next();
+    sy_wait_prior(); // x is the previous launch's output
+    const LayerOut lo{a, mid, x, w_post, nullptr};
+    bf16* xn = reinterpret_cast<bf16*>(gemv_m1_row);
+    gemv_m1_normalise<true>(xn, norm_w, gemv_m1_layer_out(lo, (int)k, eps, norm_red, xn), (int)k, xn);
+    for (unsigned ch = threadIdx.x; ch < k / 8; ch += blockDim.x)
+        reinterpret_cast<uint4*>(workspace)[ch] = *reinterpret_cast<const uint4*>(xn + (size_t)ch * 8);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_sandwich_gelu_mul_bf16_ws(
+    bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k, const bf16* __restrict__ norm_w,
+    float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post, float* __restrict__ workspace) {
+    gemv_m1<true>(reinterpret_cast<const bf16*>(workspace), b, c, (int)n, (int)k, 0, 0);
 }
 
 // The fused input norm (m = 1 only; the plan refuses other m): the

@@ -729,20 +729,33 @@ mod tests {
     }
 
     #[test]
-    fn the_sandwich_gemv_streams_whole_rows_at_gemma_sizes_and_keeps_its_row_ahead_of_the_partials() {
+    fn the_sandwich_gemv_takes_one_pass_within_a_wave_two_past_it_and_keeps_its_wgsl_row_ahead_of_the_partials() {
         use sandwich::{cuda_sandwich_gemv, wgsl_sandwich_gemv};
         let p = P(0x1000);
         let args = |m: u32, n: u32, k: u32| vec![p, p, p, U(m), U(n), U(k), p, F(1e-6), p, p, P(0)];
-        // Gemma's gate/up at hidden 2560: a warp an output over all of K, sixteen outputs a block.
+        // 26b-a4b's dense MLP (2112 columns, K = 2816): one wave of blocks of
+        // sixteen warps, a warp an output over all of K, one pass.
+        let a = args(1, 2112, 2816);
+        let c = cuda_sandwich_gemv(&PlanArgs::new(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &a), &facts(132)).unwrap();
+        assert_eq!((c.passes.len(), c.passes[0].entry, c.passes[0].grid), (1, "dense_gemv_sandwich_gelu_mul_bf16_whole", [132, 1, 1]));
+        assert_eq!((c.passes[0].block, c.passes[0].shared_bytes), ([32, 1, 16], 2 * 2816));
+        // Gemma's gate/up at hidden 2560 (10240 columns) is past one wave:
+        // the row pass, then the gated m = 1 GEMV over the workspace's row.
         let a = args(1, 10240, 2560);
         let pa = PlanArgs::new(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &a);
         let c = cuda_sandwich_gemv(&pa, &facts(132)).unwrap();
-        assert_eq!((c.passes.len(), c.passes[0].entry, c.passes[0].grid), (1, "dense_gemv_sandwich_gelu_mul_bf16_whole", [640, 1, 1]));
-        assert_eq!((c.passes[0].block, c.passes[0].shared_bytes), ([32, 1, 16], 2 * 2560));
+        let gated = cuda_dense_gemv_gelu_mul(&PlanArgs::new(&DENSE_GEMV_GELU_MUL_BF16, &a[..6]), &facts(132)).unwrap();
+        let entries: Vec<_> = c.passes.iter().map(|p| p.entry).collect();
+        assert_eq!(entries, ["dense_gemv_sandwich_gelu_mul_bf16_row", "dense_gemv_sandwich_gelu_mul_bf16_ws"]);
+        assert_eq!((c.passes[1].grid, c.passes[1].block), (gated.passes[0].grid, gated.passes[0].block));
+        assert!(c.workspace_bytes >= 2 * 2560);
         // Hidden 5376: the gated slices geometry under the kernel's own entry.
         let a = args(1, 21504, 5376);
         let c = cuda_sandwich_gemv(&PlanArgs::new(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &a), &facts(132)).unwrap();
-        assert_eq!((c.passes[0].entry, c.passes[0].block, c.passes[0].shared_bytes), ("dense_gemv_sandwich_gelu_mul_bf16", [32, 4, 2], 2 * 5376));
+        assert_eq!(
+            (c.passes[0].entry, c.passes[0].block, c.passes[0].shared_bytes),
+            ("dense_gemv_sandwich_gelu_mul_bf16", [32, 4, 2], 2 * 5376)
+        );
         // WGSL: the row pass, then the gated GEMV's own entries with the
         // partial sums past the packed row (k / 2 words).
         let w = wgsl_sandwich_gemv(&pa, &wgpu_facts(1 << 31)).unwrap();

@@ -39,33 +39,50 @@ declare_kernel! {
         A::input("norm_w"), A::f32("eps"), A::input("mid"), A::input("x"), A::input("w_post").or_null())
 }
 
-/// Outputs (warps) a block of the CUDA whole-row entry takes, and the
-/// measurement override `SWITCHYARD_CUDA_SANDWICH_SLOTS` (8 or 16).
+/// Outputs (warps) a block of the CUDA whole-row entry takes.
 const CUDA_WHOLE_ROW_SLOTS: u32 = 16;
 
-/// CUDA: every block forms the row (2k bytes of dynamic shared memory) and
-/// streams its outputs' gate and up rows from it. Where K ≤ 3072 (the x2
-/// fused-norm entry's rule: a lane's loads of the row pair, 20 a batch
-/// (`GEMV_M1C_PAIR`), in at most two batches), `_whole`: one warp an output
-/// over all of K, [`CUDA_WHOLE_ROW_SLOTS`] outputs a block, since every
-/// block pays the prologue (on the H200 with eight a block, 1280 blocks at
-/// Gemma's 10240 columns, bench-model batch 1 lost 3.5% against the two
-/// launches while 26b-a4b's 264 blocks gained 3%); else the gated `_m1`
-/// geometry under this kernel's entry.
+/// CUDA: where K ≤ 3072 (the x2 fused-norm entry's rule: a lane's loads of
+/// the gate/up row pair, 20 a batch (`GEMV_M1C_PAIR`), in at most two
+/// batches) and one warp an output over all of K, [`CUDA_WHOLE_ROW_SLOTS`]
+/// warps a block, fits one wave (a block an SM), one pass of `_whole`:
+/// every block forms the row in dynamic shared memory (2k bytes) with its
+/// weight loads in flight. Past one wave, two passes, `_row` (one block
+/// forms `a` and puts the normed row in the workspace) and `_ws` (the gated
+/// `_m1` GEMV over it): what the two launches cost. On the H200 (bench-model
+/// batch 1, three alternating rounds each) the one pass won at 26b-a4b's
+/// 2112 columns (132 blocks: 245.7-247.4 tok/s against 237.4-239.4) and lost
+/// at the default shape's 10240 (640 blocks: 379.7-381.3 against
+/// 391.6-395.5), every block paying the prologue; a persistent grid whose
+/// warps walked the outputs (the prologue once a block) lost too (371.5-381.0).
+/// Past K = 3072, the gated `_m1` geometry under this kernel's own entry.
+/// `SWITCHYARD_CUDA_SANDWICH_PASSES` (1 or 2) overrides the choice.
 pub(super) fn cuda_sandwich_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
-    static SLOTS: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    static PASSES: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     one_row(a)?;
     let (n, k) = (u64::from(a.u32("n")?), u64::from(a.u32("k")?));
     let row_bytes = shared_row_bytes(a, f, k)?;
-    let mut plan = if k / 8 <= 32 * CUDA_M1_LOADS_PER_LANE {
-        let slots = env_override(&SLOTS, "SWITCHYARD_CUDA_SANDWICH_SLOTS", |s| s == 8 || s == 16).unwrap_or(CUDA_WHOLE_ROW_SLOTS);
-        let grid = [groups(a.kernel, n, u64::from(slots))?, 1, 1];
-        let pass = CudaPass { entry: "dense_gemv_sandwich_gelu_mul_bf16_whole", grid, block: [32, 1, slots], shared_bytes: 0 };
-        CudaPlan { passes: vec![pass], workspace_bytes: CUDA_MIN_WORKSPACE }
-    } else {
-        cuda_m1(a, n, 2 * n, a.kernel.symbol)?
-    };
-    plan.passes[0].shared_bytes = row_bytes;
+    if k / 8 > 32 * CUDA_M1_LOADS_PER_LANE {
+        let mut plan = cuda_m1(a, n, 2 * n, a.kernel.symbol)?;
+        plan.passes[0].shared_bytes = row_bytes;
+        return Ok(plan);
+    }
+    let blocks = groups(a.kernel, n, u64::from(CUDA_WHOLE_ROW_SLOTS))?;
+    let one_wave = f.multiprocessors == 0 || blocks <= f.multiprocessors;
+    let passes = env_override(&PASSES, "SWITCHYARD_CUDA_SANDWICH_PASSES", |p| p == 1 || p == 2).unwrap_or(if one_wave { 1 } else { 2 });
+    if passes == 1 {
+        let pass = CudaPass {
+            entry: "dense_gemv_sandwich_gelu_mul_bf16_whole",
+            grid: [blocks, 1, 1],
+            block: [32, 1, CUDA_WHOLE_ROW_SLOTS],
+            shared_bytes: row_bytes,
+        };
+        return Ok(CudaPlan { passes: vec![pass], workspace_bytes: CUDA_MIN_WORKSPACE });
+    }
+    let row = CudaPass { entry: "dense_gemv_sandwich_gelu_mul_bf16_row", grid: [1, 1, 1], block: [256, 1, 1], shared_bytes: row_bytes };
+    let mut plan = cuda_m1(a, n, 2 * n, "dense_gemv_sandwich_gelu_mul_bf16_ws")?;
+    plan.passes.insert(0, row);
+    plan.workspace_bytes = plan.workspace_bytes.max(2 * k);
     Ok(plan)
 }
 
@@ -117,7 +134,12 @@ impl Ops {
         let rows = n.checked_mul(2).filter(|r| u32::try_from(*r).is_ok());
         let rows = rows.ok_or_else(|| Error::invalid(s, "n", format!("2 · n = 2 · {n} weight rows must be < 2^32")))?;
         require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
-        fused_row_checks(s, row.out, k, &[("norm_w", Some(row.w_pre)), ("mid", Some(row.resid)), ("x", Some(row.x)), ("w_post", row.w_post)])?;
+        fused_row_checks(
+            s,
+            row.out,
+            k,
+            &[("norm_w", Some(row.w_pre)), ("mid", Some(row.resid)), ("x", Some(row.x)), ("w_post", row.w_post)],
+        )?;
         let mut args = gemv_operands(row.out, b, c, [1, n, k], rows, u);
         args.extend([
             region(row.w_pre, bf16s(k)),
@@ -130,13 +152,14 @@ impl Ops {
     }
 }
 
-/// (N, K): Gemma's gate/up at hidden 2560 in part (CUDA `_whole`, the WGSL
-/// m = 1 path); K of 390 vectors (CUDA slices, WGSL m = 1 with N not a
-/// multiple of its four columns); K = 5376 over few rows (CUDA slices of
-/// 4, WGSL's K split, whose partial sums sit past the row in the
-/// workspace); a short K; the shortest (one vector). The third runs
-/// without a `w_post`.
-const SANDWICH_GEMV_SHAPES: [(usize, usize); 5] = [(2048, 2560), (514, 3120), (300, 5376), (72, 520), (9, 8)];
+/// (N, K): Gemma's gate/up at hidden 2560 in part, past one wave of the
+/// CUDA whole-row grid on an H200 (2200 columns: 138 blocks, so the two
+/// passes) and on WGSL's m = 1 path; 26b-a4b's K within one wave (the one
+/// pass); K of 390 vectors (CUDA slices, WGSL m = 1 with N not a multiple
+/// of its four columns); K = 5376 over few rows (CUDA slices of 4, WGSL's K
+/// split, whose partial sums sit past the row in the workspace); a short K;
+/// the shortest (one vector). The fourth runs without a `w_post`.
+const SANDWICH_GEMV_SHAPES: [(usize, usize); 6] = [(2200, 2560), (1000, 2816), (514, 3120), (300, 5376), (72, 520), (9, 8)];
 
 fn sandwich_gemv_cases(g: &mut Gen) -> Vec<Case> {
     SANDWICH_GEMV_SHAPES
@@ -150,7 +173,7 @@ fn sandwich_gemv_cases(g: &mut Gen) -> Vec<Case> {
             let (_, w_post) = g.bf16(k, 0.05, 0.5);
             let (_, norm_w) = g.bf16(k, 0.1, 2.0);
             let (_, b) = g.bf16(2 * n * k, 0.01, 0.5);
-            let scaled = i != 2;
+            let scaled = i != 3;
             Case {
                 kernel: &DENSE_GEMV_SANDWICH_GELU_MUL_BF16,
                 label: format!("n={n} k={k} w_post={scaled}"),

@@ -94,17 +94,22 @@ impl Session<'_> {
         // buffer (every block reads the old x while one writes the new);
         // otherwise in place. `resid` holds x from here on, `out` gets the
         // layer's output.
-        let sandwich = SandwichRow {
-            out: x_next,
-            resid: xr,
-            x: s.o.region(),
-            w_post: Some(w.post_attn_norm.region()),
-            w_pre: w.pre_ff_norm.region(),
-        };
+        let sandwich =
+            SandwichRow { out: x_next, resid: xr, x: s.o.region(), w_post: Some(w.post_attn_norm.region()), w_pre: w.pre_ff_norm.region() };
         let fused = linear::sandwich_gated_up(ops, &w.gate_up, &sandwich, s.act.region(), rows, spec.intermediate, eps)?;
         let (resid, out) = if fused { (x_next, xr) } else { (xr, x_next) };
         if !fused {
-            ops.post_norm_add_pre_norm_bf16(xr, Some(s.hn.region()), xr, s.o.region(), sandwich.w_post, Some(sandwich.w_pre), rows, h, eps)?;
+            ops.post_norm_add_pre_norm_bf16(
+                xr,
+                Some(s.hn.region()),
+                xr,
+                s.o.region(),
+                sandwich.w_post,
+                Some(sandwich.w_pre),
+                rows,
+                h,
+                eps,
+            )?;
             linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
         }
         linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?;

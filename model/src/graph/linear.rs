@@ -284,7 +284,12 @@ pub fn sandwich_gated_up(ops: &Ops, w: &Linear, row: &SandwichRow, act: Region, 
     let Linear::Bf16 { w, k, .. } = w else { return Ok(false) };
     let regions = [row.out, row.resid, row.x, row.w_pre, w.region()].into_iter().chain(row.w_post);
     let aligned = regions.map(|r| r.addr()).all(|a| a.is_multiple_of(16));
-    if m != 1 || !k.is_multiple_of(8) || !aligned || sandwich_unfused() || !registry::implements(ops.be.kind(), &DENSE_GEMV_SANDWICH_GELU_MUL_BF16) {
+    if m != 1
+        || !k.is_multiple_of(8)
+        || !aligned
+        || sandwich_unfused()
+        || !registry::implements(ops.be.kind(), &DENSE_GEMV_SANDWICH_GELU_MUL_BF16)
+    {
         return Ok(false);
     }
     ops.dense_gemv_sandwich_gelu_mul_bf16(row, w.region(), act, inter, *k, eps)?;
