@@ -77,15 +77,21 @@ fn normed_segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<()> {
     segmented(c, &xn)
 }
 
-/// `layer_out_bf16`'s reference on the one row into `a` (its bf16 bits),
-/// then [`dense_gemv_rmsnorm`]'s of that row.
-fn dense_gemv_layer_out_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
+/// The one row's inputs of a kernel that forms its activation row (`m` must
+/// be 1): `k`, `eps`, `mid` and `x` (`[k]` each), and `w_post` if given.
+fn row_inputs(c: &Ctx<'_>) -> Result<(usize, f32, [Vec<f32>; 2], Option<Vec<f32>>)> {
     one_row(c)?;
     let (_, _, k) = mnk(c)?;
-    let eps = c.f32("eps")?;
     let mid = c.bf16(c.buf("mid")?, 0, k)?;
     let x = c.bf16(c.buf("x")?, 0, k)?;
     let w_post = c.opt_buf("w_post")?.map(|w| c.bf16(w, 0, k)).transpose()?;
+    Ok((k, c.f32("eps")?, [mid, x], w_post))
+}
+
+/// `layer_out_bf16`'s reference on the one row into `a` (its bf16 bits),
+/// then [`dense_gemv_rmsnorm`]'s of that row.
+fn dense_gemv_layer_out_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
+    let (_, eps, [mid, x], w_post) = row_inputs(c)?;
     let ls = c.f32_at(c.buf("layer_scalar")?, 0)?;
     let row = layer_out_row(&mid, &x, w_post.as_deref(), ls, eps);
     c.put_bf16(c.buf("a")?, 0, &row)?;
@@ -123,12 +129,7 @@ fn dense_gemv_gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
 /// The sandwich's reference on the one row: `resid_out` into `a` (its bf16
 /// bits), then the gated GEMV of its normed row.
 fn dense_gemv_sandwich_gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
-    one_row(c)?;
-    let (_, _, k) = mnk(c)?;
-    let eps = c.f32("eps")?;
-    let mid = c.bf16(c.buf("mid")?, 0, k)?;
-    let x = c.bf16(c.buf("x")?, 0, k)?;
-    let w_post = c.opt_buf("w_post")?.map(|w| c.bf16(w, 0, k)).transpose()?;
+    let (k, eps, [mid, x], w_post) = row_inputs(c)?;
     let w_pre = c.bf16(c.buf("norm_w")?, 0, k)?;
     let sum = sandwich_sum(&mid, &x, w_post.as_deref(), eps);
     c.put_bf16(c.buf("a")?, 0, &sum.iter().map(|&v| bf16_bits(v)).collect::<Vec<_>>())?;
