@@ -360,12 +360,19 @@ __device__ void gemv(const bf16* __restrict__ a, const bf16* __restrict__ b, bf1
     sy_allow_next();
     load_step(k0);
     sy_wait_prior(); // the activation rows are the previous launch's output
-    // Stage a[0..m, k0..k0+padded) (zero past k1) in shared memory.
+    // Stage a[0..m, k0..k0+padded) (zero past k1) in shared memory with
+    // cp.async (L2 only; 0 source bytes write zeros): every copy of the
+    // thread is in flight at once, where a load-then-store loop waited one
+    // L2 round trip per 16 bytes (7 in a row at chunks of 896 k, 20 for an
+    // unsplit K of 2560).
     for (int e = threadIdx.x; e < m * (padded / 8); e += blockDim.x) {
         const int r = e / (padded / 8), kk = (e % (padded / 8)) * 8;
-        const uint4 v = k0 + kk < k1 ? ld_nc16(a + (size_t)r * k + k0 + kk) : make_uint4(0u, 0u, 0u, 0u);
-        *reinterpret_cast<uint4*>(xs + r * lds + kk) = v;
+        const bool in = k0 + kk < k1;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(xs + r * lds + kk)),
+                     "l"(in ? a + (size_t)r * k + k0 + kk : a), "r"(in ? 16u : 0u)
+                     : "memory");
     }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
     for (int ks = k0; ks < k1; ks += GEMV_STEP) {
         uint4 cur[2][GEMV_U];
@@ -532,10 +539,21 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_m1(co
     gemv_m1<true>(a, b, c, (int)n, (int)k, 0, 0);
 }
 
+// The split-K reduce passes wait before reading the partials; launched as
+// dependents, their launch and block dispatch overlap the main pass's tail.
+// dependent-launch: dense_gemv_bf16_reduce dense_gemv_gelu_mul_bf16_reduce
+
 // Second pass of a K-split launch: one thread per output, the partials added
-// from +0 in chunk order.
-template <bool GELU>
+// from +0 in chunk order. DEP: launched as a programmatic dependent of the
+// main pass (the plain entries, _serial, are the plan's measurement
+// override): it lets the launch after it start at once and waits for the
+// main pass before reading the partials.
+template <bool GELU, bool DEP>
 __device__ void gemv_reduce(bf16* __restrict__ c, int m, int n, int seg1, int seg2, const float* __restrict__ workspace) {
+    if (DEP) {
+        sy_allow_next();
+        sy_wait_prior(); // the partials and the header are the main pass's output
+    }
     const int chunks = *reinterpret_cast<const int*>(workspace);
     const float* parts = workspace + GEMV_WS_HEADER;
     const int rows = GELU ? 2 * n : n;
@@ -556,11 +574,25 @@ __device__ void gemv_reduce(bf16* __restrict__ c, int m, int n, int seg1, int se
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
                                                                          bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
                                                                          unsigned seg1, unsigned seg2, const float* __restrict__ workspace) {
-    gemv_reduce<false>(c, min((int)m, GEMV_MAX_M), (int)n, (int)seg1, (int)seg2, workspace);
+    gemv_reduce<false, true>(c, min((int)m, GEMV_MAX_M), (int)n, (int)seg1, (int)seg2, workspace);
 }
 
 extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_reduce(const bf16* __restrict__ a, const bf16* __restrict__ b,
                                                                                   bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
                                                                                   const float* __restrict__ workspace) {
-    gemv_reduce<true>(c, min((int)m, GEMV_MAX_M), (int)n, 0, 0, workspace);
+    gemv_reduce<true, true>(c, min((int)m, GEMV_MAX_M), (int)n, 0, 0, workspace);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_bf16_reduce_serial(const bf16* __restrict__ a, const bf16* __restrict__ b,
+                                                                                bf16* __restrict__ c, unsigned m, unsigned n, unsigned k,
+                                                                                unsigned seg1, unsigned seg2,
+                                                                                const float* __restrict__ workspace) {
+    gemv_reduce<false, false>(c, min((int)m, GEMV_MAX_M), (int)n, (int)seg1, (int)seg2, workspace);
+}
+
+extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_reduce_serial(const bf16* __restrict__ a,
+                                                                                         const bf16* __restrict__ b, bf16* __restrict__ c,
+                                                                                         unsigned m, unsigned n, unsigned k,
+                                                                                         const float* __restrict__ workspace) {
+    gemv_reduce<true, false>(c, min((int)m, GEMV_MAX_M), (int)n, 0, 0, workspace);
 }

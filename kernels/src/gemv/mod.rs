@@ -23,7 +23,7 @@
 use crate::gemm::{operands, REORDERED_NMSE};
 use crate::ops::{bf16s, region, require, saturating_product, scalar, LaunchArg, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs};
+use crate::plan::{env_override, groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
@@ -127,12 +127,15 @@ const CUDA_MIN_WORKSPACE: u64 = 16;
 ///
 /// m ≥ 2: blocks over the weight rows (`rows` of them) times K chunks. Small
 /// layers split K (chunks of 256 to 1024 k) so that the grid fills the
-/// resident block slots of as few waves as it can ([`wave_filling_splits`]);
-/// each block stages its chunk of the m
+/// resident block slots of as few waves as it can ([`wave_filling_splits`]),
+/// except where the rows alone give every SM a block and two blocks an SM
+/// can stage the whole K: one chunk then ([`cuda_splits`]). Each block
+/// stages its chunk of the m
 /// activation rows in shared memory, so the activations are read from L2
 /// once per block, not once per warp. With more than one chunk the f32
 /// partials go to workspace (a 16-byte header, then `[chunks, m, rows]`)
-/// and a second pass adds them in chunk order and applies the epilogue.
+/// and a second pass adds them in chunk order and applies the epilogue; it
+/// launches as a programmatic dependent of the first ([`reduce_entry_for`]).
 /// (A one-launch form with the chunks of a block column as one thread-block
 /// cluster adding the partials through distributed shared memory measured
 /// slower on the H200 at batch 16: 3929 against 4158 tok/s.)
@@ -150,22 +153,67 @@ fn cuda_gemv(
         return cuda_m1(a, outputs, rows, m1_entry);
     }
     let blocks_n = groups(a.kernel, rows, CUDA_ROWS_PER_BLOCK)?;
-    let resident = CUDA_RESIDENT_PER_SM * u64::from(facts.multiprocessors.max(1));
-    let most = (k / CUDA_MIN_CHUNK).max(1);
-    let least = k.div_ceil(CUDA_MAX_CHUNK);
-    let splits = wave_filling_splits(u64::from(blocks_n), resident, least, most.max(least));
+    let splits = cuda_splits(m, k, u64::from(blocks_n), facts, unsplit_row_blocks());
     // Chunk boundaries on 32 k (one 16-byte load per lane per row group).
     let chunk = k.div_ceil(splits).div_ceil(32) * 32;
     let splits = k.div_ceil(chunk);
     let padded = chunk.div_ceil(CUDA_STEP) * CUDA_STEP;
-    let shared_bytes = u32::try_from(m * (padded + 8) * 2).expect("bounded by 16 · 1160 · 2");
+    let shared_bytes = u32::try_from(m * (padded + 8) * 2).expect("within the device's shared memory");
     let main = CudaPass { entry: a.kernel.symbol, grid: [blocks_n, splits as u32, 1], block, shared_bytes };
     if splits == 1 {
         return Ok(CudaPlan { passes: vec![main], workspace_bytes: CUDA_MIN_WORKSPACE });
     }
     let outputs = groups(a.kernel, m * outputs, u64::from(CUDA_THREADS))?;
-    let reduce = CudaPass { entry: reduce_entry, grid: [outputs, 1, 1], block, shared_bytes: 0 };
+    let reduce = CudaPass { entry: reduce_entry_for(reduce_entry), grid: [outputs, 1, 1], block, shared_bytes: 0 };
     Ok(CudaPlan { passes: vec![main, reduce], workspace_bytes: CUDA_WORKSPACE_HEADER + splits * m * rows * 4 })
+}
+
+/// The K chunks an m ≥ 2 launch of `blocks_n` row blocks asks for: one
+/// where there are at least `unsplit_from` row blocks (`None`: as many as
+/// the device has SMs) and two blocks an SM can stage the m rows' whole K;
+/// else [`wave_filling_splits`] of chunks of 256 to 1024 k.
+///
+/// Unsplit, Gemma's gate/up at hidden 2560 and m = 16 is 160 blocks over
+/// K = 2560 in one launch instead of 480 blocks over three chunks (1.8
+/// waves) and a reduce pass: on the H200 bench-model at batch 16 went from
+/// 4423 / 4385 / 4375 / 4407 tok/s (before) to 4549 / 4569 (+3.7%), batch 1
+/// unchanged (it has no m ≥ 2 launch). That measurement's staging was
+/// cp.async (gemv.cu): the load-then-store loop before it would have waited
+/// 20 L2 round trips for a 2560-k stage.
+fn cuda_splits(m: u64, k: u64, blocks_n: u64, facts: &DeviceFacts, unsplit_from: Option<u64>) -> u64 {
+    let sms = u64::from(facts.multiprocessors.max(1));
+    let whole_k_shared = m * (k.div_ceil(CUDA_STEP) * CUDA_STEP + 8) * 2;
+    if blocks_n >= unsplit_from.unwrap_or(sms) && whole_k_shared * CUDA_RESIDENT_PER_SM <= u64::from(facts.max_shared_bytes) {
+        return 1;
+    }
+    let most = (k / CUDA_MIN_CHUNK).max(1);
+    let least = k.div_ceil(CUDA_MAX_CHUNK);
+    wave_filling_splits(blocks_n, CUDA_RESIDENT_PER_SM * sms, least, most.max(least))
+}
+
+/// Measurement override, read once a process:
+/// `SWITCHYARD_CUDA_GEMV_UNSPLIT_BLOCKS=N` (N ≥ 1) runs an m ≥ 2 launch of at
+/// least N row blocks (instead of one an SM) as one K chunk where two blocks
+/// an SM can stage the whole K; a large N gives the split plan before.
+fn unsplit_row_blocks() -> Option<u64> {
+    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    env_override(&OVERRIDE, "SWITCHYARD_CUDA_GEMV_UNSPLIT_BLOCKS", |v| v >= 1).map(u64::from)
+}
+
+/// The reduce pass's entry: the one launched as a programmatic dependent of
+/// the main pass, or, under `SWITCHYARD_CUDA_GEMV_REDUCE_SERIAL=1` (a
+/// measurement override read once a process), its `_serial` twin, a plain
+/// launch that neither waits nor lets the next launch start early (the
+/// plan before). H200, bench-model batch 16 with the cp.async staging and
+/// the split gate/up: 4381 / 4449 / 4410 tok/s as a dependent, 4409 / 4400
+/// serial, so no difference measured either way.
+fn reduce_entry_for(entry: &'static str) -> &'static str {
+    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    match (env_override(&OVERRIDE, "SWITCHYARD_CUDA_GEMV_REDUCE_SERIAL", |v| v == 1), entry) {
+        (Some(_), "dense_gemv_bf16_reduce") => "dense_gemv_bf16_reduce_serial",
+        (Some(_), "dense_gemv_gelu_mul_bf16_reduce") => "dense_gemv_gelu_mul_bf16_reduce_serial",
+        _ => entry,
+    }
 }
 
 /// The K split in `least..=most` (`blocks_n` blocks per chunk, `resident`
@@ -689,19 +737,42 @@ mod tests {
         let p = plan(16, 4096, 2560);
         assert_eq!(p.passes[0].grid, [32, 8, 1]);
         assert_eq!((p.passes.len(), p.workspace_bytes), (2, 16 + 8 * 16 * 4096 * 4));
-        // The down projection (K = 10240): 13 chunks, 260 blocks; the gated gate/up rows
-        // (2 · 10240 at K = 2560): 3 chunks (at most 1024 k each), 480 blocks in two waves of 264.
+        // The down projection (K = 10240): 13 chunks, 260 blocks. The gated gate/up rows
+        // (2 · 10240 at K = 2560): 160 row blocks, at least one an SM, so one launch over
+        // the whole K (16 rows of 2568 staged), no reduce pass.
         assert_eq!(plan(16, 2560, 10240).passes[0].grid, [20, 13, 1]);
         let args = [Arg::P(0), Arg::P(0), Arg::P(0), Arg::U(16), Arg::U(10240), Arg::U(2560)];
         let gated = cuda_dense_gemv_gelu_mul(&PlanArgs::new(&DENSE_GEMV_GELU_MUL_BF16, &args), &facts(132)).unwrap();
-        assert_eq!(gated.passes[0].grid, [160, 3, 1]);
-        // Chunks never exceed 1024 k, so the staged rows fit in 48 KiB at m = 16.
+        assert_eq!((gated.passes.len(), gated.passes[0].grid, gated.passes[0].shared_bytes), (1, [160, 1, 1], 16 * 2568 * 2));
+        assert_eq!(gated.workspace_bytes, CUDA_MIN_WORKSPACE);
+        // A split's chunks never exceed 1024 k, so the staged rows fit in 48 KiB at m = 16
+        // (512 row blocks, but the whole K of 4096 does not fit two blocks an SM).
         let p = plan(16, 65536, 4096);
         assert_eq!(p.passes[0].grid[1], 4);
         assert!(p.passes[0].shared_bytes <= 48 * 1024, "{}", p.passes[0].shared_bytes);
         // A short K is one chunk; the workspace pointer is still there.
         let p = plan(2, 4096, 200);
         assert_eq!((p.passes[0].grid[1], p.workspace_bytes), (1, CUDA_MIN_WORKSPACE));
+    }
+
+    #[test]
+    fn the_reduce_pass_is_the_dependent_entry_and_the_unsplit_rule_needs_rows_and_shared_memory() {
+        // Without the measurement overrides the reduce pass is the entry the
+        // source lists as a programmatic dependent.
+        if std::env::var_os("SWITCHYARD_CUDA_GEMV_REDUCE_SERIAL").is_none() {
+            assert_eq!(plan(16, 4096, 2560).passes[1].entry, "dense_gemv_bf16_reduce");
+        }
+        let f = facts(132);
+        // Gemma's gate/up at hidden 2560 (160 row blocks): one chunk from one
+        // row block an SM up (2 · 82176 bytes staged an SM); 161 asked for, three.
+        assert_eq!(cuda_splits(16, 2560, 160, &f, None), 1);
+        assert_eq!(cuda_splits(16, 2560, 160, &f, Some(161)), 3);
+        // On 200 SMs it has fewer row blocks than SMs: split (5 chunks, two waves of 400 slots).
+        assert_eq!(cuda_splits(16, 2560, 160, &facts(200), None), 5);
+        // q/k/v has too few row blocks; a K of 4096 does not fit two blocks an SM at m = 16 (m = 8 does).
+        assert_eq!(cuda_splits(16, 2560, 32, &f, None), 8);
+        assert_eq!(cuda_splits(16, 4096, 160, &f, Some(1)), 4);
+        assert_eq!(cuda_splits(8, 4096, 160, &f, Some(1)), 1);
     }
 
     fn norm_args(m: u32, n: u32, k: u32) -> Vec<Arg> {
