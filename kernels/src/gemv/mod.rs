@@ -593,7 +593,10 @@ impl Ops {
 /// round of eight loads per lane, then one more for lane 0) with odd
 /// segments; 390 vectors (8 + 4 + 1 for lanes 0-5, 8 + 4 for the rest); 319
 /// (8 + single loads) with a one-column first segment.
-const GEMV_SHAPES: [(usize, usize, usize, usize, usize); 9] = [
+///
+/// The tenth: enough row blocks (132 of 128 rows, one an H200 SM) for the
+/// CUDA plan's unsplit rule at a K it would otherwise split.
+const GEMV_SHAPES: [(usize, usize, usize, usize, usize); 10] = [
     (1, 64, 1024, 64, 64),
     (5, 200, 776, 200, 200),
     (16, 130, 2048, 130, 130),
@@ -603,6 +606,7 @@ const GEMV_SHAPES: [(usize, usize, usize, usize, usize); 9] = [
     (1, 1031, 2056, 501, 777),
     (1, 1100, 3120, 1100, 1100),
     (1, 1027, 2552, 1, 1026),
+    (5, 16900, 520, 16900, 16900),
 ];
 
 fn gemv_cases(g: &mut Gen) -> Vec<Case> {
@@ -625,9 +629,11 @@ fn gemv_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn gelu_mul_cases(g: &mut Gen) -> Vec<Case> {
-    // The last two: m = 1 at K ≥ 2048 with ragged N, on the tiled plan
-    // everywhere but WGSL, whose m = 1 path takes them (2n ≥ 1024 rows).
-    [(1usize, 72usize, 520usize), (16, 40, 1032), (7, 136, 264), (1, 514, 3120), (1, 509, 2056)]
+    // Then two at m = 1, K ≥ 2048 with ragged N, on the tiled plan
+    // everywhere but WGSL, whose m = 1 path takes them (2n ≥ 1024 rows);
+    // the last with the 132 row blocks of the CUDA plan's unsplit rule on
+    // an H200, at a K it would otherwise split.
+    [(1usize, 72usize, 520usize), (16, 40, 1032), (7, 136, 264), (1, 514, 3120), (1, 509, 2056), (16, 8448, 520)]
         .into_iter()
         .map(|(m, n, k)| {
             let (a, b) = operands(g, m, 2 * n, k);
