@@ -119,11 +119,20 @@ pub fn cases(scale: Scale) -> Vec<BenchCase> {
     // SWITCHYARD_BENCH_GATHER_DIAG=1 adds gather_diag_cases, =only runs them
     // instead of the three cases above (whose table fills take seconds).
     let diag = std::env::var("SWITCHYARD_BENCH_GATHER_DIAG").ok();
-    if diag.as_deref().map(str::trim) == Some("only") {
-        v.retain(|c| !c.kernel.contains("gather"));
-    }
-    if diag.is_some() {
-        v.extend(gather_diag_cases(rows, dim, vocab));
+    // =fill or =fill2 runs gather_fill_cases instead (the full set, or its
+    // two random-table rows for an A/B).
+    match diag.as_deref().map(str::trim) {
+        Some(mode @ ("fill" | "fill2")) => {
+            v.retain(|c| !c.kernel.contains("gather"));
+            v.extend(gather_fill_cases(rows, dim, vocab, mode == "fill2"));
+        }
+        Some(mode) => {
+            if mode == "only" {
+                v.retain(|c| !c.kernel.contains("gather"));
+            }
+            v.extend(gather_diag_cases(rows, dim, vocab));
+        }
+        None => {}
     }
 
     for m in [1usize, 16] {
@@ -504,6 +513,35 @@ fn gather_diag_cases(rows: usize, dim: usize, vocab: usize) -> Vec<BenchCase> {
         [(small, "random", Fill::I32(0, small as i32)), (vocab, "random", Fill::I32(0, vocab as i32)), (vocab, "one-row", Fill::I32(7, 8))];
     for (vocab, ids, fill) in fp8 {
         v.push(embed_fp8_case(rows, dim, vocab, format!(" ids={ids} diag"), Fill::Output, fill));
+    }
+    v
+}
+
+/// Whether the bf16 embed's time depends on what its table holds (issue 14
+/// item 2): the bench row (random bf16 over 2.8 GB) ran at 27% of copy, the
+/// diagnostic over a table left as allocated (zeros) at 76%, and zeros may
+/// be stored compressed. The same kernel, random ids, over a 4096-row
+/// (44 MB) and a 262144-row (2.8 GB) table, each left as allocated, written
+/// with zeros (2.8 GB) or filled with random bf16 bits ([`Fill::Bits16`]);
+/// then the random 2.8 GB table with ids confined to its first 4096 rows
+/// (44 MB) and 24576 rows (264 MB), to tell the data from the rows' spread.
+/// `short`: only the two random-table, random-id rows.
+fn gather_fill_cases(rows: usize, dim: usize, vocab: usize, short: bool) -> Vec<BenchCase> {
+    let small = vocab * 3 / 32;
+    let ids = |n: usize| Fill::I32(0, n as i32);
+    let mut v = Vec::new();
+    if !short {
+        v.push(embed_bf16_case(rows, dim, rows, " ids=random table=allocated diag".into(), Fill::Output, ids(rows)));
+    }
+    v.push(embed_bf16_case(rows, dim, rows, " ids=random table=random diag".into(), Fill::Bits16, ids(rows)));
+    if !short {
+        v.push(embed_bf16_case(rows, dim, vocab, " ids=random table=allocated diag".into(), Fill::Output, ids(vocab)));
+        v.push(embed_bf16_case(rows, dim, vocab, " ids=random table=zeros diag".into(), Fill::Zeros, ids(vocab)));
+    }
+    v.push(embed_bf16_case(rows, dim, vocab, " ids=random table=random diag".into(), Fill::Bits16, ids(vocab)));
+    if !short {
+        v.push(embed_bf16_case(rows, dim, vocab, format!(" ids<{rows} table=random diag"), Fill::Bits16, ids(rows)));
+        v.push(embed_bf16_case(rows, dim, vocab, format!(" ids<{small} table=random diag"), Fill::Bits16, ids(small)));
     }
     v
 }

@@ -93,12 +93,20 @@ fn gather_pass(a: &PlanArgs, first: u64, count: u64, count_b: u64, writes_nan: b
     let entry = wgsl_entry(a);
     let cap = if entry == FP8_LUT_ENTRY { FP8_LUT_ROWS } else { u32::MAX };
     let rpg = gather_rows_per_group(rows).min(cap);
-    Ok(WgslPass {
-        entry,
-        grid: [rows.div_ceil(rpg), 1, 1],
-        consts: vec![("RPG", rpg)],
-        extra: [first as u32, count as u32, writes_nan as u32, count_b as u32],
-    })
+    let mut consts = vec![("RPG", rpg)];
+    if a.kernel.symbol != "embed_gather_fp8" {
+        consts.push(("SLOTS", gather_slots(a.u32("h")?)));
+    }
+    Ok(WgslPass { entry, grid: [rows.div_ceil(rpg), 1, 1], consts, extra: [first as u32, count as u32, writes_nan as u32, count_b as u32] })
+}
+
+/// The bf16 gathers' fast-path slots (gather_rows.wgsli's `SLOTS`): vectors
+/// of 8 bf16 an invocation of 256 holds, `ceil(h / 8 / 256)` in 1..=4, three
+/// at h 5376. H200 (benchmarks/2026-12-02-wgpu-mem3-h200): embed_gather_bf16
+/// over a 44 MB random table 0.0317 / 0.0312 ms against 0.0333 / 0.0333 with
+/// four slots, gather_rows_bf16's bench row 0.0307 against 0.0324.
+fn gather_slots(h: u32) -> u32 {
+    (h / 8).div_ceil(256).clamp(1, 4)
 }
 
 /// Table windows one pass of the bf16 gathers reads: two (gather_rows.wgsli),
@@ -337,7 +345,8 @@ fn bf16_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn gather_cases(g: &mut Gen) -> Vec<Case> {
-    [(1, 2, 3), (11, 38, 17), (64, 256, 64), (4500, 64, 300), (1400, 5376, 40)]
+    // h 4096: two fast-path slots of the WGSL gathers (their `SLOTS`).
+    [(1, 2, 3), (11, 38, 17), (64, 256, 64), (40, 4096, 50), (4500, 64, 300), (1400, 5376, 40)]
         .into_iter()
         .map(|(rows, h, n_src)| {
             let (_, src) = g.bf16(n_src * h, 0.01, 4.0);
@@ -358,3 +367,15 @@ fn gather_cases(g: &mut Gen) -> Vec<Case> {
 inventory::submit! { CaseSet { kernel: &EMBED_GATHER_FP8, cases: fp8_cases } }
 inventory::submit! { CaseSet { kernel: &EMBED_GATHER_BF16, cases: bf16_cases } }
 inventory::submit! { CaseSet { kernel: &GATHER_ROWS_BF16, cases: gather_cases } }
+
+#[cfg(test)]
+mod tests {
+    use super::gather_slots;
+
+    #[test]
+    fn gather_slots_cover_the_row_and_no_more() {
+        for (h, slots) in [(2, 1), (2048, 1), (2056, 2), (4096, 2), (5376, 3), (8192, 4), (8208, 4)] {
+            assert_eq!(gather_slots(h), slots, "h {h}");
+        }
+    }
+}

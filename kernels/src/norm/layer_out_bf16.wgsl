@@ -4,9 +4,10 @@
 //
 // Fast path (dim % 8 == 0 and out, mid, x, w at word offsets that are
 // multiples of 4): rows move as vec4<u32> (8 bf16 per load). Rows up to
-// 8192 elements keep x in registers: four independent 16-byte loads per
-// invocation in one burst, so x is read once. Longer rows loop over vectors
-// and read x twice. Otherwise the same math runs a word at a time.
+// SLOTS · 2048 elements keep x in registers: up to SLOTS (at most four)
+// independent 16-byte loads per invocation in one burst, so x is read once.
+// Longer rows loop over vectors and read x twice. Otherwise the same math
+// runs a word at a time.
 struct Params {
     out: u32, mid: u32, x: u32, w: u32, layer_scalar: u32, rows: i32, dim: i32, eps: f32,
     gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32,
@@ -20,6 +21,15 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> d_layer_scalar: array<u32>;
 
 const WG: u32 = 256u;
+// Vectors of a row an invocation holds on the register path, 1..=4: the plan
+// passes ceil(dim / 8 / WG) (norm/mod.rs), so a slot that would only ever
+// hold zeros (dim 5376: 672 vectors, three slots) is not compiled and its
+// registers do not count against the workgroups an SM holds (H200, 4096 x
+// 5376: 0.0560-0.0570 ms against 0.0589-0.0594 with four slots). Any value
+// is correct: a row longer than SLOTS · WG vectors takes the loop. Loading
+// mid beside x (before the reduction) or all of it before the first store
+// measured slower (0.0603-0.0621 ms).
+override SLOTS: u32 = 4u;
 
 fn ldx(row: u32, j: u32, n: u32) -> vec4<u32> {
     if (j < n) {
@@ -79,17 +89,34 @@ fn layer_out_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
     if (dim % 8u == 0u && aligned4(p.out, p.mid, p.x, p.w)) {
         let n = dim / 8u;
         let row = r * n;
-        if (n <= 4u * WG) {
+        if (n <= SLOTS * WG) {
+            // Unused slots stay zero: they add +0 to Σ x², so every SLOTS
+            // gives the same sum in the same order.
             let v0 = ldx(row, lid, n);
-            let v1 = ldx(row, lid + WG, n);
-            let v2 = ldx(row, lid + 2u * WG, n);
-            let v3 = ldx(row, lid + 3u * WG, n);
+            var v1 = vec4<u32>(0u);
+            var v2 = vec4<u32>(0u);
+            var v3 = vec4<u32>(0u);
+            if (SLOTS > 1u) {
+                v1 = ldx(row, lid + WG, n);
+            }
+            if (SLOTS > 2u) {
+                v2 = ldx(row, lid + 2u * WG, n);
+            }
+            if (SLOTS > 3u) {
+                v3 = ldx(row, lid + 3u * WG, n);
+            }
             let ss = (sq_bf16x4(v0) + sq_bf16x4(v1)) + (sq_bf16x4(v2) + sq_bf16x4(v3));
             let inv = inv_rms(row_sum(ss, ln), dim, p.eps);
             store4(row, lid, n, v0, inv, ls);
-            store4(row, lid + WG, n, v1, inv, ls);
-            store4(row, lid + 2u * WG, n, v2, inv, ls);
-            store4(row, lid + 3u * WG, n, v3, inv, ls);
+            if (SLOTS > 1u) {
+                store4(row, lid + WG, n, v1, inv, ls);
+            }
+            if (SLOTS > 2u) {
+                store4(row, lid + 2u * WG, n, v2, inv, ls);
+            }
+            if (SLOTS > 3u) {
+                store4(row, lid + 3u * WG, n, v3, inv, ls);
+            }
             return;
         }
         var ss = 0.0;
