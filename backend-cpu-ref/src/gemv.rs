@@ -2,14 +2,16 @@
 //! contracts allow among others) with the segmented and gated-GELU epilogues;
 //! the fused-norm GEMV is the rmsnorm reference's row, then the segmented GEMV.
 use crate::ctx::Ctx;
+use crate::embed::{in_range, BF16_NAN};
 use crate::gemm::{elems, mnk, product};
 use crate::moe_expert::gelu_tanh;
-use crate::norm::{layer_out_row, rmsnorm_row, sandwich_sum};
+use crate::norm::{layer_out_row, normalize, rmsnorm_row, sandwich_sum};
+use crate::rope_kv::norm_rope;
 use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
 use switchyard_core::{Error, Result};
 use switchyard_kernels::gemv::{
-    DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, DENSE_GEMV_RMSNORM_BF16,
-    DENSE_GEMV_SANDWICH_GELU_MUL_BF16, GEMV_MAX_M,
+    DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16,
+    DENSE_GEMV_RMSNORM_BF16, DENSE_GEMV_SANDWICH_GELU_MUL_BF16, GEMV_MAX_M,
 };
 
 register!(DENSE_GEMV_BF16 => dense_gemv);
@@ -17,6 +19,7 @@ register!(DENSE_GEMV_RMSNORM_BF16 => dense_gemv_rmsnorm);
 register!(DENSE_GEMV_GELU_MUL_BF16 => dense_gemv_gelu_mul);
 register!(DENSE_GEMV_LAYER_OUT_RMSNORM_BF16 => dense_gemv_layer_out_rmsnorm);
 register!(DENSE_GEMV_SANDWICH_GELU_MUL_BF16 => dense_gemv_sandwich_gelu_mul);
+register!(DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16 => dense_gemv_layer_out_rmsnorm_qkv_prep);
 
 /// The activation rows `a [m, k]` as f32, after checking `m`.
 fn activations(c: &Ctx<'_>) -> Result<Vec<f32>> {
@@ -50,7 +53,7 @@ fn sums(c: &Ctx<'_>, a: &[f32], rows: usize, c_elems: usize) -> Result<(usize, u
 
 fn dense_gemv(c: &mut Ctx<'_>) -> Result<()> {
     let a = activations(c)?;
-    segmented(c, &a)
+    segmented(c, &a).map(drop)
 }
 
 /// `rmsnorm_bf16`'s reference on the one row (its bf16 output, read back as
@@ -58,7 +61,7 @@ fn dense_gemv(c: &mut Ctx<'_>) -> Result<()> {
 fn dense_gemv_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
     one_row(c)?;
     let a = activations(c)?;
-    normed_segmented(c, &a)
+    normed_segmented(c, &a).map(drop)
 }
 
 /// The fused norm's `m = 1` rule.
@@ -70,7 +73,7 @@ fn one_row(c: &Ctx<'_>) -> Result<()> {
 }
 
 /// `rmsnorm_bf16`'s row of `a` (with `norm_w`, `eps`), then the segmented GEMV of it.
-fn normed_segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<()> {
+fn normed_segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<Vec<u16>> {
     let (_, _, k) = mnk(c)?;
     let w = c.bf16(c.buf("norm_w")?, 0, k)?;
     let xn: Vec<f32> = rmsnorm_row(a, c.f32("eps")?, Some(&w)).into_iter().map(bf16_value).collect();
@@ -91,6 +94,11 @@ fn row_inputs(c: &Ctx<'_>) -> Result<(usize, f32, [Vec<f32>; 2], Option<Vec<f32>
 /// `layer_out_bf16`'s reference on the one row into `a` (its bf16 bits),
 /// then [`dense_gemv_rmsnorm`]'s of that row.
 fn dense_gemv_layer_out_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
+    layer_out_gemv(c).map(drop)
+}
+
+/// [`dense_gemv_layer_out_rmsnorm`]; returns what it stored in `c`.
+fn layer_out_gemv(c: &mut Ctx<'_>) -> Result<Vec<u16>> {
     let (_, eps, [mid, x], w_post) = row_inputs(c)?;
     let ls = c.f32_at(c.buf("layer_scalar")?, 0)?;
     let row = layer_out_row(&mid, &x, w_post.as_deref(), ls, eps);
@@ -99,8 +107,8 @@ fn dense_gemv_layer_out_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
     normed_segmented(c, &a)
 }
 
-/// The segmented GEMV of the activation rows `a` into `c`.
-fn segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<()> {
+/// The segmented GEMV of the activation rows `a` into `c`; returns what it stored.
+fn segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<Vec<u16>> {
     let kernel = c.kernel();
     let (m, n, _) = mnk(c)?;
     let (seg1, seg2) = (c.u32_size("seg1")?, c.u32_size("seg2")?);
@@ -118,7 +126,58 @@ fn segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<()> {
             }
         }
     }
-    c.put_bf16(c.buf("c")?, 0, &bits)
+    c.put_bf16(c.buf("c")?, 0, &bits)?;
+    Ok(bits)
+}
+
+/// [`layer_out_gemv`], then `qkv_prep_bf16`'s reference (rope_kv.rs) over
+/// the one row it stored in `c`: the query heads `c[0, seg1)`, the K heads
+/// `c[seg1, seg2)`, the V heads `c[seg2, n)` or, with `n == seg2`, the K
+/// heads again; position `pos[0]`, slot `slot[0]`.
+fn dense_gemv_layer_out_rmsnorm_qkv_prep(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (_, n, _) = mnk(c)?;
+    let (seg1, seg2) = (c.u32_size("seg1")?, c.u32_size("seg2")?);
+    let (nh, nkv, hd) = (c.size("nh")?, c.size("nkv")?, c.size("hd")?);
+    let (max_pos, num_slots, eps) = (c.size("max_pos")?, c.size("num_slots")?, c.f32("eps")?);
+    if hd == 0 || hd % 8 != 0 || hd > 512 {
+        return Err(Error::invalid(kernel, "hd", format!("hd = {hd} must be a multiple of 8 in 8..=512")));
+    }
+    let (q, kv) = (nh.saturating_mul(hd), nkv.saturating_mul(hd));
+    if nh == 0 || nkv == 0 || seg1 != q || seg2 != q.saturating_add(kv) || (n != seg2 && n != seg2.saturating_add(kv)) {
+        return Err(Error::invalid(kernel, "n", format!("n = {n}, segments {seg1}, {seg2} are not nh = {nh}, nkv = {nkv} heads of {hd}")));
+    }
+    let raw: Vec<f32> = layer_out_gemv(c)?.into_iter().map(bf16_value).collect();
+    let (q_out, k_pool, v_pool) = (c.buf("q_out")?, c.buf("k_pool")?, c.buf("v_pool")?);
+    let q_norm = c.bf16(c.buf("q_norm")?, 0, hd)?;
+    let k_norm = c.bf16(c.buf("k_norm")?, 0, hd)?;
+    let pos = in_range(c.i32_at(c.buf("pos")?, 0)?, max_pos);
+    let cs = pos.map(|p| c.f32s(c.buf("cos_sin")?, p * hd, hd)).transpose()?;
+    let head = |h: usize| &raw[h * hd..(h + 1) * hd];
+    for h in 0..nh {
+        match &cs {
+            Some(cs) => c.put_bf16(q_out, h * hd, &norm_rope(head(h), eps, Some(&q_norm), cs))?,
+            None => c.fill_bf16(q_out, h * hd, hd, BF16_NAN)?,
+        }
+    }
+    // Negative (padding) or out-of-pool slots skip the KV write.
+    let Some(slot) = in_range(c.i32_at(c.buf("slot")?, 0)?, num_slots) else { return Ok(()) };
+    let v_first = if n == seg2 { nh } else { nh + nkv };
+    for j in 0..nkv {
+        let at = (slot * nkv + j) * hd;
+        match &cs {
+            Some(cs) => {
+                c.put_bf16(k_pool, at, &norm_rope(head(nh + j), eps, Some(&k_norm), cs))?;
+                let vn: Vec<u16> = normalize(head(v_first + j), eps, None).into_iter().map(bf16_bits).collect();
+                c.put_bf16(v_pool, at, &vn)?;
+            }
+            None => {
+                c.fill_bf16(k_pool, at, hd, BF16_NAN)?;
+                c.fill_bf16(v_pool, at, hd, BF16_NAN)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn dense_gemv_gelu_mul(c: &mut Ctx<'_>) -> Result<()> {

@@ -12,7 +12,7 @@ register!(QKV_PREP_BF16 => qkv_prep);
 
 /// `bf16(rmsnorm(x; w))` then rotate-half RoPE with `cs = [cos0, sin0, cos1, sin1, ..]`,
 /// each output rounded once.
-fn norm_rope(x: &[f32], eps: f32, w: Option<&[f32]>, cs: &[f32]) -> Vec<u16> {
+pub(crate) fn norm_rope(x: &[f32], eps: f32, w: Option<&[f32]>, cs: &[f32]) -> Vec<u16> {
     let n: Vec<f32> = normalize(x, eps, w).into_iter().map(bf16_round).collect();
     let half = n.len() / 2;
     let mut o = vec![0u16; n.len()];

@@ -596,3 +596,179 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemv_gelu_mul_bf16_reduc
                                                                                          const float* __restrict__ workspace) {
     gemv_reduce<true, false>(c, min((int)m, GEMV_MAX_M), (int)n, 0, 0, workspace);
 }
+
+// ---------------------------------------------------------------- qkv_prep in the epilogue
+
+// dense_gemv_layer_out_rmsnorm_qkv_prep_bf16 (m = 1; gemv/layer_out_qkv.rs):
+// dense_gemv_layer_out_rmsnorm_bf16's entries, unchanged up to the raw q|k|v
+// in `c`, then qkv_prep_bf16 of that one row in the same launch. The heads
+// of `c` (m = 1: element j of c is output j, so head h is c[h·hd, +hd):
+// the nh query heads, the nkv K heads, then the nkv V heads unless V = K,
+// n == seg2) are prepared by whichever block finishes each head last: a
+// per-head arrival counter that every block adds its outputs in that head
+// to (one atomicAdd per head it touched), the block that brings it to hd
+// reading the head back through L2 after the others' fences. That was to
+// save the qkv_prep launch (about 2.3 us a layer between the GEMV and the
+// attention at batch 1) for a read of 0.5-1 KiB from L2 by one warp a head;
+// on the H200 it cost about 1.7 us a layer more instead (the fences,
+// arrivals and read-back at the end of the stream; layer_out_qkv.rs has the
+// figures), so the graph runs it only on request.
+//
+// dependent-launch: dense_gemv_layer_out_rmsnorm_qkv_prep_bf16 dense_gemv_layer_out_rmsnorm_qkv_prep_bf16_x2
+
+// Head vectors a launch may have (nh + nkv, plus nkv unless V = K); the plan
+// refuses more. Zero at module load; the block that completes a head puts
+// its counter back to zero, so every launch finds them zero (launches on the
+// backend's one stream never overlap, and a dependent launch touches them
+// only after sy_wait_prior()).
+#define QKV_EPI_MAX_HEADS 1024
+__device__ unsigned qkv_epi_arrivals[QKV_EPI_MAX_HEADS];
+
+// Elements of a half head a lane holds: hd <= 512, so a half is at most 256
+// elements, 8 for each of 32 lanes.
+#define QKV_EPI_PER_LANE 8
+
+// qkv_prep's side of the launch.
+struct QkvEpi {
+    bf16 *q_out, *k_pool, *v_pool;
+    const bf16 *q_norm, *k_norm;
+    const float* cos_sin;
+    const int *pos, *slot;
+    int nh, nkv, hd, max_pos, num_slots;
+};
+
+// A bf16 of c written by another block of this launch: ld.global.cg (L2,
+// not a stale L1 line), volatile so it stays after the acquire fence.
+__device__ __forceinline__ float qkv_epi_ld_cg(const bf16* p) {
+    unsigned short v;
+    asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(v) : "l"(p) : "memory");
+    return bf16_to_f32(v);
+}
+
+// qkv_prep_bf16 of head h of the row in `c` by one warp: element i of the
+// first half and its rotate-half partner i + hd/2 in the same lane (i =
+// lane, lane + 32, ...), Σ x² by warp_sum, then rope_kv.cu's emit
+// arithmetic: bf16(x · inv · w), then the unfused rotation, each output
+// rounded once. V = K (kv_too): a K head also stores its V (no weight, no
+// rotation) from the same loads.
+__device__ void qkv_epi_head(const bf16* c, int h, bool kv_too, float eps, const QkvEpi& e) {
+    const int lane = threadIdx.x & 31, hd = e.hd, half = hd >> 1;
+    const int p = e.pos[0];
+    const bool bad = p < 0 || p >= e.max_pos;
+    const int sl = e.slot[0];
+    const bool slot_ok = sl >= 0 && sl < e.num_slots;
+    bf16* dst;
+    bf16* dst_v = nullptr;
+    const bf16* w;
+    bool rot = true; // q and K rotate, V does not
+    if (h < e.nh) {
+        dst = e.q_out + (size_t)h * hd;
+        w = e.q_norm;
+    } else {
+        if (!slot_ok) return; // padding: no KV write
+        const bool is_v = h >= e.nh + e.nkv;
+        const int j = h - e.nh - (is_v ? e.nkv : 0);
+        const size_t at = ((size_t)sl * e.nkv + j) * hd;
+        dst = (is_v ? e.v_pool : e.k_pool) + at;
+        w = is_v ? nullptr : e.k_norm;
+        rot = !is_v;
+        if (kv_too) dst_v = e.v_pool + at;
+    }
+    const bf16* src = c + (size_t)h * hd;
+    float xl[QKV_EPI_PER_LANE], xh[QKV_EPI_PER_LANE];
+    float ss = 0.0f;
+#pragma unroll
+    for (int u = 0; u < QKV_EPI_PER_LANE; ++u) {
+        const int i = lane + 32 * u;
+        xl[u] = i < half ? qkv_epi_ld_cg(src + i) : 0.0f;
+        xh[u] = i < half ? qkv_epi_ld_cg(src + half + i) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < QKV_EPI_PER_LANE; ++u) {
+        ss = fmaf(xl[u], xl[u], ss);
+        ss = fmaf(xh[u], xh[u], ss);
+    }
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)hd + eps);
+    const float* cs = e.cos_sin + (size_t)(bad ? 0 : p) * hd;
+#pragma unroll
+    for (int u = 0; u < QKV_EPI_PER_LANE; ++u) {
+        const int i = lane + 32 * u;
+        if (i >= half) break;
+        const float wl = w ? bf16_to_f32(w[i]) : 1.0f, wh = w ? bf16_to_f32(w[half + i]) : 1.0f;
+        const float a = round_bf16_rn(xl[u] * inv * wl), b = round_bf16_rn(xh[u] * inv * wh);
+        float ol = a, oh = b;
+        if (rot) {
+            const float co = cs[2 * i], si = cs[2 * i + 1];
+            ol = __fsub_rn(__fmul_rn(a, co), __fmul_rn(b, si));
+            oh = __fadd_rn(__fmul_rn(b, co), __fmul_rn(a, si));
+        }
+        dst[i] = bad ? SY_NAN_BF16 : f32_to_bf16(ol);
+        dst[half + i] = bad ? SY_NAN_BF16 : f32_to_bf16(oh);
+        if (dst_v) {
+            const float va = round_bf16_rn(xl[u] * inv), vb = round_bf16_rn(xh[u] * inv);
+            dst_v[i] = bad ? SY_NAN_BF16 : f32_to_bf16(va);
+            dst_v[half + i] = bad ? SY_NAN_BF16 : f32_to_bf16(vb);
+        }
+    }
+}
+
+// After gemv_m1 (every thread of the block, once it has returned from it):
+// the block's outputs [j0, j1) arrive at their heads' counters, and the
+// block prepares each head it completed, a warp a head.
+template <bool PAIR>
+__device__ __forceinline__ void qkv_epilogue(const bf16* c, int n, int seg2, float eps, const QkvEpi& e) {
+    __shared__ int epi_done[GEMV_WARPS];
+    __shared__ int epi_count;
+    const int t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const int per = (PAIR ? 2 : 1) * (int)blockDim.z;
+    const int j0 = (int)blockIdx.x * per, j1 = min(j0 + per, n);
+    // Release: lane 0 of a warp is the only thread gemv_m1 lets store an
+    // output; its fence orders those stores before the barrier, which
+    // orders them before thread 0's arrivals below.
+    if ((threadIdx.x & 31) == 0) __threadfence();
+    __syncthreads();
+    if (t == 0) {
+        int done = 0;
+        for (int h = j0 / e.hd; h * e.hd < j1 && h < QKV_EPI_MAX_HEADS; ++h) {
+            const int mine = min(j1, (h + 1) * e.hd) - max(j0, h * e.hd);
+            const unsigned before = atomicAdd(&qkv_epi_arrivals[h], (unsigned)mine);
+            if (before + (unsigned)mine == (unsigned)e.hd) {
+                qkv_epi_arrivals[h] = 0u; // every block of this launch has arrived at h
+                if (done < GEMV_WARPS) epi_done[done++] = h;
+            }
+        }
+        epi_count = done;
+    }
+    __syncthreads();
+    const int warp = t >> 5;
+    if (warp >= epi_count) return;
+    // Acquire: the reads of the other blocks' outputs come after the count
+    // that showed them written.
+    __threadfence();
+    qkv_epi_head(c, epi_done[warp], n == seg2, eps, e);
+}
+
+// The slices geometry (K past the x2 form's reach), as dense_gemv_layer_out_rmsnorm_bf16.
+extern "C" __global__ void __launch_bounds__(256, 3) dense_gemv_layer_out_rmsnorm_qkv_prep_bf16(
+    bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
+    const bf16* __restrict__ norm_w, float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post,
+    const float* __restrict__ layer_scalar, bf16* q_out, bf16* k_pool, bf16* v_pool, const bf16* q_norm, const bf16* k_norm, const float* cos_sin,
+    const int* pos, const int* slot, int nh, int nkv, int hd, int max_pos, int num_slots, float* __restrict__ workspace) {
+    const LayerOut lo{a, mid, x, w_post, layer_scalar};
+    gemv_m1<false, true, false, true>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps, &lo);
+    const QkvEpi e{q_out, k_pool, v_pool, q_norm, k_norm, cos_sin, pos, slot, nh, nkv, hd, max_pos, num_slots};
+    qkv_epilogue<false>(c, (int)n, (int)seg2, eps, e);
+}
+
+// The x2 geometry (Gemma's q/k/v at hidden 2560), as dense_gemv_layer_out_rmsnorm_bf16_x2.
+extern "C" __global__ void __launch_bounds__(256, 2) dense_gemv_layer_out_rmsnorm_qkv_prep_bf16_x2(
+    bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c, unsigned m, unsigned n, unsigned k, unsigned seg1, unsigned seg2,
+    const bf16* __restrict__ norm_w, float eps, const bf16* __restrict__ mid, const bf16* __restrict__ x, const bf16* __restrict__ w_post,
+    const float* __restrict__ layer_scalar, bf16* q_out, bf16* k_pool, bf16* v_pool, const bf16* q_norm, const bf16* k_norm, const float* cos_sin,
+    const int* pos, const int* slot, int nh, int nkv, int hd, int max_pos, int num_slots, float* __restrict__ workspace) {
+    const LayerOut lo{a, mid, x, w_post, layer_scalar};
+    gemv_m1<false, true, true, true, GEMV_M1C_PAIR>(a, b, c, (int)n, (int)k, (int)seg1, (int)seg2, norm_w, eps, &lo);
+    const QkvEpi e{q_out, k_pool, v_pool, q_norm, k_norm, cos_sin, pos, slot, nh, nkv, hd, max_pos, num_slots};
+    qkv_epilogue<true>(c, (int)n, (int)seg2, eps, e);
+}

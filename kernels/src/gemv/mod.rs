@@ -28,8 +28,10 @@ use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
 mod layer_out;
+mod layer_out_qkv;
 mod sandwich;
 pub use layer_out::{LayerOutRow, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16};
+pub use layer_out_qkv::{qkv_epilogue_enabled, QkvEpilogue, DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16, QKV_EPILOGUE_MAX_HEADS};
 pub use sandwich::{SandwichRow, DENSE_GEMV_SANDWICH_GELU_MUL_BF16};
 
 /// Largest M the GEMV kernels take.
