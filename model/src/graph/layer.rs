@@ -55,20 +55,17 @@ impl Session<'_> {
             // q norm and RoPE only (nkv = 0: no KV written).
             ops.qkv_prep_bf16(&QkvPrep { q_raw, ..common })?;
         } else {
-            let [q_raw, k_raw, v_raw] = linear::normed_attention(ops, &w.qkv, &norm, s.qkv_raw.region(), rows, s.gu.region())?;
             let k_norm = w.k_norm.as_ref().ok_or_else(|| Error::Request(format!("layer {i} owns KV but has no k_norm")))?;
             // q/k norms with weights, v norm without, RoPE on q and k, K and V into the pool.
-            ops.qkv_prep_bf16(&QkvPrep {
+            let prep = QkvPrep {
                 k_pool: Some(kv.k_pool),
                 v_pool: Some(kv.v_pool),
-                q_raw,
-                k_raw: Some(k_raw),
-                v_raw: Some(v_raw),
                 k_norm: Some(k_norm.region()),
                 slot: Some(s.slot.region()),
                 nkv,
                 ..common
-            })?;
+            };
+            linear::normed_attention_prep(ops, &w.qkv, &norm, s.qkv_raw.region(), rows, s.gu.region(), &prep)?;
         }
         // Gemma 4 scales scores by 1.0 (the q/k norms do the job of 1/sqrt(d)).
         let params = AttnParams { nh, window: spec.window, scale: 1.0 };
