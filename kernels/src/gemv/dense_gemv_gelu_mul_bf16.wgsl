@@ -36,4 +36,12 @@ fn m1_activation(c: u32) -> vec4<u32> {
     return activation(0u, c);
 }
 
+fn ws_load(i: u32) -> u32 {
+    return d_workspace[i];
+}
+
+fn ws_store(i: u32, v: u32) {
+    d_workspace[i] = v;
+}
+
 //! include "gemv/gelu_gemv.wgsli"

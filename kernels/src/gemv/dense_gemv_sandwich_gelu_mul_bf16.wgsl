@@ -3,7 +3,7 @@
 // c = dense_gemv_gelu_mul_bf16(hn, b). Two or more dispatches: this file's
 // own entry (one workgroup of 256: Σ x² and then Σ a² through wg_sum256,
 // post_norm_add_pre_norm_bf16.wgsl's products and roundings per 16-byte
-// vector) writes `a` and packs hn into workspace words [0, k / 2); then the
+// vector) writes `a` and hn into workspace vectors [0, k / 8); then the
 // gated GEMV's own plan (gelu_gemv.wgsli's entries, WS_BASE = k / 2 so their
 // partial sums sit past the row) reads hn from there.
 struct Params {
@@ -18,18 +18,27 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> d_mid: array<vec4<u32>>;
 @group(0) @binding(6) var<storage, read_write> d_x: array<vec4<u32>>;
 @group(0) @binding(7) var<storage, read_write> d_w_post: array<vec4<u32>>;
-@group(0) @binding(8) var<storage, read_write> d_workspace: array<u32>;
+// The normed row in vectors [0, k / 8), the gated GEMV's partial sums (as
+// words) from word WS_BASE = k / 2 on.
+@group(0) @binding(8) var<storage, read_write> d_workspace: array<vec4<u32>>;
 
 //! include "gemv/gemv_m1.wgsli"
 
-// Vector c of the normalised row (m = 1: i is 0), as the first pass packed it.
+// Vector c of the normalised row (m = 1: i is 0), as the first pass stored it.
 fn activation(i: u32, c: u32) -> vec4<u32> {
-    let w = 4u * c;
-    return vec4<u32>(d_workspace[w], d_workspace[w + 1u], d_workspace[w + 2u], d_workspace[w + 3u]);
+    return d_workspace[c];
 }
 
 fn m1_activation(c: u32) -> vec4<u32> {
-    return activation(0u, c);
+    return d_workspace[c];
+}
+
+fn ws_load(i: u32) -> u32 {
+    return d_workspace[i / 4u][i % 4u];
+}
+
+fn ws_store(i: u32, v: u32) {
+    d_workspace[i / 4u][i % 4u] = v;
 }
 
 //! include "gemv/gelu_gemv.wgsli"
@@ -62,11 +71,6 @@ fn dense_gemv_sandwich_gelu_mul_bf16(@builtin(local_invocation_index) lid: u32) 
     for (var j = lid; j < kv; j += 256u) {
         let s = d_a[p.a / 4u + j];
         let w = d_norm_w[p.norm_w / 4u + j];
-        let h = pack_bf16x4(bf16x4_lo(s) * inv2 * bf16x4_lo(w), bf16x4_hi(s) * inv2 * bf16x4_hi(w));
-        let o = 4u * j;
-        d_workspace[o] = h.x;
-        d_workspace[o + 1u] = h.y;
-        d_workspace[o + 2u] = h.z;
-        d_workspace[o + 3u] = h.w;
+        d_workspace[j] = pack_bf16x4(bf16x4_lo(s) * inv2 * bf16x4_lo(w), bf16x4_hi(s) * inv2 * bf16x4_hi(w));
     }
 }

@@ -102,7 +102,8 @@ pub(super) fn wgsl_sandwich_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPl
         pass.consts.push(("WS_BASE", row_words));
     }
     plan.passes.insert(0, WgslPass { entry: a.kernel.symbol, grid: [1, 1, 1], consts: vec![], extra: [0; 4] });
-    plan.workspace_bytes += 2 * k;
+    // Whole vectors: the shader views the workspace as array<vec4<u32>>.
+    plan.workspace_bytes = (plan.workspace_bytes + 2 * k).next_multiple_of(16);
     Ok(plan)
 }
 
