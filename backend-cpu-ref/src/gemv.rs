@@ -80,15 +80,26 @@ fn normed_segmented(c: &mut Ctx<'_>, a: &[f32]) -> Result<Vec<u16>> {
     segmented(c, &xn)
 }
 
-/// The one row's inputs of a kernel that forms its activation row (`m` must
-/// be 1): `k`, `eps`, `mid` and `x` (`[k]` each), and `w_post` if given.
-fn row_inputs(c: &Ctx<'_>) -> Result<(usize, f32, [Vec<f32>; 2], Option<Vec<f32>>)> {
+/// The one row's inputs of a kernel that forms its activation row.
+struct RowInputs {
+    k: usize,
+    eps: f32,
+    /// The residual stream `[k]`.
+    mid: Vec<f32>,
+    /// The sub-block output the post-norm takes `[k]`.
+    x: Vec<f32>,
+    /// The post-norm's weight `[k]`, if given.
+    w_post: Option<Vec<f32>>,
+}
+
+/// [`RowInputs`] of the launch (`m` must be 1).
+fn row_inputs(c: &Ctx<'_>) -> Result<RowInputs> {
     one_row(c)?;
     let (_, _, k) = mnk(c)?;
     let mid = c.bf16(c.buf("mid")?, 0, k)?;
     let x = c.bf16(c.buf("x")?, 0, k)?;
     let w_post = c.opt_buf("w_post")?.map(|w| c.bf16(w, 0, k)).transpose()?;
-    Ok((k, c.f32("eps")?, [mid, x], w_post))
+    Ok(RowInputs { k, eps: c.f32("eps")?, mid, x, w_post })
 }
 
 /// `layer_out_bf16`'s reference on the one row into `a` (its bf16 bits),
@@ -99,7 +110,7 @@ fn dense_gemv_layer_out_rmsnorm(c: &mut Ctx<'_>) -> Result<()> {
 
 /// [`dense_gemv_layer_out_rmsnorm`]; returns what it stored in `c`.
 fn layer_out_gemv(c: &mut Ctx<'_>) -> Result<Vec<u16>> {
-    let (_, eps, [mid, x], w_post) = row_inputs(c)?;
+    let RowInputs { eps, mid, x, w_post, .. } = row_inputs(c)?;
     let ls = c.f32_at(c.buf("layer_scalar")?, 0)?;
     let row = layer_out_row(&mid, &x, w_post.as_deref(), ls, eps);
     c.put_bf16(c.buf("a")?, 0, &row)?;
@@ -188,7 +199,7 @@ fn dense_gemv_gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
 /// The sandwich's reference on the one row: `resid_out` into `a` (its bf16
 /// bits), then the gated GEMV of its normed row.
 fn dense_gemv_sandwich_gelu_mul(c: &mut Ctx<'_>) -> Result<()> {
-    let (k, eps, [mid, x], w_post) = row_inputs(c)?;
+    let RowInputs { k, eps, mid, x, w_post } = row_inputs(c)?;
     let w_pre = c.bf16(c.buf("norm_w")?, 0, k)?;
     let sum = sandwich_sum(&mid, &x, w_post.as_deref(), eps);
     c.put_bf16(c.buf("a")?, 0, &sum.iter().map(|&v| bf16_bits(v)).collect::<Vec<_>>())?;

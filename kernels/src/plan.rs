@@ -121,6 +121,17 @@ pub fn positive(a: &PlanArgs, name: &str) -> Result<u32> {
     }
 }
 
+/// Register slots of a WGSL row kernel whose 256 invocations each hold
+/// `SLOTS` vectors of 8 bf16 (`layer_out_bf16.wgsl`, `gather_rows.wgsli`):
+/// `ceil(len / 8 / 256)` in 1..=4, so a row of 5376 holds three, not four.
+/// H200 (benchmarks/2026-12-02-wgpu-mem3-h200): layer_out 4096 x 5376
+/// 0.0570 / 0.0568 / 0.0560 ms against 0.0590 / 0.0589 / 0.0594 with four;
+/// embed_gather_bf16 over a 44 MB random table 0.0317 / 0.0312 against
+/// 0.0333 / 0.0333; gather_rows_bf16's bench row 0.0307 against 0.0324.
+pub(crate) fn row_slots(len: u32) -> u32 {
+    (len / 8).div_ceil(256).clamp(1, 4)
+}
+
 /// A plan's measurement override (`SWITCHYARD_WGSL_*`, `SWITCHYARD_CUDA_*`):
 /// `name`'s value when it parses as a `u32` that `allowed` accepts, else
 /// `None`; read once a process into `cell`, the caller's own static.

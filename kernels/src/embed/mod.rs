@@ -3,7 +3,8 @@ use crate::norm::{norm_block, persistent_rows};
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{
-    env_override, positive, row_windows, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WgslSplitPass, WgslSplitPlan, WgslWindow,
+    env_override, positive, row_slots, row_windows, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WgslSplitPass, WgslSplitPlan,
+    WgslWindow,
 };
 use switchyard_core::codec::{bf16_round, bytes};
 use switchyard_core::compare::Tolerance;
@@ -95,18 +96,10 @@ fn gather_pass(a: &PlanArgs, first: u64, count: u64, count_b: u64, writes_nan: b
     let rpg = gather_rows_per_group(rows).min(cap);
     let mut consts = vec![("RPG", rpg)];
     if a.kernel.symbol != "embed_gather_fp8" {
-        consts.push(("SLOTS", gather_slots(a.u32("h")?)));
+        // The bf16 gathers' fast-path slots (gather_rows.wgsli's `SLOTS`), fitted to the row.
+        consts.push(("SLOTS", row_slots(a.u32("h")?)));
     }
     Ok(WgslPass { entry, grid: [rows.div_ceil(rpg), 1, 1], consts, extra: [first as u32, count as u32, writes_nan as u32, count_b as u32] })
-}
-
-/// The bf16 gathers' fast-path slots (gather_rows.wgsli's `SLOTS`): vectors
-/// of 8 bf16 an invocation of 256 holds, `ceil(h / 8 / 256)` in 1..=4, three
-/// at h 5376. H200 (benchmarks/2026-12-02-wgpu-mem3-h200): embed_gather_bf16
-/// over a 44 MB random table 0.0317 / 0.0312 ms against 0.0333 / 0.0333 with
-/// four slots, gather_rows_bf16's bench row 0.0307 against 0.0324.
-fn gather_slots(h: u32) -> u32 {
-    (h / 8).div_ceil(256).clamp(1, 4)
 }
 
 /// Table windows one pass of the bf16 gathers reads: two (gather_rows.wgsli),
@@ -370,12 +363,12 @@ inventory::submit! { CaseSet { kernel: &GATHER_ROWS_BF16, cases: gather_cases } 
 
 #[cfg(test)]
 mod tests {
-    use super::gather_slots;
+    use crate::plan::row_slots;
 
     #[test]
     fn gather_slots_cover_the_row_and_no_more() {
         for (h, slots) in [(2, 1), (2048, 1), (2056, 2), (4096, 2), (5376, 3), (8192, 4), (8208, 4)] {
-            assert_eq!(gather_slots(h), slots, "h {h}");
+            assert_eq!(row_slots(h), slots, "h {h}");
         }
     }
 }

@@ -1,10 +1,13 @@
 //! The previous layer's output norm fused into the next layer's q/k/v GEMV
 //! (batch-1 decode): one launch where the graph ran `layer_out_bf16` and
 //! then `dense_gemv_rmsnorm_bf16`.
-use super::{cuda_dense_gemv_rmsnorm, fused_row_checks, gemv_rmsnorm_operands, wgsl_dense_gemv_rmsnorm, NORMED_NMSE, NORM_GEMV_SHAPES};
+use super::{
+    behind_row_pass, cuda_dense_gemv_rmsnorm, fused_row_checks, gemv_rmsnorm_operands, wgsl_dense_gemv_rmsnorm, DENSE_GEMV_RMSNORM_BF16,
+    NORMED_NMSE, NORM_GEMV_SHAPES,
+};
 use crate::ops::{bf16s, optional, region, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{ArgSpec as A, DType, Region, Result};
 
@@ -46,14 +49,7 @@ pub(super) fn cuda_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaP
 /// fused-norm GEMV's own plan runs over it (the same entries, composed into
 /// this kernel's shader from `gemv/rmsnorm_gemv.wgsli`).
 pub(super) fn wgsl_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
-    let mut plan = wgsl_dense_gemv_rmsnorm(a, f)?;
-    for pass in &mut plan.passes {
-        if pass.entry == a.kernel.symbol {
-            pass.entry = "dense_gemv_rmsnorm_bf16";
-        }
-    }
-    plan.passes.insert(0, WgslPass { entry: a.kernel.symbol, grid: [1, 1, 1], consts: vec![], extra: [0; 4] });
-    Ok(plan)
+    Ok(behind_row_pass(wgsl_dense_gemv_rmsnorm(a, f)?, a, DENSE_GEMV_RMSNORM_BF16.symbol))
 }
 
 cuda_plan!(DENSE_GEMV_LAYER_OUT_RMSNORM_BF16 => cuda_layer_out_gemv);

@@ -4,13 +4,20 @@
 //! then [`crate::rope_kv::QKV_PREP_BF16`] over its one output row, where
 //! the graph runs the two launches back to back (on the H200, leaving the
 //! qkv_prep launches out of the replayed step saved 2.3 us a layer). The
-//! graph takes it only on request ([`qkv_epilogue_enabled`]): measured, it
-//! cost more than the launch it saves.
+//! graph takes it only on request (`SWITCHYARD_QKV_EPILOGUE=1`, in
+//! `model/src/graph/linear.rs`): on the H200 it was slower than the two
+//! launches it replaces, bench-model batch 1 at the default shape, runs
+//! interleaved in one device call (`benchmarks/2026-12-02-qkv-epilogue-h200/`):
+//! two launches 395.0 / 392.7 / 389.1 tok/s (2.533 / 2.545 / 2.570 ms a
+//! step), this kernel 384.2 / 384.2 / 385.3 (2.603 / 2.598 / 2.595), about
+//! 1.7 us a layer more. Every block's fence and arrival, and the last
+//! block's read back through L2, sit at the end of the weight stream, on
+//! the path to the attention, and cost more than the qkv_prep launch did.
 use super::layer_out::{cuda_layer_out_gemv, wgsl_layer_out_gemv};
 use super::{gemv_rmsnorm_operands, LayerOutRow, NORMED_NMSE};
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{env_override, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use crate::rope_kv::rope_table;
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
@@ -51,21 +58,6 @@ declare_kernel! {
 /// Head vectors of `c` the CUDA arrival counters cover (`QKV_EPI_MAX_HEADS`
 /// in gemv.cu).
 pub const QKV_EPILOGUE_MAX_HEADS: u32 = 1024;
-
-/// Whether the graph takes this kernel where it applies: only under
-/// `SWITCHYARD_QKV_EPILOGUE=1` (read once a process). On the H200 it was
-/// slower than the two launches it replaces: bench-model batch 1 at the
-/// default shape, runs interleaved in one device call
-/// (`benchmarks/2026-12-02-qkv-epilogue-h200/`), two launches 395.0 / 392.7
-/// / 389.1 tok/s (2.533 / 2.545 / 2.570 ms a step), this kernel 384.2 /
-/// 384.2 / 385.3 (2.603 / 2.598 / 2.595): about 1.7 us a layer more. Every
-/// block's fence and arrival, and the last block's read back through L2,
-/// sit at the end of the weight stream, on the path to the attention, and
-/// cost more than the qkv_prep launch did.
-pub fn qkv_epilogue_enabled() -> bool {
-    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    env_override(&OVERRIDE, "SWITCHYARD_QKV_EPILOGUE", |v| v == 1).is_some()
-}
 
 /// The head vectors of `c` (`n / hd`), refusing shapes the entries cannot take.
 fn heads(a: &PlanArgs) -> Result<u32> {

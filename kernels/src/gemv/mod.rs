@@ -31,7 +31,7 @@ mod layer_out;
 mod layer_out_qkv;
 mod sandwich;
 pub use layer_out::{LayerOutRow, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16};
-pub use layer_out_qkv::{qkv_epilogue_enabled, QkvEpilogue, DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16, QKV_EPILOGUE_MAX_HEADS};
+pub use layer_out_qkv::{QkvEpilogue, DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16, QKV_EPILOGUE_MAX_HEADS};
 pub use sandwich::{SandwichRow, DENSE_GEMV_SANDWICH_GELU_MUL_BF16};
 
 /// Largest M the GEMV kernels take.
@@ -261,6 +261,20 @@ fn shared_row_bytes(a: &PlanArgs, facts: &DeviceFacts, k: u64) -> Result<u32> {
             facts.max_shared_bytes
         ))
     })
+}
+
+/// A fused-row kernel's WGSL plan: `inner`'s plan (`plan`, made for this
+/// kernel's arguments) behind a first pass, the kernel's own entry as one
+/// workgroup that forms the row. The inner kernel's own-symbol entry keeps
+/// its name, since the fused kernel's shader composes the inner entries.
+fn behind_row_pass(mut plan: WgslPlan, a: &PlanArgs, inner: &'static str) -> WgslPlan {
+    for pass in &mut plan.passes {
+        if pass.entry == a.kernel.symbol {
+            pass.entry = inner;
+        }
+    }
+    plan.passes.insert(0, WgslPass { entry: a.kernel.symbol, grid: [1, 1, 1], consts: vec![], extra: [0; 4] });
+    plan
 }
 
 /// The m = 1 GEMV's geometry, run by the kernel's own entry (the `_m1` path

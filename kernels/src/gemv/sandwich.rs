@@ -2,12 +2,12 @@
 //! gate/up projection (batch-1 decode): one launch where the graph ran
 //! `post_norm_add_pre_norm_bf16` and then `dense_gemv_gelu_mul_bf16`.
 use super::{
-    cuda_m1, fused_row_checks, gemv_operands, gemv_shape, one_row, shared_row_bytes, wgsl_dense_gemv_gelu_mul, CUDA_M1_LOADS_PER_LANE,
-    CUDA_MIN_WORKSPACE, DENSE_GEMV_GELU_MUL_BF16, NORMED_NMSE,
+    behind_row_pass, cuda_m1, fused_row_checks, gemv_operands, gemv_shape, one_row, shared_row_bytes, wgsl_dense_gemv_gelu_mul,
+    CUDA_M1_LOADS_PER_LANE, CUDA_MIN_WORKSPACE, DENSE_GEMV_GELU_MUL_BF16, NORMED_NMSE,
 };
 use crate::ops::{bf16s, optional, region, require, scalar, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{env_override, groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{env_override, groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
@@ -92,16 +92,12 @@ pub(super) fn cuda_sandwich_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPl
 /// shader, with `WS_BASE` moving their partial sums past the row).
 pub(super) fn wgsl_sandwich_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     one_row(a)?;
-    let mut plan = wgsl_dense_gemv_gelu_mul(a, f)?;
+    let mut plan = behind_row_pass(wgsl_dense_gemv_gelu_mul(a, f)?, a, DENSE_GEMV_GELU_MUL_BF16.symbol);
     let k = u64::from(a.u32("k")?);
     let row_words = u32::try_from(k / 2).map_err(|_| Error::invalid(a.kernel.symbol, "k", format!("k = {k} must be < 2^33")))?;
-    for pass in &mut plan.passes {
-        if pass.entry == a.kernel.symbol {
-            pass.entry = DENSE_GEMV_GELU_MUL_BF16.symbol;
-        }
+    for pass in &mut plan.passes[1..] {
         pass.consts.push(("WS_BASE", row_words));
     }
-    plan.passes.insert(0, WgslPass { entry: a.kernel.symbol, grid: [1, 1, 1], consts: vec![], extra: [0; 4] });
     // Whole vectors: the shader views the workspace as array<vec4<u32>>.
     plan.workspace_bytes = (plan.workspace_bytes + 2 * k).next_multiple_of(16);
     Ok(plan)

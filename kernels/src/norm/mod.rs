@@ -2,7 +2,7 @@
 //! offset; a null `w` means unscaled). All statistics in f32.
 use crate::ops::{bf16s, i32_arg, optional, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{positive, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{positive, row_slots, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
 
@@ -192,18 +192,10 @@ fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan::single(a.kernel, [a.u32("rows")?, 1, 1]))
 }
 
-/// The register-path slots of `layer_out_bf16.wgsl` (its `SLOTS`): vectors
-/// of 8 bf16 an invocation of 256 holds, `ceil(dim / 8 / 256)` in 1..=4.
-fn layer_out_slots(dim: u32) -> u32 {
-    (dim / 8).div_ceil(256).clamp(1, 4)
-}
-
 /// WGSL layer_out: [`wgsl_row_groups`]' grid, with the register path's
-/// slots fitted to the row ([`layer_out_slots`]). H200, 4096 x 5376, three
-/// rounds of a process each (benchmarks/2026-12-02-wgpu-mem3-h200): 0.0570 /
-/// 0.0568 / 0.0560 ms against 0.0590 / 0.0589 / 0.0594 with four slots.
+/// slots (`SLOTS`) fitted to the row ([`row_slots`], which has the figures).
 fn wgsl_layer_out(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    let consts = vec![("SLOTS", layer_out_slots(a.u32("dim")?))];
+    let consts = vec![("SLOTS", row_slots(a.u32("dim")?))];
     Ok(WgslPlan {
         passes: vec![WgslPass { entry: a.kernel.symbol, grid: [a.u32("rows")?, 1, 1], consts, extra: [0; 4] }],
         workspace_bytes: 0,
@@ -398,7 +390,7 @@ fn sandwich_cases(g: &mut Gen) -> Vec<Case> {
 
 fn layer_out_cases(g: &mut Gen) -> Vec<Case> {
     // Beside the family's shapes, rows whose vectors fill two and exactly
-    // three of the WGSL register path's slots (`layer_out_slots`), with the
+    // three of the WGSL register path's slots (`row_slots`), with the
     // wide shapes' weight bound (0.5 let a sum cancel at dim 4096).
     SHAPES
         .iter()
@@ -464,7 +456,7 @@ mod tests {
     fn layer_out_slots_cover_the_row_and_no_more() {
         let cases = [(64, 1), (2048, 1), (2056, 2), (4096, 2), (5376, 3), (6144, 3), (8192, 4), (12288, 4)];
         for (dim, slots) in cases {
-            assert_eq!(layer_out_slots(dim), slots, "dim {dim}");
+            assert_eq!(row_slots(dim), slots, "dim {dim}");
         }
     }
 

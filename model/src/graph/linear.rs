@@ -5,9 +5,8 @@ use switchyard_core::{registry, Region, Result};
 use switchyard_kernels::gemm::w4a16::{Fp4Weight, DECODE_MAX_M, W4A16_GEMM_DECODE};
 use switchyard_kernels::gemm::DENSE_GEMM_TC;
 use switchyard_kernels::gemv::{
-    qkv_epilogue_enabled, LayerOutRow, QkvEpilogue, SandwichRow, DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16,
-    DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16, DENSE_GEMV_RMSNORM_BF16,
-    DENSE_GEMV_SANDWICH_GELU_MUL_BF16, GEMV_MAX_M,
+    LayerOutRow, QkvEpilogue, SandwichRow, DENSE_GEMV_BF16, DENSE_GEMV_GELU_MUL_BF16, DENSE_GEMV_LAYER_OUT_RMSNORM_BF16,
+    DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16, DENSE_GEMV_RMSNORM_BF16, DENSE_GEMV_SANDWICH_GELU_MUL_BF16, GEMV_MAX_M,
 };
 use switchyard_kernels::rope_kv::QkvPrep;
 use switchyard_kernels::Ops;
@@ -135,7 +134,7 @@ pub fn normed_attention(ops: &Ops, p: &AttnProj, norm: &InputNorm, out: Region, 
 /// bf16 weight, a layer that owns its KV) and the backend implements it,
 /// `dense_gemv_layer_out_rmsnorm_qkv_prep_bf16` can do both in that launch,
 /// which the graph takes only under `SWITCHYARD_QKV_EPILOGUE=1` (slower on
-/// the H200; see `switchyard_kernels::gemv::qkv_epilogue_enabled`).
+/// the H200; kernels/src/gemv/layer_out_qkv.rs has the figures).
 pub fn normed_attention_prep(
     ops: &Ops,
     p: &AttnProj,
@@ -145,12 +144,12 @@ pub fn normed_attention_prep(
     stage: Region,
     prep: &QkvPrep,
 ) -> Result<()> {
-    if let Some((AttnProj::Stacked { w, n, k }, e)) = epilogue(ops, p, prep) {
+    static FUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let fused = super::env_is_one(&FUSED, "SWITCHYARD_QKV_EPILOGUE");
+    if let (AttnProj::Stacked { w, n, k }, Some(e)) = (p, fused.then(|| epilogue(ops, p, prep)).flatten()) {
         let (total, segs) = e.columns();
         let stacked = [n[0], n[0] + n[1]] == segs && n.iter().sum::<usize>() == total;
-        let row = norm
-            .fused_layer_out(ops)
-            .filter(|_| stacked && prep.eps == norm.eps && qkv_epilogue_enabled() && norm.fuses(ops, w.region(), *k, m));
+        let row = norm.fused_layer_out(ops).filter(|_| stacked && prep.eps == norm.eps && norm.fuses(ops, w.region(), *k, m));
         if let Some(row) = row {
             let c = out.slice(0, total * 2)?;
             if c.addr().is_multiple_of(16) {
@@ -166,35 +165,30 @@ pub fn normed_attention_prep(
 /// is one row of a layer that owns its KV (no position map, both norms), at
 /// a head dimension the kernel takes, with the 16-byte alignment of its
 /// loads, on a backend that implements it.
-fn epilogue<'p>(ops: &Ops, p: &'p AttnProj, prep: &QkvPrep) -> Option<(&'p AttnProj, QkvEpilogue)> {
-    let k_eq_v = match p {
-        AttnProj::Stacked { n, .. } => n[2] == 0,
-        _ => return None,
-    };
+fn epilogue(ops: &Ops, p: &AttnProj, prep: &QkvPrep) -> Option<QkvEpilogue> {
+    let AttnProj::Stacked { n, .. } = p else { return None };
+    let k_eq_v = n[2] == 0;
     let (k_pool, v_pool, slot, q_norm, k_norm) = (prep.k_pool?, prep.v_pool?, prep.slot?, prep.q_norm?, prep.k_norm?);
     let one_row = prep.rows == 1 && prep.src_rows == 1 && prep.pmap.is_none() && prep.nkv > 0;
     let shape = prep.hd.is_multiple_of(8) && prep.hd <= 512;
     let aligned = [prep.q_out, k_pool, v_pool, q_norm, k_norm].iter().all(|r| r.addr().is_multiple_of(16));
     let implemented = registry::implements(ops.be.kind(), &DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16);
-    (one_row && shape && aligned && implemented).then_some((
-        p,
-        QkvEpilogue {
-            q_out: prep.q_out,
-            k_pool,
-            v_pool,
-            q_norm,
-            k_norm,
-            cos_sin: prep.cos_sin,
-            pos: prep.pos,
-            slot,
-            nh: prep.nh,
-            nkv: prep.nkv,
-            hd: prep.hd,
-            k_eq_v,
-            max_pos: prep.max_pos,
-            num_slots: prep.num_slots,
-        },
-    ))
+    (one_row && shape && aligned && implemented).then_some(QkvEpilogue {
+        q_out: prep.q_out,
+        k_pool,
+        v_pool,
+        q_norm,
+        k_norm,
+        cos_sin: prep.cos_sin,
+        pos: prep.pos,
+        slot,
+        nh: prep.nh,
+        nkv: prep.nkv,
+        hd: prep.hd,
+        k_eq_v,
+        max_pos: prep.max_pos,
+        num_slots: prep.num_slots,
+    })
 }
 
 /// The input norm, then the query projection alone into `out` (`[m, nq]`),
