@@ -992,7 +992,11 @@ mod tests {
         let j = &doc["rows"][1]["all_reduce"];
         assert_eq!((j["calls_per_step"].as_u64(), j["mode"].as_str()), (Some(9), Some("eager")));
         assert_eq!(j["us_per_token"].as_f64(), Some(report.rows[1].all_reduce.as_ref().unwrap().us_per_token(2)));
-        assert!((0.0..1.5).contains(&j["fraction_of_step"].as_f64().unwrap()), "{j}");
+        // The all-reduces are timed in their own loop, so on a loaded host the fraction can pass 1:
+        // check the formula, not a timing bound.
+        let r2 = &report.rows[1];
+        let fraction = r2.all_reduce.as_ref().unwrap().ms_per_step() / r2.step_ms_median;
+        assert_eq!(j["fraction_of_step"].as_f64(), Some(fraction), "{j}");
         // Without --tp: no all-reduce columns, null in the JSON.
         let single = run(&be, &shape, &[1], &s).unwrap();
         assert!(single.rows[0].all_reduce.is_none() && single.all_reduce_note().is_none());
