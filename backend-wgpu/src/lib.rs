@@ -28,7 +28,7 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use switchyard_core::vaddr::{self, VirtualAllocs};
 use switchyard_core::{Arg, ArgKind, Backend, BackendInfo, BackendKind, Error, KernelSig, Recording, Result};
-use switchyard_kernels::plan::{wgsl_kernel, DeviceFacts, PlanArgs, WgslSplitPass, WgslSplitPlan, WgslWindow};
+use switchyard_kernels::plan::{wgsl_kernel, DeviceFacts, PlanArgs, WgslSplitPass, WgslSplitPlan, WgslWindow, WGSL_ARRIVAL_COUNTERS};
 use switchyard_kernels::sources::Source;
 
 mod fold;
@@ -148,6 +148,10 @@ struct Program {
 /// Bind id of a temporary buffer: bind groups holding one are not cached.
 const TEMP_ID: u64 = u64::MAX;
 
+/// Bind id of the arrival counters (past every allocation id, below every
+/// workspace generation).
+const ARRIVALS_ID: u64 = 1 << vaddr::ID_BITS;
+
 /// Whether a bind id names a user allocation (not the dummy, a temporary or
 /// a workspace generation): the ids a recording must find live at replay.
 fn is_alloc(id: u64) -> bool {
@@ -155,7 +159,7 @@ fn is_alloc(id: u64) -> bool {
 }
 
 /// One storage binding: allocation id (0 = dummy, [`TEMP_ID`] = temporary,
-/// `u64::MAX - n` = workspace generation n),
+/// [`ARRIVALS_ID`] = the arrival counters, `u64::MAX - n` = workspace generation n),
 /// buffer, and the window `[base, base + size)` that is bound.
 #[derive(Clone)]
 struct Bind {
@@ -301,6 +305,9 @@ struct State {
     params_buf: wgpu::Buffer,
     workspace: Option<Bind>,
     workspace_gen: u64,
+    /// The arrival counters of [`switchyard_kernels::plan::WgslPlan::arrivals`],
+    /// made on first use (wgpu zeroes a new buffer) and never replaced.
+    arrivals: Option<Bind>,
     /// Open while `record` runs its closure.
     capture: Option<Capture>,
     /// Open while `time_dispatches` runs its closure.
@@ -629,6 +636,7 @@ impl WgpuBackend {
                 params_buf,
                 workspace: None,
                 workspace_gen: 0,
+                arrivals: None,
                 capture: None,
                 timing: None,
             }),
@@ -1008,6 +1016,28 @@ impl WgpuBackend {
         let b = Bind { id: u64::MAX - st.workspace_gen, buf, base: 0, size };
         st.workspace = Some(b.clone());
         Ok(b)
+    }
+
+    /// The arrival counters, for a plan that uses `n` of them.
+    fn arrivals(&self, st: &mut State, kernel: &str, n: u32) -> Result<Bind> {
+        if n > WGSL_ARRIVAL_COUNTERS {
+            return Err(Error::invalid(
+                kernel,
+                "<arrivals>",
+                format!("the plan asks for {n} arrival counters; the backend keeps {WGSL_ARRIVAL_COUNTERS}"),
+            ));
+        }
+        let b = st.arrivals.get_or_insert_with(|| {
+            let size = WGSL_ARRIVAL_COUNTERS as u64 * 4;
+            let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("arrival counters"),
+                size,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            });
+            Bind { id: ARRIVALS_ID, buf, base: 0, size }
+        });
+        Ok(b.clone())
     }
 
     /// The storage bindings and Params words of a launch's declared
@@ -1443,18 +1473,22 @@ impl Backend for WgpuBackend {
             Some(split) => split(&pa, &self.facts)?,
             None => None,
         };
-        let plan = match split {
-            Some(plan) => plan,
+        let (plan, arrivals) = match split {
+            Some(plan) => (plan, 0),
             None => {
                 let plan = (k.plan)(&pa, &self.facts)?;
                 let passes = plan.passes.into_iter().map(|pass| WgslSplitPass { pass, windows: vec![] }).collect();
-                WgslSplitPlan { passes, workspace_bytes: plan.workspace_bytes }
+                (WgslSplitPlan { passes, workspace_bytes: plan.workspace_bytes }, plan.arrivals)
             }
         };
         let mut st = self.state();
         let workspace = match plan.workspace_bytes {
             0 => None,
             n => Some(self.workspace(&mut st, sig.symbol, n)?),
+        };
+        let arrivals = match arrivals {
+            0 => None,
+            n => Some(self.arrivals(&mut st, sig.symbol, n)?),
         };
         let mut whole = None;
         for WgslSplitPass { pass, windows } in &plan.passes {
@@ -1464,6 +1498,7 @@ impl Backend for WgpuBackend {
                 (false, _) => self.bind_args(&st, sig, args, windows)?,
             };
             binds.extend(workspace.clone());
+            binds.extend(arrivals.clone());
             self.dispatch(&mut st, sig.symbol, &k.source, pass.entry, &pass.consts, &binds, words, pass.grid, pass.extra, &after)?;
         }
         drop(st);

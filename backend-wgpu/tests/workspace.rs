@@ -4,10 +4,14 @@
 //! output is right only if the extra binding after the last pointer is bound,
 //! large enough, and shared by both passes. Rising sizes replace the arena;
 //! a recording made before the replacement must keep the buffer it bound.
+//! A second test kernel takes the backend's arrival counters: each launch's
+//! last workgroup to arrive writes how many arrived and puts the counter
+//! back, so launches of different sizes back to back are right only if every
+//! launch found it zero.
 //! Skipped (visibly) without an adapter unless SWITCHYARD_REQUIRE_WGPU=1.
 use switchyard_core::codec::bytes;
 use switchyard_core::{registry, Arg, ArgSpec, BackendKind, DeviceBuffer, KernelSig, Result};
-use switchyard_kernels::plan::{DeviceFacts, PlanArgs, WgslKernel, WgslPass, WgslPlan};
+use switchyard_kernels::plan::{DeviceFacts, PlanArgs, WgslKernel, WgslPass, WgslPlan, WGSL_ARRIVAL_COUNTERS};
 use switchyard_kernels::sources::Source;
 
 mod common;
@@ -52,6 +56,7 @@ fn plan(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
             WgslPass { entry: "workspace_reverse_read", grid, consts: vec![], extra: [0; 4] },
         ],
         workspace_bytes: 4 * n as u64,
+        arrivals: 0,
     })
 }
 
@@ -59,6 +64,77 @@ inventory::submit! { registry::Declared(&WORKSPACE_REVERSE) }
 inventory::submit! { registry::Implemented { backend: BackendKind::Wgpu, kernel: &WORKSPACE_REVERSE } }
 inventory::submit! {
     WgslKernel { kernel: &WORKSPACE_REVERSE, source: Source { path: "backend-wgpu/tests/workspace.rs", text: SOURCE }, plan, split: None }
+}
+
+static ARRIVALS_COUNT: KernelSig = KernelSig {
+    module: "test",
+    symbol: "arrivals_count",
+    args: &[ArgSpec::output("out"), ArgSpec::i32("groups"), ArgSpec::i32("counters")],
+};
+
+const ARRIVALS_SOURCE: &str = "
+struct Params { out: u32, groups: i32, counters: i32, gx: u32, gy: u32, gz: u32, fold: u32, x0: u32, x1: u32, x2: u32, x3: u32, }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> d_out: array<u32>;
+@group(0) @binding(2) var<storage, read_write> d_arrivals: array<atomic<u32>>;
+
+// Workgroup w arrives on counter w % 2; the last of each counter's arrivals
+// writes their number to out[counter] and puts the counter back.
+@compute @workgroup_size(64)
+fn arrivals_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let w = group_x(wid, nwg, p.fold);
+    let g = u32(p.groups);
+    if (lid == 0u && w < g) {
+        let k = w % 2u;
+        let expected = g / 2u + select(0u, g % 2u, k == 0u);
+        let seen = atomicAdd(&d_arrivals[k], 1u) + 1u;
+        if (seen == expected) {
+            d_out[p.out + k] = seen;
+            atomicStore(&d_arrivals[k], 0u);
+        }
+    }
+}
+";
+
+fn arrivals_plan(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    let groups = a.u32("groups")?;
+    Ok(WgslPlan {
+        passes: vec![WgslPass { entry: "arrivals_count", grid: [groups, 1, 1], consts: vec![], extra: [0; 4] }],
+        workspace_bytes: 0,
+        arrivals: a.u32("counters")?,
+    })
+}
+
+inventory::submit! { registry::Declared(&ARRIVALS_COUNT) }
+inventory::submit! { registry::Implemented { backend: BackendKind::Wgpu, kernel: &ARRIVALS_COUNT } }
+inventory::submit! {
+    WgslKernel {
+        kernel: &ARRIVALS_COUNT,
+        source: Source { path: "backend-wgpu/tests/workspace.rs#arrivals", text: ARRIVALS_SOURCE },
+        plan: arrivals_plan,
+        split: None,
+    }
+}
+
+fn arrival_counters_start_every_launch_at_zero() {
+    let be = wgpu("arrival_counters_start_every_launch_at_zero");
+    let out = DeviceBuffer::zeroed(&be, 8).unwrap();
+    let launch = |groups: i32, counters: i32| be.launch(&ARRIVALS_COUNT, &[Arg::P(out.addr()), Arg::I(groups), Arg::I(counters)]);
+    // Back to back in one batch, then recorded and replayed.
+    for groups in [7, 300, 2, 4097] {
+        launch(groups, 2).unwrap();
+    }
+    let got = bytes::i32_from_bytes(&out.to_vec().unwrap());
+    assert_eq!(got, [2049, 2048], "the last launch's arrivals per counter");
+    let rec = be.record(&mut || launch(301, 2)).unwrap();
+    for _ in 0..3 {
+        be.replay(&rec).unwrap();
+        assert_eq!(bytes::i32_from_bytes(&out.to_vec().unwrap()), [151, 150], "replay");
+    }
+    // A plan asking for more counters than the backend keeps is refused by name.
+    let err = launch(2, WGSL_ARRIVAL_COUNTERS as i32 + 1).unwrap_err().to_string();
+    assert!(err.contains("arrivals_count") && err.contains("arrival counters"), "{err}");
 }
 
 fn expected(x: &[i32]) -> Vec<i32> {
@@ -97,5 +173,5 @@ fn plan_workspace_is_bound_after_the_pointers_and_outlives_arena_growth() {
     assert_eq!(bytes::i32_from_bytes(&out.to_vec().unwrap()), expected(&xs), "replay after the arena grew");
 }
 
-switchyard_test_harness::tests!(needs "wgpu": plan_workspace_is_bound_after_the_pointers_and_outlives_arena_growth);
+switchyard_test_harness::tests!(needs "wgpu": plan_workspace_is_bound_after_the_pointers_and_outlives_arena_growth, arrival_counters_start_every_launch_at_zero);
 switchyard_test_harness::main!(common::probe);

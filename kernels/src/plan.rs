@@ -194,14 +194,24 @@ pub struct WgslPlan {
     /// Workspace bytes from the backend's arena, bound after the last
     /// pointer argument (0: no binding).
     pub workspace_bytes: u64,
+    /// Arrival counters the launch uses (at most [`WGSL_ARRIVAL_COUNTERS`];
+    /// 0: no binding): the backend's one buffer of u32 counters, bound after
+    /// the workspace. They are zero when a launch starts, and every launch
+    /// that takes them must leave them zero (the last workgroup to arrive
+    /// puts its counter back), so a single-pass reduction needs no clearing
+    /// dispatch before it.
+    pub arrivals: u32,
 }
 
 impl WgslPlan {
     /// One dispatch of the kernel's own entry point.
     pub fn single(kernel: &'static KernelSig, grid: [u32; 3]) -> Self {
-        WgslPlan { passes: vec![WgslPass { entry: kernel.symbol, grid, consts: vec![], extra: [0; 4] }], workspace_bytes: 0 }
+        WgslPlan { passes: vec![WgslPass { entry: kernel.symbol, grid, consts: vec![], extra: [0; 4] }], workspace_bytes: 0, arrivals: 0 }
     }
 }
+
+/// Arrival counters the wgpu backend keeps for [`WgslPlan::arrivals`].
+pub const WGSL_ARRIVAL_COUNTERS: u32 = 1024;
 
 /// Bytes a window may grow by when the backend aligns it: its start moves
 /// down to the adapter's storage offset alignment (at most 256 bytes under

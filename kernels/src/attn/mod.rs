@@ -350,7 +350,11 @@ fn wgsl_attention_prefill(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     let rb = wgsl_rows_per_group(head_dim(a)?);
     let (nh, _) = heads(a)?;
     let grid = [positive(a, "rows")?.div_ceil(rb), nh, 1];
-    Ok(WgslPlan { passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![], extra: [rb, 0, 0, 0] }], workspace_bytes: 0 })
+    Ok(WgslPlan {
+        passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![], extra: [rb, 0, 0, 0] }],
+        workspace_bytes: 0,
+        arrivals: 0,
+    })
 }
 
 /// Pipeline depth of the CUDA decode: tiles of [`CUDA_DECODE_TILE`] keys in
@@ -582,6 +586,7 @@ fn wgsl_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
             WgslPass { entry: "attention_decode_reduce", grid: [batch, nh, 1], consts: vec![], extra: [0; 4] },
         ],
         workspace_bytes,
+        arrivals: 0,
     })
 }
 

@@ -139,7 +139,7 @@ fn wgsl_entry(a: &PlanArgs) -> &'static str {
 /// ([`wgsl_row_groups_split`]) sets up, for every table size.
 fn wgsl_row_groups(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     let (_, rows, _) = gather_table(a)?;
-    Ok(WgslPlan { passes: vec![gather_pass(a, 0, rows, 0, true)?], workspace_bytes: 0 })
+    Ok(WgslPlan { passes: vec![gather_pass(a, 0, rows, 0, true)?], workspace_bytes: 0, arrivals: 0 })
 }
 
 /// WGSL through windows of the table. The fp8 embed, only past one binding:

@@ -370,12 +370,12 @@ fn wgsl_dense_gemm_router(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     let cw = most.min(k / 2);
     let extra = [tr as u32, tc as u32, cw as u32, (cw | 1) as u32];
     let pass = WgslPass { entry: "dense_gemm_router_chain", grid, consts: vec![("RC_WORDS", words)], extra };
-    Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 })
+    Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0, arrivals: 0 })
 }
 
 /// The four strict-order kernels of dense_gemm.wgsl (one entry each, one small path).
 fn wgsl_dense(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_small", 1)?], workspace_bytes: 0 })
+    Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_small", 1)?], workspace_bytes: 0, arrivals: 0 })
 }
 
 /// Workgroup memory of `dense_gemm_coop`: two stages of A and B tiles
@@ -414,11 +414,15 @@ fn wgsl_dense_gemm_pipelined(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> 
     let convert = WgslPass { entry: "dense_coop_convert", grid: [groups(kernel, rows * k / 8, 256)?, 1, 1], consts: vec![], extra: [0; 4] };
     let grid = [groups(kernel, n, WGSL_TILE)?, groups(kernel, m, WGSL_TILE)?, 1];
     let gemm = WgslPass { entry: "dense_gemm_coop", grid, consts: vec![], extra: [0; 4] };
-    Ok(WgslPlan { passes: vec![scales, convert, gemm], workspace_bytes })
+    Ok(WgslPlan { passes: vec![scales, convert, gemm], workspace_bytes, arrivals: 0 })
 }
 
 fn wgsl_dense_gemm_tc_scaled_acc(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_tc_scaled_acc_small", 1)?], workspace_bytes: 0 })
+    Ok(WgslPlan {
+        passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_tc_scaled_acc_small", 1)?],
+        workspace_bytes: 0,
+        arrivals: 0,
+    })
 }
 
 /// A thread per element pair, 256-thread workgroups.
@@ -447,7 +451,7 @@ fn wgsl_dense_gemm_splitk_bf16(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan
     let partial = wgsl_dense_pass(a, k.symbol, "dense_gemm_splitk_bf16_small", splits)?;
     let reduce =
         WgslPass { entry: "dense_gemm_splitk_bf16_reduce", grid: [groups(k, m * n / 2, 256)?, 1, 1], consts: vec![], extra: [0; 4] };
-    Ok(WgslPlan { passes: vec![partial, reduce], workspace_bytes })
+    Ok(WgslPlan { passes: vec![partial, reduce], workspace_bytes, arrivals: 0 })
 }
 
 wgsl_plan!(DENSE_GEMM_BF16, "gemm/dense_gemm.wgsl" => wgsl_dense);

@@ -335,7 +335,11 @@ fn wgsl_w4a16_gemm_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
         return Err(Error::invalid(a.kernel.symbol, "m", format!("m = {m} must be in 1..={DECODE_MAX_M}")));
     }
     let grid = [groups(a.kernel, n, WGSL_DECODE_COLS)?, 1, 1];
-    Ok(WgslPlan { passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [0; 4] }], workspace_bytes: 0 })
+    Ok(WgslPlan {
+        passes: vec![WgslPass { entry: a.kernel.symbol, grid, consts: vec![("M", m)], extra: [0; 4] }],
+        workspace_bytes: 0,
+        arrivals: 0,
+    })
 }
 
 wgsl_plan!(W4A16_GEMM, "gemm/w4a16_gemm.wgsl" => wgsl_tiles);

@@ -418,7 +418,7 @@ fn wgsl_gemv(
         };
         if rows.div_ceil(WGSL_M1_ROWS) >= WGSL_M1_MIN_GROUPS && m1_shared <= f.max_shared_bytes {
             let pass = WgslPass { entry: m1, grid: [groups(kernel, rows, WGSL_M1_ROWS)?, 1, 1], consts, extra: [0; 4] };
-            return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 });
+            return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0, arrivals: 0 });
         }
     }
     let m64 = u64::from(m);
@@ -432,7 +432,7 @@ fn wgsl_gemv(
     let consts = vec![("M", m)];
     if splits == 1 {
         let pass = WgslPass { entry: kernel.symbol, grid: [blocks, 1, 1], consts, extra: [k as u32, 1, 0, 0] };
-        return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 });
+        return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0, arrivals: 0 });
     }
     // splits ≥ 2, so chunk < k < 2^32.
     let s = splits as u32;
@@ -442,6 +442,7 @@ fn wgsl_gemv(
             WgslPass { entry: entries[1], grid: [groups(kernel, m64 * n, 512)?, 1, 1], consts: vec![], extra: [s, 0, 0, 0] },
         ],
         workspace_bytes: splits * chunk_bytes,
+        arrivals: 0,
     })
 }
 

@@ -1,15 +1,23 @@
-// Two passes. argmax_rows: grid (chunks, m), each workgroup reduces a chunk of
-// 1024 · VECS logits of one row (VECS = 1, 2 or 4, an override constant the
-// plan picks so that small m still spreads a row over many workgroups) to
-// (index, value) in the plan's workspace. When vocab % 4 == 0 and logits sits
-// at a word offset that is a multiple of 4, an invocation loads its VECS
-// vectors of 4 logits as independent vec4 loads issued in one burst (every
-// access of the workgroup coalesced); otherwise one word at a time.
-// argmax_rows_final: one workgroup per row reduces the chunks. Candidates
-// compare by value, then lowest index; -1 (nothing eligible) loses to
-// everything. The workgroup reductions are row_best (the lanes: subgroupMax /
-// subgroupMin where the device has subgroups, a workgroup-memory tree
-// otherwise); a comparison, so the result does not depend on the order.
+// argmax_rows_once (the default plan): grid (chunks, m), each workgroup
+// reduces a chunk of 1024 · VECS logits of one row (VECS = 1, 2 or 4, an
+// override constant the plan picks so that small m still spreads a row over
+// many workgroups) to an (index, value) pair in the plan's workspace; the
+// last of a row's workgroups to arrive (the row's arrival counter, which it
+// puts back to zero) reduces the row's pairs and writes the result. One
+// dispatch: on the H200 two dispatches with no data cost 0.0112 ms, more
+// than 70% of copy speed allows for the whole 16.8 MB bench row. With one
+// chunk a row the workgroup writes the result itself.
+// The two-pass plan (more rows than the backend has counters, or forced):
+// argmax_rows writes the pairs, argmax_rows_final (one workgroup per row)
+// reduces them.
+// When vocab % 4 == 0 and logits sits at a word offset that is a multiple of
+// 4, an invocation loads its VECS vectors of 4 logits as independent vec4
+// loads issued in one burst (every access of the workgroup coalesced);
+// otherwise one word at a time. Candidates compare by value, then lowest
+// index; -1 (nothing eligible) loses to everything. The workgroup reductions
+// are row_best (the lanes: subgroupMax / subgroupMin where the device has
+// subgroups, a workgroup-memory tree otherwise); a comparison, so the result
+// depends neither on the order nor on which workgroup arrives last.
 // Measured slower on the H200 at m = 16 (BENCHMARKS.md, eighth session):
 // VECS 8 and 16 (fewer, fatter workgroups), and each vector reduced on its
 // own before a pairwise merge instead of the one chain of compares.
@@ -22,7 +30,11 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> d_val: array<u32>;
 @group(0) @binding(3) var<storage, read_write> d_logits: array<vec4<u32>>;
 // The plan's workspace: [row][chunk] pairs of (index, value bits); x0 = chunks per row.
-@group(0) @binding(4) var<storage, read_write> d_scratch: array<u32>;
+// Atomic so that the last workgroup's loads come from where the others'
+// stores went (device scope), not from a stale cache line.
+@group(0) @binding(4) var<storage, read_write> d_scratch: array<atomic<u32>>;
+// The backend's arrival counters (argmax_rows_once): one a row, zero between launches.
+@group(0) @binding(5) var<storage, read_write> d_arrivals: array<atomic<u32>>;
 
 const WG: u32 = 256u;
 const NEG_INF: u32 = 0xff800000u;
@@ -47,14 +59,10 @@ fn take(bi: ptr<function, i32>, bv: ptr<function, f32>, v: u32, x: f32, vocab: u
     }
 }
 
-@compute @workgroup_size(256)
-fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+// The best (index, value bits) of chunk c of row i; every invocation of the
+// workgroup calls it (row_best's barriers).
+fn chunk_best(c: u32, i: u32, ln: Lanes) -> vec2<u32> {
     let lid = ln.lid;
-    let c = group_x(wid, nwg, p.fold);
-    let i = group_y(wid, p.fold);
-    if (c >= p.gx || i >= p.gy || i >= u32(p.m)) {
-        return;
-    }
     let vocab = u32(p.vocab);
     var bi = -1;
     var bv = bitcast<f32>(NEG_INF);
@@ -86,35 +94,97 @@ fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             }
         }
     }
-    let b = row_best(bi, bv, ln);
-    if (lid == 0u) {
-        let s = 2u * (i * p.x0 + c);
-        d_scratch[s] = b.x;
-        d_scratch[s + 1u] = b.y;
-    }
+    return row_best(bi, bv, ln);
 }
 
-@compute @workgroup_size(256)
-fn argmax_rows_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+// Stores a chunk's pair (invocation 0).
+fn store_pair(i: u32, c: u32, b: vec2<u32>) {
+    let s = 2u * (i * p.x0 + c);
+    atomicStore(&d_scratch[s], b.x);
+    atomicStore(&d_scratch[s + 1u], b.y);
+}
+
+// Row i's best over its x0 chunk pairs, written to the outputs; every
+// invocation of the workgroup calls it.
+fn finish_row(i: u32, ln: Lanes) {
     let lid = ln.lid;
-    let i = group_x(wid, nwg, p.fold);
-    if (i >= p.gx || i >= u32(p.m)) {
-        return;
-    }
     var bi = -1;
     var bv = bitcast<f32>(NEG_INF);
     for (var c = lid; c < p.x0; c += WG) {
         let s = 2u * (i * p.x0 + c);
-        let ci = bitcast<i32>(d_scratch[s]);
-        let cv = bitcast<f32>(d_scratch[s + 1u]);
+        let ci = bitcast<i32>(atomicLoad(&d_scratch[s]));
+        let cv = bitcast<f32>(atomicLoad(&d_scratch[s + 1u]));
         if (beats_best(ci, cv, bi, bv)) {
             bi = ci;
             bv = cv;
         }
     }
-    let b = row_best(bi, bv, ln);
+    write_row(i, row_best(bi, bv, ln), lid);
+}
+
+fn write_row(i: u32, b: vec2<u32>, lid: u32) {
     if (lid == 0u) {
         d_idx[p.idx + i] = b.x;
         d_val[p.val + i] = b.y;
     }
+}
+
+// Whether this workgroup is the last of row i's x0 to arrive (uniform);
+// the last puts the counter back to zero for the next launch.
+var<workgroup> wg_last: u32;
+
+@compute @workgroup_size(256)
+fn argmax_rows_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    let lid = ln.lid;
+    let c = group_x(wid, nwg, p.fold);
+    let i = group_y(wid, p.fold);
+    if (c >= p.gx || i >= p.gy || i >= u32(p.m)) {
+        return;
+    }
+    let b = chunk_best(c, i, ln);
+    if (p.x0 == 1u) {
+        write_row(i, b, lid);
+        return;
+    }
+    if (lid == 0u) {
+        store_pair(i, c, b);
+    }
+    // Release (device scope): the pair is stored before the arrival below.
+    storageBarrier();
+    if (lid == 0u) {
+        let last = atomicAdd(&d_arrivals[i], 1u) == p.x0 - 1u;
+        if (last) {
+            // Every workgroup of row i in this launch has arrived.
+            atomicStore(&d_arrivals[i], 0u);
+        }
+        wg_last = select(0u, 1u, last);
+    }
+    if (workgroupUniformLoad(&wg_last) == 0u) {
+        return;
+    }
+    // Acquire: the other workgroups' pairs are read after their arrivals.
+    storageBarrier();
+    finish_row(i, ln);
+}
+
+@compute @workgroup_size(256)
+fn argmax_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    let c = group_x(wid, nwg, p.fold);
+    let i = group_y(wid, p.fold);
+    if (c >= p.gx || i >= p.gy || i >= u32(p.m)) {
+        return;
+    }
+    let b = chunk_best(c, i, ln);
+    if (ln.lid == 0u) {
+        store_pair(i, c, b);
+    }
+}
+
+@compute @workgroup_size(256)
+fn argmax_rows_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    let i = group_x(wid, nwg, p.fold);
+    if (i >= p.gx || i >= u32(p.m)) {
+        return;
+    }
+    finish_row(i, ln);
 }

@@ -5,11 +5,11 @@ use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, wo
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{
     env_override, groups, positive, row_windows, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WgslSplitPass,
-    WgslSplitPlan, WgslWindow,
+    WgslSplitPlan, WgslWindow, WGSL_ARRIVAL_COUNTERS,
 };
 use switchyard_core::codec::{bytes, fp8};
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, KernelSig, Region, Result};
 
 /// Largest `m` the decode-shaped head kernels take.
 pub const MAX_HEAD_ROWS: usize = 16;
@@ -95,7 +95,7 @@ fn lm_head_pass(a: &PlanArgs, first: u64, count: u64, count_b: u64) -> Result<Wg
 /// The bf16 head never runs it: its shader binds the table twice, which
 /// only the window plan ([`wgsl_lm_head_split`]) sets up, for every table size.
 fn wgsl_lm_head(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    Ok(WgslPlan { passes: vec![lm_head_pass(a, 0, a.u32("vocab")? as u64, 0)?], workspace_bytes: 0 })
+    Ok(WgslPlan { passes: vec![lm_head_pass(a, 0, a.u32("vocab")? as u64, 0)?], workspace_bytes: 0, arrivals: 0 })
 }
 
 /// Table windows one pass of the bf16 head reads: two, as the bf16 gathers
@@ -246,33 +246,52 @@ pub fn wgsl_argmax_vecs(m: u64, vocab: u64) -> u32 {
     1
 }
 
-/// Two passes: `argmax_rows` reduces each chunk of `1024 · VECS` logits of a
-/// row ([`wgsl_argmax_vecs`]) to an (index, value) pair in the workspace
-/// (grid chunks × m), then `argmax_rows_final` reduces a row's pairs (grid
-/// m). `x0` = chunks per row.
+/// `argmax_rows_once`, grid chunks × m: each workgroup reduces a chunk of
+/// `1024 · VECS` logits of a row ([`wgsl_argmax_vecs`]) to an (index,
+/// value) pair in the workspace, and the last of a row's workgroups to arrive
+/// (one of the backend's arrival counters a row) reduces the row's pairs.
+/// `x0` = chunks per row. Rows of one chunk need no counter.
 ///
-/// `SWITCHYARD_WGSL_ARGMAX_VECS=1|2|4` (read once a process) forces `VECS`,
-/// to measure more or fewer first-pass workgroups on a device.
+/// The two-pass form (`argmax_rows`, then `argmax_rows_final` over the pairs,
+/// grid m) runs where the rows outnumber the backend's counters
+/// ([`WGSL_ARRIVAL_COUNTERS`]), or everywhere under
+/// `SWITCHYARD_WGSL_ARGMAX_PASSES=2`, so the two can be measured side by side.
+/// `SWITCHYARD_WGSL_ARGMAX_VECS=1|2|4` forces `VECS`. Both are read once a
+/// process.
 ///
-/// Most of the time is the two dispatches' own: on the H200 16 rows of 1024
-/// logits (64 KiB) take 0.0112 ms and one row of 262144 0.0114, against
-/// 0.0197 for the 16.8 MB bench row (GPU time, both passes), so 70% of copy
-/// (about 0.007 ms for 16.8 MB) is under what two dispatches cost empty.
+/// Why one pass: on the H200 16 rows of 1024 logits (64 KiB) took 0.0112 ms
+/// in two passes and one row of 262144 0.0114, against 0.0197 for the 16.8 MB
+/// bench row (GPU time, both passes), so 70% of copy (about 0.007 ms for
+/// 16.8 MB) is under what two dispatches cost empty.
 fn wgsl_argmax_rows(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    let forced = env_override(&OVERRIDE, "SWITCHYARD_WGSL_ARGMAX_VECS", |v| [1, 2, 4].contains(&v));
-    let rows = a.u32("m")?;
-    let vocab = a.u32("vocab")? as u64;
-    let vecs = forced.unwrap_or_else(|| wgsl_argmax_vecs(rows as u64, vocab));
-    let chunks = groups(a.kernel, vocab, WGSL_ARGMAX_VEC_LOGITS * vecs as u64)?;
-    Ok(WgslPlan {
-        passes: vec![
-            WgslPass { entry: "argmax_rows", grid: [chunks, rows, 1], consts: vec![("VECS", vecs)], extra: [chunks, 0, 0, 0] },
-            WgslPass { entry: "argmax_rows_final", grid: [rows, 1, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
-        ],
-        // Two words per pair.
-        workspace_bytes: rows as u64 * chunks as u64 * 8,
-    })
+    static VECS: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    static PASSES: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let forced = env_override(&VECS, "SWITCHYARD_WGSL_ARGMAX_VECS", |v| [1, 2, 4].contains(&v));
+    let two_passes = env_override(&PASSES, "SWITCHYARD_WGSL_ARGMAX_PASSES", |v| [1, 2].contains(&v)) == Some(2);
+    wgsl_argmax_plan(a.u32("m")?, a.u32("vocab")? as u64, forced, two_passes, a.kernel)
+}
+
+/// [`wgsl_argmax_rows`] with its overrides given.
+fn wgsl_argmax_plan(rows: u32, vocab: u64, vecs: Option<u32>, two_passes: bool, kernel: &'static KernelSig) -> Result<WgslPlan> {
+    let vecs = vecs.unwrap_or_else(|| wgsl_argmax_vecs(rows as u64, vocab));
+    let chunks = groups(kernel, vocab, WGSL_ARGMAX_VEC_LOGITS * vecs as u64)?;
+    let first = |entry| WgslPass { entry, grid: [chunks, rows, 1], consts: vec![("VECS", vecs)], extra: [chunks, 0, 0, 0] };
+    // Two words per pair.
+    let workspace_bytes = rows as u64 * chunks as u64 * 8;
+    if two_passes || (chunks > 1 && rows > WGSL_ARRIVAL_COUNTERS) {
+        return Ok(WgslPlan {
+            passes: vec![
+                first("argmax_rows"),
+                WgslPass { entry: "argmax_rows_final", grid: [rows, 1, 1], consts: vec![], extra: [chunks, 0, 0, 0] },
+            ],
+            workspace_bytes,
+            arrivals: 0,
+        });
+    }
+    // The entry declares both bindings, so rows of one chunk (which touch
+    // neither) still take the workspace and one counter.
+    let arrivals = if chunks > 1 { rows } else { 1 };
+    Ok(WgslPlan { passes: vec![first("argmax_rows_once")], workspace_bytes, arrivals })
 }
 
 /// One block of 256 per hidden row, one warp per label.
@@ -294,7 +313,7 @@ fn letter_pass(a: &PlanArgs, first: u64, count: u64, writes_nan: bool) -> Result
 
 /// One workgroup per hidden row.
 fn wgsl_letter_logits(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
-    Ok(WgslPlan { passes: vec![letter_pass(a, 0, a.u32("vocab")? as u64, true)?], workspace_bytes: 0 })
+    Ok(WgslPlan { passes: vec![letter_pass(a, 0, a.u32("vocab")? as u64, true)?], workspace_bytes: 0, arrivals: 0 })
 }
 
 /// A table past one binding: one pass per window of table rows, each
@@ -530,9 +549,11 @@ fn lm_head_bf16_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn argmax_cases(g: &mut Gen) -> Vec<Case> {
-    // The last: the decode bench shape, the only one here on the WGSL first
-    // pass's vector loads at VECS 2 (wgsl_argmax_vecs); the others run VECS 1.
-    [(1, 7, -1, -1), (16, 4099, 3, -1), (3, 262, 5, 9), (2, 2, 0, 1), (3, 50001, 7, 40000), (16, 262_144, 11, 200_000)]
+    // The decode bench shape (16 × 262144) is the only one here on the WGSL
+    // first pass's vector loads at VECS 2 (wgsl_argmax_vecs); the others run
+    // VECS 1. The last has more rows of two chunks than the wgpu backend has
+    // arrival counters: the WGSL plan's two-pass form.
+    [(1, 7, -1, -1), (16, 4099, 3, -1), (3, 262, 5, 9), (2, 2, 0, 1), (3, 50001, 7, 40000), (16, 262_144, 11, 200_000), (1025, 1100, 2, -1)]
         .into_iter()
         .map(|(m, vocab, ex0, ex1)| {
             let (mut l, _) = g.f32(m * vocab, -20.0, 20.0);
@@ -728,5 +749,23 @@ mod tests {
         .unwrap();
         assert_eq!((plan.passes[0].grid, plan.passes[0].consts.clone()), ([256, 1, 1], vec![("VECS", 1)]));
         assert_eq!(plan.workspace_bytes, 256 * 8);
+    }
+
+    #[test]
+    fn wgsl_argmax_is_one_pass_while_the_rows_have_counters() {
+        let plan = |rows, vocab, two| wgsl_argmax_plan(rows, vocab, None, two, &ARGMAX_ROWS).unwrap();
+        let entries = |p: &WgslPlan| p.passes.iter().map(|s| s.entry).collect::<Vec<_>>();
+        // The bench row: 16 rows of 128 chunks, a counter each.
+        let p = plan(16, 262_144, false);
+        assert_eq!((entries(&p), p.passes[0].grid, p.arrivals), (vec!["argmax_rows_once"], [128, 16, 1], 16));
+        assert_eq!(p.workspace_bytes, 16 * 128 * 8);
+        // One chunk a row: no counter is used, but the entry's binding is there.
+        let p = plan(5000, 1000, false);
+        assert_eq!((entries(&p), p.arrivals), (vec!["argmax_rows_once"], 1));
+        // More rows of several chunks than counters, or forced: two passes, no counters.
+        for p in [plan(WGSL_ARRIVAL_COUNTERS + 1, 1100, false), plan(16, 262_144, true)] {
+            assert_eq!((entries(&p), p.arrivals), (vec!["argmax_rows", "argmax_rows_final"], 0));
+        }
+        assert_eq!(plan(WGSL_ARRIVAL_COUNTERS, 1100, false).arrivals, WGSL_ARRIVAL_COUNTERS);
     }
 }

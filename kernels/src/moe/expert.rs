@@ -348,7 +348,7 @@ fn wgsl_moe_grouped_bf16(a: &PlanArgs, facts: &DeviceFacts) -> Result<WgslPlan> 
     }
     let cols = groups(a.kernel, u64::from(a.u32("big_n")?), SEGMENT_GEMV_COLS)?;
     let pass = WgslPass { entry: "moe_grouped_gemm_bf16_seg", grid: [cols, n, 1], consts: vec![], extra: [0; 4] };
-    Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0 })
+    Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0, arrivals: 0 })
 }
 
 /// Row stride in f32 of `moe_route_decode`'s staged rows (`route_dec_ld`
@@ -401,7 +401,7 @@ fn wgsl_moe_route_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
         extra: [0; 4],
     };
     let select = WgslPass { entry: "moe_route_decode", grid: [1, 1, 1], consts: vec![], extra: [0; 4] };
-    Ok(WgslPlan { passes: vec![logits, select], workspace_bytes: 0 })
+    Ok(WgslPlan { passes: vec![logits, select], workspace_bytes: 0, arrivals: 0 })
 }
 
 cuda_plan!(MOE_ROUTE_DECODE => cuda_moe_route_decode);

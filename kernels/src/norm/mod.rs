@@ -199,6 +199,7 @@ fn wgsl_layer_out(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan {
         passes: vec![WgslPass { entry: a.kernel.symbol, grid: [a.u32("rows")?, 1, 1], consts, extra: [0; 4] }],
         workspace_bytes: 0,
+        arrivals: 0,
     })
 }
 
