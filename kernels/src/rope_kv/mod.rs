@@ -7,7 +7,7 @@
 //! writes to.
 use crate::ops::{bf16s, i32_arg, optional, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, positive, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
+use crate::plan::{env_override, groups, positive, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
@@ -175,7 +175,21 @@ const WGSL_QKV_THREADS: u64 = 256;
 /// run), 256 / run vectors a workgroup: 16 at hd 256, so the bench row
 /// (4096 · 64 vectors) runs as 16,384 workgroups of 256. Other hd:
 /// [`row_head_grid`], workgroups of 128 (`qkv_prep_bf16`).
+///
+/// `SWITCHYARD_WGSL_QKV_VPL=2` (read once a process) gives each lane two
+/// head vectors (the shader's `VPL`), both loaded before either's
+/// reduction, in half the workgroups: the candidate the eighth session's
+/// H200 call named (more independent vectors in flight a lane, as named
+/// registers, where arrays indexed in loops had lost), not yet measured, so
+/// not the default.
 fn wgsl_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    static VPL: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let vpl = env_override(&VPL, "SWITCHYARD_WGSL_QKV_VPL", |v| [1, 2].contains(&v)).unwrap_or(1);
+    wgsl_qkv_prep_plan(a, vpl)
+}
+
+/// [`wgsl_qkv_prep`] with `vpl` head vectors a lane.
+fn wgsl_qkv_prep_plan(a: &PlanArgs, vpl: u32) -> Result<WgslPlan> {
     let [rows, _, _] = row_head_grid(a)?;
     let hd = a.u32("hd")? as u64;
     if hd % 16 != 0 || hd > 16 * WGSL_QKV_THREADS {
@@ -183,8 +197,9 @@ fn wgsl_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     }
     let run = (hd / 16).next_power_of_two();
     let vectors = rows as u64 * (a.u32("nh")? as u64 + 2 * a.u32("nkv")? as u64);
-    let mut plan = WgslPlan::single(a.kernel, [groups(a.kernel, vectors, WGSL_QKV_THREADS / run)?, 1, 1]);
+    let mut plan = WgslPlan::single(a.kernel, [groups(a.kernel, vectors, WGSL_QKV_THREADS / run * vpl as u64)?, 1, 1]);
     plan.passes[0].entry = "qkv_prep_bf16_vec";
+    plan.passes[0].consts = vec![("VPL", vpl)];
     Ok(plan)
 }
 
@@ -435,5 +450,14 @@ mod tests {
         }
         let a = args(0, 3, 0);
         assert!(cuda_qkv_prep(&PlanArgs::new(&QKV_PREP_BF16, &a), &facts).is_err());
+        // WGSL, the bench row at hd 256: 16 vectors a workgroup, or 32 at two a lane.
+        let a = args(4096, 32, 16);
+        for (vpl, groups) in [(1, 16_384), (2, 8192)] {
+            let p = wgsl_qkv_prep_plan(&PlanArgs::new(&QKV_PREP_BF16, &a), vpl).unwrap();
+            assert_eq!(
+                (p.passes[0].entry, p.passes[0].grid, p.passes[0].consts.clone()),
+                ("qkv_prep_bf16_vec", [groups, 1, 1], vec![("VPL", vpl)])
+            );
+        }
     }
 }

@@ -138,89 +138,105 @@ fn normed4(x: vec4<u32>, inv: f32, w: vec4<u32>, has_w: bool) -> array<vec4<f32>
     return array<vec4<f32>, 2>(bf16_round4(lo), bf16_round4(hi));
 }
 
-@compute @workgroup_size(256)
-fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
-    let hd = u32(p.hd);
+// One head vector as one lane of its run sees it. kind 3: nothing to do (past
+// the last vector, or a padding lane), but the lane still joins the reduction.
+struct HeadJob {
+    kind: u32,
+    // Word offsets of the vector's source and destination.
+    src: u32,
+    dst: u32,
+    pos: u32,
+    // A valid source row (the data loads need nothing else), a valid
+    // position too, and whether the vector is written at all.
+    s_ok: bool,
+    ok: bool,
+    write: bool,
+}
+
+// The lane's words of a head vector: 4l.. of the first half, qw + 4l.. of
+// the second.
+struct HeadWords {
+    a: vec4<u32>,
+    b: vec4<u32>,
+}
+
+// Vector u of the launch (u = row · (nh + 2·nkv) + head, heads in the order
+// Q, K, V) for lane l of its run.
+fn head_job(u: u32, l: u32, used: u32) -> HeadJob {
     let nh = u32(p.nh);
     let nkv = u32(p.nkv);
-    // Lanes holding data, and the run they reduce over: `used` rounded up to
-    // a power of two (run_sum's butterfly); the extra lanes add zeros.
-    let used = hd / 16u;
-    let lanes = 1u << (32u - countLeadingZeros(used - 1u));
-    let per_wg = 256u / lanes;
     let per_row = nh + 2u * nkv;
-    let me = lane_order(ln);
-    let g = me / lanes;
-    let l = me % lanes;
-    let u = group_x(wid, nwg, p.fold) * per_wg + g;
-    // Invocations past the last vector, or on a padding lane, load and store
-    // nothing but still join the reduction; kind 3 marks them.
-    var kind = 3u;
+    var j = HeadJob(3u, 0u, 0u, 0u, false, false, false);
     var r = 0u;
     var head = 0u;
     if (l < used && u < u32(p.rows) * per_row) {
         r = u / per_row;
         let k = u % per_row;
         if (k < nh) {
-            kind = Q;
+            j.kind = Q;
             head = k;
         } else if (k < nh + nkv) {
-            kind = K;
+            j.kind = K;
             head = k - nh;
         } else {
-            kind = V;
+            j.kind = V;
             head = k - nh - nkv;
         }
     }
     var s = i32(r);
-    if (p.pmap != NONE && kind != 3u) {
+    if (p.pmap != NONE && j.kind != 3u) {
         s = bitcast<i32>(d_pmap[p.pmap + r]);
     }
     var ps = 0;
-    if (kind != 3u) {
+    if (j.kind != 3u) {
         ps = bitcast<i32>(d_pos[p.pos + r]);
     }
-    let s_ok = s >= 0 && s < p.src_rows;
-    let ok = s_ok && ps >= 0 && ps < p.max_pos;
-    let src_row = select(0u, u32(s), s_ok);
-    let pos = select(0u, u32(ps), ok);
-    let hw = hd / 2u;
-    var src = 0u;
-    var dst = 0u;
-    var write = kind != 3u;
-    if (kind == Q) {
-        src = p.q_raw + (src_row * nh + head) * hw;
-        dst = p.q_out + (r * nh + head) * hw;
-    } else if (kind != 3u) {
+    j.s_ok = s >= 0 && s < p.src_rows;
+    j.ok = j.s_ok && ps >= 0 && ps < p.max_pos;
+    let src_row = select(0u, u32(s), j.s_ok);
+    j.pos = select(0u, u32(ps), j.ok);
+    let hw = u32(p.hd) / 2u;
+    j.write = j.kind != 3u;
+    if (j.kind == Q) {
+        j.src = p.q_raw + (src_row * nh + head) * hw;
+        j.dst = p.q_out + (r * nh + head) * hw;
+    } else if (j.kind != 3u) {
         let slot = bitcast<i32>(d_slot[p.slot + r]);
         // Negative (padding) or out-of-pool slots skip the KV write.
-        write = slot >= 0 && slot < p.num_slots;
-        src = select(p.k_raw, p.v_raw, kind == V) + (src_row * nkv + head) * hw;
-        dst = select(p.k_pool, p.v_pool, kind == V) + (u32(max(slot, 0)) * nkv + head) * hw;
+        j.write = slot >= 0 && slot < p.num_slots;
+        j.src = select(p.k_raw, p.v_raw, j.kind == V) + (src_row * nkv + head) * hw;
+        j.dst = select(p.k_pool, p.v_pool, j.kind == V) + (u32(max(slot, 0)) * nkv + head) * hw;
     }
-    // Words of a head vector (hw) and of its half (qw).
-    let qw = hd / 4u;
-    let al = aligned4(p.q_out, p.k_pool, p.v_pool, p.q_raw) && aligned4(p.k_raw, p.v_raw, p.q_norm, p.k_norm)
-        && aligned4(p.cos_sin, NONE, NONE, NONE);
-    // Words 4l.. of the first half and qw + 4l.. of the second. The data
-    // loads wait on no other load (a valid source row is all they need; a
-    // row with a bad position or slot reads and drops it).
-    var xa = vec4<u32>(0u);
-    var xb = vec4<u32>(0u);
-    if (kind != 3u && s_ok) {
-        xa = src4(kind % 3u, src + 4u * l, al);
-        xb = src4(kind % 3u, src + qw + 4u * l, al);
+    return j;
+}
+
+// The data loads wait on no other load (a valid source row is all they
+// need; a row with a bad position or slot reads and drops it).
+fn head_words(j: HeadJob, l: u32, qw: u32, al: bool) -> HeadWords {
+    var x = HeadWords(vec4<u32>(0u), vec4<u32>(0u));
+    if (j.kind != 3u && j.s_ok) {
+        x.a = src4(j.kind % 3u, j.src + 4u * l, al);
+        x.b = src4(j.kind % 3u, j.src + qw + 4u * l, al);
     }
-    let tot = run_sum(sq_bf16x4(xa) + sq_bf16x4(xb), lanes, ln);
-    if (!write) {
+    return x;
+}
+
+// Norm (+ rope) of the lane's words, given the vector's Σ x², and the stores.
+fn head_finish(j: HeadJob, x: HeadWords, tot: f32, l: u32, qw: u32, al: bool) {
+    let kind = j.kind;
+    let dst = j.dst;
+    if (!j.write) {
         return;
     }
-    if (!ok) {
+    if (!j.ok) {
         store4(kind, dst + 4u * l, vec4<u32>(BF16_NAN2), al);
         store4(kind, dst + qw + 4u * l, vec4<u32>(BF16_NAN2), al);
         return;
     }
+    let hd = u32(p.hd);
     let inv = inv_rms(tot, hd, p.eps);
+    let xa = x.a;
+    let xb = x.b;
     if (kind == V) {
         store4(V, dst + 4u * l, pack_bf16x4(bf16x4_lo(xa) * inv, bf16x4_hi(xa) * inv), al);
         store4(V, dst + qw + 4u * l, pack_bf16x4(bf16x4_lo(xb) * inv, bf16x4_hi(xb) * inv), al);
@@ -240,7 +256,7 @@ fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     }
     // (cos, sin) of pairs i = 8l..8l+7 (hd / 2 pairs a position): 16 words;
     // c0 = (cos, sin) of i, i+1, ...
-    let cs = p.cos_sin + (pos * hw + 8u * l) * 2u;
+    let cs = p.cos_sin + (j.pos * (hd / 2u) + 8u * l) * 2u;
     let c0 = cs4(cs, al);
     let c1 = cs4(cs + 4u, al);
     let c2 = cs4(cs + 8u, al);
@@ -256,6 +272,40 @@ fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     let ob = pack_bf16x4(nb[0] * cos_lo + na[0] * sin_lo, nb[1] * cos_hi + na[1] * sin_hi);
     store4(kind, dst + 4u * l, oa, al);
     store4(kind, dst + qw + 4u * l, ob, al);
+}
+
+// Head vectors a lane works on (1 or 2, the plan's choice): with 2, the
+// workgroup covers 2 · (256 / L) vectors, the second set (+256 / L) loaded
+// before either set's reduction, so each lane has twice the bytes in flight.
+override VPL: u32 = 1u;
+
+@compute @workgroup_size(256)
+fn qkv_prep_bf16_vec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    let hd = u32(p.hd);
+    // Lanes holding data, and the run they reduce over: `used` rounded up to
+    // a power of two (run_sum's butterfly); the extra lanes add zeros.
+    let used = hd / 16u;
+    let lanes = 1u << (32u - countLeadingZeros(used - 1u));
+    let per_wg = 256u / lanes;
+    let me = lane_order(ln);
+    let l = me % lanes;
+    let u = group_x(wid, nwg, p.fold) * per_wg * VPL + me / lanes;
+    // Words of a head vector's half.
+    let qw = hd / 4u;
+    let al = aligned4(p.q_out, p.k_pool, p.v_pool, p.q_raw) && aligned4(p.k_raw, p.v_raw, p.q_norm, p.k_norm)
+        && aligned4(p.cos_sin, NONE, NONE, NONE);
+    let j0 = head_job(u, l, used);
+    let x0 = head_words(j0, l, qw, al);
+    if (VPL == 1u) {
+        head_finish(j0, x0, run_sum(sq_bf16x4(x0.a) + sq_bf16x4(x0.b), lanes, ln), l, qw, al);
+        return;
+    }
+    let j1 = head_job(u + per_wg, l, used);
+    let x1 = head_words(j1, l, qw, al);
+    let t0 = run_sum(sq_bf16x4(x0.a) + sq_bf16x4(x0.b), lanes, ln);
+    let t1 = run_sum(sq_bf16x4(x1.a) + sq_bf16x4(x1.b), lanes, ln);
+    head_finish(j0, x0, t0, l, qw, al);
+    head_finish(j1, x1, t1, l, qw, al);
 }
 
 // --- qkv_prep_bf16 (hd % 16 != 0) -------------------------------------------

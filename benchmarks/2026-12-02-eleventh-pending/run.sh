@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The eleventh session's changes, built and tested here (cpu, lavapipe, NVRTC
+# compile) but not yet run on a GPU: the session had no device time left
+# (231 s, under the 240 s a start needs). One call, about 300 s, measures them.
+#
+#   1. wgpu argmax_rows in one dispatch on the backend's arrival counters
+#      (default now) against the two-pass plan (SWITCHYARD_WGSL_ARGMAX_PASSES=2):
+#      parity both ways, the bench row (m 16 x 262144) two rounds each,
+#      alternating processes, and bench-model wgpu batch 1.
+#   2. The targets not re-measured in the tenth session, from the same call:
+#      bench-model --quant nvfp4 beside bf16 at batch 1, and HF transformers'
+#      torch.compile decode at batch 1 and 16 (scripts/hf_decode_bench.py).
+#
+# Here:  cargo build --release -p switchyard-cli && mkdir -p dist-next &&
+#        cp target/release/switchyard dist-next/ && strip dist-next/switchyard &&
+#        bash scripts/prepare-vulkan.sh .device-vk
+# There: carry dist-next and .device-vk;
+#        bash benchmarks/2026-12-02-eleventh-pending/run.sh
+set -u
+export OUT=${OUT:-/tmp/h200}
+mkdir -p "$OUT"
+START=$SECONDS
+X=$OUT/summary.txt
+source .device-vk/env.sh
+export SWITCHYARD_REQUIRE_CUDA=1 SWITCHYARD_REQUIRE_WGPU=1 SWITCHYARD_CUDA_CACHE=/tmp/sy-cubins
+S=./dist-next/switchyard
+t() { echo "-- $((SECONDS - START)) s" >> $X; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $X
+
+echo "== 1. wgpu argmax: parity one pass / two passes" >> $X
+timeout 60 $S parity --backend wgpu --filter argmax 2>&1 | tail -1 >> $X
+SWITCHYARD_WGSL_ARGMAX_PASSES=2 timeout 60 $S parity --backend wgpu --filter argmax 2>&1 | tail -1 >> $X
+for round in 1 2; do
+  for passes in 1 2; do
+    SWITCHYARD_WGSL_ARGMAX_PASSES=$passes timeout 40 $S bench --backend wgpu --iters 10 --filter argmax_rows > $OUT/bench_argmax_$passes.$round.txt 2>&1
+    grep -E "copy ceiling|^\| argmax" $OUT/bench_argmax_$passes.$round.txt | cut -c1-220 | sed "s/^/passes=$passes round $round: /" >> $X
+  done
+done; t
+
+bm() { local tag=$1; shift; timeout 60 "$@" 2>&1 | grep "^| [0-9]" | sed "s/^/$tag /" >> $X; }
+echo "== bench-model" >> $X
+# The first run in a process set compiles the CUDA modules: a warm-up.
+timeout 100 $S bench-model --backend cuda --batch 1 --steps 4 > /dev/null 2>&1
+bm "cuda" $S bench-model --backend cuda --batch 1,16 --steps 32
+bm "cuda nvfp4" $S bench-model --backend cuda --quant nvfp4 --batch 1 --steps 32
+bm "wgpu argmax one pass" $S bench-model --backend wgpu --batch 1 --steps 16
+bm "wgpu argmax two passes" env SWITCHYARD_WGSL_ARGMAX_PASSES=2 $S bench-model --backend wgpu --batch 1 --steps 16; t
+
+echo "== 2. HF transformers torch.compile decode, default shape" >> $X
+for b in 1 16; do
+  timeout 200 python3 scripts/hf_decode_bench.py --switchyard $S --shape default --batch $b --modes compile --steps 32 --repeats 2 \
+    --out $OUT/hf_decode.jsonl > $OUT/hf_b$b.log 2>&1; echo "rc=$? batch $b" >> $X
+done
+tail -4 $OUT/hf_decode.jsonl >> $X; t
+cd $OUT && tar czf raw.tgz bench_*.txt hf_*.log 2>/dev/null && rm -f bench_*.txt hf_*.log
