@@ -7,7 +7,9 @@
 #      (default now) against the two-pass plan (SWITCHYARD_WGSL_ARGMAX_PASSES=2):
 #      parity both ways, the bench row (m 16 x 262144) two rounds each,
 #      alternating processes, and bench-model wgpu batch 1.
-#   2. The targets not re-measured in the tenth session, from the same call:
+#   2. wgpu qkv_prep with two head vectors a lane (SWITCHYARD_WGSL_QKV_VPL=2,
+#      opt-in) against one: parity, and the bench row two rounds each.
+#   3. The targets not re-measured in the tenth session, from the same call:
 #      bench-model --quant nvfp4 beside bf16 at batch 1, and HF transformers'
 #      torch.compile decode at batch 1 and 16 (scripts/hf_decode_bench.py).
 #
@@ -37,6 +39,15 @@ for round in 1 2; do
   done
 done; t
 
+echo "== 2. wgpu qkv_prep: parity VPL 2, bench rows VPL 1 / 2" >> $X
+SWITCHYARD_WGSL_QKV_VPL=2 timeout 60 $S parity --backend wgpu --filter qkv_prep 2>&1 | tail -1 >> $X
+for round in 1 2; do
+  for vpl in 1 2; do
+    SWITCHYARD_WGSL_QKV_VPL=$vpl timeout 40 $S bench --backend wgpu --iters 10 --filter qkv_prep > $OUT/bench_qkv_$vpl.$round.txt 2>&1
+    grep -E "copy ceiling|^\| qkv_prep" $OUT/bench_qkv_$vpl.$round.txt | cut -c1-220 | sed "s/^/vpl=$vpl round $round: /" >> $X
+  done
+done; t
+
 bm() { local tag=$1; shift; timeout 60 "$@" 2>&1 | grep "^| [0-9]" | sed "s/^/$tag /" >> $X; }
 echo "== bench-model" >> $X
 # The first run in a process set compiles the CUDA modules: a warm-up.
@@ -44,9 +55,10 @@ timeout 100 $S bench-model --backend cuda --batch 1 --steps 4 > /dev/null 2>&1
 bm "cuda" $S bench-model --backend cuda --batch 1,16 --steps 32
 bm "cuda nvfp4" $S bench-model --backend cuda --quant nvfp4 --batch 1 --steps 32
 bm "wgpu argmax one pass" $S bench-model --backend wgpu --batch 1 --steps 16
-bm "wgpu argmax two passes" env SWITCHYARD_WGSL_ARGMAX_PASSES=2 $S bench-model --backend wgpu --batch 1 --steps 16; t
+bm "wgpu argmax two passes" env SWITCHYARD_WGSL_ARGMAX_PASSES=2 $S bench-model --backend wgpu --batch 1 --steps 16
+bm "wgpu qkv VPL 2" env SWITCHYARD_WGSL_QKV_VPL=2 $S bench-model --backend wgpu --batch 1 --steps 16; t
 
-echo "== 2. HF transformers torch.compile decode, default shape" >> $X
+echo "== 3. HF transformers torch.compile decode, default shape" >> $X
 for b in 1 16; do
   timeout 200 python3 scripts/hf_decode_bench.py --switchyard $S --shape default --batch $b --modes compile --steps 32 --repeats 2 \
     --out $OUT/hf_decode.jsonl > $OUT/hf_b$b.log 2>&1; echo "rc=$? batch $b" >> $X
