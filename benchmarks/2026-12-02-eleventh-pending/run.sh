@@ -32,21 +32,20 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $X
 echo "== 1. wgpu argmax: parity one pass / two passes" >> $X
 timeout 60 $S parity --backend wgpu --filter argmax 2>&1 | tail -1 >> $X
 SWITCHYARD_WGSL_ARGMAX_PASSES=2 timeout 60 $S parity --backend wgpu --filter argmax 2>&1 | tail -1 >> $X
-for round in 1 2; do
-  for passes in 1 2; do
-    SWITCHYARD_WGSL_ARGMAX_PASSES=$passes timeout 40 $S bench --backend wgpu --iters 10 --filter argmax_rows > $OUT/bench_argmax_$passes.$round.txt 2>&1
-    grep -E "copy ceiling|^\| argmax" $OUT/bench_argmax_$passes.$round.txt | cut -c1-220 | sed "s/^/passes=$passes round $round: /" >> $X
+# ab VAR "v1 v2" FILTER: the kernel bench's FILTER rows under VAR=v, two rounds, alternating.
+ab() {
+  for round in 1 2; do
+    for v in $2; do
+      env $1=$v timeout 40 $S bench --backend wgpu --iters 10 --filter $3 > $OUT/bench_$3_$v.$round.txt 2>&1
+      grep -E "copy ceiling|^\| $3" $OUT/bench_$3_$v.$round.txt | cut -c1-220 | sed "s/^/$1=$v round $round: /" >> $X
+    done
   done
-done; t
+}
+ab SWITCHYARD_WGSL_ARGMAX_PASSES "1 2" argmax_rows; t
 
 echo "== 2. wgpu qkv_prep: parity VPL 2, bench rows VPL 1 / 2" >> $X
 SWITCHYARD_WGSL_QKV_VPL=2 timeout 60 $S parity --backend wgpu --filter qkv_prep 2>&1 | tail -1 >> $X
-for round in 1 2; do
-  for vpl in 1 2; do
-    SWITCHYARD_WGSL_QKV_VPL=$vpl timeout 40 $S bench --backend wgpu --iters 10 --filter qkv_prep > $OUT/bench_qkv_$vpl.$round.txt 2>&1
-    grep -E "copy ceiling|^\| qkv_prep" $OUT/bench_qkv_$vpl.$round.txt | cut -c1-220 | sed "s/^/vpl=$vpl round $round: /" >> $X
-  done
-done; t
+ab SWITCHYARD_WGSL_QKV_VPL "1 2" qkv_prep; t
 
 bm() { local tag=$1; shift; timeout 60 "$@" 2>&1 | grep "^| [0-9]" | sed "s/^/$tag /" >> $X; }
 echo "== bench-model" >> $X
