@@ -30,9 +30,17 @@
 // (m, l and o), as the reference, so the reduce yields a NaN row. An empty
 // or idle chunk writes m = −inf, l = 0, o = 0.
 //
+// attention_decode_once (the plan's choice at up to 16 chunks): phase 1,
+// then the last of a (sequence, query-head group)'s S workgroups to arrive
+// (one of the backend's arrival counters each, which it puts back to zero)
+// combines the group's heads as phase 2 would, in the same launch: on the
+// H200 phase 2 was a dispatch of about 11 us a layer at short contexts. The
+// workspace is read and written through atomics so that the last
+// workgroup's loads come from where the others' stores went.
+//
 // attention_decode_reduce (phase 2): one workgroup per (sequence, head),
 // each thread a packed output word (two dims), the chunks' (m, l) staged in
-// workgroup memory first. Chunks are combined in chunk
+// workgroup memory (the pool's first 2·S words) first. Chunks are combined in chunk
 // order: M = max of the used m, out = bf16(Σ e^{m_s−M} o_s / Σ e^{m_s−M} l_s).
 // An empty chunk (m = −inf or l = 0) is skipped, so e^{−inf − M} never meets
 // M = −inf; all chunks empty gives a NaN row, and a NaN m (an invalid
@@ -49,7 +57,18 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> d_v_pool: array<u32>;
 @group(0) @binding(5) var<storage, read_write> d_block_table: array<u32>;
 @group(0) @binding(6) var<storage, read_write> d_ctx_len: array<u32>;
-@group(0) @binding(7) var<storage, read_write> d_workspace: array<u32>;
+@group(0) @binding(7) var<storage, read_write> d_workspace: array<atomic<u32>>;
+// The backend's arrival counters (attention_decode_once): one a (sequence,
+// query-head group), zero between launches.
+@group(0) @binding(8) var<storage, read_write> d_arrivals: array<atomic<u32>>;
+
+fn ws_store(i: u32, v: u32) {
+    atomicStore(&d_workspace[i], v);
+}
+
+fn ws_load(i: u32) -> u32 {
+    return atomicLoad(&d_workspace[i]);
+}
 
 //! include "attn/tile_common.wgsli"
 
@@ -96,24 +115,87 @@ fn next_pow2(x: u32) -> u32 {
     return select(1u, 1u << (32u - countLeadingZeros(x - 1u)), x > 1u);
 }
 
-@compute @workgroup_size(128)
-fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_index) lid: u32) {
+// Workgroup (chunk, y, sequence) of phase 1: (chunk sp, grid y, sequence b),
+// and whether it is one (a folded grid has extra workgroups).
+struct Phase1Id {
+    sp: u32,
+    y: u32,
+    b: u32,
+    real: bool,
+}
+
+fn phase1_id(wid: vec3<u32>, nwg: vec3<u32>) -> Phase1Id {
     let sp = group_x(wid, nwg, p.fold);
     let y = group_y(wid, p.fold);
     // Folding x into z (fold 2) happens only for a batch of one: z is the fold then.
     let b = select(wid.z, 0u, p.fold == 2u);
-    if (sp >= p.gx || y >= p.gy || b >= p.gz) {
+    return Phase1Id(sp, y, b, sp < p.gx && y < p.gy && b < p.gz);
+}
+
+// The query heads of grid row y: the first, and how many (up to x0 = hpw
+// of the heads that read KV head y / x1).
+fn group_heads(y: u32) -> vec2<u32> {
+    let nh = u32(p.nh);
+    let group = nh / u32(p.nkv);
+    let hpw = p.x0;
+    let kvh = y / p.x1;
+    let h0 = kvh * group + (y % p.x1) * hpw;
+    return vec2<u32>(h0, min(hpw, kvh * group + group - h0));
+}
+
+@compute @workgroup_size(128)
+fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) lid: u32) {
+    let id = phase1_id(wid, nwg);
+    if (!id.real) {
         return;
     }
+    chunk_partials(id.sp, id.y, id.b, lid);
+}
+
+// Whether this workgroup is the last of its (sequence, group)'s to arrive (uniform).
+var<workgroup> wg_last: u32;
+
+@compute @workgroup_size(128)
+fn attention_decode_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) lid: u32) {
+    let id = phase1_id(wid, nwg);
+    if (!id.real) {
+        return;
+    }
+    chunk_partials(id.sp, id.y, id.b, lid);
+    // Release (device scope): the partials are stored before the arrival below.
+    storageBarrier();
+    if (lid == 0u) {
+        let at = id.b * p.gy + id.y;
+        let last = atomicAdd(&d_arrivals[at], 1u) == p.gx - 1u;
+        if (last) {
+            // Every chunk of this (sequence, group) in this launch has arrived.
+            atomicStore(&d_arrivals[at], 0u);
+        }
+        wg_last = select(0u, 1u, last);
+    }
+    if (workgroupUniformLoad(&wg_last) == 0u) {
+        return;
+    }
+    // Acquire: the other chunks' partials are read after their arrivals
+    // (and the pool's tiles are done with: combine_head stages into it).
+    storageBarrier();
+    let heads = group_heads(id.y);
+    for (var r = 0u; r < heads.y; r++) {
+        combine_head(id.b, heads.x + r, lid);
+    }
+}
+
+// Phase 1 of one workgroup: the chunk's partials (o, m, l) of its query heads.
+fn chunk_partials(sp: u32, y: u32, b: u32, lid: u32) {
     let nh = u32(p.nh);
     let nkv = u32(p.nkv);
-    let group = nh / nkv;
+    let kvh = y / p.x1;
     let hpw = p.x0;
-    let chunks = p.x1;
-    let kvh = y / chunks;
-    let h0 = kvh * group + (y % chunks) * hpw;
-    let m_rows = min(hpw, kvh * group + group - h0);
+    let heads = group_heads(y);
+    let h0 = heads.x;
+    let m_rows = heads.y;
     let w = u32(p.hd) / 2u;
     let page = u32(p.page);
     let splits = planned_splits();
@@ -162,10 +244,10 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         for (var r = 0u; r < m_rows; r++) {
             let e = ((b * nh + h0 + r) * splits + sp);
             for (var d = lid; d < hd; d += WG) {
-                d_workspace[e * hd + d] = F32_NAN;
+                ws_store(e * hd + d, F32_NAN);
             }
             if (lid < 2u) {
-                d_workspace[ml_at + e * 2u + lid] = F32_NAN;
+                ws_store(ml_at + e * 2u + lid, F32_NAN);
             }
         }
         return;
@@ -284,22 +366,17 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         for (var i = 0u; i < 8u; i++) {
             let c = lane + i * tpr;
             if (c < w) {
-                d_workspace[e * hd + 2u * c] = bitcast<u32>(acc[2u * i]);
-                d_workspace[e * hd + 2u * c + 1u] = bitcast<u32>(acc[2u * i + 1u]);
+                ws_store(e * hd + 2u * c, bitcast<u32>(acc[2u * i]));
+                ws_store(e * hd + 2u * c + 1u, bitcast<u32>(acc[2u * i + 1u]));
             }
         }
     }
     if (lid < m_rows) {
         let e = (b * nh + h0 + lid) * splits + sp;
-        d_workspace[ml_at + e * 2u] = bitcast<u32>(row_m[lid]);
-        d_workspace[ml_at + e * 2u + 1u] = bitcast<u32>(l);
+        ws_store(ml_at + e * 2u, bitcast<u32>(row_m[lid]));
+        ws_store(ml_at + e * 2u + 1u, bitcast<u32>(l));
     }
 }
-
-// Per-chunk (m, l) of the reduce's (sequence, head), staged once: there are
-// at most DECODE_TARGET_BLOCKS chunks.
-var<workgroup> chunk_m: array<f32, DECODE_TARGET_BLOCKS>;
-var<workgroup> chunk_l: array<f32, DECODE_TARGET_BLOCKS>;
 
 fn used(m: f32, l: f32) -> bool {
     return !(bitcast<u32>(m) == NEG_INF || l == 0.0);
@@ -313,6 +390,22 @@ fn attention_decode_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
     if (b >= p.gx || h >= p.gy || b >= u32(p.batch) || h >= u32(p.nh)) {
         return;
     }
+    combine_head(b, h, lid);
+}
+
+// (m, l) of chunk s, staged in the pool by combine_head.
+fn chunk_m(s: u32) -> f32 {
+    return bitcast<f32>(smem[2u * s]);
+}
+
+fn chunk_l(s: u32) -> f32 {
+    return bitcast<f32>(smem[2u * s + 1u]);
+}
+
+// Phase 2 for (sequence b, head h), every invocation of the workgroup
+// calling it: the chunks' (m, l) staged in the pool's first 2·S words, then
+// the combine into out. Ends with a barrier, so the pool may be staged again.
+fn combine_head(b: u32, h: u32, lid: u32) {
     let splits = planned_splits();
     let ml_at = ml_base(splits);
     let hd = u32(p.hd);
@@ -322,16 +415,16 @@ fn attention_decode_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
     // The chunks' (m, l) in one round of loads; then each invocation scans
     // them from workgroup memory.
     for (var s = lid; s < splits; s += 128u) {
-        chunk_m[s] = bitcast<f32>(d_workspace[ml_at + 2u * (bh * splits + s)]);
-        chunk_l[s] = bitcast<f32>(d_workspace[ml_at + 2u * (bh * splits + s) + 1u]);
+        smem[2u * s] = ws_load(ml_at + 2u * (bh * splits + s));
+        smem[2u * s + 1u] = ws_load(ml_at + 2u * (bh * splits + s) + 1u);
     }
     workgroupBarrier();
     var any = false;
     var nan = false;
     var big_m = bitcast<f32>(NEG_INF);
     for (var s = 0u; s < splits; s++) {
-        let m = chunk_m[s];
-        if (used(m, chunk_l[s])) {
+        let m = chunk_m(s);
+        if (used(m, chunk_l(s))) {
             any = true;
             nan = nan || is_nan_f32(m);
             big_m = max(big_m, m);
@@ -341,12 +434,22 @@ fn attention_decode_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
         for (var c = lid; c < w; c += 128u) {
             d_out[o + c] = BF16_NAN2;
         }
-        return;
+    } else {
+        combine_words(bh, o, w, big_m, lid);
     }
+    // The pool's (m, l) are read: the next head may stage its own.
+    workgroupBarrier();
+}
+
+// The combine of head bh's output words from the staged (m, l) whose used
+// chunks' largest m is big_m.
+fn combine_words(bh: u32, o: u32, w: u32, big_m: f32, lid: u32) {
+    let splits = planned_splits();
+    let hd = u32(p.hd);
     var den = 0.0;
     for (var s = 0u; s < splits; s++) {
-        let m = chunk_m[s];
-        let l = chunk_l[s];
+        let m = chunk_m(s);
+        let l = chunk_l(s);
         if (used(m, l)) {
             den += exp(m - big_m) * l;
         }
@@ -362,13 +465,13 @@ fn attention_decode_reduce(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
             var oz: array<f32, CP_U>;
             for (var u = 0u; u < CP_U; u++) {
                 let e = bh * splits + select(0u, s0 + u, s0 + u < splits);
-                oa[u] = bitcast<f32>(d_workspace[e * hd + 2u * c]);
-                oz[u] = bitcast<f32>(d_workspace[e * hd + 2u * c + 1u]);
+                oa[u] = bitcast<f32>(ws_load(e * hd + 2u * c));
+                oz[u] = bitcast<f32>(ws_load(e * hd + 2u * c + 1u));
             }
             for (var u = 0u; u < CP_U; u++) {
                 let s = s0 + u;
-                if (s < splits && used(chunk_m[s], chunk_l[s])) {
-                    let f = exp(chunk_m[s] - big_m);
+                if (s < splits && used(chunk_m(s), chunk_l(s))) {
+                    let f = exp(chunk_m(s) - big_m);
                     a += f * oa[u];
                     z += f * oz[u];
                 }

@@ -14,7 +14,7 @@
 //! A row whose sequence, pages or slots fall outside the tables gets bf16 NaN.
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, LaunchArg, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, positive, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
+use crate::plan::{env_override, groups, positive, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan, WGSL_ARRIVAL_COUNTERS};
 use std::sync::atomic::{AtomicU8, Ordering};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
@@ -555,12 +555,31 @@ fn wgsl_decode_pool(hd: u32, rows: u32, chunk_keys: u32, max_shared_bytes: u32) 
     want.min(room).max(WGSL_POOL_WORDS)
 }
 
+/// Most chunks for which the WGSL decode combines in its last workgroup
+/// (`attention_decode_once`): that workgroup then adds S chunks for each of
+/// its query heads alone, where phase 2 spreads the heads over workgroups.
+pub const WGSL_DECODE_ONCE_MAX_SPLITS: u32 = 16;
+
 /// WGSL decode: phase 1 `attention_decode`, where a workgroup takes up to
 /// `x0` query heads of one KV head (they share each K/V row), `x1`
 /// workgroups per KV head, grid (S, nkv · x1, batch), its pool sized by
 /// [`wgsl_decode_pool`] for the longest chunk `max_ctx` allows; phase 2
-/// `attention_decode_reduce`, grid (batch, nh).
+/// `attention_decode_reduce`, grid (batch, nh), its pool the 2·S words of
+/// the chunks' (m, l). Up to [`WGSL_DECODE_ONCE_MAX_SPLITS`] chunks (every
+/// short-context decode step), one launch instead: `attention_decode_once`,
+/// phase 1 whose last workgroup of each (sequence, grid row) combines that
+/// row's heads, on one of the backend's arrival counters each.
+///
+/// `SWITCHYARD_WGSL_DECODE_PASSES=2` (read once a process) keeps the two
+/// passes everywhere, to measure one against the other.
 fn wgsl_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    static PASSES: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let two = env_override(&PASSES, "SWITCHYARD_WGSL_DECODE_PASSES", |v| [1, 2].contains(&v)) == Some(2);
+    wgsl_decode_plan(a, f, two)
+}
+
+/// [`wgsl_attention_decode`] with the override given.
+fn wgsl_decode_plan(a: &PlanArgs, f: &DeviceFacts, two_passes: bool) -> Result<WgslPlan> {
     let (splits, workspace_bytes) = decode_layout(a)?;
     let hd = head_dim(a)?;
     let rb = wgsl_rows_per_group(hd);
@@ -575,15 +594,18 @@ fn wgsl_attention_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     let want = DECODE_TARGET_BLOCKS.div_ceil((batch as usize).saturating_mul(nkv as usize).max(1));
     let longest = keys.min(MIN_SPLIT_KEYS.max(keys.div_ceil(want))).min(WGSL_MAX_KT as usize) as u32;
     let pool = wgsl_decode_pool(hd, per, longest, f.max_shared_bytes);
+    let phase1 = |entry| WgslPass { entry, grid: [splits, nkv * chunks, batch], consts: vec![("POOL", pool)], extra: [per, chunks, 0, 0] };
+    let counters = u64::from(batch) * u64::from(nkv * chunks);
+    if !two_passes && splits <= WGSL_DECODE_ONCE_MAX_SPLITS && counters <= u64::from(WGSL_ARRIVAL_COUNTERS) {
+        let arrivals = counters as u32;
+        return Ok(WgslPlan { passes: vec![phase1("attention_decode_once")], workspace_bytes, arrivals });
+    }
+    // Phase 2 stages the chunks' (m, l) at the start of its pool.
+    let reduce_pool = 2 * splits;
     Ok(WgslPlan {
         passes: vec![
-            WgslPass {
-                entry: "attention_decode",
-                grid: [splits, nkv * chunks, batch],
-                consts: vec![("POOL", pool)],
-                extra: [per, chunks, 0, 0],
-            },
-            WgslPass { entry: "attention_decode_reduce", grid: [batch, nh, 1], consts: vec![], extra: [0; 4] },
+            phase1("attention_decode"),
+            WgslPass { entry: "attention_decode_reduce", grid: [batch, nh, 1], consts: vec![("POOL", reduce_pool)], extra: [0; 4] },
         ],
         workspace_bytes,
         arrivals: 0,
@@ -1089,6 +1111,33 @@ mod tests {
             let e = cuda_attention_decode(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS).unwrap_err();
             assert!(matches!(&e, Error::InvalidArgument { arg, .. } if arg == name), "{name} = {v}: {e:?}");
         }
+    }
+
+    #[test]
+    fn wgsl_decode_combines_in_its_last_workgroup_up_to_16_chunks() {
+        let plan = |named: &[(&str, i32)], two| {
+            let a = args(&ATTENTION_DECODE, named);
+            wgsl_decode_plan(&PlanArgs::new(&ATTENTION_DECODE, &a), &FACTS, two).unwrap()
+        };
+        let entries = |p: &WgslPlan| p.passes.iter().map(|s| s.entry).collect::<Vec<_>>();
+        // The bench model's batch-1 global layer: max_ctx 256 over 2 KV heads, 16 chunks,
+        // 2 grid rows: one launch on 2 counters, the two-pass plan's grid and workspace.
+        let bench = [("batch", 1), ("max_ctx", 256), ("nh", 8), ("nkv", 2), ("hd", 512), ("window", 0)];
+        let (one, two) = (plan(&bench, false), plan(&bench, true));
+        assert_eq!((entries(&one), one.arrivals), (vec!["attention_decode_once"], 2));
+        assert_eq!((one.passes[0].grid, one.workspace_bytes), (two.passes[0].grid, two.workspace_bytes));
+        assert_eq!(one.passes[0].consts, two.passes[0].consts);
+        // Forced, or past 16 chunks (32 here): two passes, phase 2's pool its 2·S words.
+        let long = [("batch", 1), ("max_ctx", 8192), ("nh", 16), ("nkv", 8), ("hd", 256), ("window", 0)];
+        for (p, splits) in [(two, 16), (plan(&long, false), 32)] {
+            assert_eq!((entries(&p), p.arrivals), (vec!["attention_decode", "attention_decode_reduce"], 0));
+            assert_eq!(p.passes[1].consts, vec![("POOL", 2 * splits)]);
+        }
+        // More (sequence, grid row) pairs than counters: two passes.
+        let wide = [("batch", 64), ("max_ctx", 64), ("nh", 64), ("nkv", 32), ("hd", 64), ("window", 0)];
+        let p = plan(&wide, false);
+        assert!(u64::from(p.passes[0].grid[1] * p.passes[0].grid[2]) > u64::from(WGSL_ARRIVAL_COUNTERS));
+        assert_eq!(entries(&p), ["attention_decode", "attention_decode_reduce"]);
     }
 
     #[test]
