@@ -9,9 +9,10 @@ mod common;
 use common::wgpu;
 
 /// (override, its non-default value, the kernels whose plans read it).
-const OVERRIDES: [(&str, &str, &str); 3] = [
+const OVERRIDES: [(&str, &str, &str); 4] = [
     ("SWITCHYARD_WGSL_ARGMAX_PASSES", "2", "argmax_rows"),
     ("SWITCHYARD_WGSL_DECODE_PASSES", "2", "attention_decode"),
+    ("SWITCHYARD_WGSL_GEMV_PASSES", "2", "dense_gemv_bf16"),
     ("SWITCHYARD_WGSL_QKV_VPL", "2", "qkv_prep_bf16"),
 ];
 

@@ -9,7 +9,12 @@
 #      alternating processes, and bench-model wgpu batch 1.
 #   2. wgpu qkv_prep with two head vectors a lane (SWITCHYARD_WGSL_QKV_VPL=2,
 #      opt-in) against one: parity, and the bench row two rounds each.
-#   3. The targets not re-measured in the tenth session, from the same call:
+#   3. wgpu decode attention in one dispatch (default up to 16 chunks) against
+#      two (SWITCHYARD_WGSL_DECODE_PASSES=2), and the plain GEMV's K split in
+#      one dispatch against partials + reduce (SWITCHYARD_WGSL_GEMV_PASSES=2):
+#      bench-model wgpu batch 1 and 16, alternating, and a profiled step of
+#      each (per-dispatch GPU time).
+#   4. The targets not re-measured in the tenth session, from the same call:
 #      bench-model --quant nvfp4 beside bf16 at batch 1, and HF transformers'
 #      torch.compile decode at batch 1 and 16 (scripts/hf_decode_bench.py).
 #
@@ -53,11 +58,22 @@ echo "== bench-model" >> $X
 timeout 100 $S bench-model --backend cuda --batch 1 --steps 4 > /dev/null 2>&1
 bm "cuda" $S bench-model --backend cuda --batch 1,16 --steps 32
 bm "cuda nvfp4" $S bench-model --backend cuda --quant nvfp4 --batch 1 --steps 32
-bm "wgpu argmax one pass" $S bench-model --backend wgpu --batch 1 --steps 16
-bm "wgpu argmax two passes" env SWITCHYARD_WGSL_ARGMAX_PASSES=2 $S bench-model --backend wgpu --batch 1 --steps 16
-bm "wgpu qkv VPL 2" env SWITCHYARD_WGSL_QKV_VPL=2 $S bench-model --backend wgpu --batch 1 --steps 16; t
+for round in 1 2; do
+  bm "wgpu (all defaults)" $S bench-model --backend wgpu --batch 1,16 --steps 16
+  bm "wgpu argmax two passes" env SWITCHYARD_WGSL_ARGMAX_PASSES=2 $S bench-model --backend wgpu --batch 1 --steps 16
+  bm "wgpu decode two passes" env SWITCHYARD_WGSL_DECODE_PASSES=2 $S bench-model --backend wgpu --batch 1,16 --steps 16
+  bm "wgpu gemv two passes" env SWITCHYARD_WGSL_GEMV_PASSES=2 $S bench-model --backend wgpu --batch 1,16 --steps 16
+  bm "wgpu all two passes" env SWITCHYARD_WGSL_GEMV_PASSES=2 SWITCHYARD_WGSL_DECODE_PASSES=2 SWITCHYARD_WGSL_ARGMAX_PASSES=2 \
+    $S bench-model --backend wgpu --batch 1,16 --steps 16
+  bm "wgpu qkv VPL 2" env SWITCHYARD_WGSL_QKV_VPL=2 $S bench-model --backend wgpu --batch 1 --steps 16
+done; t
+for passes in 1 2; do
+  SWITCHYARD_WGSL_DECODE_PASSES=$passes SWITCHYARD_WGSL_GEMV_PASSES=$passes SWITCHYARD_WGSL_ARGMAX_PASSES=$passes timeout 60 $S bench-model --backend wgpu --batch 1 --steps 8 --profile-timed-steps \
+    > $OUT/bench_profile_decode_$passes.txt 2>&1
+  grep -E "GPU time of one|attention_decode|argmax|gemv_bf16" $OUT/bench_profile_decode_$passes.txt | sed "s/^/passes=$passes: /" >> $X
+done; t
 
-echo "== 3. HF transformers torch.compile decode, default shape" >> $X
+echo "== 4. HF transformers torch.compile decode, default shape" >> $X
 for b in 1 16; do
   timeout 200 python3 scripts/hf_decode_bench.py --switchyard $S --shape default --batch $b --modes compile --steps 32 --repeats 2 \
     --out $OUT/hf_decode.jsonl > $OUT/hf_b$b.log 2>&1; echo "rc=$? batch $b" >> $X

@@ -21,6 +21,14 @@ struct Params {
 @group(0) @binding(8) var<storage, read_write> d_layer_scalar: array<u32>;
 @group(0) @binding(9) var<storage, read_write> d_workspace: array<u32>;
 
+fn ws_load(i: u32) -> u32 {
+    return d_workspace[i];
+}
+
+fn ws_store(i: u32, v: u32) {
+    d_workspace[i] = v;
+}
+
 //! include "gemv/gemv_segmented.wgsli"
 //! include "gemv/rmsnorm_gemv.wgsli"
 //! include "gemv/layer_out_row.wgsli"

@@ -314,7 +314,7 @@ cuda_plan!(DENSE_GEMV_BF16 => cuda_dense_gemv);
 cuda_plan!(DENSE_GEMV_RMSNORM_BF16 => cuda_dense_gemv_rmsnorm);
 cuda_plan!(DENSE_GEMV_GELU_MUL_BF16 => cuda_dense_gemv_gelu_mul);
 
-use crate::plan::{positive, WgslPass, WgslPlan};
+use crate::plan::{positive, WgslPass, WgslPlan, WGSL_ARRIVAL_COUNTERS};
 
 /// Weight rows a WGSL workgroup streams (`NR` in gemv_common.wgsli): 32 row
 /// groups of 8 lanes, 4 rows each. The gated kernel's 128 are the gate and
@@ -446,8 +446,12 @@ fn wgsl_gemv(
     })
 }
 
+/// [`wgsl_gemv`]'s plan, its K split run as one dispatch
+/// ([`split_in_one_dispatch`]).
 fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
-    wgsl_gemv(
+    static PASSES: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let two = env_override(&PASSES, "SWITCHYARD_WGSL_GEMV_PASSES", |v| [1, 2].contains(&v)) == Some(2);
+    let plan = wgsl_gemv(
         a,
         f,
         u64::from(a.u32("n")?),
@@ -455,7 +459,28 @@ fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
         ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce"],
         Some("dense_gemv_bf16_m1"),
         false,
-    )
+    )?;
+    Ok(split_in_one_dispatch(plan, "dense_gemv_bf16_once", two))
+}
+
+/// A K-split plan (partials, then the reduce pass) as one dispatch of
+/// `once`, the partials' grid whose last workgroup of each row block to
+/// arrive (an arrival counter a row block) adds that block's sums as the
+/// reduce pass would: the same outputs, one dispatch fewer (on the H200 the
+/// decode step's down projection, K = 10240 at m = 1, ran 22.9 us of
+/// partials and 7.7 of reduce, fourth session). Unchanged where the row
+/// blocks outnumber the backend's counters, or with `two_passes`
+/// (`SWITCHYARD_WGSL_GEMV_PASSES=2`, read once a process: the measurement
+/// override, as this form is not yet measured on a device).
+fn split_in_one_dispatch(mut plan: WgslPlan, once: &'static str, two_passes: bool) -> WgslPlan {
+    let blocks = plan.passes[0].grid[0];
+    if two_passes || plan.passes.len() != 2 || blocks > WGSL_ARRIVAL_COUNTERS {
+        return plan;
+    }
+    plan.passes.truncate(1);
+    plan.passes[0].entry = once;
+    plan.arrivals = blocks;
+    plan
 }
 
 /// The GEMV's plan at m = 1; each workgroup (of every K chunk) first reduces
@@ -959,24 +984,20 @@ mod tests {
             let p = wgsl(&DENSE_GEMV_BF16, 1, n, k, &f);
             assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_bf16_m1", [groups, 1, 1], vec![], [0; 4])], 0), "n={n} k={k}");
         }
-        // K past 8192 (the down projection's 10240) keeps the tiled plan; the
-        // gated kernel's workgroup streams the gate and up rows of four columns.
-        assert_eq!(wgsl(&DENSE_GEMV_BF16, 1, 2560, 10240, &f).passes[0].entry, "dense_gemv_bf16_partial");
+        // K past 8192 (the down projection's 10240) keeps the tiled plan (its
+        // K split in one dispatch); the gated kernel's workgroup streams the
+        // gate and up rows of four columns.
+        assert_eq!(wgsl(&DENSE_GEMV_BF16, 1, 2560, 10240, &f).passes[0].entry, "dense_gemv_bf16_once");
         let p = wgsl(&DENSE_GEMV_GELU_MUL_BF16, 1, 10240, 2560, &f);
         assert_eq!((shape(&p), p.workspace_bytes), (vec![("dense_gemv_gelu_mul_bf16_m1", [2560, 1, 1], vec![], [0; 4])], 0));
         // Fewer than 128 workgroups' worth of rows: the tiled plan, which
-        // splits K (q alone at 1016 rows: 8 row blocks, 10 chunks of 256 k).
+        // splits K (q alone at 1016 rows: 8 row blocks, 10 chunks of 256 k),
+        // in one dispatch on a counter a row block.
         let p = wgsl(&DENSE_GEMV_BF16, 1, 1016, 2560, &f);
-        assert_eq!(
-            shape(&p),
-            [
-                ("dense_gemv_bf16_partial", [8, 10, 1], vec![("M", 1)], [256, 10, 0, 0]),
-                ("dense_gemv_bf16_reduce", [2, 1, 1], vec![], [10, 0, 0, 0]),
-            ]
-        );
+        assert_eq!((shape(&p), p.arrivals), (vec![("dense_gemv_bf16_once", [8, 10, 1], vec![("M", 1)], [256, 10, 0, 0])], 8));
         // K < 2048 (less than a full round of loads per lane) or m ≥ 2 never takes it.
-        assert_eq!(wgsl(&DENSE_GEMV_BF16, 1, 4096, 2040, &f).passes[0].entry, "dense_gemv_bf16_partial");
-        assert_eq!(wgsl(&DENSE_GEMV_BF16, 2, 2048, 2560, &f).passes[0].entry, "dense_gemv_bf16_partial");
+        assert_eq!(wgsl(&DENSE_GEMV_BF16, 1, 4096, 2040, &f).passes[0].entry, "dense_gemv_bf16_once");
+        assert_eq!(wgsl(&DENSE_GEMV_BF16, 2, 2048, 2560, &f).passes[0].entry, "dense_gemv_bf16_once");
     }
 
     #[test]
@@ -985,24 +1006,30 @@ mod tests {
         // Gemma's q projection at hidden 2560, m = 2: 16 row blocks; chunks
         // of 256 k (the shortest) give 10 chunks, 160 workgroups, as the CUDA plan.
         let p = wgsl(&DENSE_GEMV_BF16, 2, 2048, 2560, &f);
-        assert_eq!(
-            shape(&p),
-            [
-                ("dense_gemv_bf16_partial", [16, 10, 1], vec![("M", 2)], [256, 10, 0, 0]),
-                ("dense_gemv_bf16_reduce", [8, 1, 1], vec![], [10, 0, 0, 0]),
-            ]
-        );
+        assert_eq!(shape(&p), [("dense_gemv_bf16_once", [16, 10, 1], vec![("M", 2)], [256, 10, 0, 0])]);
         assert_eq!(p.workspace_bytes, 10 * 2 * 2048 * 4);
+        // Its two-pass form: the partials' grid, then an invocation per output word.
+        let two = split_in_one_dispatch(wgsl_two_pass_dense(2, 2048, 2560, &f), "dense_gemv_bf16_once", true);
+        assert_eq!(
+            (shape(&two), two.arrivals, two.workspace_bytes),
+            (
+                vec![
+                    ("dense_gemv_bf16_partial", [16, 10, 1], vec![("M", 2)], [256, 10, 0, 0]),
+                    ("dense_gemv_bf16_reduce", [8, 1, 1], vec![], [10, 0, 0, 0]),
+                ],
+                0,
+                p.workspace_bytes
+            )
+        );
         // The down projection at m = 16: 20 row blocks want 13 chunks; 788 k
         // rounds up to 7 steps (896 k), so 12 chunks, 240 workgroups.
         let p = wgsl(&DENSE_GEMV_BF16, 16, 2560, 10240, &f);
-        assert_eq!(
-            shape(&p),
-            [
-                ("dense_gemv_bf16_partial", [20, 12, 1], vec![("M", 16)], [896, 12, 0, 0]),
-                ("dense_gemv_bf16_reduce", [80, 1, 1], vec![], [12, 0, 0, 0]),
-            ]
-        );
+        assert_eq!((shape(&p), p.arrivals), (vec![("dense_gemv_bf16_once", [20, 12, 1], vec![("M", 16)], [896, 12, 0, 0])], 20));
+        // More row blocks than the backend's counters (a split plan never has
+        // them, as 256 row blocks already leave K whole): the two passes.
+        let mut wide = wgsl_two_pass_dense(16, 2560, 10240, &f);
+        wide.passes[0].grid[0] = WGSL_ARRIVAL_COUNTERS + 1;
+        assert_eq!(split_in_one_dispatch(wide.clone(), "dense_gemv_bf16_once", false), wide);
         assert_eq!(p.workspace_bytes, 12 * 16 * 2560 * 4);
         // Gate/up at hidden 2560, m = 2: 20480 weight rows in 160 blocks, two chunks.
         let p = wgsl(&DENSE_GEMV_GELU_MUL_BF16, 2, 10240, 2560, &f);
@@ -1023,6 +1050,14 @@ mod tests {
         // The partial sums must fit one binding: two chunks' worth allowed.
         let p = wgsl(&DENSE_GEMV_BF16, 16, 2048, 10240, &wgpu_facts(2 * 16 * 2048 * 4));
         assert_eq!((p.passes[0].grid, p.workspace_bytes), ([16, 2, 1], 2 * 16 * 2048 * 4));
+    }
+
+    /// dense_gemv_bf16's plan before [`split_in_one_dispatch`].
+    fn wgsl_two_pass_dense(m: u32, n: u32, k: u32, f: &DeviceFacts) -> WgslPlan {
+        let args = [Arg::P(0), Arg::P(0), Arg::P(0), Arg::U(m), Arg::U(n), Arg::U(k), Arg::U(n), Arg::U(n)];
+        let a = PlanArgs::new(&DENSE_GEMV_BF16, &args);
+        let entries = ["dense_gemv_bf16_partial", "dense_gemv_bf16_reduce"];
+        wgsl_gemv(&a, f, n as u64, WGSL_SHARED_BYTES, entries, Some("dense_gemv_bf16_m1"), false).unwrap()
     }
 
     #[test]
