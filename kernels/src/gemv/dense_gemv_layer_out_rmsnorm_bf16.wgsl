@@ -1,9 +1,13 @@
 // dense_gemv_layer_out_rmsnorm_bf16: a = layer_out_bf16(mid, x; w_post,
 // layer_scalar, eps) for one row, then c = dense_gemv_rmsnorm_bf16(a, b;
-// norm_w, eps). Two dispatches: this file's own entry (one workgroup of
-// 256, layer_out_row.wgsli, forms the row into `a`), then the fused-norm
-// GEMV's own plan (rmsnorm_gemv.wgsli's entries, reading the row back from
-// `a`).
+// norm_w, eps). Where the fused-norm GEMV's plan is its m = 1 pass, one
+// dispatch: dense_gemv_layer_out_rmsnorm_bf16_m1, each workgroup forming
+// the row itself (workgroup 0 also stores it to `a`), then its normalised
+// row in workgroup memory, then the m = 1 stream; the same arithmetic in
+// the same order as the two dispatches, so the same bits. Otherwise two
+// dispatches: this file's own entry (one workgroup of 256,
+// layer_out_row.wgsli, forms the row into `a`), then the fused-norm GEMV's
+// own plan (rmsnorm_gemv.wgsli's entries, reading the row back from `a`).
 struct Params {
     a: u32, b: u32, c: u32, m: u32, n: u32, k: u32, seg1: u32, seg2: u32, norm_w: u32, eps: f32,
     mid: u32, x: u32, w_post: u32, layer_scalar: u32,
@@ -32,6 +36,11 @@ fn ws_store(i: u32, v: u32) {
 //! include "gemv/gemv_segmented.wgsli"
 //! include "gemv/rmsnorm_gemv.wgsli"
 //! include "gemv/layer_out_row.wgsli"
+
+@compute @workgroup_size(256)
+fn dense_gemv_layer_out_rmsnorm_bf16_m1(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    layer_out_m1(wid, nwg, ln);
+}
 
 @compute @workgroup_size(256)
 fn dense_gemv_layer_out_rmsnorm_bf16(@builtin(local_invocation_index) lid: u32) {

@@ -45,6 +45,11 @@ fn ws_store(i: u32, v: u32) {
 //! include "gemv/layer_out_row.wgsli"
 
 @compute @workgroup_size(256)
+fn dense_gemv_layer_out_rmsnorm_bf16_m1(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    layer_out_m1(wid, nwg, ln);
+}
+
+@compute @workgroup_size(256)
 fn dense_gemv_layer_out_rmsnorm_qkv_prep_bf16(@builtin(local_invocation_index) lid: u32) {
     layer_out_row(lid);
 }

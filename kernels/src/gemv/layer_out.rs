@@ -7,7 +7,7 @@ use super::{
 };
 use crate::ops::{bf16s, optional, region, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
+use crate::plan::{env_override, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{ArgSpec as A, DType, Region, Result};
 
@@ -45,11 +45,28 @@ pub(super) fn cuda_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaP
     Ok(plan)
 }
 
-/// WGSL: one workgroup forms the row into `a` (the kernel's own entry), then the
-/// fused-norm GEMV's own plan runs over it (the same entries, composed into
-/// this kernel's shader from `gemv/rmsnorm_gemv.wgsli`).
+/// WGSL: where the fused-norm GEMV's plan is its one m = 1 pass (Gemma's
+/// q/k/v at batch 1), one dispatch of `dense_gemv_layer_out_rmsnorm_bf16_m1`
+/// over that pass's grid: every workgroup forms the row itself and
+/// workgroup 0 stores it, one dispatch fewer a layer than a row pass would
+/// take (not yet measured on a device; `SWITCHYARD_WGSL_LAYER_OUT_ROW_PASS=1`,
+/// read once a process, keeps the row pass). Otherwise one workgroup forms
+/// the row into `a` (the kernel's own entry), then the fused-norm GEMV's
+/// own plan runs over it (the same entries, composed into this kernel's
+/// shader from `gemv/rmsnorm_gemv.wgsli`).
 pub(super) fn wgsl_layer_out_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
-    Ok(behind_row_pass(wgsl_dense_gemv_rmsnorm(a, f)?, a, DENSE_GEMV_RMSNORM_BF16.symbol))
+    static ROW_PASS: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let row_pass = env_override(&ROW_PASS, "SWITCHYARD_WGSL_LAYER_OUT_ROW_PASS", |v| v == 1).is_some();
+    Ok(layer_out_plan(wgsl_dense_gemv_rmsnorm(a, f)?, a, row_pass))
+}
+
+/// [`wgsl_layer_out_gemv`] over the fused-norm GEMV's plan `inner`.
+pub(super) fn layer_out_plan(mut inner: WgslPlan, a: &PlanArgs, row_pass: bool) -> WgslPlan {
+    if !row_pass && inner.passes.len() == 1 && inner.passes[0].entry == "dense_gemv_rmsnorm_bf16_m1" {
+        inner.passes[0].entry = "dense_gemv_layer_out_rmsnorm_bf16_m1";
+        return inner;
+    }
+    behind_row_pass(inner, a, DENSE_GEMV_RMSNORM_BF16.symbol)
 }
 
 cuda_plan!(DENSE_GEMV_LAYER_OUT_RMSNORM_BF16 => cuda_layer_out_gemv);

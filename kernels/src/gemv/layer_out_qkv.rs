@@ -380,11 +380,12 @@ mod tests {
         let a = args(1024, 5376, 512, 768, [4, 2, 128]);
         let c = cuda_plan(&PlanArgs::new(&DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16, &a), &facts()).unwrap();
         assert_eq!(c.passes[0].entry, "dense_gemv_layer_out_rmsnorm_qkv_prep_bf16");
-        // WGSL: the layer output's passes, then a workgroup a head (V = K: 8 + 2 heads).
+        // WGSL: the layer output's passes (here its one m = 1 dispatch), then a
+        // workgroup a head (V = K: 8 + 2 heads).
         let a = args(5120, 2560, 4096, 5120, [8, 2, 512]);
         let wf = DeviceFacts { multiprocessors: 0, max_shared_bytes: 16384, subgroup_size: 1, max_binding_bytes: 1 << 31, ..facts() };
         let w = wgsl_plan(&PlanArgs::new(&DENSE_GEMV_LAYER_OUT_RMSNORM_QKV_PREP_BF16, &a), &wf).unwrap();
-        assert_eq!(w.passes[0].entry, "dense_gemv_layer_out_rmsnorm_qkv_prep_bf16");
+        assert_eq!((w.passes.len(), w.passes[0].entry), (2, "dense_gemv_layer_out_rmsnorm_bf16_m1"));
         let last = w.passes.last().unwrap();
         assert_eq!((last.entry, last.grid), ("qkv_prep_epilogue", [10, 1, 1]));
         // Segments that are not the heads', or a head dimension the entries do not take.

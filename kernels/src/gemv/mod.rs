@@ -841,10 +841,19 @@ mod tests {
         let a = args(4096, 5376);
         let c = cuda_layer_out_gemv(&PlanArgs::new(&DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, &a), &facts(132)).unwrap();
         assert_eq!((c.passes[0].entry, c.passes[0].shared_bytes), ("dense_gemv_layer_out_rmsnorm_bf16", 2 * 5376));
-        // WGSL: the row pass (one workgroup), then the fused-norm GEMV's own entries.
+        // WGSL at m = 1: the fused-norm GEMV's m = 1 pass, every workgroup forming the row.
+        let inner = wgsl_dense_gemv_rmsnorm(&pa, &wgpu_facts(1 << 31)).unwrap();
         let w = wgsl_layer_out_gemv(&pa, &wgpu_facts(1 << 31)).unwrap();
-        assert_eq!((w.passes[0].entry, w.passes[0].grid), ("dense_gemv_layer_out_rmsnorm_bf16", [1, 1, 1]));
-        assert!(w.passes[1..].iter().all(|p| p.entry.starts_with("dense_gemv_rmsnorm_bf16")), "{w:?}");
+        assert_eq!(inner.passes.len(), 1);
+        assert_eq!(w.passes, [WgslPass { entry: "dense_gemv_layer_out_rmsnorm_bf16_m1", ..inner.passes[0].clone() }]);
+        // With the row pass asked for, or where the GEMV is not one m = 1 pass (K past
+        // 8192): the row pass (one workgroup), then the fused-norm GEMV's own entries.
+        let long = args(4096, 10240);
+        let pl = PlanArgs::new(&DENSE_GEMV_LAYER_OUT_RMSNORM_BF16, &long);
+        for w in [layer_out::layer_out_plan(inner, &pa, true), wgsl_layer_out_gemv(&pl, &wgpu_facts(1 << 31)).unwrap()] {
+            assert_eq!((w.passes[0].entry, w.passes[0].grid), ("dense_gemv_layer_out_rmsnorm_bf16", [1, 1, 1]));
+            assert!(w.passes.len() >= 2 && w.passes[1..].iter().all(|p| p.entry.starts_with("dense_gemv_rmsnorm_bf16")), "{w:?}");
+        }
     }
 
     #[test]
