@@ -12,6 +12,8 @@
 #   3. wgpu decode attention in one dispatch (default up to 16 chunks) against
 #      two (SWITCHYARD_WGSL_DECODE_PASSES=2), and the plain GEMV's K split in
 #      one dispatch against partials + reduce (SWITCHYARD_WGSL_GEMV_PASSES=2):
+#      and the two fused-row GEMVs without their row pass against with it
+#      (SWITCHYARD_WGSL_LAYER_OUT_ROW_PASS=1, SWITCHYARD_WGSL_SANDWICH_ROW_PASS=1):
 #      bench-model wgpu batch 1 and 16, alternating, and a profiled step of
 #      each (per-dispatch GPU time).
 #   4. The targets not re-measured in the tenth session, from the same call:
@@ -63,14 +65,18 @@ for round in 1 2; do
   bm "wgpu argmax two passes" env SWITCHYARD_WGSL_ARGMAX_PASSES=2 $S bench-model --backend wgpu --batch 1 --steps 16
   bm "wgpu decode two passes" env SWITCHYARD_WGSL_DECODE_PASSES=2 $S bench-model --backend wgpu --batch 1,16 --steps 16
   bm "wgpu gemv two passes" env SWITCHYARD_WGSL_GEMV_PASSES=2 $S bench-model --backend wgpu --batch 1,16 --steps 16
-  bm "wgpu all two passes" env SWITCHYARD_WGSL_GEMV_PASSES=2 SWITCHYARD_WGSL_DECODE_PASSES=2 SWITCHYARD_WGSL_ARGMAX_PASSES=2 \
-    $S bench-model --backend wgpu --batch 1,16 --steps 16
+  bm "wgpu row passes" env SWITCHYARD_WGSL_LAYER_OUT_ROW_PASS=1 SWITCHYARD_WGSL_SANDWICH_ROW_PASS=1 \
+    $S bench-model --backend wgpu --batch 1 --steps 16
+  bm "wgpu all as before" env SWITCHYARD_WGSL_GEMV_PASSES=2 SWITCHYARD_WGSL_DECODE_PASSES=2 SWITCHYARD_WGSL_ARGMAX_PASSES=2 \
+    SWITCHYARD_WGSL_LAYER_OUT_ROW_PASS=1 SWITCHYARD_WGSL_SANDWICH_ROW_PASS=1 $S bench-model --backend wgpu --batch 1,16 --steps 16
   bm "wgpu qkv VPL 2" env SWITCHYARD_WGSL_QKV_VPL=2 $S bench-model --backend wgpu --batch 1 --steps 16
 done; t
 for passes in 1 2; do
-  SWITCHYARD_WGSL_DECODE_PASSES=$passes SWITCHYARD_WGSL_GEMV_PASSES=$passes SWITCHYARD_WGSL_ARGMAX_PASSES=$passes timeout 60 $S bench-model --backend wgpu --batch 1 --steps 8 --profile-timed-steps \
+  row=$((passes - 1))  # 0: not set (one dispatch), 1: the row passes
+  env SWITCHYARD_WGSL_DECODE_PASSES=$passes SWITCHYARD_WGSL_GEMV_PASSES=$passes SWITCHYARD_WGSL_ARGMAX_PASSES=$passes \
+    SWITCHYARD_WGSL_LAYER_OUT_ROW_PASS=$row SWITCHYARD_WGSL_SANDWICH_ROW_PASS=$row timeout 60 $S bench-model --backend wgpu --batch 1 --steps 8 --profile-timed-steps \
     > $OUT/bench_profile_decode_$passes.txt 2>&1
-  grep -E "GPU time of one|attention_decode|argmax|gemv_bf16" $OUT/bench_profile_decode_$passes.txt | sed "s/^/passes=$passes: /" >> $X
+  grep -E "GPU time of one|attention_decode|argmax|dense_gemv" $OUT/bench_profile_decode_$passes.txt | sed "s/^/passes=$passes: /" >> $X
 done; t
 
 echo "== 4. HF transformers torch.compile decode, default shape" >> $X

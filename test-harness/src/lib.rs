@@ -77,11 +77,19 @@ macro_rules! tests {
 
 /// The test binary's `fn main`: runs every registered test. `$probe` is a
 /// `fn(&str) -> Result<(), String>` that opens the named backend (and drops
-/// it) or says why it cannot.
+/// it) or says why it cannot. `before: f` calls `f()` first, while the
+/// process has no other thread (to set environment variables that the code
+/// under test reads once).
 #[macro_export]
 macro_rules! main {
     ($probe:expr) => {
         fn main() {
+            $crate::run($probe)
+        }
+    };
+    ($probe:expr, before: $setup:expr) => {
+        fn main() {
+            ($setup)();
             $crate::run($probe)
         }
     };

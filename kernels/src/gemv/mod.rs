@@ -336,13 +336,13 @@ const WGSL_TARGET_GROUPS: u64 = 256;
 /// WebGPU's 16 KiB minimum.
 const WGSL_SHARED_BYTES: u32 = 2080 * 4;
 /// What the fused norm adds: the prelude's `wg_sum256` scratch (256 f32).
-const WGSL_NORM_SHARED_BYTES: u32 = 256 * 4;
+pub(super) const WGSL_NORM_SHARED_BYTES: u32 = 256 * 4;
 
 /// Weight rows a workgroup of the WGSL m = 1 path streams (gemv_m1.wgsli):
 /// eight slots of 32 lanes, one whole row each.
 const WGSL_M1_ROWS: u64 = 8;
 /// Workgroup memory of the m = 1 path's reduction (`red1` in gemv_m1.wgsli).
-const WGSL_M1_SHARED_BYTES: u32 = 288 * 4;
+pub(super) const WGSL_M1_SHARED_BYTES: u32 = 288 * 4;
 /// Shortest K the m = 1 path takes: every lane of a slot has at least one
 /// full round of eight 16-byte loads (32 lanes × 8 × 8 k). A shorter row
 /// leaves most lanes one or two loads, and the tiled design (128 rows a
@@ -884,12 +884,29 @@ mod tests {
             (c.passes[0].entry, c.passes[0].block, c.passes[0].shared_bytes),
             ("dense_gemv_sandwich_gelu_mul_bf16", [32, 4, 2], 2 * 5376)
         );
-        // WGSL: the row pass, then the gated GEMV's own entries with the
-        // partial sums past the packed row (k / 2 words).
+        // WGSL at m = 1: the gated GEMV's m = 1 pass, every workgroup forming the row
+        // into its workgroup memory.
+        let gate_up = args(1, 10240, 2560);
+        let inner = wgsl_dense_gemv_gelu_mul(&PlanArgs::new(&DENSE_GEMV_GELU_MUL_BF16, &gate_up[..6]), &wgpu_facts(1 << 31)).unwrap();
         let w = wgsl_sandwich_gemv(&pa, &wgpu_facts(1 << 31)).unwrap();
+        let mut consts = inner.passes[0].consts.clone();
+        consts.extend([("XN_STAGED", 1), ("XN_VECS", 320)]);
+        assert_eq!(w.passes, [WgslPass { entry: "dense_gemv_sandwich_gelu_mul_bf16_m1", consts, ..inner.passes[0].clone() }]);
+        assert_eq!(w.workspace_bytes, 16);
+        // With the row pass asked for, or too little workgroup memory for the row: the row
+        // pass, then the gated GEMV's own entries with the partial sums past the packed row
+        // (k / 2 words).
+        let w = sandwich::sandwich_plan(inner, &pa, &wgpu_facts(1 << 31), true).unwrap();
         assert_eq!((w.passes[0].entry, w.passes[0].grid), ("dense_gemv_sandwich_gelu_mul_bf16", [1, 1, 1]));
         assert_eq!(w.passes[1].entry, "dense_gemv_gelu_mul_bf16_m1");
         assert!(w.passes[1..].iter().all(|p| p.consts.contains(&("WS_BASE", 1280))), "{w:?}");
+        // Hidden 5376 under 10000 bytes of workgroup memory: the m = 1 pass fits, its
+        // row beside it (10752 bytes) does not.
+        let wide = args(1, 21504, 5376);
+        let small = DeviceFacts { max_shared_bytes: 10_000, ..wgpu_facts(1 << 31) };
+        let w = wgsl_sandwich_gemv(&PlanArgs::new(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &wide), &small).unwrap();
+        let entries: Vec<_> = w.passes.iter().map(|p| p.entry).collect();
+        assert_eq!(entries, ["dense_gemv_sandwich_gelu_mul_bf16", "dense_gemv_gelu_mul_bf16_m1"]);
         let a = args(1, 300, 5376);
         let w = wgsl_sandwich_gemv(&PlanArgs::new(&DENSE_GEMV_SANDWICH_GELU_MUL_BF16, &a), &wgpu_facts(1 << 31)).unwrap();
         let entries: Vec<_> = w.passes.iter().map(|p| p.entry).collect();

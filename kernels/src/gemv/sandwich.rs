@@ -3,7 +3,7 @@
 //! `post_norm_add_pre_norm_bf16` and then `dense_gemv_gelu_mul_bf16`.
 use super::{
     behind_row_pass, cuda_m1, fused_row_checks, gemv_operands, gemv_shape, one_row, shared_row_bytes, wgsl_dense_gemv_gelu_mul,
-    CUDA_M1_LOADS_PER_LANE, CUDA_MIN_WORKSPACE, DENSE_GEMV_GELU_MUL_BF16, NORMED_NMSE,
+    CUDA_M1_LOADS_PER_LANE, CUDA_MIN_WORKSPACE, DENSE_GEMV_GELU_MUL_BF16, NORMED_NMSE, WGSL_M1_SHARED_BYTES, WGSL_NORM_SHARED_BYTES,
 };
 use crate::ops::{bf16s, optional, region, require, scalar, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
@@ -86,14 +86,39 @@ pub(super) fn cuda_sandwich_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPl
     Ok(plan)
 }
 
-/// WGSL: one workgroup forms `a` and packs `hn` into the first k / 2
-/// workspace words (the kernel's own entry), then the gated GEMV's own plan
-/// runs over it (gelu_gemv.wgsli's entries, composed into this kernel's
-/// shader, with `WS_BASE` moving their partial sums past the row).
+/// WGSL: where the gated GEMV's plan is its one m = 1 pass (Gemma's gate/up
+/// at batch 1) and workgroup memory holds hn beside the m = 1 scratch, one
+/// dispatch of `dense_gemv_sandwich_gelu_mul_bf16_m1` over that pass's
+/// grid: every workgroup forms the row into workgroup memory itself and
+/// workgroup 0 stores `a`, one dispatch fewer a layer than the row pass (not
+/// yet measured on a device; `SWITCHYARD_WGSL_SANDWICH_ROW_PASS=1`, read
+/// once a process, keeps the row pass). Otherwise one workgroup forms `a`
+/// and packs `hn` into the first k / 2 workspace words (the kernel's own
+/// entry), then the gated GEMV's own plan runs over it (gelu_gemv.wgsli's
+/// entries, composed into this kernel's shader, with `WS_BASE` moving their
+/// partial sums past the row).
 pub(super) fn wgsl_sandwich_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
+    static ROW_PASS: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let row_pass = env_override(&ROW_PASS, "SWITCHYARD_WGSL_SANDWICH_ROW_PASS", |v| v == 1).is_some();
     one_row(a)?;
-    let mut plan = behind_row_pass(wgsl_dense_gemv_gelu_mul(a, f)?, a, DENSE_GEMV_GELU_MUL_BF16.symbol);
+    sandwich_plan(wgsl_dense_gemv_gelu_mul(a, f)?, a, f, row_pass)
+}
+
+/// [`wgsl_sandwich_gemv`] over the gated GEMV's plan `inner`.
+pub(super) fn sandwich_plan(mut inner: WgslPlan, a: &PlanArgs, f: &DeviceFacts, row_pass: bool) -> Result<WgslPlan> {
     let k = u64::from(a.u32("k")?);
+    let xn_bytes = 2 * k;
+    let fits = xn_bytes + u64::from(WGSL_M1_SHARED_BYTES + WGSL_NORM_SHARED_BYTES) <= u64::from(f.max_shared_bytes);
+    if !row_pass && fits && inner.passes.len() == 1 && inner.passes[0].entry == "dense_gemv_gelu_mul_bf16_m1" {
+        let pass = &mut inner.passes[0];
+        pass.entry = "dense_gemv_sandwich_gelu_mul_bf16_m1";
+        // k ≤ the adapter's workgroup storage / 2 here.
+        pass.consts.extend([("XN_STAGED", 1), ("XN_VECS", (k / 8) as u32)]);
+        // The shader's workspace binding is declared for every entry: a vector.
+        inner.workspace_bytes = 16;
+        return Ok(inner);
+    }
+    let mut plan = behind_row_pass(inner, a, DENSE_GEMV_GELU_MUL_BF16.symbol);
     let row_words = u32::try_from(k / 2).map_err(|_| Error::invalid(a.kernel.symbol, "k", format!("k = {k} must be < 2^33")))?;
     for pass in &mut plan.passes[1..] {
         pass.consts.push(("WS_BASE", row_words));
