@@ -32,22 +32,11 @@ struct Params {
 @group(0) @binding(16) var<storage, read_write> d_slot: array<u32>;
 @group(0) @binding(17) var<storage, read_write> d_workspace: array<u32>;
 
-fn ws_load(i: u32) -> u32 {
-    return d_workspace[i];
-}
-
-fn ws_store(i: u32, v: u32) {
-    d_workspace[i] = v;
-}
+//! include "gemv/workspace_words.wgsli"
 
 //! include "gemv/gemv_segmented.wgsli"
 //! include "gemv/rmsnorm_gemv.wgsli"
 //! include "gemv/layer_out_row.wgsli"
-
-@compute @workgroup_size(256)
-fn dense_gemv_layer_out_rmsnorm_bf16_m1(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
-    layer_out_m1(wid, nwg, ln);
-}
 
 @compute @workgroup_size(256)
 fn dense_gemv_layer_out_rmsnorm_qkv_prep_bf16(@builtin(local_invocation_index) lid: u32) {

@@ -26,13 +26,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> d_norm_w: array<vec4<u32>>;
 @group(0) @binding(5) var<storage, read_write> d_workspace: array<u32>;
 
-fn ws_load(i: u32) -> u32 {
-    return d_workspace[i];
-}
-
-fn ws_store(i: u32, v: u32) {
-    d_workspace[i] = v;
-}
+//! include "gemv/workspace_words.wgsli"
 
 //! include "gemv/gemv_segmented.wgsli"
 //! include "gemv/rmsnorm_gemv.wgsli"
