@@ -153,8 +153,7 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     chunk_partials(id.sp, id.y, id.b, lid);
 }
 
-// Whether this workgroup is the last of its (sequence, group)'s to arrive (uniform).
-var<workgroup> wg_last: u32;
+//! include "util/arrival.wgsli"
 
 @compute @workgroup_size(128)
 fn attention_decode_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -164,26 +163,13 @@ fn attention_decode_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
         return;
     }
     chunk_partials(id.sp, id.y, id.b, lid);
-    // Release (device scope): the partials are stored before the arrival below.
-    storageBarrier();
-    if (lid == 0u) {
-        let at = id.b * p.gy + id.y;
-        let last = atomicAdd(&d_arrivals[at], 1u) == p.gx - 1u;
-        if (last) {
-            // Every chunk of this (sequence, group) in this launch has arrived.
-            atomicStore(&d_arrivals[at], 0u);
+    // The last combines; the pool's tiles are done with (combine_head
+    // stages into it behind its own barrier).
+    if (last_to_arrive(id.b * p.gy + id.y, p.gx, lid)) {
+        let heads = group_heads(id.y);
+        for (var r = 0u; r < heads.y; r++) {
+            combine_head(id.b, heads.x + r, lid);
         }
-        wg_last = select(0u, 1u, last);
-    }
-    if (workgroupUniformLoad(&wg_last) == 0u) {
-        return;
-    }
-    // Acquire: the other chunks' partials are read after their arrivals
-    // (and the pool's tiles are done with: combine_head stages into it).
-    storageBarrier();
-    let heads = group_heads(id.y);
-    for (var r = 0u; r < heads.y; r++) {
-        combine_head(id.b, heads.x + r, lid);
     }
 }
 

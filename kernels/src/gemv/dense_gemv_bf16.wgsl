@@ -28,6 +28,7 @@ fn ws_store(i: u32, v: u32) {
 }
 
 //! include "gemv/gemv_segmented.wgsli"
+//! include "util/arrival.wgsli"
 
 // Vector c of activation row i, as stored.
 fn activation(i: u32, c: u32) -> vec4<u32> {
@@ -58,9 +59,6 @@ fn dense_gemv_bf16_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
     seg_partial(g, group_y(wid, p.fold), lid);
 }
 
-// Whether this workgroup is the last of its row block's chunks to arrive (uniform).
-var<workgroup> wg_last: u32;
-
 // Split K in one dispatch (x0 = chunk length, x1 = chunks): each workgroup
 // stores its chunk's partials, and the last of a row block's x1 to arrive
 // (its arrival counter, which it puts back to zero) adds the block's sums
@@ -73,22 +71,9 @@ fn dense_gemv_bf16_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_work
         return;
     }
     seg_partial(g, group_y(wid, p.fold), lid);
-    // Release (device scope): the partials are stored before the arrival below.
-    storageBarrier();
-    if (lid == 0u) {
-        let last = atomicAdd(&d_arrivals[g], 1u) == p.x1 - 1u;
-        if (last) {
-            // Every chunk of row block g in this launch has arrived.
-            atomicStore(&d_arrivals[g], 0u);
-        }
-        wg_last = select(0u, 1u, last);
+    if (last_to_arrive(g, p.x1, lid)) {
+        seg_block_store(g, lid);
     }
-    if (workgroupUniformLoad(&wg_last) == 0u) {
-        return;
-    }
-    // Acquire: the other chunks' partials are read after their arrivals.
-    storageBarrier();
-    seg_block_store(g, lid);
 }
 
 @compute @workgroup_size(256)

@@ -129,9 +129,7 @@ fn write_row(i: u32, b: vec2<u32>, lid: u32) {
     }
 }
 
-// Whether this workgroup is the last of row i's x0 to arrive (uniform);
-// the last puts the counter back to zero for the next launch.
-var<workgroup> wg_last: u32;
+//! include "util/arrival.wgsli"
 
 @compute @workgroup_size(256)
 fn argmax_rows_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
@@ -149,22 +147,9 @@ fn argmax_rows_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     if (lid == 0u) {
         store_pair(i, c, b);
     }
-    // Release (device scope): the pair is stored before the arrival below.
-    storageBarrier();
-    if (lid == 0u) {
-        let last = atomicAdd(&d_arrivals[i], 1u) == p.x0 - 1u;
-        if (last) {
-            // Every workgroup of row i in this launch has arrived.
-            atomicStore(&d_arrivals[i], 0u);
-        }
-        wg_last = select(0u, 1u, last);
+    if (last_to_arrive(i, p.x0, lid)) {
+        finish_row(i, ln);
     }
-    if (workgroupUniformLoad(&wg_last) == 0u) {
-        return;
-    }
-    // Acquire: the other workgroups' pairs are read after their arrivals.
-    storageBarrier();
-    finish_row(i, ln);
 }
 
 @compute @workgroup_size(256)
