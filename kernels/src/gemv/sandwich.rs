@@ -5,6 +5,7 @@ use super::{
     behind_row_pass, cuda_m1, fused_row_checks, gemv_operands, gemv_shape, one_row, shared_row_bytes, wgsl_dense_gemv_gelu_mul,
     CUDA_M1_LOADS_PER_LANE, CUDA_MIN_WORKSPACE, DENSE_GEMV_GELU_MUL_BF16, NORMED_NMSE, WGSL_M1_SHARED_BYTES, WGSL_NORM_SHARED_BYTES,
 };
+use crate::norm::{derived, residual_add_magnitudes};
 use crate::ops::{bf16s, optional, region, require, scalar, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{env_override, groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
@@ -188,19 +189,20 @@ fn sandwich_gemv_cases(g: &mut Gen) -> Vec<Case> {
         .iter()
         .enumerate()
         .map(|(i, &(n, k))| {
-            // The sandwich's own case ranges (norm/mod.rs): a residual far
-            // from 1, and a post-norm weight small enough that no sum cancels.
-            let (_, mid) = g.bf16(k, 0.5, 4.0);
-            let (_, x) = g.bf16(k, 0.01, 3.0);
-            let (_, w_post) = g.bf16(k, 0.05, 0.5);
+            // The sandwich's own case ranges (norm/mod.rs), and its rule for
+            // resid_out: 2 ulp of the residual add's addends.
+            let (mid_v, mid) = g.bf16(k, 0.5, 4.0);
+            let (x_v, x) = g.bf16(k, 0.01, 3.0);
+            let (w_post_v, w_post) = g.bf16(k, 0.05, 0.5);
             let (_, norm_w) = g.bf16(k, 0.1, 2.0);
             let (_, b) = g.bf16(2 * n * k, 0.01, 0.5);
             let scaled = i != 3;
+            let a_tolerance = derived(residual_add_magnitudes(&mid_v, &x_v, scaled.then_some(&w_post_v[..]), None, 1, k, 1e-6));
             Case {
                 kernel: &DENSE_GEMV_SANDWICH_GELU_MUL_BF16,
                 label: format!("n={n} k={k} w_post={scaled}"),
                 buffers: vec![
-                    Buffer::output("a", DType::BF16, k, Tolerance::Bf16Ulp(2)),
+                    Buffer::output("a", DType::BF16, k, a_tolerance),
                     Buffer::input("b", b),
                     Buffer::output("c", DType::BF16, n, Tolerance::Nmse(NORMED_NMSE)),
                     Buffer::input("norm_w", norm_w),
