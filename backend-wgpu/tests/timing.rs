@@ -16,7 +16,8 @@ fn wgpu_of(be: &Arc<dyn Backend>) -> &WgpuBackend {
 
 fn dispatches_are_timed_in_order_across_batches() {
     let name = "dispatches_are_timed_in_order_across_batches";
-    // A batch of 8 dispatches, so 30 launches span several submits.
+    // A batch of 8 dispatches, so 15 units of two or more dispatches span
+    // several submits.
     let be = backend(name, WgpuOptions { max_batch: 8, ..WgpuOptions::default() });
     let w = wgpu_of(&be);
     let info = be.info();
@@ -34,24 +35,36 @@ fn dispatches_are_timed_in_order_across_batches() {
     let logits: Vec<f32> = (0..m * vocab).map(|i| ((i * 7919) % 1000) as f32).collect();
     let l = DeviceBuffer::from_bytes(&be, &bytes::f32_bytes(&logits)).unwrap();
     let (idx, val) = (DeviceBuffer::zeroed(&be, 4 * m).unwrap(), DeviceBuffer::zeroed(&be, 4 * m).unwrap());
+    let n = 4096usize;
+    let (acc, x) = (DeviceBuffer::zeroed(&be, 2 * n).unwrap(), DeviceBuffer::from_bytes(&be, &vec![0x3fu8; 2 * n]).unwrap());
+    // One unit is two different kernels, so the order of the timed entries
+    // is visible whatever number of passes each kernel's plan takes.
+    let unit = || -> switchyard_core::Result<()> {
+        ops.argmax_rows(idx.region(), val.region(), l.region(), m, vocab, -1, -1)?;
+        ops.scaled_add_bf16(acc.region(), x.region(), n, 0.5)
+    };
+    let unit_entries: Vec<_> = w.time_dispatches(&mut || unit()).unwrap().into_iter().map(|t| t.entry).collect();
+    assert!(unit_entries.len() >= 2, "{unit_entries:?}");
+    assert!(unit_entries[0].starts_with("argmax_rows"), "{unit_entries:?}");
+    assert_eq!(unit_entries.last().copied(), Some("scaled_add_bf16"), "{unit_entries:?}");
+    let per_unit = unit_entries.len();
     let launches = 15;
     let times = w
         .time_dispatches(&mut || {
             for _ in 0..launches {
-                ops.argmax_rows(idx.region(), val.region(), l.region(), m, vocab, -1, -1)?;
+                unit()?;
             }
             Ok(())
         })
         .unwrap();
-    // argmax_rows runs two passes a launch.
-    assert_eq!(times.len(), 2 * launches, "{times:?}");
+    assert_eq!(times.len(), per_unit * launches, "{times:?}");
     for (k, t) in times.iter().enumerate() {
-        assert_eq!(t.entry, ["argmax_rows", "argmax_rows_final"][k % 2]);
+        assert_eq!(t.entry, unit_entries[k % per_unit], "dispatch {k}");
         assert!(t.ms.is_finite() && t.ms >= 0.0 && t.ms < 10_000.0, "{t:?}");
     }
     let total: f64 = times.iter().map(|t| t.ms).sum();
     assert!(total > 0.0, "timestamps never advanced: {times:?}");
-    eprintln!("{name}: {} dispatches, {total:.3} ms of GPU time; first launch {:?}", times.len(), &times[..2]);
+    eprintln!("{name}: {} dispatches, {total:.3} ms of GPU time; first unit {:?}", times.len(), &times[..per_unit]);
 
     // The results are the kernel's: timing changes nothing it computes.
     let got = bytes::i32_from_bytes(&idx.to_vec().unwrap());
@@ -63,8 +76,8 @@ fn dispatches_are_timed_in_order_across_batches() {
 
     // Work before the call is not timed; nothing is timed after it returns.
     ops.argmax_rows(idx.region(), val.region(), l.region(), m, vocab, -1, -1).unwrap();
-    let one = w.time_dispatches(&mut || ops.argmax_rows(idx.region(), val.region(), l.region(), m, vocab, -1, -1)).unwrap();
-    assert_eq!(one.len(), 2);
+    let one = w.time_dispatches(&mut || unit()).unwrap();
+    assert_eq!(one.len(), per_unit);
     ops.argmax_rows(idx.region(), val.region(), l.region(), m, vocab, -1, -1).unwrap();
     be.synchronize().unwrap();
 
@@ -73,7 +86,7 @@ fn dispatches_are_timed_in_order_across_batches() {
     let rec = be
         .record(&mut || {
             for _ in 0..6 {
-                ops.argmax_rows(idx.region(), val.region(), l.region(), m, vocab, -1, -1)?;
+                unit()?;
             }
             Ok(())
         })
@@ -81,9 +94,9 @@ fn dispatches_are_timed_in_order_across_batches() {
     be.replay(&rec).unwrap();
     idx.write(&vec![0xffu8; 4 * m]).unwrap();
     let replayed = w.time_dispatches(&mut || be.replay(&rec)).unwrap();
-    assert_eq!(replayed.len(), 12, "{replayed:?}");
+    assert_eq!(replayed.len(), 6 * per_unit, "{replayed:?}");
     for (k, t) in replayed.iter().enumerate() {
-        assert_eq!(t.entry, ["argmax_rows", "argmax_rows_final"][k % 2]);
+        assert_eq!(t.entry, unit_entries[k % per_unit], "replayed dispatch {k}");
         assert!(t.ms.is_finite() && t.ms >= 0.0 && t.ms < 10_000.0, "{t:?}");
     }
     assert_eq!(bytes::i32_from_bytes(&idx.to_vec().unwrap()), got, "a timed replay's argmax");
