@@ -366,10 +366,44 @@ fn route_decode_shared(rows: u64, dim: u64, e: u64) -> u64 {
     staging.max(select)
 }
 
+/// 16-byte chunks of a row a lane of `moe_route_decode_regs` holds
+/// (`ROUTE_DEC_LANE_CHUNKS` in moe_expert.cu).
+const ROUTE_DECODE_LANE_CHUNKS: u64 = 12;
+/// Longest dim `moe_route_decode_regs` takes: 8 bf16 a chunk, 32 lanes.
+const ROUTE_DECODE_REGS_MAX_DIM: u64 = 8 * 32 * ROUTE_DECODE_LANE_CHUNKS;
+/// `SWITCHYARD_CUDA_ROUTE_DECODE=staged` keeps [`MOE_ROUTE_DECODE`] on its
+/// staged entry at every dim, for an A/B on one binary; read once a process.
+pub const ROUTE_DECODE_ENV: &str = "SWITCHYARD_CUDA_ROUTE_DECODE";
+
+fn route_decode_staged() -> bool {
+    static STAGED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STAGED.get_or_init(|| std::env::var(ROUTE_DECODE_ENV).is_ok_and(|v| v.trim() == "staged"))
+}
+
+/// The CUDA entry of [`MOE_ROUTE_DECODE`]: `moe_route_decode_regs` (a
+/// lane's chunks of x and scale held in registers, the router row's and
+/// the first row's loads in flight together; same bits) at dim ≤
+/// [`ROUTE_DECODE_REGS_MAX_DIM`] unless `staged`, else `moe_route_decode`
+/// (reads a lane's chunks of a row twice). The regs entry is not yet
+/// measured on a GPU.
+fn route_decode_entry(dim: u64, staged: bool) -> &'static str {
+    if !staged && dim <= ROUTE_DECODE_REGS_MAX_DIM {
+        "moe_route_decode_regs"
+    } else {
+        "moe_route_decode"
+    }
+}
+
 /// One block per expert (its router chain, as `dense_gemm_router_chain` at
 /// a 1-column tile: the chains all start in the first wave on 132 SMs at
-/// e = 128); the last block to arrive selects and scatters.
+/// e = 128); the last block to arrive selects and scatters. The entry:
+/// [`route_decode_entry`] under [`ROUTE_DECODE_ENV`].
 fn cuda_moe_route_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
+    route_decode_plan(a, f, route_decode_staged())
+}
+
+/// [`cuda_moe_route_decode`] with the override's value as a parameter.
+fn route_decode_plan(a: &PlanArgs, f: &DeviceFacts, staged: bool) -> Result<CudaPlan> {
     let (rows, dim, e) = (u64::from(a.u32("rows")?), u64::from(a.u32("dim")?), a.u32("e")?);
     let shared = route_decode_shared(rows, dim, u64::from(e));
     if f.max_shared_bytes != 0 && shared > u64::from(f.max_shared_bytes) {
@@ -381,7 +415,7 @@ fn cuda_moe_route_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
     }
     let shared_bytes = u32::try_from(shared).expect("bounded by the limits on rows, dim and e");
     Ok(CudaPlan {
-        passes: vec![CudaPass { entry: "moe_route_decode", grid: [e, 1, 1], block: [256, 1, 1], shared_bytes }],
+        passes: vec![CudaPass { entry: route_decode_entry(dim, staged), grid: [e, 1, 1], block: [256, 1, 1], shared_bytes }],
         workspace_bytes: 0,
     })
 }
@@ -1257,6 +1291,56 @@ mod tests {
         assert_eq!(plan(&DeviceFacts { cuda_sm90a: false, ..HOPPER }, 32768, 128, 1408, 2816, 256).entry, tiles);
         // Few tiles: no more blocks than tiles there can be.
         assert_eq!(plan(&HOPPER, 512, 1, 176, 64, 256).grid, [5, 1, 1]);
+    }
+
+    /// The decode routing takes the norm-in-registers entry up to its dim
+    /// limit unless the override asks for the staged one; both entries are
+    /// in moe_expert.cu with the same parameters, and the lane-chunk limit
+    /// is the source's.
+    #[test]
+    fn route_decode_takes_the_registers_entry_up_to_its_limit() {
+        let pass = |rows: i32, dim: i32, e: i32, staged: bool| {
+            let args: Vec<switchyard_core::Arg> = MOE_ROUTE_DECODE
+                .args
+                .iter()
+                .map(|a| match a.name {
+                    "rows" => I(rows),
+                    "dim" => I(dim),
+                    "e" => I(e),
+                    "k" => I(8),
+                    "eps" => F(1e-6),
+                    "root" => F(1.0 / 64.0),
+                    _ => P(256),
+                })
+                .collect();
+            let p = route_decode_plan(&PlanArgs::new(&MOE_ROUTE_DECODE, &args), &HOPPER, staged).unwrap();
+            assert_eq!(p.passes.len(), 1);
+            p.passes[0].clone()
+        };
+        // 26b-a4b's router (dim 2816, 128 experts) at batch 1 and 16.
+        let p = pass(1, 2816, 128, false);
+        assert_eq!((p.entry, p.grid, p.block), ("moe_route_decode_regs", [128, 1, 1], [256, 1, 1]));
+        assert_eq!(u64::from(p.shared_bytes), route_decode_shared(1, 2816, 128));
+        assert_eq!(pass(16, 2816, 128, false).entry, "moe_route_decode_regs");
+        assert_eq!(pass(16, 3072, 128, false).entry, "moe_route_decode_regs");
+        // The override, and past the limit: the staged entry, same launch.
+        let s = pass(1, 2816, 128, true);
+        assert_eq!((s.entry, s.grid, s.block, s.shared_bytes), ("moe_route_decode", p.grid, p.block, p.shared_bytes));
+        assert_eq!(pass(16, 3072, 128, true).entry, "moe_route_decode");
+        assert_eq!(pass(1, 3080, 128, false).entry, "moe_route_decode");
+        assert_eq!(pass(1, 4096, 128, false).entry, "moe_route_decode");
+        assert_eq!((route_decode_entry(2816, false), route_decode_entry(2816, true)), ("moe_route_decode_regs", "moe_route_decode"));
+        assert_eq!(route_decode_entry(4096, false), "moe_route_decode");
+        assert!(ROUTE_DECODE_MAX_DIM as u64 <= ROUTE_DECODE_REGS_MAX_DIM, "every dim the kernel takes fits the registers entry");
+
+        let cu = crate::sources::cuda("moe_expert").expect("moe_expert.cu").text;
+        assert!(cu.contains(&format!("#define ROUTE_DEC_LANE_CHUNKS {ROUTE_DECODE_LANE_CHUNKS}\n")));
+        let params = |entry: &str| {
+            let head = format!("extern \"C\" __global__ void __launch_bounds__(256) {entry}(");
+            let at = cu.find(&head).unwrap_or_else(|| panic!("no entry `{entry}` in moe_expert.cu")) + head.len();
+            cu[at..at + cu[at..].find(')').unwrap()].split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        assert_eq!(params("moe_route_decode_regs"), params("moe_route_decode"));
     }
 
     /// The tensor maps: a in 128-row boxes, w as one e·N-row matrix in

@@ -189,35 +189,36 @@ extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict
 // the top-k (a warp a row, the moe_router_topk rounds) and the slot
 // bookkeeping (pairs are at most 16 · 32, so one block does it in shared
 // memory). Deterministic: the counter only elects the block, every value is
-// computed the same way whichever block it is.
+// computed the same way whichever block it is. Two entries, one body
+// (route_decode below): they differ only in how the rows' norm is staged.
 #define ROUTE_DEC_MAX_ROWS 16
 #define ROUTE_DEC_MAX_E 256
 #define ROUTE_DEC_MAX_K 32
 
+// 16-byte chunks of a router input row a lane holds in
+// moe_route_decode_regs: dim <= 8 · 32 · ROUTE_DEC_LANE_CHUNKS = 3072 (the
+// plan's limit, ROUTE_DECODE_MAX_DIM: at most 384 chunks over 32 lanes).
+#define ROUTE_DEC_LANE_CHUNKS 12
+
 // Zero at module load; the electing block puts it back to zero, so every
 // launch finds it zero (launches on the backend's one stream never overlap,
 // and every block of a launch arrives: the argument checks that return early
-// are uniform over the grid).
+// are uniform over the grid). Both entries below (moe_route_decode and
+// moe_route_decode_regs) count on this one counter: a launch of either only
+// starts once the launch before it, of either entry, has finished and left it
+// zero, and the regs entry's extra check (dim) is as uniform as the others.
 __device__ unsigned moe_route_decode_arrivals;
 
 // Row stride in floats of the staged rows (gemm.cu's router_chain_ld).
 __device__ __forceinline__ int route_dec_ld(int dim) { return ((dim + 31) & ~31) + 4; }
 
-extern "C" __global__ void __launch_bounds__(256) moe_route_decode(int* __restrict__ topk_ids, float* __restrict__ topk_w,
-                                                                    int* __restrict__ offsets, int* __restrict__ pair_of_slot,
-                                                                    int* __restrict__ slot_of_pair, bf16* __restrict__ logits,
-                                                                    const bf16* __restrict__ x, const bf16* __restrict__ scale,
-                                                                    const bf16* __restrict__ router_w, const float* __restrict__ per_expert_scale,
-                                                                    int rows, int dim, int e, int k, float eps, float root) {
-    extern __shared__ __align__(16) float route_smem[];
-    __shared__ int last_s;
-    if (rows < 1 || rows > ROUTE_DEC_MAX_ROWS || e < 1 || e > ROUTE_DEC_MAX_E || (e & 1) || k < 1 || k > ROUTE_DEC_MAX_K || k > e ||
-        dim < 8 || (dim & 7) || (int)gridDim.x != e)
-        return; // uniform over the grid: no block arrives, the counter stays zero
+// The staging of moe_route_decode (the staged form, any dim): expert xe's
+// router row as f32 into wrow, and the rows' normalised inputs (bf16-rounded,
+// as f32) into route_smem, row r at r · LD.
+__device__ __forceinline__ void route_dec_stage(float* route_smem, float* wrow, const bf16* __restrict__ x,
+                                                const bf16* __restrict__ scale, const bf16* __restrict__ router_w, int rows,
+                                                int dim, int LD, int chunks, float eps, float root) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, xe = blockIdx.x;
-    const int LD = route_dec_ld(dim), chunks = dim / 8;
-    float* wrow = route_smem + (size_t)rows * LD;
-
     // Expert xe's router row, f32, issued first: it is the one DRAM read.
     for (int c0 = tid; c0 < chunks; c0 += 4 * 256) {
         uint4 v[4];
@@ -261,6 +262,114 @@ extern "C" __global__ void __launch_bounds__(256) moe_route_decode(int* __restri
             d4[0] = make_float4(bf16_lo(o[0]), bf16_hi(o[0]), bf16_lo(o[1]), bf16_hi(o[1]));
             d4[1] = make_float4(bf16_lo(o[2]), bf16_hi(o[2]), bf16_lo(o[3]), bf16_hi(o[3]));
         }
+    }
+}
+
+// The same staging for moe_route_decode_regs (dim <= 8 · 32 ·
+// ROUTE_DEC_LANE_CHUNKS): the router norm, a warp a row, with every load of
+// a row in flight at once: a lane keeps its (at most ROUTE_DEC_LANE_CHUNKS)
+// 16-byte chunks of x and of scale in registers, so Σx² and
+// bf16(x · inv · scale · root) cost one trip to L2 and no second read. The
+// first row's loads and the router row's are issued before either is waited
+// on.
+//
+// Same bits as route_dec_stage: a lane's chunks are c = lane + 32·u in
+// increasing u, the staged loop's c = lane, lane + 32, ... in the same order,
+// each adding the same fmaf(a, a, ss) pairs (word 0..3, lo then hi); the
+// chunks past the row (c >= chunks) are zero here and add fmaf(0, 0, ss) =
+// ss + 0, which leaves every ss the chain can hold (+0, positive, inf, the
+// GPU's one NaN) bit for bit as it is. warp_sum, inv and router_norm_pair
+// are the same expressions on the same words (x and scale are inputs no
+// block writes, so holding them equals reading them again), stored at the
+// same places; the router row's chunks are the staged loop's (for dim <=
+// 3072 its u = 2, 3 rounds hold no chunk). So the staged rows, and with them
+// the chains, logits, top-k and slots, are identical.
+__device__ __forceinline__ void route_dec_stage_regs(float* route_smem, float* wrow, const bf16* __restrict__ x,
+                                                     const bf16* __restrict__ scale, const bf16* __restrict__ router_w,
+                                                     int rows, int dim, int LD, int chunks, float eps, float root) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, xe = blockIdx.x;
+    uint4 xv[ROUTE_DEC_LANE_CHUNKS], sv[ROUTE_DEC_LANE_CHUNKS];
+    auto load_row = [&](int r) {
+#pragma unroll
+        for (int u = 0; u < ROUTE_DEC_LANE_CHUNKS; ++u) {
+            const int c = lane + 32 * u;
+            xv[u] = c < chunks ? ld_nc16(x + (size_t)r * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
+            sv[u] = c < chunks ? ld_nc16(scale + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
+        }
+    };
+    auto norm_row = [&](int r) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int u = 0; u < ROUTE_DEC_LANE_CHUNKS; ++u) {
+            const unsigned w[4] = {xv[u].x, xv[u].y, xv[u].z, xv[u].w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float a = bf16_lo(w[i]), b = bf16_hi(w[i]);
+                ss = fmaf(a, a, ss);
+                ss = fmaf(b, b, ss);
+            }
+        }
+        const float inv = 1.0f / sqrtf(warp_sum(ss) / (float)dim + eps);
+        float* dst = route_smem + (size_t)r * LD;
+#pragma unroll
+        for (int u = 0; u < ROUTE_DEC_LANE_CHUNKS; ++u) {
+            const int c = lane + 32 * u;
+            if (c >= chunks) break;
+            const unsigned o[4] = {router_norm_pair(xv[u].x, sv[u].x, inv, root), router_norm_pair(xv[u].y, sv[u].y, inv, root),
+                                   router_norm_pair(xv[u].z, sv[u].z, inv, root), router_norm_pair(xv[u].w, sv[u].w, inv, root)};
+            float4* d4 = reinterpret_cast<float4*>(dst + (size_t)c * 8);
+            d4[0] = make_float4(bf16_lo(o[0]), bf16_hi(o[0]), bf16_lo(o[1]), bf16_hi(o[1]));
+            d4[1] = make_float4(bf16_lo(o[2]), bf16_hi(o[2]), bf16_lo(o[3]), bf16_hi(o[3]));
+        }
+    };
+    // Expert xe's router row (at most 384 chunks: one each for 256 threads
+    // and a second for some), f32.
+    uint4 v[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+        const int c = tid + u * 256;
+        v[u] = c < chunks ? ld_stream16(router_w + (size_t)xe * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    if (warp < rows) load_row(warp);
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+        const int c = tid + u * 256;
+        if (c < chunks) {
+            float4* dst = reinterpret_cast<float4*>(wrow + (size_t)c * 8);
+            dst[0] = make_float4(bf16_lo(v[u].x), bf16_hi(v[u].x), bf16_lo(v[u].y), bf16_hi(v[u].y));
+            dst[1] = make_float4(bf16_lo(v[u].z), bf16_hi(v[u].z), bf16_lo(v[u].w), bf16_hi(v[u].w));
+        }
+    }
+    for (int r = warp; r < rows; r += 8) {
+        if (r != warp) load_row(r);
+        norm_row(r);
+    }
+}
+
+// The body of both entries; REGS picks the staging (route_dec_stage_regs,
+// dim <= 3072, or route_dec_stage). Everything after it is shared.
+template <bool REGS>
+__device__ __forceinline__ void route_decode(int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ offsets,
+                                             int* __restrict__ pair_of_slot, int* __restrict__ slot_of_pair, bf16* __restrict__ logits,
+                                             const bf16* __restrict__ x, const bf16* __restrict__ scale, const bf16* __restrict__ router_w,
+                                             const float* __restrict__ per_expert_scale, int rows, int dim, int e, int k, float eps,
+                                             float root) {
+    extern __shared__ __align__(16) float route_smem[];
+    __shared__ int last_s;
+    if (rows < 1 || rows > ROUTE_DEC_MAX_ROWS || e < 1 || e > ROUTE_DEC_MAX_E || (e & 1) || k < 1 || k > ROUTE_DEC_MAX_K || k > e ||
+        dim < 8 || (dim & 7) || (int)gridDim.x != e)
+        return; // uniform over the grid: no block arrives, the counter stays zero
+    if constexpr (REGS) {
+        if (dim > 8 * 32 * ROUTE_DEC_LANE_CHUNKS) return; // as uniform: a lane holds at most ROUTE_DEC_LANE_CHUNKS chunks
+    }
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, xe = blockIdx.x;
+    const int LD = route_dec_ld(dim), chunks = dim / 8;
+    float* wrow = route_smem + (size_t)rows * LD;
+
+    if constexpr (REGS) {
+        route_dec_stage_regs(route_smem, wrow, x, scale, router_w, rows, dim, LD, chunks, eps, root);
+    } else {
+        route_dec_stage(route_smem, wrow, x, scale, router_w, rows, dim, LD, chunks, eps, root);
     }
     __syncthreads();
 
@@ -347,6 +456,32 @@ extern "C" __global__ void __launch_bounds__(256) moe_route_decode(int* __restri
         pair_of_slot[slot] = q;
         slot_of_pair[q] = slot;
     }
+}
+
+// The staged form: a lane reads its chunks of a row twice (Σx², then the
+// normalised values), any dim the shared memory holds.
+extern "C" __global__ void __launch_bounds__(256) moe_route_decode(int* __restrict__ topk_ids, float* __restrict__ topk_w,
+                                                                    int* __restrict__ offsets, int* __restrict__ pair_of_slot,
+                                                                    int* __restrict__ slot_of_pair, bf16* __restrict__ logits,
+                                                                    const bf16* __restrict__ x, const bf16* __restrict__ scale,
+                                                                    const bf16* __restrict__ router_w, const float* __restrict__ per_expert_scale,
+                                                                    int rows, int dim, int e, int k, float eps, float root) {
+    route_decode<false>(topk_ids, topk_w, offsets, pair_of_slot, slot_of_pair, logits, x, scale, router_w, per_expert_scale, rows, dim, e,
+                        k, eps, root);
+}
+
+// The norm in registers (route_dec_stage_regs), dim <= 3072; the plan's
+// default there (SWITCHYARD_CUDA_ROUTE_DECODE=staged takes the entry above).
+// Not yet measured on a GPU.
+extern "C" __global__ void __launch_bounds__(256) moe_route_decode_regs(int* __restrict__ topk_ids, float* __restrict__ topk_w,
+                                                                         int* __restrict__ offsets, int* __restrict__ pair_of_slot,
+                                                                         int* __restrict__ slot_of_pair, bf16* __restrict__ logits,
+                                                                         const bf16* __restrict__ x, const bf16* __restrict__ scale,
+                                                                         const bf16* __restrict__ router_w,
+                                                                         const float* __restrict__ per_expert_scale, int rows, int dim, int e,
+                                                                         int k, float eps, float root) {
+    route_decode<true>(topk_ids, topk_w, offsets, pair_of_slot, slot_of_pair, logits, x, scale, router_w, per_expert_scale, rows, dim, e,
+                       k, eps, root);
 }
 
 // ---------------------------------------------------------------- gather
