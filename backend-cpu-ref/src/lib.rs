@@ -41,6 +41,7 @@ mod gemm;
 mod gemv;
 mod head;
 mod moe;
+mod moe_combine;
 mod moe_expert;
 mod norm;
 mod rope_kv;

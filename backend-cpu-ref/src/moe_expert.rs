@@ -366,41 +366,65 @@ fn gate_up_gelu(c: &mut Ctx<'_>) -> Result<()> {
 }
 
 fn combine(c: &mut Ctx<'_>) -> Result<()> {
-    let kernel = c.kernel();
-    let (out, y, sop, tw) = (c.buf("out")?, c.buf("y")?, c.buf("slot_of_pair")?, c.buf("topk_w")?);
-    let (rows, k, h, n) = (c.size("rows")?, c.size("k")?, c.size("h")?, c.size("n")?);
-    let pairs = count(kernel, "slot_of_pair", &[rows, k])?;
-    let slots = c.i32s(sop, 0, pairs)?;
-    let w = c.f32s(tw, 0, pairs)?;
-    let yv = c.bf16(y, 0, count(kernel, "y", &[n, h])?)?;
+    let (out, rows, h) = (c.buf("out")?, c.size("rows")?, c.size("h")?);
+    let operands = CombineOperands::read(c)?;
     // As in gather: the output's range first, then its image (fuzzer OOM).
-    let out_elems = count(kernel, "out", &[rows, h])?;
+    let out_elems = count(c.kernel(), "out", &[rows, h])?;
     c.bytes(out, 0, out_elems, 2)?;
     let mut bits = Vec::with_capacity(out_elems);
     let mut acc = vec![0f32; h];
     for t in 0..rows {
-        acc.fill(0.0);
-        let mut bad = false;
-        for j in 0..k {
-            let p = t * k + j;
-            // −1: a dropped pair, skipped; any other slot outside [0, n) poisons the row.
-            match slots[p] {
-                -1 => continue,
-                s => match in_range(s, n) {
-                    Some(s) => {
-                        for (a, &v) in acc.iter_mut().zip(&yv[s * h..(s + 1) * h]) {
-                            *a += w[p] * v;
-                        }
-                    }
-                    None => bad = true,
-                },
-            }
-        }
-        if bad {
-            bits.extend(std::iter::repeat_n(BF16_NAN, h));
-        } else {
+        if operands.row(t, &mut acc) {
             bits.extend(acc.iter().map(|&a| bf16_bits(a)));
+        } else {
+            bits.extend(std::iter::repeat_n(BF16_NAN, h));
         }
     }
     c.put_bf16(out, 0, &bits)
+}
+
+/// The operands of a weighted combine (`y`, `slot_of_pair`, `topk_w` and the
+/// sizes `rows`, `k`, `h`, `n`), read once through the checked context.
+pub(crate) struct CombineOperands {
+    slots: Vec<i32>,
+    w: Vec<f32>,
+    y: Vec<f32>,
+    k: usize,
+    h: usize,
+    n: usize,
+}
+
+impl CombineOperands {
+    pub(crate) fn read(c: &mut Ctx<'_>) -> Result<Self> {
+        let kernel = c.kernel();
+        let (y, sop, tw) = (c.buf("y")?, c.buf("slot_of_pair")?, c.buf("topk_w")?);
+        let (rows, k, h, n) = (c.size("rows")?, c.size("k")?, c.size("h")?, c.size("n")?);
+        let pairs = count(kernel, "slot_of_pair", &[rows, k])?;
+        let slots = c.i32s(sop, 0, pairs)?;
+        let w = c.f32s(tw, 0, pairs)?;
+        let y = c.bf16(y, 0, count(kernel, "y", &[n, h])?)?;
+        Ok(CombineOperands { slots, w, y, k, h, n })
+    }
+
+    /// Row `t`'s `Σ_j topk_w · y[slot]` in j order, in f32 (not yet rounded),
+    /// into `acc` (`h` long); false where a slot other than −1 is outside
+    /// `[0, n)`, which poisons the row.
+    pub(crate) fn row(&self, t: usize, acc: &mut [f32]) -> bool {
+        let h = self.h;
+        acc.fill(0.0);
+        for p in t * self.k..(t + 1) * self.k {
+            match self.slots[p] {
+                -1 => continue,
+                s => match in_range(s, self.n) {
+                    Some(s) => {
+                        for (a, &v) in acc.iter_mut().zip(&self.y[s * h..(s + 1) * h]) {
+                            *a += self.w[p] * v;
+                        }
+                    }
+                    None => return false,
+                },
+            }
+        }
+        true
+    }
 }

@@ -18,6 +18,7 @@ use switchyard_core::{Backend, DeviceBuffer, Error, Region};
 use switchyard_cpu_ref::cpu_backend;
 use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView, ATTENTION_PREFILL};
 use switchyard_kernels::gemm::w4a16::random_weight;
+use switchyard_kernels::moe::combine_norms::CombinePostNorms;
 use switchyard_kernels::moe::expert::ExpertWeights;
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
@@ -503,6 +504,74 @@ fn combine_skips_dropped_pairs_and_poisons_bad_slots() {
     assert_eq!(&got[..h], &[3.5; 4]); // 0.5·3 + 2·1
     assert_eq!(&got[h..2 * h], &[6.0; 4]); // the dropped pair's weight 100 is not used
     assert!(got[2 * h..].iter().all(|x| x.is_nan()));
+}
+
+/// `x · (mean(x²) + eps)^-0.5 · w` in f64.
+fn rms_f64(x: &[f64], w: &[f64], eps: f64) -> Vec<f64> {
+    let inv = 1.0 / (x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64 + eps).sqrt();
+    x.iter().zip(w).map(|(v, w)| v * inv * w).collect()
+}
+
+#[test]
+fn combine_post_norms_is_the_combine_then_both_norms_added() {
+    let ops = Ops::new(cpu_backend());
+    let be = &ops.be;
+    let mut g = Gen::new(0xc0b1);
+    let (rows, k, h, n) = (3usize, 4usize, 96usize, 10usize);
+    let eps = 1e-6f32;
+    let (yv, y) = g.bf16(n * h, 0.01, 2.0);
+    let (mv, mlp) = g.bf16(rows * h, 0.01, 3.0);
+    let (wm, w_mlp) = g.bf16(h, 0.05, 2.0);
+    let (we, w_moe) = g.bf16(h, 0.05, 2.0);
+    // Row 0: four slots; row 1: a dropped pair; row 2: slot 10 is outside [0, n).
+    let sop = [3, 0, 7, 9, 1, -1, 4, 2, 5, 6, 10, 8];
+    let (tw, twb) = g.f32(rows * k, 0.05, 1.0);
+    let out = poisoned_buffer(be, rows * h * 2);
+    let bufs = [&mlp, &y, &i32_bytes(&sop), &twb, &w_mlp, &w_moe].map(|b| buffer(be, b));
+    let b = CombinePostNorms {
+        out: out.region(),
+        mlp: bufs[0].region(),
+        y: bufs[1].region(),
+        slot_of_pair: bufs[2].region(),
+        topk_w: bufs[3].region(),
+        w_mlp: bufs[4].region(),
+        w_moe: bufs[5].region(),
+    };
+    ops.moe_combine_post_norms_bf16(b, rows, k, h, n, eps).unwrap();
+    let got = bf16_from_bytes(&out.to_vec().unwrap());
+    let (wm, we): (Vec<f64>, Vec<f64>) = (wm.iter().map(|&v| v as f64).collect(), we.iter().map(|&v| v as f64).collect());
+    for t in 0..2 {
+        let mut e = vec![0f64; h];
+        for j in 0..k {
+            if let Ok(s) = usize::try_from(sop[t * k + j]) {
+                for (a, &v) in e.iter_mut().zip(&yv[s * h..(s + 1) * h]) {
+                    *a += tw[t * k + j] as f64 * v as f64;
+                }
+            }
+        }
+        let m: Vec<f64> = mv[t * h..(t + 1) * h].iter().map(|&v| v as f64).collect();
+        let want: Vec<f64> = rms_f64(&m, &wm, eps as f64).iter().zip(rms_f64(&e, &we, eps as f64)).map(|(a, b)| a + b).collect();
+        for (i, (&x, &w)) in got[t * h..(t + 1) * h].iter().zip(&want).enumerate() {
+            // Three bf16 roundings (e, each norm's output, the sum), each at
+            // most half an ulp of a magnitude no larger than the addends'.
+            let tol = 4.0 * bf16_ulp_of(addend_bound(&m, &wm, &e, &we, i, eps));
+            assert!((x as f64 - w).abs() <= tol, "row {t} index {i}: actual {x}, expected {w}, tolerance {tol}");
+        }
+    }
+    assert!(got[2 * h..].iter().all(|x| x.is_nan()), "a bad slot poisons row 2: {:?}", &got[2 * h..2 * h + 4]);
+}
+
+/// max(|m·inv·w|, |e·inv·w|) at column i: the larger addend of the sum.
+fn addend_bound(m: &[f64], wm: &[f64], e: &[f64], we: &[f64], i: usize, eps: f32) -> f64 {
+    rms_f64(m, wm, eps as f64)[i].abs().max(rms_f64(e, we, eps as f64)[i].abs())
+}
+
+/// One bf16 ulp at magnitude `x` (8 significant bits).
+fn bf16_ulp_of(x: f64) -> f64 {
+    if x == 0.0 {
+        return f64::MIN_POSITIVE;
+    }
+    2f64.powi(x.abs().log2().floor() as i32 - 7)
 }
 
 #[test]

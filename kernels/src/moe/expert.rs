@@ -958,7 +958,7 @@ fn route_decode_cases(g: &mut Gen) -> Vec<Case> {
 
 /// Random routing: `(pair_of_slot, slot_of_pair, offsets)` for `rows` tokens,
 /// top-`k` distinct experts of `e`, in the deterministic order of the contract.
-fn routing(g: &mut Gen, rows: usize, k: usize, e: usize) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
+pub(crate) fn routing(g: &mut Gen, rows: usize, k: usize, e: usize) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
     let mut ids = Vec::with_capacity(rows * k);
     for _ in 0..rows {
         let mut experts: Vec<i32> = (0..e as i32).collect();

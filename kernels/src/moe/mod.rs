@@ -3,6 +3,7 @@
 //!
 //! Deterministic by contract: within an expert's segment, pairs appear in
 //! increasing pair order (a contract, ARCHITECTURE.md), so results reproduce bit for bit.
+pub mod combine_norms;
 pub mod expert;
 
 use crate::ops::{i32_arg, region, require, saturating_product, scalar, words, Ops};

@@ -11,6 +11,7 @@ use super::Session;
 use crate::error::{Error, Result};
 use crate::weights::MoeWeights;
 use switchyard_core::Region;
+use switchyard_kernels::moe::combine_norms::{CombinePostNorms, COMBINE_POST_NORMS_MAX_H};
 use switchyard_kernels::moe::expert::{
     ExpertWeights, RouteDecodeOut, GATE_UP_GELU_MAX_SLOTS, MAX_TOP_K, ROUTE_DECODE_MAX_DIM, ROUTE_DECODE_MAX_EXPERTS, ROUTE_DECODE_MAX_ROWS,
 };
@@ -21,6 +22,15 @@ use switchyard_kernels::moe::expert::{
 fn unfused_override() -> bool {
     static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     super::env_is_one(&UNFUSED, "SWITCHYARD_MOE_UNFUSED")
+}
+
+/// `SWITCHYARD_MOE_COMBINE_UNFUSED=1` keeps the branch's tail on three
+/// launches (combine, the dense half's norm, the sandwich) instead of
+/// moe_combine_post_norms_bf16, for an A/B of that fusion alone; read once a
+/// process.
+fn combine_unfused_override() -> bool {
+    static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    super::env_is_one(&UNFUSED, "SWITCHYARD_MOE_COMBINE_UNFUSED")
 }
 
 /// Most rows a step takes the fused decode kernels at (moe_route_decode,
@@ -103,6 +113,21 @@ impl Session<'_> {
             }
         }
         ops.moe_grouped_gemm(ms.ey.region(), ms.eact.region(), &w.down.weights(), ms.offsets.region(), n, e_here, h, im)?;
+        // Without ranks to sum over, the combine and both post norms are one
+        // launch (the same arithmetic as the three below).
+        if self.model.tp.is_none() && !unfused_override() && !combine_unfused_override() && h <= COMBINE_POST_NORMS_MAX_H {
+            let b = CombinePostNorms {
+                out: ms.comb.region(),
+                mlp,
+                y: ms.ey.region(),
+                slot_of_pair: ms.slot_of_pair.region(),
+                topk_w: ms.topk_w.region(),
+                w_mlp: w.post_ff_norm_1.region(),
+                w_moe: w.post_ff_norm_2.region(),
+            };
+            ops.moe_combine_post_norms_bf16(b, rows, k, h, n, eps)?;
+            return Ok(ms.comb.region());
+        }
         ops.moe_combine_bf16(experts, ms.ey.region(), ms.slot_of_pair.region(), ms.topk_w.region(), rows, k, h, n)?;
 
         // On a rank: both partial outputs summed over the ranks at once.

@@ -1,0 +1,131 @@
+// The MoE branch's tail in one launch: out = bf16(m + bf16(rmsnorm(e; w_moe)))
+// with e the weighted combine of the row's expert outputs and
+// m = bf16(rmsnorm(mlp; w_mlp)). It replaces three launches (combine, the
+// dense half's norm, the sandwich without its second norm), each a fixed few
+// microseconds of a decode step; the arithmetic is theirs, term for term.
+//
+// Plan: grid (rows), block T (a multiple of 32, at most 1024: a thread a
+// unit of the row at decode), dynamic shared memory 4·h bytes (the row's e
+// and mlp words, staged between the reductions). A unit is 16 bytes (8
+// columns) where h % 8 == 0 and every row pointer is 16-byte aligned, else
+// one word (2 columns); the test is uniform, so the block takes one path.
+//
+// Like the other decode kernels it lets the launch after it start at once
+// (sy_allow_next) and waits for the launch before (sy_wait_prior) before
+// reading anything: it has nothing constant worth loading early.
+
+// Up to this many expert rows' units are loaded before any is added, so a
+// decode row's k = 8 loads are all in flight; the adds stay in j order.
+#define COMBINE_LOADS 8
+
+template <int W>
+__device__ __forceinline__ void ld_unit(unsigned (&w)[W], const bf16* row, int u) {
+    if constexpr (W == 4) {
+        const uint4 v = ld_nc16(row + (size_t)u * 8);
+        w[0] = v.x;
+        w[1] = v.y;
+        w[2] = v.z;
+        w[3] = v.w;
+    } else {
+        w[0] = __ldg(reinterpret_cast<const unsigned*>(row) + u);
+    }
+}
+
+template <int W>
+__device__ __forceinline__ void combine_post_norms_row(bf16* __restrict__ out, const bf16* __restrict__ mlp, const bf16* __restrict__ y,
+                                                       const int* __restrict__ sop, const float* __restrict__ tw,
+                                                       const bf16* __restrict__ w_mlp, const bf16* __restrict__ w_moe, int k, int h,
+                                                       float eps, unsigned* e_s, unsigned* m_s, float* red) {
+    const int units = h / (2 * W);
+    float ss_e = 0.0f, ss_m = 0.0f;
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
+        unsigned mw[W];
+        ld_unit<W>(mw, mlp, u);
+        float acc[2 * W];
+#pragma unroll
+        for (int i = 0; i < 2 * W; ++i) acc[i] = 0.0f;
+        for (int j0 = 0; j0 < k; j0 += COMBINE_LOADS) {
+            unsigned yw[COMBINE_LOADS][W];
+#pragma unroll
+            for (int jj = 0; jj < COMBINE_LOADS; ++jj) {
+                const int j = j0 + jj;
+                const int s = j < k ? sop[j] : -1;
+                if (s >= 0) {
+                    ld_unit<W>(yw[jj], y + (size_t)s * h, u);
+                } else {
+#pragma unroll
+                    for (int i = 0; i < W; ++i) yw[jj][i] = 0u;
+                }
+            }
+#pragma unroll
+            for (int jj = 0; jj < COMBINE_LOADS; ++jj) {
+                const int j = j0 + jj;
+                if (j >= k || sop[j] == -1) continue;
+                const float wj = tw[j];
+#pragma unroll
+                for (int i = 0; i < W; ++i) {
+                    acc[2 * i] = __fadd_rn(acc[2 * i], __fmul_rn(wj, bf16_lo(yw[jj][i])));
+                    acc[2 * i + 1] = __fadd_rn(acc[2 * i + 1], __fmul_rn(wj, bf16_hi(yw[jj][i])));
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+            const unsigned ew = pack_bf16(acc[2 * i], acc[2 * i + 1]);
+            e_s[u * W + i] = ew;
+            m_s[u * W + i] = mw[i];
+            ss_e = fmaf(bf16_lo(ew), bf16_lo(ew), ss_e);
+            ss_e = fmaf(bf16_hi(ew), bf16_hi(ew), ss_e);
+            ss_m = fmaf(bf16_lo(mw[i]), bf16_lo(mw[i]), ss_m);
+            ss_m = fmaf(bf16_hi(mw[i]), bf16_hi(mw[i]), ss_m);
+        }
+    }
+    // block_sum syncs before it writes its scratch, so the staged words are
+    // visible to every thread after the second call.
+    const float inv_e = 1.0f / sqrtf(block_sum(ss_e, red) / (float)h + eps);
+    const float inv_m = 1.0f / sqrtf(block_sum(ss_m, red) / (float)h + eps);
+    unsigned* o = reinterpret_cast<unsigned*>(out);
+    const unsigned* wm = reinterpret_cast<const unsigned*>(w_mlp);
+    const unsigned* we = reinterpret_cast<const unsigned*>(w_moe);
+    for (int c = threadIdx.x; c < h / 2; c += blockDim.x) {
+        const unsigned ew = e_s[c], mw = m_s[c], a = __ldg(wm + c), b = __ldg(we + c);
+        const float m0 = round_bf16(bf16_lo(mw) * inv_m * bf16_lo(a)), m1 = round_bf16(bf16_hi(mw) * inv_m * bf16_hi(a));
+        const float t0 = round_bf16(bf16_lo(ew) * inv_e * bf16_lo(b)), t1 = round_bf16(bf16_hi(ew) * inv_e * bf16_hi(b));
+        o[c] = pack_bf16(m0 + t0, m1 + t1);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) moe_combine_post_norms_bf16(bf16* __restrict__ out, const bf16* __restrict__ mlp,
+                                                                                const bf16* __restrict__ y, const int* __restrict__ slot_of_pair,
+                                                                                const float* __restrict__ topk_w, const bf16* __restrict__ w_mlp,
+                                                                                const bf16* __restrict__ w_moe, int rows, int k, int h, int n,
+                                                                                float eps) {
+    sy_allow_next(); // the launch after this may start now (file header)
+    sy_wait_prior();
+    extern __shared__ __align__(16) unsigned combine_stage[];
+    __shared__ float red[32];
+    const int t = blockIdx.x;
+    if (t >= rows || h < 2 || (h & 1)) return;
+    const int* sop = slot_of_pair + (size_t)t * k;
+    const float* tw = topk_w + (size_t)t * k;
+    bool bad = false;
+    for (int j = 0; j < k; ++j) {
+        const int s = sop[j];
+        if (s != -1 && (s < 0 || s >= n)) bad = true;
+    }
+    const size_t off = (size_t)t * h;
+    if (bad) { // uniform over the block: every thread read the same slots
+        unsigned* o = reinterpret_cast<unsigned*>(out + off);
+        for (int c = threadIdx.x; c < h / 2; c += blockDim.x) o[c] = 0x7fc07fc0u;
+        return;
+    }
+    unsigned* e_s = combine_stage;
+    unsigned* m_s = combine_stage + h / 2;
+    const bool wide = (h & 7) == 0 && ((reinterpret_cast<size_t>(out) | reinterpret_cast<size_t>(mlp) | reinterpret_cast<size_t>(y) |
+                                        reinterpret_cast<size_t>(w_mlp) | reinterpret_cast<size_t>(w_moe)) & 15) == 0;
+    if (wide) {
+        combine_post_norms_row<4>(out + off, mlp + off, y, sop, tw, w_mlp, w_moe, k, h, eps, e_s, m_s, red);
+    } else {
+        combine_post_norms_row<1>(out + off, mlp + off, y, sop, tw, w_mlp, w_moe, k, h, eps, e_s, m_s, red);
+    }
+}
