@@ -18,8 +18,8 @@ use switchyard_core::{Backend, DeviceBuffer, Error, Region};
 use switchyard_cpu_ref::cpu_backend;
 use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView, ATTENTION_PREFILL};
 use switchyard_kernels::gemm::w4a16::random_weight;
-use switchyard_kernels::moe::combine_norms::CombinePostNorms;
 use switchyard_kernels::moe::expert::ExpertWeights;
+use switchyard_kernels::moe::rows::CombinePostNorms;
 use switchyard_kernels::parity::Gen;
 use switchyard_kernels::Ops;
 

@@ -3,8 +3,8 @@
 //!
 //! Deterministic by contract: within an expert's segment, pairs appear in
 //! increasing pair order (a contract, ARCHITECTURE.md), so results reproduce bit for bit.
-pub mod combine_norms;
 pub mod expert;
+pub mod rows;
 
 use crate::ops::{i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};

@@ -11,10 +11,10 @@ use super::Session;
 use crate::error::{Error, Result};
 use crate::weights::MoeWeights;
 use switchyard_core::Region;
-use switchyard_kernels::moe::combine_norms::{CombinePostNorms, COMBINE_POST_NORMS_MAX_H};
 use switchyard_kernels::moe::expert::{
     ExpertWeights, RouteDecodeOut, GATE_UP_GELU_MAX_SLOTS, MAX_TOP_K, ROUTE_DECODE_MAX_DIM, ROUTE_DECODE_MAX_EXPERTS, ROUTE_DECODE_MAX_ROWS,
 };
+use switchyard_kernels::moe::rows::{CombinePostNorms, COMBINE_POST_NORMS_MAX_H};
 
 /// `SWITCHYARD_MOE_UNFUSED=1` keeps the decode on the separate routing and
 /// gate_up / gated GELU launches (an A/B of the fused kernels in one
@@ -32,6 +32,20 @@ fn combine_unfused_override() -> bool {
     static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     super::env_is_one(&UNFUSED, "SWITCHYARD_MOE_COMBINE_UNFUSED")
 }
+
+/// `SWITCHYARD_MOE_GATHER_UNFUSED=1` keeps the experts' input on two
+/// launches (rmsnorm, gather) instead of moe_norm_gather_bf16, for an A/B of
+/// that fusion alone; read once a process.
+fn gather_unfused_override() -> bool {
+    static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    super::env_is_one(&UNFUSED, "SWITCHYARD_MOE_GATHER_UNFUSED")
+}
+
+/// Most rows a step normalises and gathers the experts' input in one launch
+/// (moe_norm_gather_bf16: each slot's block normalises its token's row, so
+/// a row is normalised k times; at decode sizes that is free beside a
+/// launch, at prefill sizes the separate norm is kept).
+const NORM_GATHER_MAX_ROWS: usize = 64;
 
 /// Most rows a step takes the fused decode kernels at (moe_route_decode,
 /// moe_gate_up_gelu_bf16). On the H200 (26b-a4b, one call, two runs each)
@@ -97,8 +111,12 @@ impl Session<'_> {
             self.route(w, xr, rows, root)?
         };
         // Experts on pre_feedforward_layernorm_2(residual), in expert order.
-        ops.rmsnorm_bf16(ms.h2.region(), xr, Some(w.pre_ff_norm_2.region()), rows, h, eps)?;
-        ops.moe_gather_bf16(ms.g.region(), ms.h2.region(), ms.pair_of_slot.region(), n, k, h, rows)?;
+        if !unfused_override() && !gather_unfused_override() && rows <= NORM_GATHER_MAX_ROWS {
+            ops.moe_norm_gather_bf16(ms.g.region(), xr, w.pre_ff_norm_2.region(), ms.pair_of_slot.region(), n, k, h, rows, eps)?;
+        } else {
+            ops.rmsnorm_bf16(ms.h2.region(), xr, Some(w.pre_ff_norm_2.region()), rows, h, eps)?;
+            ops.moe_gather_bf16(ms.g.region(), ms.h2.region(), ms.pair_of_slot.region(), n, k, h, rows)?;
+        }
         // Single-row decode steps with bf16 experts: the gated GELU in the
         // gate_up projection's epilogue (moe_gate_up_gelu_bf16, the same outputs).
         match w.gate_up.weights() {

@@ -1,22 +1,21 @@
-// The MoE branch's tail in one launch: out = bf16(m + bf16(rmsnorm(e; w_moe)))
-// with e the weighted combine of the row's expert outputs and
-// m = bf16(rmsnorm(mlp; w_mlp)). It replaces three launches (combine, the
-// dense half's norm, the sandwich without its second norm), each a fixed few
-// microseconds of a decode step; the arithmetic is theirs, term for term.
+// The row kernels on either side of an MoE layer's expert GEMMs, each one
+// launch where the separate kernels were two or three (every launch a fixed
+// few microseconds of a decode step); the arithmetic is theirs, term for term.
+// - moe_norm_gather_bf16: out[s] = bf16(rmsnorm(x[pair_of_slot[s] / k]; w)),
+//   zero / NaN rows as moe_gather_bf16. Plan: grid (n), block T.
+// - moe_combine_post_norms_bf16: out = bf16(m + bf16(rmsnorm(e; w_moe))),
+//   e the weighted combine of the row's expert outputs and
+//   m = bf16(rmsnorm(mlp; w_mlp)). Plan: grid (rows), block T, dynamic
+//   shared memory 4·h bytes (the row's e and mlp words, staged between the
+//   reductions).
+// T is a multiple of 32, at most 1024: a thread a unit of the row at decode.
+// A unit is 16 bytes (8 columns) where h % 8 == 0 and every row pointer is
+// 16-byte aligned, else one word (2 columns); the test is uniform, so the
+// block takes one path.
 //
-// Plan: grid (rows), block T (a multiple of 32, at most 1024: a thread a
-// unit of the row at decode), dynamic shared memory 4·h bytes (the row's e
-// and mlp words, staged between the reductions). A unit is 16 bytes (8
-// columns) where h % 8 == 0 and every row pointer is 16-byte aligned, else
-// one word (2 columns); the test is uniform, so the block takes one path.
-//
-// Like the other decode kernels it lets the launch after it start at once
-// (sy_allow_next) and waits for the launch before (sy_wait_prior) before
-// reading anything: it has nothing constant worth loading early.
-
-// Up to this many expert rows' units are loaded before any is added, so a
-// decode row's k = 8 loads are all in flight; the adds stay in j order.
-#define COMBINE_LOADS 8
+// Like the other decode kernels they let the launch after them start at once
+// (sy_allow_next) and wait for the launch before (sy_wait_prior) before
+// reading anything: there is nothing constant worth loading early.
 
 template <int W>
 __device__ __forceinline__ void ld_unit(unsigned (&w)[W], const bf16* row, int u) {
@@ -30,6 +29,71 @@ __device__ __forceinline__ void ld_unit(unsigned (&w)[W], const bf16* row, int u
         w[0] = __ldg(reinterpret_cast<const unsigned*>(row) + u);
     }
 }
+
+// Whether h allows 16-byte units and every pointer is 16-byte aligned.
+__device__ __forceinline__ bool wide_rows(int h, size_t pointers_or) { return (h & 7) == 0 && (pointers_or & 15) == 0; }
+
+// ---------------------------------------------------------------- norm + gather
+
+template <int W>
+__device__ __forceinline__ void norm_gather_row(bf16* __restrict__ out, const bf16* __restrict__ x, const bf16* __restrict__ w, int h,
+                                                float eps, float* red) {
+    const int units = h / (2 * W);
+    // At decode (units <= T) a thread holds its one unit across the reduction;
+    // a longer row is read again from L2 after it.
+    unsigned xw[W];
+    float ss = 0.0f;
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
+        ld_unit<W>(xw, x, u);
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+            ss = fmaf(bf16_lo(xw[i]), bf16_lo(xw[i]), ss);
+            ss = fmaf(bf16_hi(xw[i]), bf16_hi(xw[i]), ss);
+        }
+    }
+    const float inv = 1.0f / sqrtf(block_sum(ss, red) / (float)h + eps);
+    unsigned* o = reinterpret_cast<unsigned*>(out);
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
+        if (units > (int)blockDim.x) ld_unit<W>(xw, x, u);
+        unsigned ww[W];
+        ld_unit<W>(ww, w, u);
+#pragma unroll
+        for (int i = 0; i < W; ++i)
+            o[u * W + i] = pack_bf16(bf16_lo(xw[i]) * inv * bf16_lo(ww[i]), bf16_hi(xw[i]) * inv * bf16_hi(ww[i]));
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) moe_norm_gather_bf16(bf16* __restrict__ out, const bf16* __restrict__ x,
+                                                                         const bf16* __restrict__ w, const int* __restrict__ pair_of_slot,
+                                                                         int n, int k, int h, int rows, float eps) {
+    sy_allow_next(); // the launch after this may start now (file header)
+    sy_wait_prior();
+    __shared__ float red[32];
+    const int s = blockIdx.x;
+    if (s >= n || h < 2 || (h & 1)) return;
+    const int pair = pair_of_slot[s];
+    // -1: an empty slot (zeros). Any other negative pair is tested explicitly:
+    // C division truncates toward zero, so pair / k could land on token 0.
+    const int tok = pair >= 0 && k > 0 ? pair / k : -1;
+    bf16* o = out + (size_t)s * h;
+    if (tok < 0 || tok >= rows) { // uniform over the block
+        const unsigned fill = pair == -1 ? 0u : 0x7fc07fc0u;
+        for (int c = threadIdx.x; c < h / 2; c += blockDim.x) reinterpret_cast<unsigned*>(o)[c] = fill;
+        return;
+    }
+    const bf16* src = x + (size_t)tok * h;
+    if (wide_rows(h, reinterpret_cast<size_t>(o) | reinterpret_cast<size_t>(src) | reinterpret_cast<size_t>(w))) {
+        norm_gather_row<4>(o, src, w, h, eps, red);
+    } else {
+        norm_gather_row<1>(o, src, w, h, eps, red);
+    }
+}
+
+// ---------------------------------------------------------------- combine + post norms
+
+// Up to this many expert rows' units are loaded before any is added, so a
+// decode row's k = 8 loads are all in flight; the adds stay in j order.
+#define COMBINE_LOADS 8
 
 template <int W>
 __device__ __forceinline__ void combine_post_norms_row(bf16* __restrict__ out, const bf16* __restrict__ mlp, const bf16* __restrict__ y,
@@ -121,9 +185,8 @@ extern "C" __global__ void __launch_bounds__(1024) moe_combine_post_norms_bf16(b
     }
     unsigned* e_s = combine_stage;
     unsigned* m_s = combine_stage + h / 2;
-    const bool wide = (h & 7) == 0 && ((reinterpret_cast<size_t>(out) | reinterpret_cast<size_t>(mlp) | reinterpret_cast<size_t>(y) |
-                                        reinterpret_cast<size_t>(w_mlp) | reinterpret_cast<size_t>(w_moe)) & 15) == 0;
-    if (wide) {
+    if (wide_rows(h, reinterpret_cast<size_t>(out) | reinterpret_cast<size_t>(mlp) | reinterpret_cast<size_t>(y) |
+                         reinterpret_cast<size_t>(w_mlp) | reinterpret_cast<size_t>(w_moe))) {
         combine_post_norms_row<4>(out + off, mlp + off, y, sop, tw, w_mlp, w_moe, k, h, eps, e_s, m_s, red);
     } else {
         combine_post_norms_row<1>(out + off, mlp + off, y, sop, tw, w_mlp, w_moe, k, h, eps, e_s, m_s, red);

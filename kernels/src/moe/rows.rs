@@ -1,10 +1,14 @@
-//! The MoE branch's tail in one launch: the weighted combine of the expert
-//! rows and the two post-feedforward norms of a Gemma 4 MoE layer
-//! (`comb = post_ff_norm_1(mlp) + post_ff_norm_2(combine(y))`), which were
-//! three launches ([`MOE_COMBINE_BF16`], [`RMSNORM_BF16`] and
-//! [`POST_NORM_ADD_PRE_NORM_BF16`] without its second norm) that each cost a
-//! decode step a fixed few microseconds, 30 layers deep.
+//! The row kernels on either side of a Gemma 4 MoE layer's expert GEMMs,
+//! each one launch where the separate kernels were two or three, every one a
+//! fixed few microseconds of a decode step, 30 layers deep:
+//! - [`MOE_NORM_GATHER_BF16`]: the experts' input norm and the gather into
+//!   expert order ([`RMSNORM_BF16`] then [`MOE_GATHER_BF16`]);
+//! - [`MOE_COMBINE_POST_NORMS_BF16`]: the weighted combine and both post
+//!   norms, `comb = post_ff_norm_1(mlp) + post_ff_norm_2(combine(y))`
+//!   ([`MOE_COMBINE_BF16`], [`RMSNORM_BF16`] and
+//!   [`POST_NORM_ADD_PRE_NORM_BF16`] without its second norm).
 //!
+//! [`MOE_GATHER_BF16`]: super::expert::MOE_GATHER_BF16
 //! [`MOE_COMBINE_BF16`]: super::expert::MOE_COMBINE_BF16
 //! [`RMSNORM_BF16`]: crate::norm::RMSNORM_BF16
 //! [`POST_NORM_ADD_PRE_NORM_BF16`]: crate::norm::POST_NORM_ADD_PRE_NORM_BF16
@@ -14,7 +18,22 @@ use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, wo
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::bytes;
+use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
+
+declare_kernel! {
+    /// `out[s] = bf16(rmsnorm(x[pair_of_slot[s] / k]; w))` ([`RMSNORM_BF16`]'s
+    /// arithmetic: Σx² in f32 in any order, `x · inv · w` in f32) for slots
+    /// with a pair; a zero row for `pair_of_slot = −1`, and a NaN row where
+    /// the token is outside `[0, rows)` ([`MOE_GATHER_BF16`]'s rules). Shapes:
+    /// out bf16 `[n, h]`, x `[rows, h]`, w `[h]`, pair_of_slot i32 `[n]`. h even.
+    ///
+    /// [`MOE_GATHER_BF16`]: super::expert::MOE_GATHER_BF16
+    /// [`RMSNORM_BF16`]: crate::norm::RMSNORM_BF16
+    MOE_NORM_GATHER_BF16 = "moe_rows"::"moe_norm_gather_bf16"(
+        A::output("out"), A::input("x"), A::input("w"), A::input("pair_of_slot"),
+        A::i32("n"), A::i32("k"), A::i32("h"), A::i32("rows"), A::f32("eps"))
+}
 
 /// Largest `h` [`MOE_COMBINE_POST_NORMS_BF16`] takes: the CUDA entry stages
 /// the row's combined and dense halves in shared memory (4·h bytes, 128 KiB
@@ -35,7 +54,7 @@ declare_kernel! {
     /// [`MOE_COMBINE_BF16`]: super::expert::MOE_COMBINE_BF16
     /// [`RMSNORM_BF16`]: crate::norm::RMSNORM_BF16
     /// [`POST_NORM_ADD_PRE_NORM_BF16`]: crate::norm::POST_NORM_ADD_PRE_NORM_BF16
-    MOE_COMBINE_POST_NORMS_BF16 = "moe_combine"::"moe_combine_post_norms_bf16"(
+    MOE_COMBINE_POST_NORMS_BF16 = "moe_rows"::"moe_combine_post_norms_bf16"(
         A::output("out"), A::input("mlp"), A::input("y"), A::input("slot_of_pair"), A::input("topk_w"),
         A::input("w_mlp"), A::input("w_moe"), A::i32("rows"), A::i32("k"), A::i32("h"), A::i32("n"), A::f32("eps"))
 }
@@ -45,26 +64,44 @@ declare_kernel! {
 /// so a decode row's k expert loads are all in flight at once; the row's
 /// combined and dense halves wait out the two reductions in shared memory.
 fn cuda_combine_post_norms(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
-    let h = a.u32("h")?;
-    let wide = h % 8 == 0 && aligned16(a, &["out", "mlp", "y", "w_mlp", "w_moe"])?;
-    let units = if wide { h / 8 } else { h / 2 };
-    let threads = units.next_multiple_of(32).clamp(32, 1024);
     Ok(CudaPlan {
         passes: vec![CudaPass {
             entry: MOE_COMBINE_POST_NORMS_BF16.symbol,
             grid: [a.u32("rows")?, 1, 1],
-            block: [threads, 1, 1],
-            shared_bytes: 4 * h,
+            block: [row_threads(a, &["out", "mlp", "y", "w_mlp", "w_moe"])?, 1, 1],
+            shared_bytes: 4 * a.u32("h")?,
         }],
         workspace_bytes: 0,
     })
 }
 
-/// WGSL: one workgroup of 256 per row (the shader's fixed size).
+/// Threads of a row block: a thread a unit of the row (16 bytes where `h`
+/// and every named pointer allow, else a word), 32 to 1024.
+fn row_threads(a: &PlanArgs, pointers: &[&str]) -> Result<u32> {
+    let h = a.u32("h")?;
+    let units = if h % 8 == 0 && aligned16(a, pointers)? { h / 8 } else { h / 2 };
+    Ok(units.next_multiple_of(32).clamp(32, 1024))
+}
+
+/// CUDA: a block per slot, each normalising its token's row (at decode the k
+/// slots of the one token do so side by side, which costs no more time than
+/// one block and saves the gather's launch).
+fn cuda_norm_gather(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+    Ok(CudaPlan::single(a.kernel, [a.u32("n")?, 1, 1], [row_threads(a, &["out", "x", "w"])?, 1, 1]))
+}
+
+/// WGSL: one workgroup of 256 (the shader's fixed size) a slot.
+fn wgsl_norm_gather(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    Ok(WgslPlan::single(a.kernel, [a.u32("n")?, 1, 1]))
+}
+
+/// WGSL: one workgroup of 256 (the shader's fixed size) a token row.
 fn wgsl_combine_post_norms(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan::single(a.kernel, [a.u32("rows")?, 1, 1]))
 }
 
+cuda_plan!(MOE_NORM_GATHER_BF16 => cuda_norm_gather);
+wgsl_plan!(MOE_NORM_GATHER_BF16, "moe/moe_norm_gather_bf16.wgsl" => wgsl_norm_gather);
 cuda_plan!(MOE_COMBINE_POST_NORMS_BF16 => cuda_combine_post_norms);
 wgsl_plan!(MOE_COMBINE_POST_NORMS_BF16, "moe/moe_combine_post_norms_bf16.wgsl" => wgsl_combine_post_norms);
 
@@ -88,16 +125,48 @@ pub struct CombinePostNorms {
 }
 
 impl Ops {
+    /// See [`MOE_NORM_GATHER_BF16`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn moe_norm_gather_bf16(
+        &self,
+        out: Region,
+        x: Region,
+        w: Region,
+        pair_of_slot: Region,
+        n: usize,
+        top_k: usize,
+        h: usize,
+        rows: usize,
+        eps: f32,
+    ) -> Result<()> {
+        let s = MOE_NORM_GATHER_BF16.symbol;
+        positive(s, &[("n", n), ("k", top_k), ("h", h), ("rows", rows)])?;
+        require(h % 2 == 0, s, "h", || format!("h = {h} must be even"))?;
+        finite_eps(s, eps)?;
+        self.launch(
+            &MOE_NORM_GATHER_BF16,
+            &[
+                region(out, bf16s(saturating_product(&[n, h]))),
+                region(x, bf16s(saturating_product(&[rows, h]))),
+                region(w, bf16s(h)),
+                region(pair_of_slot, words(n)),
+                scalar(I(n as i32)),
+                scalar(I(top_k as i32)),
+                scalar(I(h as i32)),
+                scalar(I(rows as i32)),
+                scalar(F(eps)),
+            ],
+        )
+    }
+
     /// See [`MOE_COMBINE_POST_NORMS_BF16`].
     pub fn moe_combine_post_norms_bf16(&self, b: CombinePostNorms, rows: usize, top_k: usize, h: usize, n: usize, eps: f32) -> Result<()> {
         let s = MOE_COMBINE_POST_NORMS_BF16.symbol;
-        for (name, v) in [("rows", rows), ("k", top_k), ("h", h), ("n", n)] {
-            require(v > 0 && i32::try_from(v).is_ok(), s, name, || format!("{name} = {v} must be in 1..2^31"))?;
-        }
+        positive(s, &[("rows", rows), ("k", top_k), ("h", h), ("n", n)])?;
         require(h % 2 == 0 && h <= COMBINE_POST_NORMS_MAX_H, s, "h", || {
             format!("h = {h} must be even and at most {COMBINE_POST_NORMS_MAX_H}")
         })?;
-        require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and non-negative"))?;
+        finite_eps(s, eps)?;
         let row = bf16s(saturating_product(&[rows, h]));
         let pairs = words(saturating_product(&[rows, top_k]));
         self.launch(
@@ -118,6 +187,43 @@ impl Ops {
             ],
         )
     }
+}
+
+fn positive(kernel: &str, sizes: &[(&str, usize)]) -> Result<()> {
+    for &(name, v) in sizes {
+        require(v > 0 && i32::try_from(v).is_ok(), kernel, name, || format!("{name} = {v} must be in 1..2^31"))?;
+    }
+    Ok(())
+}
+
+fn finite_eps(kernel: &str, eps: f32) -> Result<()> {
+    require(eps.is_finite() && eps >= 0.0, kernel, "eps", || format!("eps = {eps} must be finite and non-negative"))
+}
+
+fn norm_gather_cases(g: &mut Gen) -> Vec<Case> {
+    // (1, 8, 128, 2816): a 26b-a4b decode step's eight slots (16-byte units,
+    // one a thread); h 42: the word path; a padded tail of empty slots.
+    [(1usize, 8usize, 128usize, 2816usize), (1, 1, 4, 64), (13, 4, 8, 42), (17, 8, 16, 2824)]
+        .into_iter()
+        .map(|(rows, k, e, h)| {
+            let (mut pos, _, _) = routing(g, rows, k, e);
+            let n = rows * k + 3;
+            pos.extend([-1, -1, -1]);
+            let (_, x) = g.bf16(rows * h, 0.01, 3.0);
+            let (_, w) = g.bf16(h, 0.05, 2.0);
+            Case {
+                kernel: &MOE_NORM_GATHER_BF16,
+                label: format!("rows={rows} k={k} h={h}"),
+                buffers: vec![
+                    Buffer::output("out", DType::BF16, n * h, Tolerance::Bf16Ulp(1)),
+                    Buffer::input("x", x),
+                    Buffer::input("w", w),
+                    Buffer::input("pair_of_slot", bytes::i32_bytes(&pos)),
+                ],
+                run: Box::new(move |o, a| o.moe_norm_gather_bf16(a[0], a[1], a[2], a[3], n, k, h, rows, 1e-6)),
+            }
+        })
+        .collect()
 }
 
 /// `x · (mean(x²) + eps)^-0.5 · w` per row, in f64: the magnitudes the
@@ -183,6 +289,7 @@ fn combine_post_norms_cases(g: &mut Gen) -> Vec<Case> {
         .collect()
 }
 
+inventory::submit! { CaseSet { kernel: &MOE_NORM_GATHER_BF16, cases: norm_gather_cases } }
 inventory::submit! { CaseSet { kernel: &MOE_COMBINE_POST_NORMS_BF16, cases: combine_post_norms_cases } }
 
 #[cfg(test)]
@@ -212,5 +319,12 @@ mod tests {
         assert_eq!(plan(2816, 258), (1024, 4 * 2816));
         assert_eq!(plan(42, 256), (32, 4 * 42));
         assert_eq!(plan(32768, 256).0, 1024);
+    }
+
+    #[test]
+    fn cuda_norm_gather_takes_a_block_a_slot() {
+        let args = [P(256), P(256), P(256), P(256), I(8), I(8), I(2816), I(1), F(1e-6)];
+        let p = cuda_norm_gather(&PlanArgs::new(&MOE_NORM_GATHER_BF16, &args), &HOPPER).unwrap();
+        assert_eq!((p.passes[0].grid, p.passes[0].block[0]), ([8, 1, 1], 352));
     }
 }
