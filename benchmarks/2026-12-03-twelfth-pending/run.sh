@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The twelfth session's changes, built and tested here (cpu, lavapipe, NVRTC
+# compile) but not run on a GPU (the session had 231 s of device time, under
+# what a start needs). One call, about 560 s with the eleventh session's part:
+#
+#   1. Correctness: parity on cuda and wgpu (every case, replay identity), the
+#      six HF fixtures on cuda and wgpu, compute-sanitizer memcheck and
+#      racecheck over the new and changed kernels (moe_norm_gather_bf16,
+#      moe_combine_post_norms_bf16, moe_route_decode's regs entry and, with
+#      SWITCHYARD_CUDA_ROUTE_DECODE=staged, the staged one).
+#   2. 26b-a4b decode (issue 12 item 5), cuda, batch 1 and 16, three rounds,
+#      variants alternating in separate processes:
+#        N  every default (route_decode regs, the MoE row fusions)
+#        R  SWITCHYARD_CUDA_ROUTE_DECODE=staged
+#        G  SWITCHYARD_MOE_GATHER_UNFUSED=1   (rmsnorm + gather)
+#        C  SWITCHYARD_MOE_COMBINE_UNFUSED=1  (combine, rmsnorm, sandwich)
+#        O  all three (the build of the eleventh session)
+#      then ncu's per-kernel times over two timed steps of N at batch 1.
+#   3. The eleventh session's part (benchmarks/2026-12-02-eleventh-pending/
+#      run.sh: the wgpu one-dispatch forms, qkv VPL, cuda default and nvfp4,
+#      HF torch.compile at batch 1 and 16), into $OUT/eleventh.
+#
+# Here:  cargo build --release -p switchyard-cli && mkdir -p dist-next &&
+#        cp target/release/switchyard dist-next/ && strip dist-next/switchyard &&
+#        bash scripts/prepare-vulkan.sh .device-vk
+# There: carry dist-next and .device-vk;
+#        bash benchmarks/2026-12-03-twelfth-pending/run.sh
+set -u
+export OUT=${OUT:-/tmp/h200}
+mkdir -p "$OUT"
+START=$SECONDS
+X=$OUT/summary.txt
+source .device-vk/env.sh
+export SWITCHYARD_REQUIRE_CUDA=1 SWITCHYARD_REQUIRE_WGPU=1 SWITCHYARD_CUDA_CACHE=/tmp/sy-cubins
+S=./dist-next/switchyard
+t() { echo "-- $((SECONDS - START)) s" >> $X; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $X
+
+echo "== 1. parity cuda" >> $X
+timeout 110 $S parity --backend cuda > $OUT/parity_cuda.txt 2>&1; grep "passed\|FAIL" $OUT/parity_cuda.txt | tail -5 >> $X; t
+san() { # tool filter [env]
+  env ${3:-SY_NONE=1} timeout 60 compute-sanitizer --tool $1 $S parity --backend cuda --filter $2 >> $OUT/san_$1.txt 2>&1
+  echo "rc=$? ($1 $2 ${3:-})" >> $OUT/san_$1.txt
+}
+for tool in memcheck racecheck; do
+  ( san $tool moe_norm_gather; san $tool moe_combine_post_norms; san $tool moe_route_decode; \
+    san $tool moe_route_decode SWITCHYARD_CUDA_ROUTE_DECODE=staged ) &
+done
+echo "== 1. parity cuda, route_decode staged" >> $X
+SWITCHYARD_CUDA_ROUTE_DECODE=staged timeout 60 $S parity --backend cuda --filter route 2>&1 | tail -1 >> $X
+echo "== 1. parity wgpu" >> $X
+timeout 120 $S parity --backend wgpu > $OUT/parity_wgpu.txt 2>&1; grep "passed\|FAIL" $OUT/parity_wgpu.txt | tail -5 >> $X; t
+echo "== 1. HF fixtures" >> $X
+for be in cuda wgpu; do
+  for fx in tiny-dense tiny-moe tiny-e2b tiny-e4b tiny-26b-a4b tiny-31b; do
+    timeout 30 $S generate --model tests/fixtures/$fx --backend $be --prompt-ids 2,17,99,5,250,31 \
+      --max-new-tokens 10 --ignore-eos --json > /tmp/$fx.$be.json 2>>$OUT/model_err.txt
+    python3 scripts/compare_fixture.py tests/fixtures/$fx/expected.json /tmp/$fx.$be.json "$fx on $be vs HF" | tail -1 >> $X
+  done
+done; t
+wait
+echo "== 1. sanitizers" >> $X
+for tool in memcheck racecheck; do grep -E "^cuda: |SUMMARY|^rc=" $OUT/san_$tool.txt | sed "s/^/$tool: /" >> $X; done; t
+
+echo "== 2. 26b-a4b, cuda" >> $X
+bm() { local tag=$1; shift; timeout 60 "$@" 2>&1 | grep "^| [0-9]" | sed "s/^/$tag /" >> $X; }
+timeout 100 $S bench-model --backend cuda --shape 26b-a4b --batch 1 --steps 4 > /dev/null 2>&1 # module compiles
+for round in 1 2 3; do
+  bm "N" $S bench-model --backend cuda --shape 26b-a4b --batch 1,16 --steps 32
+  bm "R" env SWITCHYARD_CUDA_ROUTE_DECODE=staged $S bench-model --backend cuda --shape 26b-a4b --batch 1,16 --steps 32
+  bm "G" env SWITCHYARD_MOE_GATHER_UNFUSED=1 $S bench-model --backend cuda --shape 26b-a4b --batch 1,16 --steps 32
+  bm "C" env SWITCHYARD_MOE_COMBINE_UNFUSED=1 $S bench-model --backend cuda --shape 26b-a4b --batch 1,16 --steps 32
+  bm "O" env SWITCHYARD_CUDA_ROUTE_DECODE=staged SWITCHYARD_MOE_GATHER_UNFUSED=1 SWITCHYARD_MOE_COMBINE_UNFUSED=1 \
+    $S bench-model --backend cuda --shape 26b-a4b --batch 1,16 --steps 32
+done; t
+timeout 150 ncu --clock-control none --profile-from-start off \
+  --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum --csv --page raw \
+  $S bench-model --backend cuda --shape 26b-a4b --batch 1 --steps 2 --profile-timed-steps > $OUT/ncu_26b_b1.csv 2>&1
+python3 scripts/ncu_summary.py $OUT/ncu_26b_b1.csv --steps 2 > $OUT/ncu_26b_b1.md 2>&1
+head -40 $OUT/ncu_26b_b1.md >> $X; t
+
+echo "== 3. the eleventh session's part" >> $X
+OUT=$OUT/eleventh timeout $((590 - (SECONDS - START))) bash benchmarks/2026-12-02-eleventh-pending/run.sh
+cat $OUT/eleventh/summary.txt >> $X; t
+cd $OUT && tar czf raw12.tgz parity_*.txt san_*.txt model_err.txt ncu_26b_b1.* 2>/dev/null && rm -f parity_*.txt san_*.txt ncu_26b_b1.csv
