@@ -174,37 +174,26 @@ fn gather(c: &mut Ctx<'_>) -> Result<()> {
     // launch can be gigabytes (an OOM found by the launch_validator fuzzer).
     let out_elems = count(kernel, "out", &[n, h])?;
     c.bytes(out, 0, out_elems, 2)?;
-    let mut bits = Vec::with_capacity(out_elems);
-    for &pair in &pairs {
-        match slot_source(pair, k, rows) {
-            SlotSource::Empty => bits.extend(std::iter::repeat_n(0u16, h)),
-            SlotSource::Token(t) => bits.extend_from_slice(&xb[t * h..(t + 1) * h]),
-            SlotSource::Bad => bits.extend(std::iter::repeat_n(BF16_NAN, h)),
-        }
-    }
+    let bits = gathered(&pairs, k, h, rows, |t| &xb[t * h..(t + 1) * h], out_elems);
     c.put_bf16(out, 0, &bits)
 }
 
-/// What a gathered slot holds, by its pair.
-pub(crate) enum SlotSource {
-    /// `pair = −1`: a zero row.
-    Empty,
-    /// Token `pair / k`'s row.
-    Token(usize),
-    /// A token outside `[0, rows)`: a NaN row.
-    Bad,
-}
-
-/// −1 is an empty slot; any other negative pair has a negative token under
-/// floor division, so like a token >= rows it is a NaN row. `k` > 0.
-pub(crate) fn slot_source(pair: i32, k: usize, rows: usize) -> SlotSource {
-    match pair {
-        -1 => SlotSource::Empty,
-        _ => match usize::try_from(pair).ok().map(|p| p / k).filter(|&t| t < rows) {
-            Some(t) => SlotSource::Token(t),
-            None => SlotSource::Bad,
-        },
+/// The gather's slot rows (bf16 bits, `h` a slot): token `pair / k`'s row
+/// (`row(t)`), a zero row for pair −1; any other negative pair has a
+/// negative token under floor division, so like a token >= rows it gives a
+/// NaN row. `k` > 0.
+pub(crate) fn gathered<'a>(pairs: &[i32], k: usize, h: usize, rows: usize, row: impl Fn(usize) -> &'a [u16], capacity: usize) -> Vec<u16> {
+    let mut bits = Vec::with_capacity(capacity);
+    for &pair in pairs {
+        match pair {
+            -1 => bits.extend(std::iter::repeat_n(0u16, h)),
+            _ => match usize::try_from(pair).ok().map(|p| p / k).filter(|&t| t < rows) {
+                Some(t) => bits.extend_from_slice(row(t)),
+                None => bits.extend(std::iter::repeat_n(BF16_NAN, h)),
+            },
+        }
     }
+    bits
 }
 
 /// Reads and validates `offsets[0..=e]`: non-negative and non-decreasing

@@ -5,7 +5,7 @@
 use crate::attn::count;
 use crate::ctx::Ctx;
 use crate::embed::BF16_NAN;
-use crate::moe_expert::{slot_source, CombineOperands, SlotSource};
+use crate::moe_expert::{gathered, CombineOperands};
 use crate::norm::{rmsnorm_row, sandwich_sum};
 use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
 use switchyard_core::{Error, Result};
@@ -30,14 +30,7 @@ fn norm_gather(c: &mut Ctx<'_>) -> Result<()> {
         (0..rows).map(|t| Ok(rmsnorm_row(&c.bf16(x, count(kernel, "x", &[t, h])?, h)?, eps, Some(&w)))).collect::<Result<_>>()?;
     let out_elems = count(kernel, "out", &[n, h])?;
     c.bytes(out, 0, out_elems, 2)?;
-    let mut bits = Vec::with_capacity(out_elems);
-    for &pair in &pairs {
-        match slot_source(pair, k, rows) {
-            SlotSource::Empty => bits.extend(std::iter::repeat_n(0u16, h)),
-            SlotSource::Token(t) => bits.extend_from_slice(&normed[t]),
-            SlotSource::Bad => bits.extend(std::iter::repeat_n(BF16_NAN, h)),
-        }
-    }
+    let bits = gathered(&pairs, k, h, rows, |t| &normed[t], out_elems);
     c.put_bf16(out, 0, &bits)
 }
 

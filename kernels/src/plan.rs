@@ -49,6 +49,20 @@ pub struct DeviceFacts {
     pub wgsl_coopmat: bool,
 }
 
+/// An H200's facts as the CUDA backend reports them, for plan tests (which
+/// turn off what they do not test with struct update syntax).
+#[cfg(test)]
+pub(crate) const H200: DeviceFacts = DeviceFacts {
+    multiprocessors: 132,
+    max_shared_bytes: 232_448,
+    subgroup_size: 32,
+    max_groups_per_dim: 65535,
+    max_binding_bytes: u64::MAX,
+    cuda_sm90a: true,
+    cuda_clusters: true,
+    wgsl_coopmat: false,
+};
+
 /// A launch's arguments as its plan reads them: by declared name.
 #[derive(Clone, Copy)]
 pub struct PlanArgs<'a> {

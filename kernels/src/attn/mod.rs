@@ -1051,16 +1051,7 @@ mod tests {
             .collect()
     }
 
-    const FACTS: DeviceFacts = DeviceFacts {
-        multiprocessors: 132,
-        max_shared_bytes: 232_448,
-        subgroup_size: 32,
-        max_groups_per_dim: 65535,
-        max_binding_bytes: u64::MAX,
-        cuda_sm90a: false,
-        cuda_clusters: false,
-        wgsl_coopmat: false,
-    };
+    const FACTS: DeviceFacts = DeviceFacts { cuda_sm90a: false, cuda_clusters: false, ..crate::plan::H200 };
 
     #[test]
     fn decode_plans_size_the_workspace_from_max_ctx_and_run_two_passes() {

@@ -750,16 +750,7 @@ mod tests {
     use super::*;
     use crate::plan::{cuda_kernel, wgsl_kernel};
 
-    const FACTS: DeviceFacts = DeviceFacts {
-        multiprocessors: 132,
-        max_shared_bytes: 232448,
-        subgroup_size: 32,
-        max_groups_per_dim: 65535,
-        max_binding_bytes: 1 << 31,
-        cuda_sm90a: false,
-        cuda_clusters: false,
-        wgsl_coopmat: false,
-    };
+    const FACTS: DeviceFacts = DeviceFacts { max_binding_bytes: 1 << 31, cuda_sm90a: false, cuda_clusters: false, ..crate::plan::H200 };
 
     fn args(sig: &'static KernelSig, m: u32, n: u32, k: u32, splits: u32) -> Vec<switchyard_core::Arg> {
         sig.args

@@ -128,7 +128,7 @@ declare_kernel! {
     /// y[slot_of_pair[t·k + j]])`, summed in j order in f32; pairs with slot
     /// −1 are skipped, a slot outside `[0, n)` gives a NaN row. Shapes: out
     /// bf16 `[rows, h]`, y `[n, h]`, topk_w f32 `[rows·k]`.
-    MOE_COMBINE_BF16 = "moe_expert"::"moe_combine_bf16"(
+    MOE_COMBINE_BF16 = "moe_rows"::"moe_combine_bf16"(
         A::output("out"), A::input("y"), A::input("slot_of_pair"), A::input("topk_w"),
         A::i32("rows"), A::i32("k"), A::i32("h"), A::i32("n"))
 }
@@ -1218,16 +1218,7 @@ mod tests {
     use super::*;
     use crate::plan::cuda_kernel;
 
-    const HOPPER: DeviceFacts = DeviceFacts {
-        multiprocessors: 132,
-        max_shared_bytes: 232448,
-        subgroup_size: 32,
-        max_groups_per_dim: 65535,
-        max_binding_bytes: u64::MAX,
-        cuda_sm90a: true,
-        cuda_clusters: false,
-        wgsl_coopmat: false,
-    };
+    const HOPPER: DeviceFacts = DeviceFacts { cuda_clusters: false, ..crate::plan::H200 };
 
     fn plan(f: &DeviceFacts, n: i32, e: i32, big_n: i32, big_k: i32, addr: u64) -> CudaPass {
         let args: Vec<switchyard_core::Arg> = MOE_GROUPED_GEMM_BF16

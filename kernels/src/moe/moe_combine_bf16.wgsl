@@ -13,6 +13,8 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> d_slot_of_pair: array<u32>;
 @group(0) @binding(4) var<storage, read_write> d_topk_w: array<u32>;
 
+//! include "moe/combine_word.wgsli"
+
 @compute @workgroup_size(256)
 fn moe_combine_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                     @builtin(local_invocation_index) lid: u32) {
@@ -21,32 +23,14 @@ fn moe_combine_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         return;
     }
     let hw = u32(p.h) / 2u;
-    let k = u32(p.k);
     let o = p.out + t * hw;
-    var bad = false;
-    for (var j = 0u; j < k; j++) {
-        let s = bitcast<i32>(d_slot_of_pair[p.slot_of_pair + t * k + j]);
-        bad = bad || (s != -1 && (s < 0 || s >= p.n));
-    }
-    if (bad) {
+    if (combine_row_is_bad(t)) {
         for (var c = lid; c < hw; c += 256u) {
             d_out[o + c] = BF16_NAN2;
         }
         return;
     }
     for (var c = lid; c < hw; c += 256u) {
-        var a = 0.0;
-        var b = 0.0;
-        for (var j = 0u; j < k; j++) {
-            let s = bitcast<i32>(d_slot_of_pair[p.slot_of_pair + t * k + j]);
-            if (s == -1) {
-                continue;
-            }
-            let w = bitcast<f32>(d_topk_w[p.topk_w + t * k + j]);
-            let v = d_y[p.y + u32(s) * hw + c];
-            a += w * bf16_lo(v);
-            b += w * bf16_hi(v);
-        }
-        d_out[o + c] = pack_bf16(a, b);
+        d_out[o + c] = combine_word(t, c, hw);
     }
 }

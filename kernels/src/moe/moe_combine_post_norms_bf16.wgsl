@@ -20,23 +20,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> d_w_mlp: array<u32>;
 @group(0) @binding(7) var<storage, read_write> d_w_moe: array<u32>;
 
-// Word c of row t's combine, packed as bf16.
-fn combined(t: u32, c: u32, hw: u32) -> u32 {
-    let k = u32(p.k);
-    var a = 0.0;
-    var b = 0.0;
-    for (var j = 0u; j < k; j++) {
-        let s = bitcast<i32>(d_slot_of_pair[p.slot_of_pair + t * k + j]);
-        if (s == -1) {
-            continue;
-        }
-        let w = bitcast<f32>(d_topk_w[p.topk_w + t * k + j]);
-        let v = d_y[p.y + u32(s) * hw + c];
-        a += w * bf16_lo(v);
-        b += w * bf16_hi(v);
-    }
-    return pack_bf16(a, b);
-}
+//! include "moe/combine_word.wgsli"
 
 @compute @workgroup_size(256)
 fn moe_combine_post_norms_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
@@ -46,15 +30,9 @@ fn moe_combine_post_norms_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
         return;
     }
     let hw = u32(p.h) / 2u;
-    let k = u32(p.k);
     let o = p.out + t * hw;
     let mo = p.mlp + t * hw;
-    var bad = false;
-    for (var j = 0u; j < k; j++) {
-        let s = bitcast<i32>(d_slot_of_pair[p.slot_of_pair + t * k + j]);
-        bad = bad || (s != -1 && (s < 0 || s >= p.n));
-    }
-    if (bad) {
+    if (combine_row_is_bad(t)) {
         for (var c = lid; c < hw; c += 256u) {
             d_out[o + c] = BF16_NAN2;
         }
@@ -63,7 +41,7 @@ fn moe_combine_post_norms_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
     var ss_e = 0.0;
     var ss_m = 0.0;
     for (var c = lid; c < hw; c += 256u) {
-        let e = combined(t, c, hw);
+        let e = combine_word(t, c, hw);
         let m = d_mlp[mo + c];
         ss_e += bf16_lo(e) * bf16_lo(e) + bf16_hi(e) * bf16_hi(e);
         ss_m += bf16_lo(m) * bf16_lo(m) + bf16_hi(m) * bf16_hi(m);
@@ -72,7 +50,7 @@ fn moe_combine_post_norms_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
     let inv_e = inv_rms(row_sum(ss_e, ln), n, p.eps);
     let inv_m = inv_rms(row_sum(ss_m, ln), n, p.eps);
     for (var c = lid; c < hw; c += 256u) {
-        let e = combined(t, c, hw);
+        let e = combine_word(t, c, hw);
         let m = d_mlp[mo + c];
         let a = d_w_mlp[p.w_mlp + c];
         let b = d_w_moe[p.w_moe + c];

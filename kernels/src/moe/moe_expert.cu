@@ -1,10 +1,11 @@
 // The Gemma 4 MoE expert path: router norm, softmax top-k, gather into expert
-// order, grouped bf16 / NVFP4 expert GEMMs on tensor cores, the gated GELU
-// and the weighted combine. Deterministic: no atomics on values.
+// order, grouped bf16 / NVFP4 expert GEMMs on tensor cores and the gated
+// GELU (the weighted combine is in moe_rows.cu). Deterministic: no atomics
+// on values.
 //
-// Where the contract fixes an f32 evaluation order (router norm, gelu,
-// combine), products and sums use the explicitly rounded intrinsics
-// (__fmul_rn / __fadd_rn) so that NVRTC cannot contract them into FMAs: the
+// Where the contract fixes an f32 evaluation order (router norm, gelu),
+// products and sums use the explicitly rounded intrinsics (__fmul_rn /
+// __fadd_rn) so that NVRTC cannot contract them into FMAs: the
 // results then equal the CPU reference's left-to-right f32 evaluation bit for
 // bit, apart from the math-library functions (tanhf, expf, sqrtf sums).
 
@@ -212,6 +213,13 @@ __device__ unsigned moe_route_decode_arrivals;
 // Row stride in floats of the staged rows (gemm.cu's router_chain_ld).
 __device__ __forceinline__ int route_dec_ld(int dim) { return ((dim + 31) & ~31) + 4; }
 
+// The 8 bf16 of chunk c of a router row as f32 in shared memory.
+__device__ __forceinline__ void route_dec_put_f32(float* wrow, int c, const uint4& v) {
+    float4* dst = reinterpret_cast<float4*>(wrow + (size_t)c * 8);
+    dst[0] = make_float4(bf16_lo(v.x), bf16_hi(v.x), bf16_lo(v.y), bf16_hi(v.y));
+    dst[1] = make_float4(bf16_lo(v.z), bf16_hi(v.z), bf16_lo(v.w), bf16_hi(v.w));
+}
+
 // The staging of moe_route_decode (the staged form, any dim): expert xe's
 // router row as f32 into wrow, and the rows' normalised inputs (bf16-rounded,
 // as f32) into route_smem, row r at r · LD.
@@ -230,11 +238,7 @@ __device__ __forceinline__ void route_dec_stage(float* route_smem, float* wrow, 
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             const int c = c0 + u * 256;
-            if (c < chunks) {
-                float4* dst = reinterpret_cast<float4*>(wrow + (size_t)c * 8);
-                dst[0] = make_float4(bf16_lo(v[u].x), bf16_hi(v[u].x), bf16_lo(v[u].y), bf16_hi(v[u].y));
-                dst[1] = make_float4(bf16_lo(v[u].z), bf16_hi(v[u].z), bf16_lo(v[u].w), bf16_hi(v[u].w));
-            }
+            if (c < chunks) route_dec_put_f32(wrow, c, v[u]);
         }
     }
     // The router norm, a warp a row: Σx² (order free), then
@@ -334,11 +338,7 @@ __device__ __forceinline__ void route_dec_stage_regs(float* route_smem, float* w
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
         const int c = tid + u * 256;
-        if (c < chunks) {
-            float4* dst = reinterpret_cast<float4*>(wrow + (size_t)c * 8);
-            dst[0] = make_float4(bf16_lo(v[u].x), bf16_hi(v[u].x), bf16_lo(v[u].y), bf16_hi(v[u].y));
-            dst[1] = make_float4(bf16_lo(v[u].z), bf16_hi(v[u].z), bf16_lo(v[u].w), bf16_hi(v[u].w));
-        }
+        if (c < chunks) route_dec_put_f32(wrow, c, v[u]);
     }
     for (int r = warp; r < rows; r += 8) {
         if (r != warp) load_row(r);
@@ -824,42 +824,5 @@ extern "C" __global__ void __launch_bounds__(256) gelu_mul_bf16(bf16* __restrict
         const float a = __fmul_rn(round_bf16(gelu_tanh_f32(bf16_lo(gw))), bf16_lo(uw));
         const float b = __fmul_rn(round_bf16(gelu_tanh_f32(bf16_hi(gw))), bf16_hi(uw));
         o[i] = pack_bf16(a, b);
-    }
-}
-
-// ---------------------------------------------------------------- combine
-
-// Plan: grid (rows, Y), block 256: the Y blocks of a row take its bf16
-// pairs i = 256·y + thread, + 256·Y, ... (one pass each at decode sizes, so
-// the k expert rows' loads of a row are spread over Y SMs instead of walked
-// by one block). Sums in j order, f32, unfused.
-extern "C" __global__ void __launch_bounds__(256) moe_combine_bf16(bf16* __restrict__ out, const bf16* __restrict__ y,
-                                                                    const int* __restrict__ slot_of_pair, const float* __restrict__ topk_w,
-                                                                    int rows, int k, int h, int n) {
-    const int t = blockIdx.x;
-    if (t >= rows) return;
-    const int* sop = slot_of_pair + (size_t)t * k;
-    const float* tw = topk_w + (size_t)t * k;
-    bool bad = false;
-    for (int j = 0; j < k; ++j) {
-        const int s = sop[j];
-        if (s != -1 && (s < 0 || s >= n)) bad = true;
-    }
-    unsigned* o = reinterpret_cast<unsigned*>(out + (size_t)t * h);
-    for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < h / 2; i += blockDim.x * gridDim.y) {
-        if (bad) {
-            o[i] = 0x7fc07fc0u;
-            continue;
-        }
-        float a0 = 0.0f, a1 = 0.0f;
-        for (int j = 0; j < k; ++j) {
-            const int s = sop[j];
-            if (s == -1) continue;
-            const unsigned v = reinterpret_cast<const unsigned*>(y + (size_t)s * h)[i];
-            const float wj = tw[j];
-            a0 = __fadd_rn(a0, __fmul_rn(wj, bf16_lo(v)));
-            a1 = __fadd_rn(a1, __fmul_rn(wj, bf16_hi(v)));
-        }
-        o[i] = pack_bf16(a0, a1);
     }
 }

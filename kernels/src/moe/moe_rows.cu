@@ -1,6 +1,7 @@
-// The row kernels on either side of an MoE layer's expert GEMMs, each one
-// launch where the separate kernels were two or three (every launch a fixed
-// few microseconds of a decode step); the arithmetic is theirs, term for term.
+// The row kernels on either side of an MoE layer's expert GEMMs: the
+// weighted combine (moe_combine_bf16), and two that are each one launch
+// where the separate kernels were two or three (every launch a fixed few
+// microseconds of a decode step), with their arithmetic term for term.
 // - moe_norm_gather_bf16: out[s] = bf16(rmsnorm(x[pair_of_slot[s] / k]; w)),
 //   zero / NaN rows as moe_gather_bf16. Plan: grid (n), block T.
 // - moe_combine_post_norms_bf16: out = bf16(m + bf16(rmsnorm(e; w_moe))),
@@ -8,12 +9,13 @@
 //   m = bf16(rmsnorm(mlp; w_mlp)). Plan: grid (rows), block T, dynamic
 //   shared memory 4·h bytes (the row's e and mlp words, staged between the
 //   reductions).
-// T is a multiple of 32, at most 1024: a thread a unit of the row at decode.
+// For both, T is a multiple of 32, at most 1024: a thread a unit of the row
+// at decode.
 // A unit is 16 bytes (8 columns) where h % 8 == 0 and every row pointer is
 // 16-byte aligned, else one word (2 columns); the test is uniform, so the
 // block takes one path.
 //
-// Like the other decode kernels they let the launch after them start at once
+// Like the other decode kernels the two let the launch after them start at once
 // (sy_allow_next) and wait for the launch before (sy_wait_prior) before
 // reading anything: there is nothing constant worth loading early.
 
@@ -86,6 +88,52 @@ extern "C" __global__ void __launch_bounds__(1024) moe_norm_gather_bf16(bf16* __
         norm_gather_row<4>(o, src, w, h, eps, red);
     } else {
         norm_gather_row<1>(o, src, w, h, eps, red);
+    }
+}
+
+// ---------------------------------------------------------------- combine
+
+// Whether a token row's slots hold one other than −1 outside [0, n), which
+// makes the row NaN; every thread reads the same slots, so it is uniform.
+__device__ __forceinline__ bool combine_row_is_bad(const int* sop, int k, int n) {
+    bool bad = false;
+    for (int j = 0; j < k; ++j) {
+        const int s = sop[j];
+        if (s != -1 && (s < 0 || s >= n)) bad = true;
+    }
+    return bad;
+}
+
+// moe_combine_bf16: out[t] = bf16(Σ_j topk_w · y[slot]) alone (a
+// tensor-parallel rank sums the ranks' rows before the norms).
+// Plan: grid (rows, Y), block 256: the Y blocks of a row take its bf16
+// pairs i = 256·y + thread, + 256·Y, ... (one pass each at decode sizes, so
+// the k expert rows' loads of a row are spread over Y SMs instead of walked
+// by one block). Sums in j order, f32, unfused.
+extern "C" __global__ void __launch_bounds__(256) moe_combine_bf16(bf16* __restrict__ out, const bf16* __restrict__ y,
+                                                                    const int* __restrict__ slot_of_pair, const float* __restrict__ topk_w,
+                                                                    int rows, int k, int h, int n) {
+    const int t = blockIdx.x;
+    if (t >= rows) return;
+    const int* sop = slot_of_pair + (size_t)t * k;
+    const float* tw = topk_w + (size_t)t * k;
+    const bool bad = combine_row_is_bad(sop, k, n);
+    unsigned* o = reinterpret_cast<unsigned*>(out + (size_t)t * h);
+    for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < h / 2; i += blockDim.x * gridDim.y) {
+        if (bad) {
+            o[i] = 0x7fc07fc0u;
+            continue;
+        }
+        float a0 = 0.0f, a1 = 0.0f;
+        for (int j = 0; j < k; ++j) {
+            const int s = sop[j];
+            if (s == -1) continue;
+            const unsigned v = reinterpret_cast<const unsigned*>(y + (size_t)s * h)[i];
+            const float wj = tw[j];
+            a0 = __fadd_rn(a0, __fmul_rn(wj, bf16_lo(v)));
+            a1 = __fadd_rn(a1, __fmul_rn(wj, bf16_hi(v)));
+        }
+        o[i] = pack_bf16(a0, a1);
     }
 }
 
@@ -172,11 +220,7 @@ extern "C" __global__ void __launch_bounds__(1024) moe_combine_post_norms_bf16(b
     if (t >= rows || h < 2 || (h & 1)) return;
     const int* sop = slot_of_pair + (size_t)t * k;
     const float* tw = topk_w + (size_t)t * k;
-    bool bad = false;
-    for (int j = 0; j < k; ++j) {
-        const int s = sop[j];
-        if (s != -1 && (s < 0 || s >= n)) bad = true;
-    }
+    const bool bad = combine_row_is_bad(sop, k, n);
     const size_t off = (size_t)t * h;
     if (bad) { // uniform over the block: every thread read the same slots
         unsigned* o = reinterpret_cast<unsigned*>(out + off);

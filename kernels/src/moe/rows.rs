@@ -296,22 +296,11 @@ inventory::submit! { CaseSet { kernel: &MOE_COMBINE_POST_NORMS_BF16, cases: comb
 mod tests {
     use super::*;
 
-    const HOPPER: DeviceFacts = DeviceFacts {
-        multiprocessors: 132,
-        max_shared_bytes: 232448,
-        subgroup_size: 32,
-        max_groups_per_dim: 65535,
-        max_binding_bytes: u64::MAX,
-        cuda_sm90a: true,
-        cuda_clusters: true,
-        wgsl_coopmat: false,
-    };
-
     #[test]
     fn cuda_plan_gives_a_thread_a_unit_up_to_1024() {
         let plan = |h: u32, addr: u64| {
             let args = [P(addr), P(addr), P(addr), P(addr), P(addr), P(addr), P(addr), I(1), I(8), I(h as i32), I(8), F(1e-6)];
-            let p = cuda_combine_post_norms(&PlanArgs::new(&MOE_COMBINE_POST_NORMS_BF16, &args), &HOPPER).unwrap();
+            let p = cuda_combine_post_norms(&PlanArgs::new(&MOE_COMBINE_POST_NORMS_BF16, &args), &crate::plan::H200).unwrap();
             (p.passes[0].block[0], p.passes[0].shared_bytes)
         };
         assert_eq!(plan(2816, 256), (352, 4 * 2816));
@@ -324,7 +313,7 @@ mod tests {
     #[test]
     fn cuda_norm_gather_takes_a_block_a_slot() {
         let args = [P(256), P(256), P(256), P(256), I(8), I(8), I(2816), I(1), F(1e-6)];
-        let p = cuda_norm_gather(&PlanArgs::new(&MOE_NORM_GATHER_BF16, &args), &HOPPER).unwrap();
+        let p = cuda_norm_gather(&PlanArgs::new(&MOE_NORM_GATHER_BF16, &args), &crate::plan::H200).unwrap();
         assert_eq!((p.passes[0].grid, p.passes[0].block[0]), ([8, 1, 1], 352));
     }
 }

@@ -474,16 +474,7 @@ mod tests {
     use crate::sources;
     use switchyard_core::ArgKind;
 
-    const FACTS: DeviceFacts = DeviceFacts {
-        multiprocessors: 132,
-        max_shared_bytes: 232_448,
-        subgroup_size: 32,
-        max_groups_per_dim: 65535,
-        max_binding_bytes: u64::MAX,
-        cuda_sm90a: false,
-        cuda_clusters: false,
-        wgsl_coopmat: false,
-    };
+    const FACTS: DeviceFacts = DeviceFacts { cuda_sm90a: false, cuda_clusters: false, ..crate::plan::H200 };
 
     /// Arguments for `kernel`: every pointer at `ptr` (16-byte aligned unless told), rows and dim as given.
     fn args(kernel: &'static switchyard_core::KernelSig, rows: i32, dim: i32, ptr: u64) -> Vec<switchyard_core::Arg> {
