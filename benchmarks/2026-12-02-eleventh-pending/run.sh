@@ -25,16 +25,7 @@
 #        bash scripts/prepare-vulkan.sh .device-vk
 # There: carry dist-next and .device-vk;
 #        bash benchmarks/2026-12-02-eleventh-pending/run.sh
-set -u
-export OUT=${OUT:-/tmp/h200}
-mkdir -p "$OUT"
-START=$SECONDS
-X=$OUT/summary.txt
-source .device-vk/env.sh
-export SWITCHYARD_REQUIRE_CUDA=1 SWITCHYARD_REQUIRE_WGPU=1 SWITCHYARD_CUDA_CACHE=/tmp/sy-cubins
-S=./dist-next/switchyard
-t() { echo "-- $((SECONDS - START)) s" >> $X; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $X
+source benchmarks/device_lib.sh
 
 echo "== 1. wgpu argmax: parity one pass / two passes" >> $X
 timeout 60 $S parity --backend wgpu --filter argmax 2>&1 | tail -1 >> $X
@@ -54,7 +45,6 @@ echo "== 2. wgpu qkv_prep: parity VPL 2, bench rows VPL 1 / 2" >> $X
 SWITCHYARD_WGSL_QKV_VPL=2 timeout 60 $S parity --backend wgpu --filter qkv_prep 2>&1 | tail -1 >> $X
 ab SWITCHYARD_WGSL_QKV_VPL "1 2" qkv_prep; t
 
-bm() { local tag=$1; shift; timeout 60 "$@" 2>&1 | grep "^| [0-9]" | sed "s/^/$tag /" >> $X; }
 echo "== bench-model" >> $X
 # The first run in a process set compiles the CUDA modules: a warm-up.
 timeout 100 $S bench-model --backend cuda --batch 1 --steps 4 > /dev/null 2>&1

@@ -25,23 +25,10 @@
 #        bash scripts/prepare-vulkan.sh .device-vk
 # There: carry dist-next and .device-vk;
 #        bash benchmarks/2026-12-03-twelfth-pending/run.sh
-set -u
-export OUT=${OUT:-/tmp/h200}
-mkdir -p "$OUT"
-START=$SECONDS
-X=$OUT/summary.txt
-source .device-vk/env.sh
-export SWITCHYARD_REQUIRE_CUDA=1 SWITCHYARD_REQUIRE_WGPU=1 SWITCHYARD_CUDA_CACHE=/tmp/sy-cubins
-S=./dist-next/switchyard
-t() { echo "-- $((SECONDS - START)) s" >> $X; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> $X
+source benchmarks/device_lib.sh
 
 echo "== 1. parity cuda" >> $X
 timeout 110 $S parity --backend cuda > $OUT/parity_cuda.txt 2>&1; grep "passed\|FAIL" $OUT/parity_cuda.txt | tail -5 >> $X; t
-san() { # tool filter [env]
-  env ${3:-SY_NONE=1} timeout 60 compute-sanitizer --tool $1 $S parity --backend cuda --filter $2 >> $OUT/san_$1.txt 2>&1
-  echo "rc=$? ($1 $2 ${3:-})" >> $OUT/san_$1.txt
-}
 for tool in memcheck racecheck; do
   ( san $tool moe_norm_gather; san $tool moe_combine_post_norms; san $tool moe_route_decode; \
     san $tool moe_route_decode SWITCHYARD_CUDA_ROUTE_DECODE=staged ) &
@@ -51,19 +38,12 @@ SWITCHYARD_CUDA_ROUTE_DECODE=staged timeout 60 $S parity --backend cuda --filter
 echo "== 1. parity wgpu" >> $X
 timeout 120 $S parity --backend wgpu > $OUT/parity_wgpu.txt 2>&1; grep "passed\|FAIL" $OUT/parity_wgpu.txt | tail -5 >> $X; t
 echo "== 1. HF fixtures" >> $X
-for be in cuda wgpu; do
-  for fx in tiny-dense tiny-moe tiny-e2b tiny-e4b tiny-26b-a4b tiny-31b; do
-    timeout 30 $S generate --model tests/fixtures/$fx --backend $be --prompt-ids 2,17,99,5,250,31 \
-      --max-new-tokens 10 --ignore-eos --json > /tmp/$fx.$be.json 2>>$OUT/model_err.txt
-    python3 scripts/compare_fixture.py tests/fixtures/$fx/expected.json /tmp/$fx.$be.json "$fx on $be vs HF" | tail -1 >> $X
-  done
-done; t
+fixtures; t
 wait
 echo "== 1. sanitizers" >> $X
 for tool in memcheck racecheck; do grep -E "^cuda: |SUMMARY|^rc=" $OUT/san_$tool.txt | sed "s/^/$tool: /" >> $X; done; t
 
 echo "== 2. 26b-a4b, cuda" >> $X
-bm() { local tag=$1; shift; timeout 60 "$@" 2>&1 | grep "^| [0-9]" | sed "s/^/$tag /" >> $X; }
 timeout 100 $S bench-model --backend cuda --shape 26b-a4b --batch 1 --steps 4 > /dev/null 2>&1 # module compiles
 for round in 1 2 3; do
   bm "N" $S bench-model --backend cuda --shape 26b-a4b --batch 1,16 --steps 32
@@ -80,6 +60,7 @@ python3 scripts/ncu_summary.py $OUT/ncu_26b_b1.csv --steps 2 > $OUT/ncu_26b_b1.m
 head -40 $OUT/ncu_26b_b1.md >> $X; t
 
 echo "== 3. the eleventh session's part" >> $X
-OUT=$OUT/eleventh timeout $((590 - (SECONDS - START))) bash benchmarks/2026-12-02-eleventh-pending/run.sh
+left=$((590 - (SECONDS - START))); [ $left -lt 30 ] && left=30
+OUT=$OUT/eleventh S=$S timeout $left bash benchmarks/2026-12-02-eleventh-pending/run.sh
 cat $OUT/eleventh/summary.txt >> $X; t
 cd $OUT && tar czf raw12.tgz parity_*.txt san_*.txt model_err.txt ncu_26b_b1.* 2>/dev/null && rm -f parity_*.txt san_*.txt ncu_26b_b1.csv
