@@ -20,6 +20,24 @@ __device__ __forceinline__ unsigned router_norm_pair(unsigned w, unsigned s, flo
     return pack_bf16(a, b);
 }
 
+// Σ x² over a thread's 16-byte chunks of bf16 held in registers, chunk by
+// chunk, low then high half of each word (zero chunks add nothing).
+template <int N>
+__device__ __forceinline__ float sumsq_chunks(const uint4 (&xv)[N]) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int u = 0; u < N; ++u) {
+        const unsigned w[4] = {xv[u].x, xv[u].y, xv[u].z, xv[u].w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float a = bf16_lo(w[e]), b = bf16_hi(w[e]);
+            ss = fmaf(a, a, ss);
+            ss = fmaf(b, b, ss);
+        }
+    }
+    return ss;
+}
+
 // Up to this many 16-byte chunks a thread keeps in registers (dim <= 8192
 // at block 256); longer or unaligned rows take the word loop.
 #define ROUTER_NORM_CHUNKS 4
@@ -43,17 +61,7 @@ extern "C" __global__ void __launch_bounds__(256) router_norm_bf16(bf16* __restr
             xv[u] = c < chunks ? ld_nc16(xrow + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
             sv[u] = c < chunks ? ld_nc16(scale + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
         }
-        float ss = 0.0f;
-#pragma unroll
-        for (int u = 0; u < ROUTER_NORM_CHUNKS; ++u) {
-            const unsigned w[4] = {xv[u].x, xv[u].y, xv[u].z, xv[u].w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const float a = bf16_lo(w[e]), b = bf16_hi(w[e]);
-                ss = fmaf(a, a, ss);
-                ss = fmaf(b, b, ss);
-            }
-        }
+        const float ss = sumsq_chunks(xv);
         const float inv = 1.0f / sqrtf(block_sum(ss, red) / (float)dim + eps);
 #pragma unroll
         for (int u = 0; u < ROUTER_NORM_CHUNKS; ++u) {
@@ -302,17 +310,7 @@ __device__ __forceinline__ void route_dec_stage_regs(float* route_smem, float* w
         }
     };
     auto norm_row = [&](int r) {
-        float ss = 0.0f;
-#pragma unroll
-        for (int u = 0; u < ROUTE_DEC_LANE_CHUNKS; ++u) {
-            const unsigned w[4] = {xv[u].x, xv[u].y, xv[u].z, xv[u].w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const float a = bf16_lo(w[i]), b = bf16_hi(w[i]);
-                ss = fmaf(a, a, ss);
-                ss = fmaf(b, b, ss);
-            }
-        }
+        const float ss = sumsq_chunks(xv);
         const float inv = 1.0f / sqrtf(warp_sum(ss) / (float)dim + eps);
         float* dst = route_smem + (size_t)r * LD;
 #pragma unroll
