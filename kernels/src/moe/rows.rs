@@ -19,7 +19,7 @@ use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
-use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
+use switchyard_core::{Arg::*, ArgSpec as A, DType, Error, Region, Result};
 
 declare_kernel! {
     /// `out[s] = bf16(rmsnorm(x[pair_of_slot[s] / k]; w))` ([`RMSNORM_BF16`]'s
@@ -63,13 +63,23 @@ declare_kernel! {
 /// a word of 2 where the row or a pointer is not 16-byte aligned) up to 1024,
 /// so a decode row's k expert loads are all in flight at once; the row's
 /// combined and dense halves wait out the two reductions in shared memory.
-fn cuda_combine_post_norms(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
+fn cuda_combine_post_norms(a: &PlanArgs, facts: &DeviceFacts) -> Result<CudaPlan> {
+    let shared_bytes = 4 * a.u32("h")?;
+    // Beside the block reduction's static 32 floats.
+    if shared_bytes + 128 > facts.max_shared_bytes {
+        return Err(Error::Unsupported(format!(
+            "kernel {}: h = {} stages {shared_bytes} bytes of shared memory a block; the device allows {}",
+            a.kernel.symbol,
+            shared_bytes / 4,
+            facts.max_shared_bytes
+        )));
+    }
     Ok(CudaPlan {
         passes: vec![CudaPass {
             entry: MOE_COMBINE_POST_NORMS_BF16.symbol,
             grid: [a.u32("rows")?, 1, 1],
             block: [row_threads(a, &["out", "mlp", "y", "w_mlp", "w_moe"])?, 1, 1],
-            shared_bytes: 4 * a.u32("h")?,
+            shared_bytes,
         }],
         workspace_bytes: 0,
     })
@@ -308,6 +318,11 @@ mod tests {
         assert_eq!(plan(2816, 258), (1024, 4 * 2816));
         assert_eq!(plan(42, 256), (32, 4 * 42));
         assert_eq!(plan(32768, 256).0, 1024);
+        // A device with less shared memory than the staged row: refused by name.
+        let args = [P(256), P(256), P(256), P(256), P(256), P(256), P(256), I(1), I(8), I(32768), I(8), F(1e-6)];
+        let small = DeviceFacts { max_shared_bytes: 101_376, ..crate::plan::H200 };
+        let e = cuda_combine_post_norms(&PlanArgs::new(&MOE_COMBINE_POST_NORMS_BF16, &args), &small).unwrap_err();
+        assert!(matches!(e, Error::Unsupported(_)) && e.to_string().contains("moe_combine_post_norms_bf16"), "{e}");
     }
 
     #[test]
