@@ -16,6 +16,9 @@
 #        C  SWITCHYARD_MOE_COMBINE_UNFUSED=1  (combine, rmsnorm, sandwich)
 #        O  all three (the build of the eleventh session)
 #      then ncu's per-kernel times over two timed steps of N at batch 1.
+#   2b. The default shape on cuda at batch 1 and 16, two rounds: every
+#      default, then SWITCHYARD_CUDA_CLUSTERS=0, SWITCHYARD_ATTN_DECODE_CLUSTER=1
+#      and SWITCHYARD_CUDA_PDL=0, to see whether earlier A/Bs still hold.
 #   3. The eleventh session's part (benchmarks/2026-12-02-eleventh-pending/
 #      run.sh: the wgpu one-dispatch forms, qkv VPL, cuda default and nvfp4,
 #      HF torch.compile at batch 1 and 16), into $OUT/eleventh.
@@ -58,6 +61,14 @@ timeout 150 ncu --clock-control none --profile-from-start off \
   $S bench-model --backend cuda --shape 26b-a4b --batch 1 --steps 2 --profile-timed-steps > $OUT/ncu_26b_b1.csv 2>&1
 python3 scripts/ncu_summary.py $OUT/ncu_26b_b1.csv --steps 2 > $OUT/ncu_26b_b1.md 2>&1
 head -40 $OUT/ncu_26b_b1.md >> $X; t
+
+echo "== 2b. default shape, cuda: the switches of earlier A/Bs, again after every change since" >> $X
+for round in 1 2; do
+  bm "defaults" $S bench-model --backend cuda --batch 1,16 --steps 32
+  bm "CLUSTERS=0" env SWITCHYARD_CUDA_CLUSTERS=0 $S bench-model --backend cuda --batch 1,16 --steps 32
+  bm "ATTN_DECODE_CLUSTER=1" env SWITCHYARD_ATTN_DECODE_CLUSTER=1 $S bench-model --backend cuda --batch 1,16 --steps 32
+  bm "PDL=0" env SWITCHYARD_CUDA_PDL=0 $S bench-model --backend cuda --batch 1,16 --steps 32
+done; t
 
 echo "== 3. the eleventh session's part" >> $X
 left=$((590 - (SECONDS - START))); [ $left -lt 30 ] && left=30
