@@ -791,7 +791,7 @@ impl WgpuBackend {
                 None => format!(
                     "binding {size} bytes (from offset {base} to the end of the allocation) exceeds this adapter's \
                      max_storage_buffer_binding_size of {limit}; only kernels with a split plan (embedding gathers, \
-                     the output head) read tables past one binding"
+                     the output head, the grouped expert GEMMs) read tables past one binding"
                 ),
                 Some(n) => format!("a window of {n} bytes at offset {off} binds {size} bytes, over this adapter's limit of {limit}"),
             };

@@ -12,10 +12,15 @@
 //!   many windows (NaN rows for bad ids, windows cut mid-workgroup, the
 //!   word-at-a-time paths of odd shapes).
 //! - A table that starts at an unaligned offset of its allocation.
+//! - The grouped expert kernels' weights past one binding (windows of whole
+//!   experts, a pass each): every registered parity case of the three, with
+//!   plans told a limit that cuts the larger cases' experts into several
+//!   windows (a window an expert for some).
 use std::sync::Arc;
 use switchyard_core::codec::bytes;
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Backend, DType, DeviceBuffer, KernelSig};
+use switchyard_kernels::moe::expert::{MOE_GATE_UP_GELU_BF16, MOE_GROUPED_GEMM_BF16, MOE_GROUPED_W4A16};
 use switchyard_kernels::parity::{self, Buffer, Case, Gen, Row};
 use switchyard_kernels::plan::{row_windows, WINDOW_SLACK};
 use switchyard_kernels::{embed, head, Ops};
@@ -190,6 +195,30 @@ fn split_plans_match_cpu_ref_on_small_tables() {
     assert_eq!(be.live_bytes(), 0, "{name} leaked device memory");
 }
 
+/// The grouped expert kernels under limits that split their larger cases:
+/// per kernel, the limit and a case's (experts, bytes an expert) with the
+/// windows it must split into, so the test cannot pass without splitting.
+fn expert_windows_match_cpu_ref() {
+    let name = "expert_windows_match_cpu_ref";
+    let cpu = Ops::new(switchyard_cpu_ref::cpu_backend());
+    let kernels: [(&'static KernelSig, u64, (u64, u64, usize)); 3] = [
+        // gate_up at e 16, inter 704, K 1408: 3.96 MB an expert, two a window.
+        (&MOE_GATE_UP_GELU_BF16, 8 << 20, (16, 2 * 704 * 1408 * 2, 8)),
+        // The 192-expert case (N 352, K 200: 140800 bytes an expert), one a window.
+        (&MOE_GROUPED_GEMM_BF16, 256 << 10, (192, 352 * 200 * 2, 192)),
+        // NVFP4 codes at e 16, N 128, K 208: 13312 bytes an expert, four a window.
+        (&MOE_GROUPED_W4A16, 64 << 10, (16, 208 / 2 * 128, 4)),
+    ];
+    let mut rows = Vec::new();
+    for (sig, limit, (e, expert_bytes, want)) in kernels {
+        assert_eq!(windows(e, expert_bytes, limit), want, "{}", sig.symbol);
+        let be = backend(name, WgpuOptions { plan_binding_limit: Some(limit), ..WgpuOptions::default() });
+        rows.extend(parity::check_kernel(&cpu, &Ops::new(be.clone()), sig, 0x5eed));
+        assert_eq!(be.live_bytes(), 0, "{name} leaked device memory");
+    }
+    assert_passed(name, &rows);
+}
+
 /// A table at byte offset 4 of its allocation: windows start below it (the
 /// binding's alignment), its Params word is not a multiple of 4 (the word
 /// paths), and its last window ends before the allocation does.
@@ -235,5 +264,6 @@ switchyard_test_harness::tests!(needs "wgpu":
     tables_past_one_binding_match_cpu_ref,
     split_plans_match_cpu_ref_on_small_tables,
     split_tables_at_an_unaligned_offset_match_cpu_ref,
+    expert_windows_match_cpu_ref,
 );
 switchyard_test_harness::main!(common::probe);

@@ -16,6 +16,9 @@
 #        C  SWITCHYARD_MOE_COMBINE_UNFUSED=1  (combine, rmsnorm, sandwich)
 #        O  all three (the build of the eleventh session)
 #      then ncu's per-kernel times over two timed steps of N at batch 1.
+#   2a. 26b-a4b on wgpu at batch 1 and 16, and a profiled batch-1 step
+#      (per-dispatch GPU time): wgpu ran it at 9% of its bound when last
+#      measured (fourth session), and no profile says why.
 #   2b. The default shape on cuda at batch 1 and 16, two rounds: every
 #      default, then SWITCHYARD_CUDA_CLUSTERS=0, SWITCHYARD_ATTN_DECODE_CLUSTER=1
 #      and SWITCHYARD_CUDA_PDL=0, to see whether earlier A/Bs still hold.
@@ -62,6 +65,11 @@ timeout 150 ncu --clock-control none --profile-from-start off \
 python3 scripts/ncu_summary.py $OUT/ncu_26b_b1.csv --steps 2 > $OUT/ncu_26b_b1.md 2>&1
 head -40 $OUT/ncu_26b_b1.md >> $X; t
 
+echo "== 2a. 26b-a4b, wgpu: tok/s and where a batch-1 step goes (GPU time per dispatch)" >> $X
+bm "wgpu 26b-a4b" $S bench-model --backend wgpu --shape 26b-a4b --batch 1,16 --steps 8
+timeout 90 $S bench-model --backend wgpu --shape 26b-a4b --batch 1 --steps 4 --profile-timed-steps > $OUT/wgpu_26b_profile.txt 2>&1
+grep -iE "GPU time|^\| [a-z_0-9]+ \|" $OUT/wgpu_26b_profile.txt | head -40 >> $X; t
+
 echo "== 2b. default shape, cuda: the switches of earlier A/Bs, again after every change since" >> $X
 for round in 1 2; do
   bm "defaults" $S bench-model --backend cuda --batch 1,16 --steps 32
@@ -74,4 +82,4 @@ echo "== 3. the eleventh session's part" >> $X
 left=$((590 - (SECONDS - START))); [ $left -lt 30 ] && left=30
 OUT=$OUT/eleventh S=$S timeout $left bash benchmarks/2026-12-02-eleventh-pending/run.sh
 cat $OUT/eleventh/summary.txt >> $X; t
-cd $OUT && tar czf raw12.tgz parity_*.txt san_*.txt model_err.txt ncu_26b_b1.* 2>/dev/null && rm -f parity_*.txt san_*.txt ncu_26b_b1.csv
+cd $OUT && tar czf raw12.tgz parity_*.txt san_*.txt model_err.txt ncu_26b_b1.* wgpu_26b_profile.txt 2>/dev/null && rm -f parity_*.txt san_*.txt ncu_26b_b1.csv

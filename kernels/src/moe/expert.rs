@@ -6,7 +6,10 @@ use crate::gemm::w4a16::random_weight;
 use crate::gemm::REORDERED_NMSE;
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
-use crate::plan::{groups, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan};
+use crate::plan::{
+    groups, row_windows, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan, WgslSplitPass,
+    WgslSplitPlan, WgslWindow,
+};
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{Arg::*, ArgSpec as A, DType, Region, Result};
@@ -212,7 +215,56 @@ fn cuda_moe_grouped(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
 /// Row tiles on x, the dimension that folds (n = tokens · top-k can be large).
 fn wgsl_moe_grouped(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     let (cols, rows) = grouped_tiles(a)?;
-    Ok(WgslPlan::single(a.kernel, [rows, cols, 1]))
+    whole_expert_window(a, WgslPlan::single(a.kernel, [rows, cols, 1]))
+}
+
+/// The grouped expert kernels' window of experts, `[x0, x1)` in every
+/// pass's extras (segments.wgsli): the whole `[0, e)` where the weights fit
+/// one storage binding.
+fn whole_expert_window(a: &PlanArgs, mut plan: WgslPlan) -> Result<WgslPlan> {
+    let e = a.u32("e")?;
+    for pass in &mut plan.passes {
+        pass.extra[..2].copy_from_slice(&[0, e]);
+    }
+    Ok(plan)
+}
+
+/// A grouped expert kernel past one storage binding: its plan once per
+/// window of whole experts ([`row_windows`] over the `e` experts of the
+/// first of `weights`, `(argument, bytes an expert)`), each pass binding
+/// only that window of every weight argument and computing only its
+/// experts' rows; `None` where the weights fit one binding.
+fn expert_windows(a: &PlanArgs, f: &DeviceFacts, plan: WgslPlan, weights: &[(&'static str, u64)]) -> Result<Option<WgslSplitPlan>> {
+    let e = u64::from(a.u32("e")?);
+    let (arg, bytes) = weights[0];
+    let Some(windows) = row_windows(a.kernel, arg, e, bytes, f.max_binding_bytes)? else { return Ok(None) };
+    let mut passes = Vec::with_capacity(windows.len() * plan.passes.len());
+    for (first, count) in windows {
+        for pass in &plan.passes {
+            let mut pass = pass.clone();
+            pass.extra[..2].copy_from_slice(&[first as u32, (first + count) as u32]);
+            let windows = weights.iter().map(|&(arg, b)| WgslWindow { arg, offset: first * b, bytes: count * b }).collect();
+            passes.push(WgslSplitPass { pass, windows });
+        }
+    }
+    Ok(Some(WgslSplitPlan { passes, workspace_bytes: plan.workspace_bytes }))
+}
+
+fn wgsl_moe_grouped_bf16_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSplitPlan>> {
+    let expert = u64::from(a.u32("big_n")?) * u64::from(a.u32("big_k")?) * 2;
+    expert_windows(a, f, wgsl_moe_grouped_bf16(a, f)?, &[("w", expert)])
+}
+
+fn wgsl_moe_gate_up_gelu_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSplitPlan>> {
+    let expert = 2 * u64::from(a.u32("inter")?) * u64::from(a.u32("big_k")?) * 2;
+    expert_windows(a, f, wgsl_moe_gate_up_gelu(a, f)?, &[("w", expert)])
+}
+
+/// NVFP4 experts: the codes (K/2 · N bytes an expert) and the block scales
+/// (K/16 · N) in the same windows of experts.
+fn wgsl_moe_grouped_w4a16_split(a: &PlanArgs, f: &DeviceFacts) -> Result<Option<WgslSplitPlan>> {
+    let (n, k) = (u64::from(a.u32("big_n")?), u64::from(a.u32("big_k")?));
+    expert_windows(a, f, wgsl_moe_grouped(a, f)?, &[("wq", k / 2 * n), ("ws", k / 16 * n)])
 }
 
 /// Most slots the bf16 grouped GEMM runs as segment GEMVs: decode
@@ -348,7 +400,7 @@ fn wgsl_moe_grouped_bf16(a: &PlanArgs, facts: &DeviceFacts) -> Result<WgslPlan> 
     }
     let cols = groups(a.kernel, u64::from(a.u32("big_n")?), SEGMENT_GEMV_COLS)?;
     let pass = WgslPass { entry: "moe_grouped_gemm_bf16_seg", grid: [cols, n, 1], consts: vec![], extra: [0; 4] };
-    Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0, arrivals: 0 })
+    whole_expert_window(a, WgslPlan { passes: vec![pass], workspace_bytes: 0, arrivals: 0 })
 }
 
 /// Row stride in f32 of `moe_route_decode`'s staged rows (`route_dec_ld`
@@ -451,11 +503,11 @@ fn cuda_moe_gate_up_gelu(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
 
 fn wgsl_moe_gate_up_gelu(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     let cols = groups(a.kernel, u64::from(a.u32("inter")?), SEGMENT_GEMV_COLS / 2)?;
-    Ok(WgslPlan::single(a.kernel, [cols, a.u32("n")?, 1]))
+    whole_expert_window(a, WgslPlan::single(a.kernel, [cols, a.u32("n")?, 1]))
 }
 
 cuda_plan!(MOE_GATE_UP_GELU_BF16 => cuda_moe_gate_up_gelu);
-wgsl_plan!(MOE_GATE_UP_GELU_BF16, "moe/moe_gate_up_gelu_bf16.wgsl" => wgsl_moe_gate_up_gelu);
+wgsl_plan!(MOE_GATE_UP_GELU_BF16, "moe/moe_gate_up_gelu_bf16.wgsl" => wgsl_moe_gate_up_gelu, split => wgsl_moe_gate_up_gelu_split);
 
 wgsl_plan!(MOE_ROUTE_DECODE, "moe/moe_route_decode.wgsl" => wgsl_moe_route_decode);
 cuda_plan!(ROUTER_NORM_BF16 => cuda_row_blocks);
@@ -468,8 +520,8 @@ cuda_plan!(MOE_COMBINE_BF16 => cuda_moe_combine);
 wgsl_plan!(ROUTER_NORM_BF16, "moe/router_norm_bf16.wgsl" => wgsl_row_groups);
 wgsl_plan!(MOE_ROUTER_TOPK, "moe/moe_router_topk.wgsl" => wgsl_row_groups);
 wgsl_plan!(MOE_GATHER_BF16, "moe/moe_gather_bf16.wgsl" => wgsl_moe_gather);
-wgsl_plan!(MOE_GROUPED_GEMM_BF16, "moe/moe_grouped_gemm_bf16.wgsl" => wgsl_moe_grouped_bf16);
-wgsl_plan!(MOE_GROUPED_W4A16, "moe/moe_grouped_w4a16.wgsl" => wgsl_moe_grouped);
+wgsl_plan!(MOE_GROUPED_GEMM_BF16, "moe/moe_grouped_gemm_bf16.wgsl" => wgsl_moe_grouped_bf16, split => wgsl_moe_grouped_bf16_split);
+wgsl_plan!(MOE_GROUPED_W4A16, "moe/moe_grouped_w4a16.wgsl" => wgsl_moe_grouped, split => wgsl_moe_grouped_w4a16_split);
 wgsl_plan!(GELU_MUL_BF16, "moe/gelu_mul_bf16.wgsl" => wgsl_row_groups);
 wgsl_plan!(MOE_COMBINE_BF16, "moe/moe_combine_bf16.wgsl" => wgsl_row_groups);
 

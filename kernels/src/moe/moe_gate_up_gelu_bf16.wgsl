@@ -52,7 +52,7 @@ fn moe_gate_up_gelu_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     }
     let kw = u32(p.big_k) / 2u; // words per row of a and w
     let row = select(0u, inter, lr >= SEG_OUTS) + min(i, inter - 1u);
-    let wrow = p.w + (u32(info[3]) * 2u * inter + row) * kw;
+    let wrow = p.w + (window_expert(info[3]) * 2u * inter + row) * kw;
     for (var r0 = info[1]; r0 < info[2]; r0 += i32(SEG_R)) {
         let nr = u32(min(i32(SEG_R), info[2] - r0));
         segment_partials(wrow, kw, u32(r0), nr, t, lid);

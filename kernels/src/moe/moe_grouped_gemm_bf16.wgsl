@@ -18,7 +18,7 @@ struct Params {
 // w_s[k][n] for k words k0..k0 + KC/2 of expert x's rows n0..n0 + TN.
 fn stage_w(x: i32, n0: u32, k0: u32, kw: u32, lid: u32) {
     let big_n = u32(p.big_n);
-    let wbase = p.w + u32(x) * big_n * kw;
+    let wbase = p.w + window_expert(x) * big_n * kw;
     for (var i = lid; i < TN * KC / 2u; i += 128u) {
         let col = i / (KC / 2u);
         let c = i % (KC / 2u);
@@ -76,7 +76,7 @@ fn moe_grouped_gemm_bf16_seg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num
         return;
     }
     let kw = u32(p.big_k) / 2u; // words per row of a and w
-    let wrow = p.w + (u32(info[3]) * big_n + min(j, big_n - 1u)) * kw;
+    let wrow = p.w + (window_expert(info[3]) * big_n + min(j, big_n - 1u)) * kw;
     for (var r0 = info[1]; r0 < info[2]; r0 += i32(SEG_R)) {
         let nr = u32(min(i32(SEG_R), info[2] - r0));
         segment_partials(wrow, kw, u32(r0), nr, t, lid);

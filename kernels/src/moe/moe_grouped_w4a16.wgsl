@@ -30,8 +30,8 @@ fn stage_w(x: i32, n0: u32, k0: u32, kw: u32, lid: u32) {
     let big_n = u32(p.big_n);
     // Byte rows of N codes / scales are word aligned (N % 16 == 0).
     let nw = big_n / 4u;
-    let qbase = p.wq + u32(x) * kw * nw;
-    let sbase = p.ws + u32(x) * (u32(p.big_k) / 16u) * nw;
+    let qbase = p.wq + window_expert(x) * kw * nw;
+    let sbase = p.ws + window_expert(x) * (u32(p.big_k) / 16u) * nw;
     // KC/2 code rows (k pairs) x TN/4 words, each word four columns.
     for (var i = lid; i < (KC / 2u) * (TN / 4u); i += 128u) {
         let kr = i / (TN / 4u);
