@@ -15,6 +15,7 @@ use switchyard_core::{registry, Arg, ArgKind, Backend, DeviceBuffer, Region};
 use switchyard_kernels::attn::{AttnDecode, AttnParams, KvView};
 use switchyard_kernels::gemm::w4a16::Fp4Weight;
 use switchyard_kernels::moe::expert::ExpertWeights;
+use switchyard_kernels::moe::rows::CombinePostNorms;
 use switchyard_kernels::rope_kv::QkvPrep;
 use switchyard_kernels::Ops;
 use switchyard_model::checkpoint::Checkpoint;
@@ -466,7 +467,7 @@ fn raw_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
 fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
     let ops = Ops::new(be.clone());
     let reg = |r: &mut Reader| pool.region(r);
-    let res = match r.pick(18) {
+    let res = match r.pick(20) {
         0 => ops.dense_gemm_bf16(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r)),
         1 => ops.dense_gemm_tc_scaled_acc(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r), scalar_f32(r)),
         2 => ops.dense_gemm_splitk_bf16(pool.region(r), pool.region(r), pool.region(r), dim(r), dim(r), dim(r), dim(r)),
@@ -516,6 +517,19 @@ fn typed_launch(be: &Arc<dyn Backend>, pool: &Pool, r: &mut Reader) {
                 let d = AttnDecode { out: pool.region(r), q: pool.region(r), ctx_len: pool.region(r), batch: dim(r), max_ctx: dim(r) };
                 ops.attention_decode(&d, &kv, &ap)
             }
+        }
+        17 => ops.moe_norm_gather_bf16(reg(r), reg(r), reg(r), reg(r), dim(r), dim(r), dim(r), dim(r), scalar_f32(r)),
+        18 => {
+            let b = CombinePostNorms {
+                out: reg(r),
+                mlp: reg(r),
+                y: reg(r),
+                slot_of_pair: reg(r),
+                topk_w: reg(r),
+                w_mlp: reg(r),
+                w_moe: reg(r),
+            };
+            ops.moe_combine_post_norms_bf16(b, dim(r), dim(r), dim(r), dim(r), scalar_f32(r))
         }
         _ => ops.qkv_prep_bf16(&QkvPrep {
             q_out: pool.region(r),
