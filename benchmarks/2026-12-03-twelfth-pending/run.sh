@@ -16,7 +16,8 @@
 #        C  SWITCHYARD_MOE_COMBINE_UNFUSED=1  (combine, rmsnorm, sandwich)
 #        O  all three (the build of the eleventh session)
 #      then ncu's per-kernel times over two timed steps of N at batch 1.
-#   2a. 26b-a4b on wgpu at batch 1 and 16, and a profiled batch-1 step
+#   2a. 26b-a4b on wgpu at batch 1 and 16 (and batch 1 with the routing in
+#      two dispatches, SWITCHYARD_WGSL_ROUTE_PASSES=2), and a profiled batch-1 step
 #      (per-dispatch GPU time): wgpu ran it at 9% of its bound when last
 #      measured (fourth session), and no profile says why.
 #   2b. The default shape on cuda at batch 1 and 16, two rounds: every
@@ -66,7 +67,11 @@ python3 scripts/ncu_summary.py $OUT/ncu_26b_b1.csv --steps 2 > $OUT/ncu_26b_b1.m
 head -40 $OUT/ncu_26b_b1.md >> $X; t
 
 echo "== 2a. 26b-a4b, wgpu: tok/s and where a batch-1 step goes (GPU time per dispatch)" >> $X
-bm "wgpu 26b-a4b" $S bench-model --backend wgpu --shape 26b-a4b --batch 1,16 --steps 8
+SWITCHYARD_WGSL_ROUTE_PASSES=2 timeout 60 $S parity --backend wgpu --filter route 2>&1 | tail -1 | sed "s/^/route two passes: /" >> $X
+for round in 1 2; do
+  bm "wgpu 26b-a4b" $S bench-model --backend wgpu --shape 26b-a4b --batch 1,16 --steps 8
+  bm "wgpu 26b-a4b, route in two passes" env SWITCHYARD_WGSL_ROUTE_PASSES=2 $S bench-model --backend wgpu --shape 26b-a4b --batch 1 --steps 8
+done
 timeout 90 $S bench-model --backend wgpu --shape 26b-a4b --batch 1 --steps 4 --profile-timed-steps > $OUT/wgpu_26b_profile.txt 2>&1
 grep -iE "GPU time|^\| [a-z_0-9]+ \|" $OUT/wgpu_26b_profile.txt | head -40 >> $X; t
 

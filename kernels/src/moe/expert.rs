@@ -7,8 +7,8 @@ use crate::gemm::REORDERED_NMSE;
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{
-    groups, row_windows, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan, WgslSplitPass,
-    WgslSplitPlan, WgslWindow,
+    env_override, groups, row_windows, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan,
+    WgslSplitPass, WgslSplitPlan, WgslWindow,
 };
 use switchyard_core::codec::{bytes, nvfp4};
 use switchyard_core::compare::Tolerance;
@@ -475,11 +475,29 @@ fn route_decode_plan(a: &PlanArgs, f: &DeviceFacts, staged: bool) -> Result<Cuda
 /// Invocations per workgroup of `moe_route_decode_logits`.
 const WGSL_ROUTE_LOGITS_GROUP: u64 = 64;
 
-/// Two dispatches: the logits, an invocation per (row, expert pair) running
-/// the norm and the two strict chains; then one workgroup for the top-k and
-/// the slots (WGSL has no grid-wide election).
+/// An invocation per (row, expert pair) runs the norm and the two strict
+/// chains, then one workgroup the top-k and the slots: in that one
+/// workgroup where the pairs fit it (a decode row of up to 512 experts), so
+/// one dispatch; else two, the logits over the grid first.
+/// `SWITCHYARD_WGSL_ROUTE_PASSES=2` (read once a process) forces the two.
 fn wgsl_moe_route_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
+    static PASSES: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let two_passes = env_override(&PASSES, "SWITCHYARD_WGSL_ROUTE_PASSES", |v| [1, 2].contains(&v)) == Some(2);
+    wgsl_route_decode_plan(a, two_passes)
+}
+
+/// Invocations of `moe_route_decode_one`'s workgroup (and of the selection's).
+const WGSL_ROUTE_ONE_GROUP: u64 = 256;
+
+/// [`wgsl_moe_route_decode`] with its override given: one workgroup doing
+/// both halves where the (row, expert pair) work fits it, else the logits
+/// over the grid then the selection.
+fn wgsl_route_decode_plan(a: &PlanArgs, two_passes: bool) -> Result<WgslPlan> {
     let work = u64::from(a.u32("rows")?) * u64::from(a.u32("e")?) / 2;
+    if !two_passes && work <= WGSL_ROUTE_ONE_GROUP {
+        let one = WgslPass { entry: "moe_route_decode_one", grid: [1, 1, 1], consts: vec![], extra: [0; 4] };
+        return Ok(WgslPlan { passes: vec![one], workspace_bytes: 0, arrivals: 0 });
+    }
     let logits = WgslPass {
         entry: "moe_route_decode_logits",
         grid: [groups(a.kernel, work, WGSL_ROUTE_LOGITS_GROUP)?, 1, 1],
@@ -1340,6 +1358,30 @@ mod tests {
     /// limit unless the override asks for the staged one; both entries are
     /// in moe_expert.cu with the same parameters, and the lane-chunk limit
     /// is the source's.
+    #[test]
+    fn wgsl_route_decode_is_one_workgroup_while_the_pairs_fit_it() {
+        let plan = |rows: i32, e: i32, two: bool| {
+            let args: Vec<switchyard_core::Arg> = MOE_ROUTE_DECODE
+                .args
+                .iter()
+                .map(|a| match a.name {
+                    "rows" => I(rows),
+                    "e" => I(e),
+                    "dim" => I(2816),
+                    "k" => I(8),
+                    "eps" | "root" => F(1.0),
+                    _ => P(256),
+                })
+                .collect();
+            let p = wgsl_route_decode_plan(&PlanArgs::new(&MOE_ROUTE_DECODE, &args), two).unwrap();
+            p.passes.iter().map(|s| (s.entry, s.grid[0])).collect::<Vec<_>>()
+        };
+        assert_eq!(plan(1, 128, false), [("moe_route_decode_one", 1)]);
+        assert_eq!(plan(4, 128, false), [("moe_route_decode_one", 1)]);
+        assert_eq!(plan(5, 128, false), [("moe_route_decode_logits", 5), ("moe_route_decode", 1)]);
+        assert_eq!(plan(1, 128, true), [("moe_route_decode_logits", 1), ("moe_route_decode", 1)]);
+    }
+
     #[test]
     fn route_decode_takes_the_registers_entry_up_to_its_limit() {
         let pass = |rows: i32, dim: i32, e: i32, staged: bool| {

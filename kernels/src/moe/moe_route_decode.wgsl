@@ -1,5 +1,8 @@
-// The fused decode routing (moe_route_decode) in two dispatches, since WGSL
-// has no grid-wide election of a last workgroup:
+// The fused decode routing (moe_route_decode). Where the (row, expert pair)
+// work fits one workgroup of 256 (a decode step of one row: 64 pairs of
+// 128 experts), moe_route_decode_one runs both halves below in that
+// workgroup, the logits reaching the selection through a storageBarrier;
+// otherwise two dispatches (SWITCHYARD_WGSL_ROUTE_PASSES=2 forces them):
 // - moe_route_decode_logits: an invocation per (row, expert pair) takes the
 //   row's Σx² (order free), then rn = bf16(x · inv · scale · root) left to
 //   right and the two experts' strict k chains from +0. rn and the router
@@ -45,9 +48,13 @@ fn moe_route_decode_logits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
     if (gx >= p.gx) {
         return;
     }
+    route_logits(gx * 64u + lid);
+}
+
+// The logits word of (row, expert pair) t, if t is one.
+fn route_logits(t: u32) {
     let e = u32(p.e);
     let half_e = e / 2u;
-    let t = gx * 64u + lid;
     if (half_e == 0u || t >= u32(p.rows) * half_e) {
         return;
     }
@@ -94,6 +101,20 @@ fn logit_at(g: u32) -> f32 {
 
 @compute @workgroup_size(256)
 fn moe_route_decode(@builtin(local_invocation_index) lid: u32) {
+    route_select(lid);
+}
+
+@compute @workgroup_size(256)
+fn moe_route_decode_one(@builtin(local_invocation_index) lid: u32) {
+    route_logits(lid);
+    // The workgroup's logits stores, visible to its own loads below.
+    storageBarrier();
+    route_select(lid);
+}
+
+// The selection, counts, offsets and slots from the logits: one workgroup
+// of 256, every invocation calling it (it holds barriers).
+fn route_select(lid: u32) {
     let rows = min(u32(p.rows), MAX_ROWS);
     let e = min(u32(p.e), MAX_E);
     let k = min(u32(p.k), min(e, MAX_K));
