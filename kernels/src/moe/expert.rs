@@ -543,7 +543,8 @@ wgsl_plan!(MOE_GROUPED_W4A16, "moe/moe_grouped_w4a16.wgsl" => wgsl_moe_grouped, 
 wgsl_plan!(GELU_MUL_BF16, "moe/gelu_mul_bf16.wgsl" => wgsl_row_groups);
 wgsl_plan!(MOE_COMBINE_BF16, "moe/moe_combine_bf16.wgsl" => wgsl_row_groups);
 
-fn positive(kernel: &str, pairs: &[(&str, usize)]) -> Result<()> {
+/// Each named size is in `1..2^31`, else an invalid-argument error naming it.
+pub(crate) fn positive(kernel: &str, pairs: &[(&str, usize)]) -> Result<()> {
     for &(name, v) in pairs {
         require(v > 0 && i32::try_from(v).is_ok(), kernel, name, || format!("{name} = {v} must be in 1..2^31"))?;
     }

@@ -12,7 +12,7 @@
 //! [`MOE_COMBINE_BF16`]: super::expert::MOE_COMBINE_BF16
 //! [`RMSNORM_BF16`]: crate::norm::RMSNORM_BF16
 //! [`POST_NORM_ADD_PRE_NORM_BF16`]: crate::norm::POST_NORM_ADD_PRE_NORM_BF16
-use super::expert::routing;
+use super::expert::{positive, routing};
 use crate::norm::{aligned16, derived, residual_add_magnitudes};
 use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
@@ -197,13 +197,6 @@ impl Ops {
             ],
         )
     }
-}
-
-fn positive(kernel: &str, sizes: &[(&str, usize)]) -> Result<()> {
-    for &(name, v) in sizes {
-        require(v > 0 && i32::try_from(v).is_ok(), kernel, name, || format!("{name} = {v} must be in 1..2^31"))?;
-    }
-    Ok(())
 }
 
 fn finite_eps(kernel: &str, eps: f32) -> Result<()> {
