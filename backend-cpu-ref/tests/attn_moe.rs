@@ -550,20 +550,16 @@ fn combine_post_norms_is_the_combine_then_both_norms_added() {
             }
         }
         let m: Vec<f64> = mv[t * h..(t + 1) * h].iter().map(|&v| v as f64).collect();
-        let want: Vec<f64> = rms_f64(&m, &wm, eps as f64).iter().zip(rms_f64(&e, &we, eps as f64)).map(|(a, b)| a + b).collect();
-        for (i, (&x, &w)) in got[t * h..(t + 1) * h].iter().zip(&want).enumerate() {
+        let (mn, en) = (rms_f64(&m, &wm, eps as f64), rms_f64(&e, &we, eps as f64));
+        for (i, &x) in got[t * h..(t + 1) * h].iter().enumerate() {
+            let w = mn[i] + en[i];
             // Three bf16 roundings (e, each norm's output, the sum), each at
             // most half an ulp of a magnitude no larger than the addends'.
-            let tol = 4.0 * bf16_ulp_of(addend_bound(&m, &wm, &e, &we, i, eps));
+            let tol = 4.0 * bf16_ulp_of(mn[i].abs().max(en[i].abs()));
             assert!((x as f64 - w).abs() <= tol, "row {t} index {i}: actual {x}, expected {w}, tolerance {tol}");
         }
     }
     assert!(got[2 * h..].iter().all(|x| x.is_nan()), "a bad slot poisons row 2: {:?}", &got[2 * h..2 * h + 4]);
-}
-
-/// max(|m·inv·w|, |e·inv·w|) at column i: the larger addend of the sum.
-fn addend_bound(m: &[f64], wm: &[f64], e: &[f64], we: &[f64], i: usize, eps: f32) -> f64 {
-    rms_f64(m, wm, eps as f64)[i].abs().max(rms_f64(e, we, eps as f64)[i].abs())
 }
 
 /// One bf16 ulp at magnitude `x` (8 significant bits).

@@ -90,6 +90,11 @@ pub(crate) fn require(cond: bool, kernel: &str, name: &str, constraint: impl FnO
     }
 }
 
+/// A norm's `eps` (argument `eps`): finite and >= 0.
+pub(crate) fn require_eps(kernel: &str, eps: f32) -> Result<()> {
+    require(eps.is_finite() && eps >= 0.0, kernel, "eps", || format!("eps = {eps} must be finite and >= 0"))
+}
+
 /// Bytes of `n` bf16 elements (saturating, like [`saturating_product`]).
 pub(crate) const fn bf16s(n: usize) -> usize {
     n.saturating_mul(2)

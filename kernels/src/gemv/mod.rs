@@ -21,7 +21,7 @@
 //! layer's output norm (`layer_out_bf16`), so a batch-1 layer boundary is
 //! one launch.
 use crate::gemm::{operands, REORDERED_NMSE};
-use crate::ops::{bf16s, region, require, saturating_product, scalar, LaunchArg, Ops};
+use crate::ops::{bf16s, region, require, require_eps, saturating_product, scalar, LaunchArg, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{env_override, groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs};
 use switchyard_core::compare::Tolerance;
@@ -560,7 +560,7 @@ fn gemv_rmsnorm_operands(
     require(seg1 <= seg2 && seg2 <= n, s, "seg1", || format!("segments [{seg1}, {seg2}] must satisfy seg1 <= seg2 <= n = {n}"))?;
     let addr = norm_w.addr();
     require(addr.is_multiple_of(16), s, "norm_w", || format!("address {addr:#x} must be 16-byte aligned (vector loads)"))?;
-    require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
+    require_eps(s, eps)?;
     let mut args = gemv_operands(a, b, c, [1, n, k], n, u);
     args.extend([scalar(U(seg1 as u32)), scalar(U(seg2 as u32)), region(norm_w, bf16s(k)), scalar(F(eps))]);
     Ok(args)

@@ -6,7 +6,7 @@ use super::{
     CUDA_M1_LOADS_PER_LANE, CUDA_MIN_WORKSPACE, DENSE_GEMV_GELU_MUL_BF16, NORMED_NMSE, WGSL_M1_SHARED_BYTES, WGSL_NORM_SHARED_BYTES,
 };
 use crate::norm::{derived, residual_add_magnitudes};
-use crate::ops::{bf16s, optional, region, require, scalar, Ops};
+use crate::ops::{bf16s, optional, region, require_eps, scalar, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{env_override, groups, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::compare::Tolerance;
@@ -156,7 +156,7 @@ impl Ops {
         let u = gemv_shape(s, row.out, b, 1, n, k)?;
         let rows = n.checked_mul(2).filter(|r| u32::try_from(*r).is_ok());
         let rows = rows.ok_or_else(|| Error::invalid(s, "n", format!("2 · n = 2 · {n} weight rows must be < 2^32")))?;
-        require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
+        require_eps(s, eps)?;
         fused_row_checks(
             s,
             row.out,

@@ -4,7 +4,7 @@
 //! into token order. Everything is deterministic: no atomics on values.
 use crate::gemm::w4a16::random_weight;
 use crate::gemm::REORDERED_NMSE;
-use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
+use crate::ops::{bf16s, i32_arg, region, require, require_eps, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{
     env_override, groups, row_windows, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan,
@@ -601,7 +601,7 @@ impl Ops {
         let k = ROUTER_NORM_BF16.symbol;
         positive(k, &[("rows", rows), ("dim", dim)])?;
         require(dim % 2 == 0, k, "dim", || format!("dim = {dim} must be even"))?;
-        require(eps.is_finite() && eps >= 0.0, k, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
+        require_eps(k, eps)?;
         require(root.is_finite(), k, "root", || format!("root = {root} must be finite"))?;
         let n = bf16s(saturating_product(&[rows, dim]));
         self.launch(
@@ -673,7 +673,7 @@ impl Ops {
         require(dim % 8 == 0 && dim <= ROUTE_DECODE_MAX_DIM, s, "dim", || {
             format!("dim = {dim} must be a multiple of 8 and <= {ROUTE_DECODE_MAX_DIM}")
         })?;
-        require(eps.is_finite() && eps >= 0.0, s, "eps", || format!("eps = {eps} must be finite and >= 0"))?;
+        require_eps(s, eps)?;
         require(root.is_finite(), s, "root", || format!("root = {root} must be finite"))?;
         for (name, r) in [("x", x), ("scale", scale), ("router_w", router_w)] {
             let addr = r.addr();

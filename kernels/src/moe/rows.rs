@@ -14,7 +14,7 @@
 //! [`POST_NORM_ADD_PRE_NORM_BF16`]: crate::norm::POST_NORM_ADD_PRE_NORM_BF16
 use super::expert::{positive, routing};
 use crate::norm::{aligned16, derived, residual_add_magnitudes};
-use crate::ops::{bf16s, i32_arg, region, require, saturating_product, scalar, words, Ops};
+use crate::ops::{bf16s, i32_arg, region, require, require_eps, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::bytes;
@@ -152,7 +152,7 @@ impl Ops {
         let s = MOE_NORM_GATHER_BF16.symbol;
         positive(s, &[("n", n), ("k", top_k), ("h", h), ("rows", rows)])?;
         require(h % 2 == 0, s, "h", || format!("h = {h} must be even"))?;
-        finite_eps(s, eps)?;
+        require_eps(s, eps)?;
         self.launch(
             &MOE_NORM_GATHER_BF16,
             &[
@@ -176,7 +176,7 @@ impl Ops {
         require(h % 2 == 0 && h <= COMBINE_POST_NORMS_MAX_H, s, "h", || {
             format!("h = {h} must be even and at most {COMBINE_POST_NORMS_MAX_H}")
         })?;
-        finite_eps(s, eps)?;
+        require_eps(s, eps)?;
         let row = bf16s(saturating_product(&[rows, h]));
         let pairs = words(saturating_product(&[rows, top_k]));
         self.launch(
@@ -197,10 +197,6 @@ impl Ops {
             ],
         )
     }
-}
-
-fn finite_eps(kernel: &str, eps: f32) -> Result<()> {
-    require(eps.is_finite() && eps >= 0.0, kernel, "eps", || format!("eps = {eps} must be finite and non-negative"))
 }
 
 fn norm_gather_cases(g: &mut Gen) -> Vec<Case> {

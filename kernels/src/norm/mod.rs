@@ -1,6 +1,6 @@
 //! RMSNorm family (Gemma 4: `y = x · (mean(x²) + eps)^-0.5 · w`, no `1 + w`
 //! offset; a null `w` means unscaled). All statistics in f32.
-use crate::ops::{bf16s, i32_arg, optional, region, require, saturating_product, scalar, words, Ops};
+use crate::ops::{bf16s, i32_arg, optional, region, require, require_eps, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{positive, row_slots, CudaPass, CudaPlan, DeviceFacts, PlanArgs, WgslPass, WgslPlan};
 use switchyard_core::compare::Tolerance;
@@ -213,7 +213,7 @@ wgsl_plan!(LAYER_OUT_BF16, "norm/layer_out_bf16.wgsl" => wgsl_layer_out);
 fn check_rows(kernel: &str, rows: usize, dim: usize, eps: f32) -> Result<()> {
     require(rows > 0, kernel, "rows", || "rows must be > 0".into())?;
     require(dim > 0 && dim % 2 == 0, kernel, "dim", || format!("dim = {dim} must be positive and even (bf16 moves in pairs)"))?;
-    require(eps.is_finite() && eps >= 0.0, kernel, "eps", || format!("eps = {eps} must be finite and >= 0"))
+    require_eps(kernel, eps)
 }
 
 impl Ops {

@@ -5,7 +5,7 @@
 //! tokens a slot is `page · P + offset`, so the paged layout is the same
 //! memory viewed as `[pages, P, nkv, hd]`. `slot[r]` is the slot row `r`
 //! writes to.
-use crate::ops::{bf16s, i32_arg, optional, region, require, saturating_product, scalar, words, Ops};
+use crate::ops::{bf16s, i32_arg, optional, region, require, require_eps, saturating_product, scalar, words, Ops};
 use crate::parity::{Buffer, Case, CaseSet, Gen};
 use crate::plan::{env_override, groups, positive, CudaPlan, DeviceFacts, PlanArgs, WgslPlan};
 use switchyard_core::codec::bytes;
@@ -217,7 +217,7 @@ impl Ops {
         require(p.nh > 0, k, "nh", || "nh must be > 0".into())?;
         require(p.hd > 0 && p.hd % 2 == 0 && p.hd <= 512, k, "hd", || format!("hd = {} must be even and in 2..=512", p.hd))?;
         require(p.max_pos > 0, k, "max_pos", || "max_pos must be > 0".into())?;
-        require(p.eps.is_finite() && p.eps >= 0.0, k, "eps", || format!("eps = {} must be finite and >= 0", p.eps))?;
+        require_eps(k, p.eps)?;
         if p.nkv > 0 {
             for (name, r) in [("k_pool", p.k_pool), ("v_pool", p.v_pool), ("k_raw", p.k_raw), ("v_raw", p.v_raw), ("slot", p.slot)] {
                 require(r.is_some(), k, name, || "null while nkv > 0".into())?;
