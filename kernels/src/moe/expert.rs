@@ -472,40 +472,28 @@ fn route_decode_plan(a: &PlanArgs, f: &DeviceFacts, staged: bool) -> Result<Cuda
     })
 }
 
-/// Invocations per workgroup of `moe_route_decode_logits`.
-const WGSL_ROUTE_LOGITS_GROUP: u64 = 64;
-
-/// An invocation per (row, expert pair) runs the norm and the two strict
-/// chains, then one workgroup the top-k and the slots: in that one
-/// workgroup where the pairs fit it (a decode row of up to 512 experts), so
-/// one dispatch; else two, the logits over the grid first.
-/// `SWITCHYARD_WGSL_ROUTE_PASSES=2` (read once a process) forces the two.
+/// A workgroup per (expert, row) stages the router row and the row's norm
+/// and runs the logit's strict chain; one workgroup then selects: the last
+/// of the chains' workgroups to arrive, so one dispatch
+/// (`moe_route_decode_once`), or, with `SWITCHYARD_WGSL_ROUTE_PASSES=2`
+/// (read once a process), a second dispatch.
 fn wgsl_moe_route_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     static PASSES: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     let two_passes = env_override(&PASSES, "SWITCHYARD_WGSL_ROUTE_PASSES", |v| [1, 2].contains(&v)) == Some(2);
     wgsl_route_decode_plan(a, two_passes)
 }
 
-/// Invocations of `moe_route_decode_one`'s workgroup (and of the selection's).
-const WGSL_ROUTE_ONE_GROUP: u64 = 256;
-
-/// [`wgsl_moe_route_decode`] with its override given: one workgroup doing
-/// both halves where the (row, expert pair) work fits it, else the logits
-/// over the grid then the selection.
+/// [`wgsl_moe_route_decode`] with its override given. The workspace holds
+/// the chains' f32 logits.
 fn wgsl_route_decode_plan(a: &PlanArgs, two_passes: bool) -> Result<WgslPlan> {
-    let work = u64::from(a.u32("rows")?) * u64::from(a.u32("e")?) / 2;
-    if !two_passes && work <= WGSL_ROUTE_ONE_GROUP {
-        let one = WgslPass { entry: "moe_route_decode_one", grid: [1, 1, 1], consts: vec![], extra: [0; 4] };
-        return Ok(WgslPlan { passes: vec![one], workspace_bytes: 0, arrivals: 0 });
+    let (rows, e) = (a.u32("rows")?, a.u32("e")?);
+    let workspace_bytes = u64::from(rows) * u64::from(e) * 4;
+    let chains = |entry| WgslPass { entry, grid: [e, rows, 1], consts: vec![], extra: [0; 4] };
+    if !two_passes {
+        return Ok(WgslPlan { passes: vec![chains("moe_route_decode_once")], workspace_bytes, arrivals: 1 });
     }
-    let logits = WgslPass {
-        entry: "moe_route_decode_logits",
-        grid: [groups(a.kernel, work, WGSL_ROUTE_LOGITS_GROUP)?, 1, 1],
-        consts: vec![],
-        extra: [0; 4],
-    };
     let select = WgslPass { entry: "moe_route_decode", grid: [1, 1, 1], consts: vec![], extra: [0; 4] };
-    Ok(WgslPlan { passes: vec![logits, select], workspace_bytes: 0, arrivals: 0 })
+    Ok(WgslPlan { passes: vec![chains("moe_route_decode_chains"), select], workspace_bytes, arrivals: 0 })
 }
 
 cuda_plan!(MOE_ROUTE_DECODE => cuda_moe_route_decode);
@@ -1360,7 +1348,7 @@ mod tests {
     /// in moe_expert.cu with the same parameters, and the lane-chunk limit
     /// is the source's.
     #[test]
-    fn wgsl_route_decode_is_one_workgroup_while_the_pairs_fit_it() {
+    fn wgsl_route_decode_is_one_dispatch_unless_forced() {
         let plan = |rows: i32, e: i32, two: bool| {
             let args: Vec<switchyard_core::Arg> = MOE_ROUTE_DECODE
                 .args
@@ -1375,12 +1363,11 @@ mod tests {
                 })
                 .collect();
             let p = wgsl_route_decode_plan(&PlanArgs::new(&MOE_ROUTE_DECODE, &args), two).unwrap();
-            p.passes.iter().map(|s| (s.entry, s.grid[0])).collect::<Vec<_>>()
+            (p.passes.iter().map(|s| (s.entry, s.grid)).collect::<Vec<_>>(), p.workspace_bytes, p.arrivals)
         };
-        assert_eq!(plan(1, 128, false), [("moe_route_decode_one", 1)]);
-        assert_eq!(plan(4, 128, false), [("moe_route_decode_one", 1)]);
-        assert_eq!(plan(5, 128, false), [("moe_route_decode_logits", 5), ("moe_route_decode", 1)]);
-        assert_eq!(plan(1, 128, true), [("moe_route_decode_logits", 1), ("moe_route_decode", 1)]);
+        assert_eq!(plan(1, 128, false), (vec![("moe_route_decode_once", [128, 1, 1])], 512, 1));
+        assert_eq!(plan(16, 256, false), (vec![("moe_route_decode_once", [256, 16, 1])], 16 * 256 * 4, 1));
+        assert_eq!(plan(5, 128, true), (vec![("moe_route_decode_chains", [128, 5, 1]), ("moe_route_decode", [1, 1, 1])], 5 * 128 * 4, 0));
     }
 
     #[test]

@@ -1,24 +1,29 @@
-// The fused decode routing (moe_route_decode). Where the (row, expert pair)
-// work fits one workgroup of 256 (a decode step of one row: 64 pairs of
-// 128 experts), moe_route_decode_one runs both halves below in that
-// workgroup, the logits reaching the selection through a storageBarrier;
-// otherwise two dispatches (SWITCHYARD_WGSL_ROUTE_PASSES=2 forces them):
-// - moe_route_decode_logits: an invocation per (row, expert pair) takes the
-//   row's Σx² (order free), then rn = bf16(x · inv · scale · root) left to
-//   right and the two experts' strict k chains from +0. rn and the router
-//   weights are bf16, so each product is exact in f32 and a driver that
-//   contracts `acc + rn * w` into an FMA changes nothing. e is even: the
-//   pair is one logits word.
-// - moe_route_decode, the second dispatch: one workgroup. Invocation
-//   r < rows runs row r's softmax (sum in index order) and its k rounds over
-//   rank keys, as the CUDA kernel: the f32 bits of p with the sign cleared,
+// The fused decode routing (moe_route_decode) on WGSL. Two phases:
+// - the chains: a workgroup of 256 per (expert x, row r) stages expert x's
+//   router row and the row's normalised input rn = bf16(x · inv · scale ·
+//   root) (left to right; Σx² order free) in workgroup memory, then one
+//   invocation runs the strict k chain of logit (r, x) from +0. rn and the
+//   router weights are bf16, so each product is exact in f32 and a driver
+//   that contracts `acc + rn * w` into an FMA changes nothing. The chain
+//   (f32 bits) goes to the plan's workspace.
+// - the selection, in one workgroup: the logits packed to bf16 (the output,
+//   and what the selection reads), each row's softmax (max, then the sum of
+//   exp(l - m) in index order, by one invocation a row), the k rounds over
+//   rank keys as the CUDA kernel: the f32 bits of p with the sign cleared,
 //   plus one, so a NaN p ranks above every number as in the reference's
-//   total order, and the lowest index wins a tie (strict compare scanning
-//   upward). p is recomputed from the logit in each round by the same
-//   expression, so it has the same bits every time. Then counts (an
-//   invocation per expert), the offsets (one invocation, in order) and the
-//   slots (an invocation per pair, ranking it among the earlier pairs of its
-//   expert).
+//   total order, and the lowest index wins a tie. A row's experts are spread
+//   over a group of 256 / rows' invocations, which reduce each round's best
+//   through workgroup memory; the winner's p is recomputed from its logit by
+//   the same expression, so it has the same bits. Then counts, offsets (one
+//   invocation, in order) and slots (an invocation per pair, ranking it among
+//   the earlier pairs of its expert).
+// moe_route_decode_once (the default) is both in one dispatch: the last of
+// the chains' workgroups to arrive (the backend's arrival counter) selects.
+// SWITCHYARD_WGSL_ROUTE_PASSES=2 runs them as two dispatches
+// (moe_route_decode_chains, then moe_route_decode).
+// The earlier form, an invocation per (row, expert pair) running the norm
+// and both chains from global memory, took 439 us a dispatch on the H200
+// (BENCHMARKS.md, thirteenth session): every one of its loads waited alone.
 struct Params {
     topk_ids: u32, topk_w: u32, offsets: u32, pair_of_slot: u32, slot_of_pair: u32, logits: u32,
     x: u32, scale: u32, router_w: u32, per_expert_scale: u32,
@@ -36,67 +41,56 @@ struct Params {
 @group(0) @binding(8) var<storage, read_write> d_scale: array<u32>;
 @group(0) @binding(9) var<storage, read_write> d_router_w: array<u32>;
 @group(0) @binding(10) var<storage, read_write> d_per_expert_scale: array<u32>;
+// The plan's workspace: the chains' f32 bits, logit (r, x) at r · e + x.
+// Atomic so that the selecting workgroup's loads come from where the other
+// workgroups' stores went (device scope), not from a stale cache line.
+@group(0) @binding(11) var<storage, read_write> d_chain: array<atomic<u32>>;
+// The backend's arrival counters (moe_route_decode_once): one, zero between launches.
+@group(0) @binding(12) var<storage, read_write> d_arrivals: array<atomic<u32>>;
 
+const WG: u32 = 256u;
 const MAX_ROWS: u32 = 16u;
 const MAX_E: u32 = 256u;
 const MAX_K: u32 = 32u;
+// Words of a router row the staging holds: dim <= 3072 (the contract's
+// ROUTE_DECODE_MAX_DIM), so at most 6 a invocation.
+const ROW_WORDS: u32 = 1536u;
+const WORDS_PER_LANE: u32 = 6u;
+// Experts a selecting invocation holds: e <= 256 over groups of >= 16.
+const PER_LANE: u32 = 16u;
 
-@compute @workgroup_size(64)
-fn moe_route_decode_logits(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                           @builtin(local_invocation_index) lid: u32) {
-    let gx = group_x(wid, nwg, p.fold);
-    if (gx >= p.gx) {
-        return;
-    }
-    route_logits(gx * 64u + lid);
+// Workgroup memory, one array reused by the phases (a dispatch takes only
+// what its entry uses, under the 16 KiB every adapter has):
+// - chains: the router row's words at [0, ROW_WORDS), rn's at
+//   [ROW_WORDS, 2 · ROW_WORDS);
+// - selection: round keys [0, 256) and indices [256, 512), picks' ids
+//   [512, 1024) and p bits [1024, 1536) (row r's pick c at r · MAX_K + c),
+//   counts [1536, 1792), offsets [1792, 2049), row max [2112, 2128) and
+//   sum [2128, 2144).
+var<workgroup> wsm: array<u32, 3072>;
+const SEL_KEY: u32 = 0u;
+const SEL_IDX: u32 = 256u;
+const PICK_ID: u32 = 512u;
+const PICK_P: u32 = 1024u;
+const CNT: u32 = 1536u;
+const OFF: u32 = 1792u;
+const ROW_M: u32 = 2112u;
+const ROW_SUM: u32 = 2128u;
+
+@compute @workgroup_size(256)
+fn moe_route_decode_chains(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    route_chain(wid.x, wid.y, lid);
 }
 
-// The logits word of (row, expert pair) t, if t is one.
-fn route_logits(t: u32) {
-    let e = u32(p.e);
-    let half_e = e / 2u;
-    if (half_e == 0u || t >= u32(p.rows) * half_e) {
-        return;
-    }
-    let r = t / half_e;
-    let x0 = 2u * (t - r * half_e);
-    let hw = u32(p.dim) / 2u;
-    let xo = p.x + r * hw;
-    var ss = 0.0;
-    for (var j = 0u; j < hw; j++) {
-        let v = d_x[xo + j];
-        let a = bf16_lo(v);
-        let b = bf16_hi(v);
-        ss += a * a + b * b;
-    }
-    let inv = inv_rms(ss, u32(p.dim), p.eps);
-    let w0 = p.router_w + x0 * hw;
-    let w1 = w0 + hw;
-    var acc0 = 0.0;
-    var acc1 = 0.0;
-    for (var j = 0u; j < hw; j++) {
-        let v = d_x[xo + j];
-        let s = d_scale[p.scale + j];
-        let ra = bf16_round(bf16_lo(v) * inv * bf16_lo(s) * p.root);
-        let rb = bf16_round(bf16_hi(v) * inv * bf16_hi(s) * p.root);
-        let a = d_router_w[w0 + j];
-        let b = d_router_w[w1 + j];
-        acc0 = acc0 + ra * bf16_lo(a);
-        acc0 = acc0 + rb * bf16_hi(a);
-        acc1 = acc1 + ra * bf16_lo(b);
-        acc1 = acc1 + rb * bf16_hi(b);
-    }
-    d_logits[p.logits + (r * e + x0) / 2u] = pack_bf16(acc0, acc1);
-}
+//! include "util/arrival.wgsli"
 
-var<workgroup> pick_i: array<i32, 512>;
-var<workgroup> pick_v: array<f32, 512>;
-var<workgroup> cnt_s: array<u32, MAX_E>;
-var<workgroup> off_s: array<u32, 257>;
-
-fn logit_at(g: u32) -> f32 {
-    let w = d_logits[p.logits + g / 2u];
-    return select(bf16_lo(w), bf16_hi(w), (g & 1u) == 1u);
+@compute @workgroup_size(256)
+fn moe_route_decode_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) lid: u32) {
+    route_chain(wid.x, wid.y, lid);
+    if (last_to_arrive(0u, nwg.x * nwg.y, lid)) {
+        route_select(lid);
+    }
 }
 
 @compute @workgroup_size(256)
@@ -104,21 +98,98 @@ fn moe_route_decode(@builtin(local_invocation_index) lid: u32) {
     route_select(lid);
 }
 
-@compute @workgroup_size(256)
-fn moe_route_decode_one(@builtin(local_invocation_index) lid: u32) {
-    route_logits(lid);
-    // The workgroup's logits stores, visible to its own loads below.
-    storageBarrier();
-    route_select(lid);
+// Logit (row r, expert xe) into the workspace; every invocation of the
+// workgroup calls it (it holds barriers).
+fn route_chain(xe: u32, r: u32, lid: u32) {
+    let e = u32(p.e);
+    let hw = min(u32(p.dim) / 2u, ROW_WORDS);
+    let real = xe < e && r < u32(p.rows);
+    // The router row and this invocation's words of the input row, all
+    // loads issued before any is used.
+    let wo = p.router_w + min(xe, e - 1u) * hw;
+    let xo = p.x + r * hw;
+    var xs: array<u32, WORDS_PER_LANE>;
+    var ss = 0.0;
+    for (var u = 0u; u < WORDS_PER_LANE; u++) {
+        let j = lid + WG * u;
+        if (real && j < hw) {
+            wsm[j] = d_router_w[wo + j];
+            xs[u] = d_x[xo + j];
+        }
+    }
+    for (var u = 0u; u < WORDS_PER_LANE; u++) {
+        if (real && lid + WG * u < hw) {
+            let a = bf16_lo(xs[u]);
+            let b = bf16_hi(xs[u]);
+            ss += a * a + b * b;
+        }
+    }
+    let inv = inv_rms(wg_sum256(ss, lid), u32(p.dim), p.eps);
+    for (var u = 0u; u < WORDS_PER_LANE; u++) {
+        let j = lid + WG * u;
+        if (real && j < hw) {
+            let s = d_scale[p.scale + j];
+            wsm[ROW_WORDS + j] = pack_bf16(bf16_lo(xs[u]) * inv * bf16_lo(s) * p.root,
+                                           bf16_hi(xs[u]) * inv * bf16_hi(s) * p.root);
+        }
+    }
+    workgroupBarrier();
+    if (real && lid == 0u) {
+        // hw is a multiple of 4 (dim % 8 == 0).
+        var acc = 0.0;
+        for (var j = 0u; j < hw; j += 4u) {
+            let a0 = wsm[ROW_WORDS + j];
+            let a1 = wsm[ROW_WORDS + j + 1u];
+            let a2 = wsm[ROW_WORDS + j + 2u];
+            let a3 = wsm[ROW_WORDS + j + 3u];
+            let w0 = wsm[j];
+            let w1 = wsm[j + 1u];
+            let w2 = wsm[j + 2u];
+            let w3 = wsm[j + 3u];
+            acc = acc + bf16_lo(a0) * bf16_lo(w0);
+            acc = acc + bf16_hi(a0) * bf16_hi(w0);
+            acc = acc + bf16_lo(a1) * bf16_lo(w1);
+            acc = acc + bf16_hi(a1) * bf16_hi(w1);
+            acc = acc + bf16_lo(a2) * bf16_lo(w2);
+            acc = acc + bf16_hi(a2) * bf16_hi(w2);
+            acc = acc + bf16_lo(a3) * bf16_lo(w3);
+            acc = acc + bf16_hi(a3) * bf16_hi(w3);
+        }
+        atomicStore(&d_chain[r * e + xe], bitcast<u32>(acc));
+    }
 }
 
-// The selection, counts, offsets and slots from the logits: one workgroup
-// of 256, every invocation calling it (it holds barriers).
+// Logit g (row-major over rows × e) as the packed bf16 output holds it.
+fn logit_at(g: u32) -> f32 {
+    let w = d_logits[p.logits + g / 2u];
+    return select(bf16_lo(w), bf16_hi(w), (g & 1u) == 1u);
+}
+
+// Row r's p of expert i, from the row's max m and sum.
+fn prob(r: u32, i: u32, e: u32) -> f32 {
+    return exp(logit_at(r * e + i) - bitcast<f32>(wsm[ROW_M + r])) / bitcast<f32>(wsm[ROW_SUM + r]);
+}
+
+// Whether candidate (ka, ia) beats (kb, ib): the larger key, then the lower index.
+fn beats(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
+    return ka > kb || (ka == kb && ia < ib);
+}
+
+// The selection, counts, offsets and slots from the workspace's chains: one
+// workgroup of 256, every invocation calling it (it holds barriers).
 fn route_select(lid: u32) {
     let rows = min(u32(p.rows), MAX_ROWS);
     let e = min(u32(p.e), MAX_E);
     let k = min(u32(p.k), min(e, MAX_K));
     let n = rows * k;
+    // The logits, packed: the output, and what the rounds below read.
+    for (var w = lid; w < rows * e / 2u; w += WG) {
+        let lo = bitcast<f32>(atomicLoad(&d_chain[2u * w]));
+        let hi = bitcast<f32>(atomicLoad(&d_chain[2u * w + 1u]));
+        d_logits[p.logits + w] = pack_bf16(lo, hi);
+    }
+    // This workgroup's logits stores, visible to its own loads below.
+    storageBarrier();
     if (lid < rows) {
         let r = lid;
         var m = bitcast<f32>(0xff800000u);
@@ -129,66 +200,103 @@ fn route_select(lid: u32) {
         for (var i = 0u; i < e; i++) {
             sum += exp(logit_at(r * e + i) - m);
         }
-        var chosen: array<u32, 8>;
-        for (var w = 0u; w < 8u; w++) {
-            chosen[w] = 0u;
+        wsm[ROW_M + r] = bitcast<u32>(m);
+        wsm[ROW_SUM + r] = bitcast<u32>(sum);
+    }
+    workgroupBarrier();
+    // Row g of the groups of `size` invocations (a power of two >= 16);
+    // member t holds experts t + size · j.
+    var size = WG;
+    while (size * rows > WG) {
+        size = size / 2u;
+    }
+    let g = lid / size;
+    let t = lid % size;
+    let mine = g < rows;
+    var keys: array<u32, PER_LANE>;
+    for (var j = 0u; j < PER_LANE; j++) {
+        let i = t + size * j;
+        keys[j] = 0u;
+        if (mine && i < e) {
+            keys[j] = (bitcast<u32>(prob(g, i, e)) & 0x7fffffffu) + 1u;
         }
-        var norm = 0.0;
-        for (var c = 0u; c < k; c++) {
-            var best = 0u;
-            var bi = 0u;
-            var bv = 0.0;
-            for (var i = 0u; i < e; i++) {
-                if ((chosen[i / 32u] & (1u << (i % 32u))) != 0u) {
-                    continue;
-                }
-                let v = exp(logit_at(r * e + i) - m) / sum;
-                let key = (bitcast<u32>(v) & 0x7fffffffu) + 1u;
-                if (key > best) {
-                    best = key;
-                    bi = i;
-                    bv = v;
+    }
+    for (var c = 0u; c < k; c++) {
+        // This invocation's best unchosen expert (key 0: none), lowest index first.
+        var bk = 0u;
+        var bi = 0xffffffffu;
+        for (var j = 0u; j < PER_LANE; j++) {
+            if (keys[j] > bk) {
+                bk = keys[j];
+                bi = t + size * j;
+            }
+        }
+        wsm[SEL_KEY + lid] = bk;
+        wsm[SEL_IDX + lid] = bi;
+        workgroupBarrier();
+        for (var s = size / 2u; s > 0u; s = s / 2u) {
+            if (t < s) {
+                let ok = wsm[SEL_KEY + lid + s];
+                let oi = wsm[SEL_IDX + lid + s];
+                if (beats(ok, oi, wsm[SEL_KEY + lid], wsm[SEL_IDX + lid])) {
+                    wsm[SEL_KEY + lid] = ok;
+                    wsm[SEL_IDX + lid] = oi;
                 }
             }
-            chosen[bi / 32u] |= 1u << (bi % 32u);
-            pick_i[r * MAX_K + c] = i32(bi);
-            pick_v[r * MAX_K + c] = bv;
-            norm += bv;
+            workgroupBarrier();
+        }
+        let win = wsm[SEL_IDX + g * size];
+        if (mine) {
+            if (win % size == t) {
+                keys[win / size] = 0u;
+            }
+            if (t == 0u) {
+                wsm[PICK_ID + g * MAX_K + c] = win;
+                wsm[PICK_P + g * MAX_K + c] = bitcast<u32>(prob(g, win, e));
+            }
+        }
+        workgroupBarrier();
+    }
+    if (lid < rows) {
+        let r = lid;
+        var norm = 0.0;
+        for (var c = 0u; c < k; c++) {
+            norm += bitcast<f32>(wsm[PICK_P + r * MAX_K + c]);
         }
         for (var c = 0u; c < k; c++) {
-            let id = u32(pick_i[r * MAX_K + c]);
+            let id = wsm[PICK_ID + r * MAX_K + c];
             let s = bitcast<f32>(d_per_expert_scale[p.per_expert_scale + id]);
             d_topk_ids[p.topk_ids + r * k + c] = id;
-            d_topk_w[p.topk_w + r * k + c] = bitcast<u32>(pick_v[r * MAX_K + c] / norm * s);
+            d_topk_w[p.topk_w + r * k + c] = bitcast<u32>(bitcast<f32>(wsm[PICK_P + r * MAX_K + c]) / norm * s);
         }
     }
     workgroupBarrier();
     if (lid < e) {
         var c = 0u;
         for (var q = 0u; q < n; q++) {
-            c += select(0u, 1u, u32(pick_i[(q / k) * MAX_K + q % k]) == lid);
+            c += select(0u, 1u, wsm[PICK_ID + (q / k) * MAX_K + q % k] == lid);
         }
-        cnt_s[lid] = c;
+        wsm[CNT + lid] = c;
     }
     workgroupBarrier();
     if (lid == 0u) {
         var acc = 0u;
         for (var x = 0u; x < e; x++) {
-            off_s[x] = acc;
+            wsm[OFF + x] = acc;
             d_offsets[p.offsets + x] = acc;
-            acc += cnt_s[x];
+            acc += wsm[CNT + x];
         }
-        off_s[e] = acc;
+        wsm[OFF + e] = acc;
         d_offsets[p.offsets + e] = acc;
     }
     workgroupBarrier();
-    for (var q = lid; q < n; q += 256u) {
-        let id = pick_i[(q / k) * MAX_K + q % k];
+    for (var q = lid; q < n; q += WG) {
+        let id = wsm[PICK_ID + (q / k) * MAX_K + q % k];
         var rank = 0u;
-        for (var t = 0u; t < q; t++) {
-            rank += select(0u, 1u, pick_i[(t / k) * MAX_K + t % k] == id);
+        for (var t2 = 0u; t2 < q; t2++) {
+            rank += select(0u, 1u, wsm[PICK_ID + (t2 / k) * MAX_K + t2 % k] == id);
         }
-        let slot = off_s[u32(id)] + rank;
+        let slot = wsm[OFF + id] + rank;
         d_pair_of_slot[p.pair_of_slot + slot] = q;
         d_slot_of_pair[p.slot_of_pair + q] = slot;
     }
