@@ -12,7 +12,7 @@ use common::wgpu;
 const OVERRIDES: [(&str, &str, &str); 7] = [
     ("SWITCHYARD_WGSL_ARGMAX_PASSES", "2", "argmax_rows"),
     ("SWITCHYARD_WGSL_DECODE_PASSES", "2", "attention_decode"),
-    ("SWITCHYARD_WGSL_GEMV_PASSES", "2", "dense_gemv_bf16"),
+    ("SWITCHYARD_WGSL_GEMV_PASSES", "1", "dense_gemv_bf16"),
     ("SWITCHYARD_WGSL_LAYER_OUT_ROW_PASS", "1", "dense_gemv_layer_out_rmsnorm_bf16"),
     ("SWITCHYARD_WGSL_SANDWICH_ROW_PASS", "1", "dense_gemv_sandwich_gelu_mul_bf16"),
     ("SWITCHYARD_WGSL_QKV_VPL", "2", "qkv_prep_bf16"),

@@ -450,7 +450,8 @@ fn wgsl_gemv(
 /// ([`split_in_one_dispatch`]).
 fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     static PASSES: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    let two = env_override(&PASSES, "SWITCHYARD_WGSL_GEMV_PASSES", |v| [1, 2].contains(&v)) == Some(2);
+    let forced = env_override(&PASSES, "SWITCHYARD_WGSL_GEMV_PASSES", |v| [1, 2].contains(&v));
+    let two = gemv_split_takes_two_passes(a.u32("m")?, forced);
     let plan = wgsl_gemv(
         a,
         f,
@@ -463,6 +464,16 @@ fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     Ok(split_in_one_dispatch(plan, "dense_gemv_bf16_once", two))
 }
 
+/// Whether the plain GEMV's K split runs as two dispatches: at m > 1 unless
+/// `SWITCHYARD_WGSL_GEMV_PASSES=1` forces one, at m = 1 only when `=2` forces
+/// them. On the H200 (thirteenth session, bench-model's default shape, two
+/// rounds) the one dispatch lost at batch 16 (977.0 / 975.7 tok/s against
+/// 1078.3 / 1078.0 with two) and won at batch 1 (211.9 / 212.2 against
+/// 207.0 / 206.4).
+fn gemv_split_takes_two_passes(m: u32, forced: Option<u32>) -> bool {
+    forced.map_or(m > 1, |passes| passes == 2)
+}
+
 /// A K-split plan (partials, then the reduce pass) as one dispatch of
 /// `once`, the partials' grid whose last workgroup of each row block to
 /// arrive (an arrival counter a row block) adds that block's sums as the
@@ -470,8 +481,7 @@ fn wgsl_dense_gemv(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
 /// decode step's down projection, K = 10240 at m = 1, ran 22.9 us of
 /// partials and 7.7 of reduce, fourth session). Unchanged where the row
 /// blocks outnumber the backend's counters, or with `two_passes`
-/// (`SWITCHYARD_WGSL_GEMV_PASSES=2`, read once a process: the measurement
-/// override, as this form is not yet measured on a device).
+/// ([`gemv_split_takes_two_passes`]).
 fn split_in_one_dispatch(mut plan: WgslPlan, once: &'static str, two_passes: bool) -> WgslPlan {
     let blocks = plan.passes[0].grid[0];
     if two_passes || plan.passes.len() != 2 || blocks > WGSL_ARRIVAL_COUNTERS {
@@ -1021,9 +1031,18 @@ mod tests {
         // in one dispatch on a counter a row block.
         let p = wgsl(&DENSE_GEMV_BF16, 1, 1016, 2560, &f);
         assert_eq!((shape(&p), p.arrivals), (vec![("dense_gemv_bf16_once", [8, 10, 1], vec![("M", 1)], [256, 10, 0, 0])], 8));
-        // K < 2048 (less than a full round of loads per lane) or m ≥ 2 never takes it.
+        // K < 2048 (less than a full round of loads per lane) never takes
+        // it; m ≥ 2 never does and keeps its K split in two dispatches.
         assert_eq!(wgsl(&DENSE_GEMV_BF16, 1, 4096, 2040, &f).passes[0].entry, "dense_gemv_bf16_once");
-        assert_eq!(wgsl(&DENSE_GEMV_BF16, 2, 2048, 2560, &f).passes[0].entry, "dense_gemv_bf16_once");
+        assert_eq!(wgsl(&DENSE_GEMV_BF16, 2, 2048, 2560, &f).passes[0].entry, "dense_gemv_bf16_partial");
+    }
+
+    #[test]
+    fn wgsl_gemv_split_is_one_dispatch_only_at_one_row_unless_forced() {
+        assert!(!gemv_split_takes_two_passes(1, None));
+        assert!(gemv_split_takes_two_passes(2, None) && gemv_split_takes_two_passes(16, None));
+        assert!(gemv_split_takes_two_passes(1, Some(2)));
+        assert!(!gemv_split_takes_two_passes(16, Some(1)));
     }
 
     #[test]
@@ -1031,7 +1050,7 @@ mod tests {
         let f = wgpu_facts(1 << 31);
         // Gemma's q projection at hidden 2560, m = 2: 16 row blocks; chunks
         // of 256 k (the shortest) give 10 chunks, 160 workgroups, as the CUDA plan.
-        let p = wgsl(&DENSE_GEMV_BF16, 2, 2048, 2560, &f);
+        let p = split_in_one_dispatch(wgsl_two_pass_dense(2, 2048, 2560, &f), "dense_gemv_bf16_once", false);
         assert_eq!(shape(&p), [("dense_gemv_bf16_once", [16, 10, 1], vec![("M", 2)], [256, 10, 0, 0])]);
         assert_eq!(p.workspace_bytes, 10 * 2 * 2048 * 4);
         // Its two-pass form: the partials' grid, then an invocation per output word.
@@ -1049,8 +1068,9 @@ mod tests {
         );
         // The down projection at m = 16: 20 row blocks want 13 chunks; 788 k
         // rounds up to 7 steps (896 k), so 12 chunks, 240 workgroups.
-        let p = wgsl(&DENSE_GEMV_BF16, 16, 2560, 10240, &f);
+        let p = split_in_one_dispatch(wgsl_two_pass_dense(16, 2560, 10240, &f), "dense_gemv_bf16_once", false);
         assert_eq!((shape(&p), p.arrivals), (vec![("dense_gemv_bf16_once", [20, 12, 1], vec![("M", 16)], [896, 12, 0, 0])], 20));
+        assert_eq!(wgsl(&DENSE_GEMV_BF16, 16, 2560, 10240, &f).passes[0].entry, "dense_gemv_bf16_partial");
         // More row blocks than the backend's counters (a split plan never has
         // them, as 256 row blocks already leave K whole): the two passes.
         let mut wide = wgsl_two_pass_dense(16, 2560, 10240, &f);
