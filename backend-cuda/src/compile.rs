@@ -364,6 +364,20 @@ mod tests {
         }
         assert!(!is_dependent(&gemv, "dense_gemv_bf16_reduce_serial"));
         assert!(is_dependent(&dependent_entries("w4a16"), "w4a16_gemm_decode"));
+        // The MoE decode routing loads its router rows before the wait; the
+        // gather and the combine prefetch their norm weights. The expert
+        // GEMMs' weight rows come from the routing: plain launches.
+        let moe = dependent_entries("moe_expert");
+        for entry in ["moe_route_decode", "moe_route_decode_regs"] {
+            assert!(is_dependent(&moe, entry), "{entry}");
+        }
+        for entry in ["moe_grouped_gemm_bf16", "moe_grouped_gemm_bf16_seg", "moe_gate_up_gelu_bf16", "moe_grouped_w4a16", "moe_router_topk"]
+        {
+            assert!(!is_dependent(&moe, entry), "{entry}");
+        }
+        let rows = dependent_entries("moe_rows");
+        assert!(is_dependent(&rows, "moe_norm_gather_bf16") && is_dependent(&rows, "moe_combine_post_norms_bf16"));
+        assert!(!is_dependent(&rows, "moe_combine_bf16"));
         for module in ["norm", "attn", "rope_kv", "head", "embed"] {
             assert_eq!(dependent_entries(module), Vec::<String>::new(), "{module}");
         }

@@ -224,6 +224,13 @@ __device__ __forceinline__ void sy_allow_next() {
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
+// An L2 prefetch of the n bf16 at p, a 128-byte line a thread of the block:
+// a hint (no register holds anything, nothing waits for it) that a
+// dependent issues before sy_wait_prior() for weights it reads after it.
+__device__ __forceinline__ void sy_prefetch_l2(const bf16* p, int n) {
+    for (int i = (int)threadIdx.x * 64; i < n; i += (int)blockDim.x * 64) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i));
+    if (threadIdx.x == 0 && n > 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + (n - 1))); // p need not be line-aligned
+}
 
 // Thread-block clusters (compute capability 9.0+). An entry listed on its
 // module's `// cluster-launch: <axis>` line launches with the whole grid

@@ -8,6 +8,24 @@
 // __fadd_rn) so that NVRTC cannot contract them into FMAs: the
 // results then equal the CPU reference's left-to-right f32 evaluation bit for
 // bit, apart from the math-library functions (tanhf, expf, sqrtf sums).
+//
+// Programmatic dependent launch (prelude.cuh):
+// - The fused decode routing (moe_route_decode, moe_route_decode_regs) is a
+//   dependent: each block issues its loads of expert x's router row and an
+//   L2 prefetch of the router norm's scale, weights no launch writes, then
+//   sy_wait_prior(); the hidden rows and every output come after it
+//   (route_dec_stage*), and every path of a block waits, the early returns
+//   included. At the start it calls sy_allow_next(), as the norms do
+//   (norm.cu). On the H200 (bench-model --shape 26b-a4b, batch 1, 8
+//   alternating runs) this and the GEMMs' sy_allow_next below took 256.7 to
+//   259.9 tok/s (moe_rows.cu's dependents then 262.0).
+// - The expert GEMMs (moe_grouped_gemm_bf16 and its _seg decode form,
+//   moe_gate_up_gelu_bf16, moe_grouped_w4a16) read the weight rows the
+//   routing picked: nothing to load before a wait, so they are plain
+//   launches that call sy_allow_next() at their start (a dependent after
+//   them may start while they run) and sy_wait_prior() (a no-op on a plain
+//   launch) before anything else.
+// dependent-launch: moe_route_decode moe_route_decode_regs
 
 #define SY_FULL 0xffffffffu
 
@@ -210,12 +228,27 @@ extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict
 #define ROUTE_DEC_LANE_CHUNKS 12
 
 // Zero at module load; the electing block puts it back to zero, so every
-// launch finds it zero (launches on the backend's one stream never overlap,
-// and every block of a launch arrives: the argument checks that return early
-// are uniform over the grid). Both entries below (moe_route_decode and
-// moe_route_decode_regs) count on this one counter: a launch of either only
-// starts once the launch before it, of either entry, has finished and left it
-// zero, and the regs entry's extra check (dim) is as uniform as the others.
+// launch finds it zero: every block of a launch arrives (the argument checks
+// that return early are uniform over the grid, the regs entry's extra check
+// of dim as well), and no block adds to it before the route launch before
+// it, of either entry (both count on this one counter), has finished.
+//
+// Why, with early launch: both entries are programmatic dependents, so a
+// launch may start while the launch just before it still runs. But a block
+// reaches the atomicAdd only after sy_wait_prior() (in the staging), which
+// returns once that launch has finished and its writes are visible. And
+// that launch finished only after every launch before it on the stream: a
+// plain launch starts only once the one before it has finished, and a
+// dependent one cannot finish before the one before it, as long as one of
+// its blocks waited before exiting (every path of these entries waits, the
+// argument-check returns too; in the other dependents, every block with
+// work does, and a decode launch has work). By
+// induction over the launches in between (at decode, a layer's expert
+// GEMMs, combine, attention and GEMVs; or none, two route launches in a
+// row), the previous route launch has finished, its reset with it, before
+// any block of this one arrives. The election does not rely on residency
+// either: no block waits for another (the blocks that do not elect exit),
+// so blocks of a later launch started early cannot hold it up.
 __device__ unsigned moe_route_decode_arrivals;
 
 // Row stride in floats of the staged rows (gemm.cu's router_chain_ld).
@@ -230,19 +263,29 @@ __device__ __forceinline__ void route_dec_put_f32(float* wrow, int c, const uint
 
 // The staging of moe_route_decode (the staged form, any dim): expert xe's
 // router row as f32 into wrow, and the rows' normalised inputs (bf16-rounded,
-// as f32) into route_smem, row r at r · LD.
+// as f32) into route_smem, row r at r · LD. Waits for the launch before
+// (sy_wait_prior) after issuing the router row's first round of loads and
+// the scale's prefetch.
 __device__ __forceinline__ void route_dec_stage(float* route_smem, float* wrow, const bf16* __restrict__ x,
                                                 const bf16* __restrict__ scale, const bf16* __restrict__ router_w, int rows,
                                                 int dim, int LD, int chunks, float eps, float root) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, xe = blockIdx.x;
     // Expert xe's router row, f32, issued first: it is the one DRAM read.
-    for (int c0 = tid; c0 < chunks; c0 += 4 * 256) {
-        uint4 v[4];
+    // Its first round (the whole row for dim <= 8192) is a weight no launch
+    // writes: issued before the wait, volatile so that it stays there.
+    uint4 v[4];
+    auto load_round = [&](int c0) {
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             const int c = c0 + u * 256;
-            v[u] = c < chunks ? ld_stream16(router_w + (size_t)xe * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
+            v[u] = c < chunks ? ld_stream16_v(router_w + (size_t)xe * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
         }
+    };
+    load_round(tid);
+    sy_prefetch_l2(scale, dim); // read after the wait, from L2 as x is
+    sy_wait_prior(); // x is the previous launch's output, the outputs its inputs
+    for (int c0 = tid; c0 < chunks; c0 += 4 * 256) {
+        if (c0 != tid) load_round(c0);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             const int c = c0 + u * 256;
@@ -282,8 +325,10 @@ __device__ __forceinline__ void route_dec_stage(float* route_smem, float* wrow, 
 // a row in flight at once: a lane keeps its (at most ROUTE_DEC_LANE_CHUNKS)
 // 16-byte chunks of x and of scale in registers, so Σx² and
 // bf16(x · inv · scale · root) cost one trip to L2 and no second read. The
-// first row's loads and the router row's are issued before either is waited
-// on.
+// router row's loads and the scale's L2 prefetch (weights: no launch writes
+// them) are issued before sy_wait_prior(), the first row's loads right after
+// it, and none is waited on before all are in flight. (Holding the scale's
+// chunks across the wait instead cost 181 registers against 128.)
 //
 // Same bits as route_dec_stage: a lane's chunks are c = lane + 32·u in
 // increasing u, the staged loop's c = lane, lane + 32, ... in the same order,
@@ -301,11 +346,12 @@ __device__ __forceinline__ void route_dec_stage_regs(float* route_smem, float* w
                                                      int rows, int dim, int LD, int chunks, float eps, float root) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, xe = blockIdx.x;
     uint4 xv[ROUTE_DEC_LANE_CHUNKS], sv[ROUTE_DEC_LANE_CHUNKS];
+    // Row r of x (volatile: kept behind the wait) and the scale's chunks.
     auto load_row = [&](int r) {
 #pragma unroll
         for (int u = 0; u < ROUTE_DEC_LANE_CHUNKS; ++u) {
             const int c = lane + 32 * u;
-            xv[u] = c < chunks ? ld_nc16(x + (size_t)r * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
+            xv[u] = c < chunks ? ld_nc16_v(x + (size_t)r * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
             sv[u] = c < chunks ? ld_nc16(scale + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
         }
     };
@@ -324,14 +370,17 @@ __device__ __forceinline__ void route_dec_stage_regs(float* route_smem, float* w
             d4[1] = make_float4(bf16_lo(o[2]), bf16_hi(o[2]), bf16_lo(o[3]), bf16_hi(o[3]));
         }
     };
-    // Expert xe's router row (at most 384 chunks: one each for 256 threads
-    // and a second for some), f32.
+    // Before the wait: expert xe's router row (at most 384 chunks: one each
+    // for 256 threads and a second for some), volatile so that the loads
+    // stay there, and the scale's prefetch.
     uint4 v[2];
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
         const int c = tid + u * 256;
-        v[u] = c < chunks ? ld_stream16(router_w + (size_t)xe * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
+        v[u] = c < chunks ? ld_stream16_v(router_w + (size_t)xe * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
     }
+    sy_prefetch_l2(scale, dim); // read after the wait, from L2 as x is
+    sy_wait_prior(); // x is the previous launch's output, the outputs its inputs
     if (warp < rows) load_row(warp);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
@@ -354,16 +403,26 @@ __device__ __forceinline__ void route_decode(int* __restrict__ topk_ids, float* 
                                              float root) {
     extern __shared__ __align__(16) float route_smem[];
     __shared__ int last_s;
+    sy_allow_next(); // the launch after this may start now (file header)
+    // The argument checks return after sy_wait_prior(): a dependent launch
+    // finishes only after the one before it (the counter's argument above).
     if (rows < 1 || rows > ROUTE_DEC_MAX_ROWS || e < 1 || e > ROUTE_DEC_MAX_E || (e & 1) || k < 1 || k > ROUTE_DEC_MAX_K || k > e ||
-        dim < 8 || (dim & 7) || (int)gridDim.x != e)
+        dim < 8 || (dim & 7) || (int)gridDim.x != e) {
+        sy_wait_prior();
         return; // uniform over the grid: no block arrives, the counter stays zero
+    }
     if constexpr (REGS) {
-        if (dim > 8 * 32 * ROUTE_DEC_LANE_CHUNKS) return; // as uniform: a lane holds at most ROUTE_DEC_LANE_CHUNKS chunks
+        if (dim > 8 * 32 * ROUTE_DEC_LANE_CHUNKS) { // as uniform: a lane holds at most ROUTE_DEC_LANE_CHUNKS chunks
+            sy_wait_prior();
+            return;
+        }
     }
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, xe = blockIdx.x;
     const int LD = route_dec_ld(dim), chunks = dim / 8;
     float* wrow = route_smem + (size_t)rows * LD;
 
+    // Both stagings issue their weight loads, then sy_wait_prior(), then
+    // read x: all that follows them comes after the wait.
     if constexpr (REGS) {
         route_dec_stage_regs(route_smem, wrow, x, scale, router_w, rows, dim, LD, chunks, eps, root);
     } else {
@@ -552,6 +611,8 @@ __device__ __forceinline__ int first_expert(const int* offsets, int e, int r0) {
 extern "C" __global__ void __launch_bounds__(128) moe_grouped_gemm_bf16(bf16* __restrict__ out, const bf16* __restrict__ a,
                                                                          const bf16* __restrict__ w, const int* __restrict__ offsets,
                                                                          int n, int e, int big_n, int big_k) {
+    sy_allow_next(); // the launch after this may start now (file header)
+    sy_wait_prior(); // a no-op: not a dependent (the routing picks the weight rows)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int r0 = blockIdx.y * 16, n0 = blockIdx.x * 64 + warp * 16;
     if (n0 >= big_n || r0 >= n) return; // warp-uniform; no block barriers below
@@ -714,6 +775,8 @@ __device__ __forceinline__ void moe_seg_gemv(bf16* __restrict__ out, const bf16*
 extern "C" __global__ void __launch_bounds__(256, 3) moe_grouped_gemm_bf16_seg(bf16* __restrict__ out, const bf16* __restrict__ a,
                                                                              const bf16* __restrict__ w, const int* __restrict__ offsets,
                                                                              int n, int e, int big_n, int big_k) {
+    sy_allow_next(); // the launch after this may start now (file header)
+    sy_wait_prior(); // a no-op: not a dependent (the routing picks the weight rows)
     moe_seg_gemv<false>(out, a, w, offsets, n, e, big_n, big_k);
 }
 
@@ -721,6 +784,8 @@ extern "C" __global__ void __launch_bounds__(256, 3) moe_grouped_gemm_bf16_seg(b
 extern "C" __global__ void __launch_bounds__(256, 3) moe_gate_up_gelu_bf16(bf16* __restrict__ out, const bf16* __restrict__ a,
                                                                          const bf16* __restrict__ w, const int* __restrict__ offsets,
                                                                          int n, int e, int inter, int big_k) {
+    sy_allow_next(); // the launch after this may start now (file header)
+    sy_wait_prior(); // a no-op: not a dependent (the routing picks the weight rows)
     moe_seg_gemv<true>(out, a, w, offsets, n, e, 2 * inter, big_k);
 }
 
@@ -749,6 +814,8 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_w4a16(bf16* __rest
                                                                      const u8* __restrict__ wq, const u8* __restrict__ ws,
                                                                      const float* __restrict__ scale2, const int* __restrict__ offsets,
                                                                      int n, int e, int big_n, int big_k) {
+    sy_allow_next(); // the launch after this may start now (file header)
+    sy_wait_prior(); // a no-op: not a dependent (the routing picks the weight rows)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int r0 = blockIdx.y * 16, n0 = blockIdx.x * 64 + warp * 16;
     if (n0 >= big_n || r0 >= n) return;
