@@ -109,12 +109,16 @@ impl Session<'_> {
             )?;
             linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
         }
+        let routed = match &w.moe {
+            Some(mw) => Some((mw, self.moe_route(mw, resid, rows)?)),
+            None => None,
+        };
         linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?;
 
         // A rank's MLP output is the partial sum over its intermediate
         // columns (and its experts'): summed over the ranks once.
-        let ffn = match &w.moe {
-            Some(mw) => self.moe(mw, resid, rows)?,
+        let ffn = match routed {
+            Some((mw, e_here)) => self.moe_experts(mw, resid, rows, e_here)?,
             None => {
                 self.all_reduce(s.mlp.region(), rows * h)?;
                 s.mlp.region()

@@ -56,19 +56,19 @@ const NORM_GATHER_MAX_ROWS: usize = 64;
 const FUSED_DECODE_MAX_ROWS: usize = 1;
 
 impl Session<'_> {
-    /// Runs the branch for `rows` rows of residual `x` (the dense MLP output
-    /// is already in the first `rows` rows of `mlp`); returns the combined
-    /// FFN output.
-    pub(super) fn moe(&self, w: &MoeWeights, xr: Region, rows: usize) -> Result<Region> {
+    /// Routes `rows` rows of residual `x` (top-k, weights, expert-sorted
+    /// slots into the session's MoE buffers); returns the number of experts
+    /// this backend holds, for [`Self::moe_experts`]. The layer enqueues it
+    /// before the dense MLP's down projection, which does not depend on it:
+    /// on CUDA that projection is a programmatic dependent whose weight loads
+    /// are issued while the routing kernel (a strict-order chain that keeps
+    /// most of the GPU idle) runs.
+    pub(super) fn moe_route(&self, w: &MoeWeights, xr: Region, rows: usize) -> Result<usize> {
         let (ops, cfg, s) = (&self.model.ops, self.model.shape(), &self.s);
         let (Some(mc), Some(ms)) = (cfg.moe, s.moe.as_ref()) else {
             return Err(Error::Request("MoE weights on a model without an MoE config".into()));
         };
-        let (h, eps, e, k, im) = (cfg.hidden_size, cfg.eps, mc.num_experts, mc.top_k, mc.intermediate);
-        let n = rows * k;
-        // The dense MLP's output, then the experts' (adjacent: one all-reduce).
-        let (mlp, experts) = (s.mlp.region().slice(0, rows * h * 2)?, s.mlp.region().slice(rows * h * 2, rows * h * 2)?);
-
+        let (h, eps, e, k) = (cfg.hidden_size, cfg.eps, mc.num_experts, mc.top_k);
         // Router: unweighted RMSNorm · scale · hidden^-0.5, proj, softmax,
         // top-k, renormalise, · per_expert_scale; then expert-sorted slots.
         let root = (h as f64).powf(-0.5) as f32;
@@ -84,32 +84,46 @@ impl Session<'_> {
             && h % 8 == 0
             && h <= ROUTE_DECODE_MAX_DIM
             && [xr.addr(), w.router_scale.region().addr(), w.router_proj.region().addr()].iter().all(|a| a % 16 == 0);
-        let e_here = if fused {
-            let out = RouteDecodeOut {
-                topk_ids: ms.topk_ids.region(),
-                topk_w: ms.topk_w.region(),
-                offsets: ms.offsets.region(),
-                pair_of_slot: ms.pair_of_slot.region(),
-                slot_of_pair: ms.slot_of_pair.region(),
-                logits: ms.rl.region(),
-            };
-            ops.moe_route_decode(
-                out,
-                xr,
-                w.router_scale.region(),
-                w.router_proj.region(),
-                w.per_expert_scale.region(),
-                rows,
-                h,
-                e,
-                k,
-                eps,
-                root,
-            )?;
-            e
-        } else {
-            self.route(w, xr, rows, root)?
+        if !fused {
+            return self.route(w, xr, rows, root);
+        }
+        let out = RouteDecodeOut {
+            topk_ids: ms.topk_ids.region(),
+            topk_w: ms.topk_w.region(),
+            offsets: ms.offsets.region(),
+            pair_of_slot: ms.pair_of_slot.region(),
+            slot_of_pair: ms.slot_of_pair.region(),
+            logits: ms.rl.region(),
         };
+        ops.moe_route_decode(
+            out,
+            xr,
+            w.router_scale.region(),
+            w.router_proj.region(),
+            w.per_expert_scale.region(),
+            rows,
+            h,
+            e,
+            k,
+            eps,
+            root,
+        )?;
+        Ok(e)
+    }
+
+    /// Runs the experts on the routing [`Self::moe_route`] left (`e_here`
+    /// experts held here) for `rows` rows of residual `x`, the dense MLP
+    /// output already in the first `rows` rows of `mlp`; returns the combined
+    /// FFN output.
+    pub(super) fn moe_experts(&self, w: &MoeWeights, xr: Region, rows: usize, e_here: usize) -> Result<Region> {
+        let (ops, cfg, s) = (&self.model.ops, self.model.shape(), &self.s);
+        let (Some(mc), Some(ms)) = (cfg.moe, s.moe.as_ref()) else {
+            return Err(Error::Request("MoE weights on a model without an MoE config".into()));
+        };
+        let (h, eps, k, im) = (cfg.hidden_size, cfg.eps, mc.top_k, mc.intermediate);
+        let n = rows * k;
+        // The dense MLP's output, then the experts' (adjacent: one all-reduce).
+        let (mlp, experts) = (s.mlp.region().slice(0, rows * h * 2)?, s.mlp.region().slice(rows * h * 2, rows * h * 2)?);
         // Experts on pre_feedforward_layernorm_2(residual), in expert order.
         if !unfused_override() && !gather_unfused_override() && rows <= NORM_GATHER_MAX_ROWS {
             ops.moe_norm_gather_bf16(ms.g.region(), xr, w.pre_ff_norm_2.region(), ms.pair_of_slot.region(), n, k, h, rows, eps)?;
