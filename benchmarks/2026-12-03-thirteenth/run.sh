@@ -70,7 +70,7 @@ for round in 1 2; do
 done; t
 
 echo "== 5. HF transformers torch.compile decode, 26b-a4b batch 1 (as time allows)" >> $X
-left=$((515 - (SECONDS - START)))
+left=$((455 - (SECONDS - START)))
 if [ $left -gt 120 ]; then
   timeout $((left - 10)) python3 scripts/hf_decode_bench.py --switchyard $S --shape 26b-a4b --batch 1 --modes compile --steps 32 --repeats 2 \
     >> $OUT/hf_decode.jsonl 2>> $OUT/hf_err.txt; echo "rc=$? batch 1" >> $X
