@@ -528,8 +528,9 @@ extern "C" __global__ void __launch_bounds__(256) moe_route_decode(int* __restri
 }
 
 // The norm in registers (route_dec_stage_regs), dim <= 3072; the plan's
-// default there (SWITCHYARD_CUDA_ROUTE_DECODE=staged takes the entry above).
-// Not yet measured on a GPU.
+// default there (SWITCHYARD_CUDA_ROUTE_DECODE=staged takes the entry above):
+// 20.0 us a launch against 24.6 under ncu, 26b-a4b batch 1 266.4 against
+// 258.0 tok/s on the H200 (thirteenth session).
 extern "C" __global__ void __launch_bounds__(256) moe_route_decode_regs(int* __restrict__ topk_ids, float* __restrict__ topk_w,
                                                                          int* __restrict__ offsets, int* __restrict__ pair_of_slot,
                                                                          int* __restrict__ slot_of_pair, bf16* __restrict__ logits,

@@ -180,8 +180,9 @@ const WGSL_QKV_THREADS: u64 = 256;
 /// head vectors (the shader's `VPL`), both loaded before either's
 /// reduction, in half the workgroups: the candidate the eighth session's
 /// H200 call named (more independent vectors in flight a lane, as named
-/// registers, where arrays indexed in loops had lost), not yet measured, so
-/// not the default.
+/// registers, where arrays indexed in loops had lost); on the H200 it read
+/// at 54-57% of the copy ceiling against 62% for one vector a lane
+/// (thirteenth session), so it is not the default.
 fn wgsl_qkv_prep(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     static VPL: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     let vpl = env_override(&VPL, "SWITCHYARD_WGSL_QKV_VPL", |v| [1, 2].contains(&v)).unwrap_or(1);
