@@ -487,8 +487,12 @@ fn wgsl_moe_route_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
 /// the chains' f32 logits.
 fn wgsl_route_decode_plan(a: &PlanArgs, two_passes: bool) -> Result<WgslPlan> {
     let (rows, e) = (a.u32("rows")?, a.u32("e")?);
-    let workspace_bytes = u64::from(rows) * u64::from(e) * 4;
-    let chains = |entry| WgslPass { entry, grid: [e, rows, 1], consts: vec![], extra: [0; 4] };
+    let logits = rows.checked_mul(e).ok_or_else(|| {
+        switchyard_core::Error::invalid(a.kernel.symbol, "e", format!("rows = {rows} times e = {e} logits exceed a grid"))
+    })?;
+    let workspace_bytes = u64::from(logits) * 4;
+    // A workgroup a logit, row-major; the backend folds a long grid.
+    let chains = |entry| WgslPass { entry, grid: [logits, 1, 1], consts: vec![], extra: [0; 4] };
     if !two_passes {
         return Ok(WgslPlan { passes: vec![chains("moe_route_decode_once")], workspace_bytes, arrivals: 1 });
     }
@@ -1366,8 +1370,11 @@ mod tests {
             (p.passes.iter().map(|s| (s.entry, s.grid)).collect::<Vec<_>>(), p.workspace_bytes, p.arrivals)
         };
         assert_eq!(plan(1, 128, false), (vec![("moe_route_decode_once", [128, 1, 1])], 512, 1));
-        assert_eq!(plan(16, 256, false), (vec![("moe_route_decode_once", [256, 16, 1])], 16 * 256 * 4, 1));
-        assert_eq!(plan(5, 128, true), (vec![("moe_route_decode_chains", [128, 5, 1]), ("moe_route_decode", [1, 1, 1])], 5 * 128 * 4, 0));
+        assert_eq!(plan(16, 256, false), (vec![("moe_route_decode_once", [16 * 256, 1, 1])], 16 * 256 * 4, 1));
+        assert_eq!(
+            plan(5, 128, true),
+            (vec![("moe_route_decode_chains", [5 * 128, 1, 1]), ("moe_route_decode", [1, 1, 1])], 5 * 128 * 4, 0)
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 // The fused decode routing (moe_route_decode) on WGSL. Two phases:
-// - the chains: a workgroup of 256 per (expert x, row r) stages expert x's
+// - the chains: a workgroup of 256 per (row r, expert x) stages expert x's
 //   router row and the row's normalised input rn = bf16(x · inv · scale ·
 //   root) (left to right; Σx² order free) in workgroup memory, then one
 //   invocation runs the strict k chain of logit (r, x) from +0. rn and the
@@ -77,9 +77,12 @@ const OFF: u32 = 1792u;
 const ROW_M: u32 = 2112u;
 const ROW_SUM: u32 = 2128u;
 
+// Workgroup t of the (folded) grid takes logit (row t / e, expert t % e);
+// the padding of a folded grid takes none but still arrives.
 @compute @workgroup_size(256)
-fn moe_route_decode_chains(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    route_chain(wid.x, wid.y, lid);
+fn moe_route_decode_chains(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                           @builtin(local_invocation_index) lid: u32) {
+    route_chain(group_x(wid, nwg, p.fold), lid);
 }
 
 //! include "util/arrival.wgsli"
@@ -87,8 +90,8 @@ fn moe_route_decode_chains(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
 @compute @workgroup_size(256)
 fn moe_route_decode_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) lid: u32) {
-    route_chain(wid.x, wid.y, lid);
-    if (last_to_arrive(0u, nwg.x * nwg.y, lid)) {
+    route_chain(group_x(wid, nwg, p.fold), lid);
+    if (last_to_arrive(0u, nwg.x * nwg.y * nwg.z, lid)) {
         route_select(lid);
     }
 }
@@ -98,12 +101,14 @@ fn moe_route_decode(@builtin(local_invocation_index) lid: u32) {
     route_select(lid);
 }
 
-// Logit (row r, expert xe) into the workspace; every invocation of the
-// workgroup calls it (it holds barriers).
-fn route_chain(xe: u32, r: u32, lid: u32) {
+// Logit t = (row r, expert xe) into the workspace, if t < gx; every
+// invocation of the workgroup calls it (it holds barriers).
+fn route_chain(t: u32, lid: u32) {
     let e = u32(p.e);
+    let xe = t % max(e, 1u);
+    let r = t / max(e, 1u);
     let hw = min(u32(p.dim) / 2u, ROW_WORDS);
-    let real = xe < e && r < u32(p.rows);
+    let real = t < p.gx && r < u32(p.rows);
     // The router row and this invocation's words of the input row, all
     // loads issued before any is used.
     let wo = p.router_w + min(xe, e - 1u) * hw;
