@@ -2,14 +2,13 @@
 // e = bf16(Σ_j topk_w[j] · y[slot_of_pair[j]]) in j order (slot −1
 // skipped, any other slot outside [0, n) makes the row NaN),
 // m = bf16(rmsnorm(mlp; w_mlp)), out = bf16(m + bf16(rmsnorm(e; w_moe))).
-// Rows of up to 256 · CACHE words (h ≤ 8192): an invocation holds its
-// words of e and of mlp in registers between the Σx² pass (order free) and
-// the output pass, and takes the experts in j order, each expert's loads of
-// all its words issued together (the earlier form, a word at a time with the
-// k loads of each waiting in turn, and e recomputed in the second pass, took
-// 30 us a dispatch at hidden 2816 on the H200: thirteenth session). Longer
-// rows take a word at a time and recompute e by the same expression in the
-// second pass, so it has the same bits.
+// A word (two columns) an invocation at a time. The first pass takes both
+// rows' Σx² (order free); the second recomputes e by the same expression,
+// so it has the same bits, rather than holding a row of any length in
+// workgroup memory. It takes 30 us a dispatch at hidden 2816 on the H200;
+// a form holding a row of up to 8192 columns in registers between the
+// passes, each expert's loads of every word issued together, took 32.6
+// (thirteenth session) and was withdrawn.
 struct Params {
     out: u32, mlp: u32, y: u32, slot_of_pair: u32, topk_w: u32, w_mlp: u32, w_moe: u32,
     rows: i32, k: i32, h: i32, n: i32, eps: f32,
@@ -42,10 +41,6 @@ fn moe_combine_post_norms_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
         }
         return;
     }
-    if (hw <= 256u * CACHE) {
-        combine_row_cached(t, hw, o, mo, ln);
-        return;
-    }
     var ss_e = 0.0;
     var ss_m = 0.0;
     for (var c = lid; c < hw; c += 256u) {
@@ -60,70 +55,12 @@ fn moe_combine_post_norms_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
     for (var c = lid; c < hw; c += 256u) {
         let e = combine_word(t, c, hw);
         let m = d_mlp[mo + c];
-        d_out[o + c] = post_norms_word(e, m, inv_e, inv_m, c);
-    }
-}
-
-// Output word c from its combined word e and dense word m.
-fn post_norms_word(e: u32, m: u32, inv_e: f32, inv_m: f32, c: u32) -> u32 {
-    let a = d_w_mlp[p.w_mlp + c];
-    let b = d_w_moe[p.w_moe + c];
-    let m0 = bf16_round(bf16_lo(m) * inv_m * bf16_lo(a));
-    let m1 = bf16_round(bf16_hi(m) * inv_m * bf16_hi(a));
-    let t0 = bf16_round(bf16_lo(e) * inv_e * bf16_lo(b));
-    let t1 = bf16_round(bf16_hi(e) * inv_e * bf16_hi(b));
-    return pack_bf16(m0 + t0, m1 + t1);
-}
-
-// Row t of at most 256 · CACHE words, word c = lid + 256 · u in slot u.
-fn combine_row_cached(t: u32, hw: u32, o: u32, mo: u32, ln: Lanes) {
-    let lid = ln.lid;
-    let k = u32(p.k);
-    var mv: array<u32, CACHE>;
-    for (var u = 0u; u < CACHE; u++) {
-        let c = lid + 256u * u;
-        if (c < hw) {
-            mv[u] = d_mlp[mo + c];
-        }
-    }
-    // e in f32, the experts in j order (combine_word's sum).
-    var ea: array<f32, CACHE>;
-    var eb: array<f32, CACHE>;
-    for (var j = 0u; j < k; j++) {
-        let s = bitcast<i32>(d_slot_of_pair[p.slot_of_pair + t * k + j]);
-        if (s == -1) {
-            continue;
-        }
-        let w = bitcast<f32>(d_topk_w[p.topk_w + t * k + j]);
-        let yo = p.y + u32(s) * hw;
-        for (var u = 0u; u < CACHE; u++) {
-            let c = lid + 256u * u;
-            if (c < hw) {
-                let v = d_y[yo + c];
-                ea[u] += w * bf16_lo(v);
-                eb[u] += w * bf16_hi(v);
-            }
-        }
-    }
-    var ev: array<u32, CACHE>;
-    var ss_e = 0.0;
-    var ss_m = 0.0;
-    for (var u = 0u; u < CACHE; u++) {
-        if (lid + 256u * u < hw) {
-            let e = pack_bf16(ea[u], eb[u]);
-            ev[u] = e;
-            let m = mv[u];
-            ss_e += bf16_lo(e) * bf16_lo(e) + bf16_hi(e) * bf16_hi(e);
-            ss_m += bf16_lo(m) * bf16_lo(m) + bf16_hi(m) * bf16_hi(m);
-        }
-    }
-    let n = u32(p.h);
-    let inv_e = inv_rms(row_sum(ss_e, ln), n, p.eps);
-    let inv_m = inv_rms(row_sum(ss_m, ln), n, p.eps);
-    for (var u = 0u; u < CACHE; u++) {
-        let c = lid + 256u * u;
-        if (c < hw) {
-            d_out[o + c] = post_norms_word(ev[u], mv[u], inv_e, inv_m, c);
-        }
+        let a = d_w_mlp[p.w_mlp + c];
+        let b = d_w_moe[p.w_moe + c];
+        let m0 = bf16_round(bf16_lo(m) * inv_m * bf16_lo(a));
+        let m1 = bf16_round(bf16_hi(m) * inv_m * bf16_hi(a));
+        let t0 = bf16_round(bf16_lo(e) * inv_e * bf16_lo(b));
+        let t1 = bf16_round(bf16_hi(e) * inv_e * bf16_hi(b));
+        d_out[o + c] = pack_bf16(m0 + t0, m1 + t1);
     }
 }

@@ -239,7 +239,7 @@ fn normalized_f64(x: &[f32], w: &[f32], rows: usize, h: usize, eps: f32) -> Vec<
 fn combine_post_norms_cases(g: &mut Gen) -> Vec<Case> {
     // (1, 8, 128, 2816): a 26b-a4b decode row (16-byte units, one a thread);
     // h 42: the word-at-a-time path; (17, 8, 16, 2824): rows with a dropped
-    // pair; h 8216: past the rows WGSL holds in registers (8192).
+    // pair; h 8216: more 16-byte units than a CUDA block has threads.
     [(1usize, 8usize, 128usize, 2816usize), (1, 1, 4, 64), (5, 4, 8, 42), (17, 8, 16, 2824), (3, 4, 8, 8216)]
         .into_iter()
         .map(|(rows, k, e, h)| {
