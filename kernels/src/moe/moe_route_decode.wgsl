@@ -63,19 +63,22 @@ const PER_LANE: u32 = 16u;
 // what its entry uses, under the 16 KiB every adapter has):
 // - chains: the router row's words at [0, ROW_WORDS), rn's at
 //   [ROW_WORDS, 2 · ROW_WORDS);
-// - selection: round keys [0, 256) and indices [256, 512), picks' ids
-//   [512, 1024) and p bits [1024, 1536) (row r's pick c at r · MAX_K + c),
-//   counts [1536, 1792), offsets [1792, 2049), row max [2112, 2128) and
-//   sum [2128, 2144).
-var<workgroup> wsm: array<u32, 3072>;
-const SEL_KEY: u32 = 0u;
-const SEL_IDX: u32 = 256u;
-const PICK_ID: u32 = 512u;
-const PICK_P: u32 = 1024u;
-const CNT: u32 = 1536u;
-const OFF: u32 = 1792u;
-const ROW_M: u32 = 2112u;
-const ROW_SUM: u32 = 2128u;
+// - selection: the packed bf16 logits [0, 2048) (rows · e / 2 words), round
+//   keys [2048, 2304) and indices [2304, 2560), picks' ids [2560, 3072) (row
+//   r's pick c at r · MAX_K + c), counts [3072, 3328), offsets [3328, 3585),
+//   row max [3585, 3601) and sum [3601, 3617). The selection reads the
+//   logits from here: read from global memory, one invocation's walk over
+//   a row waited on every load (58.9 us a dispatch on the H200 with the
+//   logits read there, thirteenth session).
+var<workgroup> wsm: array<u32, 3620>;
+const LOGITS: u32 = 0u;
+const SEL_KEY: u32 = 2048u;
+const SEL_IDX: u32 = 2304u;
+const PICK_ID: u32 = 2560u;
+const CNT: u32 = 3072u;
+const OFF: u32 = 3328u;
+const ROW_M: u32 = 3585u;
+const ROW_SUM: u32 = 3601u;
 
 // Workgroup t of the (folded) grid takes logit (row t / e, expert t % e);
 // the padding of a folded grid takes none but still arrives.
@@ -164,9 +167,9 @@ fn route_chain(t: u32, lid: u32) {
     }
 }
 
-// Logit g (row-major over rows × e) as the packed bf16 output holds it.
+// Logit g (row-major over rows × e), bf16, from the staged words.
 fn logit_at(g: u32) -> f32 {
-    let w = d_logits[p.logits + g / 2u];
+    let w = wsm[LOGITS + g / 2u];
     return select(bf16_lo(w), bf16_hi(w), (g & 1u) == 1u);
 }
 
@@ -191,10 +194,11 @@ fn route_select(lid: u32) {
     for (var w = lid; w < rows * e / 2u; w += WG) {
         let lo = bitcast<f32>(atomicLoad(&d_chain[2u * w]));
         let hi = bitcast<f32>(atomicLoad(&d_chain[2u * w + 1u]));
-        d_logits[p.logits + w] = pack_bf16(lo, hi);
+        let word = pack_bf16(lo, hi);
+        d_logits[p.logits + w] = word;
+        wsm[LOGITS + w] = word;
     }
-    // This workgroup's logits stores, visible to its own loads below.
-    storageBarrier();
+    workgroupBarrier();
     if (lid < rows) {
         let r = lid;
         var m = bitcast<f32>(0xff800000u);
@@ -257,22 +261,22 @@ fn route_select(lid: u32) {
             }
             if (t == 0u) {
                 wsm[PICK_ID + g * MAX_K + c] = win;
-                wsm[PICK_P + g * MAX_K + c] = bitcast<u32>(prob(g, win, e));
             }
         }
         workgroupBarrier();
     }
     if (lid < rows) {
         let r = lid;
+        // The picks' p, recomputed by the rounds' expression (same bits).
         var norm = 0.0;
         for (var c = 0u; c < k; c++) {
-            norm += bitcast<f32>(wsm[PICK_P + r * MAX_K + c]);
+            norm += prob(r, wsm[PICK_ID + r * MAX_K + c], e);
         }
         for (var c = 0u; c < k; c++) {
             let id = wsm[PICK_ID + r * MAX_K + c];
             let s = bitcast<f32>(d_per_expert_scale[p.per_expert_scale + id]);
             d_topk_ids[p.topk_ids + r * k + c] = id;
-            d_topk_w[p.topk_w + r * k + c] = bitcast<u32>(bitcast<f32>(wsm[PICK_P + r * MAX_K + c]) / norm * s);
+            d_topk_w[p.topk_w + r * k + c] = bitcast<u32>(prob(r, id, e) / norm * s);
         }
     }
     workgroupBarrier();
