@@ -143,28 +143,30 @@ fn route_chain(t: u32, lid: u32) {
     }
     workgroupBarrier();
     if (real && lid == 0u) {
-        // hw is a multiple of 4 (dim % 8 == 0).
+        // hw is a multiple of 4 (dim % 8 == 0). The next four words' loads
+        // are issued before this four's eight adds (the last round reloads
+        // its own words), so the chain does not wait on workgroup memory.
         var acc = 0.0;
+        var a = chain_words(ROW_WORDS);
+        var w = chain_words(0u);
         for (var j = 0u; j < hw; j += 4u) {
-            let a0 = wsm[ROW_WORDS + j];
-            let a1 = wsm[ROW_WORDS + j + 1u];
-            let a2 = wsm[ROW_WORDS + j + 2u];
-            let a3 = wsm[ROW_WORDS + j + 3u];
-            let w0 = wsm[j];
-            let w1 = wsm[j + 1u];
-            let w2 = wsm[j + 2u];
-            let w3 = wsm[j + 3u];
-            acc = acc + bf16_lo(a0) * bf16_lo(w0);
-            acc = acc + bf16_hi(a0) * bf16_hi(w0);
-            acc = acc + bf16_lo(a1) * bf16_lo(w1);
-            acc = acc + bf16_hi(a1) * bf16_hi(w1);
-            acc = acc + bf16_lo(a2) * bf16_lo(w2);
-            acc = acc + bf16_hi(a2) * bf16_hi(w2);
-            acc = acc + bf16_lo(a3) * bf16_lo(w3);
-            acc = acc + bf16_hi(a3) * bf16_hi(w3);
+            let next = min(j + 4u, hw - 4u);
+            let an = chain_words(ROW_WORDS + next);
+            let wn = chain_words(next);
+            for (var i = 0u; i < 4u; i++) {
+                acc = acc + bf16_lo(a[i]) * bf16_lo(w[i]);
+                acc = acc + bf16_hi(a[i]) * bf16_hi(w[i]);
+            }
+            a = an;
+            w = wn;
         }
         atomicStore(&d_chain[r * e + xe], bitcast<u32>(acc));
     }
+}
+
+// Words [at, at + 4) of the staging.
+fn chain_words(at: u32) -> vec4<u32> {
+    return vec4<u32>(wsm[at], wsm[at + 1u], wsm[at + 2u], wsm[at + 3u]);
 }
 
 // Logit g (row-major over rows × e), bf16, from the staged words.
