@@ -63,7 +63,8 @@ pub struct CudaBackend {
 /// launch before them. Kernels with nothing to load before the wait are not
 /// declared: their early blocks would only hold SM slots (on the H200, all
 /// decode kernels declared measured no gain, the GEMVs alone +1-2% at batch
-/// 1 and +2.3% at batch 16; the MoE kernels +2.1% on 26b-a4b at batch 1).
+/// 1 and +2.3% at batch 16; the MoE kernels +2.1% on 26b-a4b at batch 1 in
+/// one call, flat in another).
 pub const PDL_ENV: &str = "SWITCHYARD_CUDA_PDL";
 
 /// Environment variable that, set to `0`, keeps plans from picking the

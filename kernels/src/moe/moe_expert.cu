@@ -23,8 +23,7 @@
 //   moe_gate_up_gelu_bf16, moe_grouped_w4a16) read the weight rows the
 //   routing picked: nothing to load before a wait, so they are plain
 //   launches that call sy_allow_next() at their start (a dependent after
-//   them may start while they run) and sy_wait_prior() (a no-op on a plain
-//   launch) before anything else.
+//   them may start while they run), as the norms do.
 // dependent-launch: moe_route_decode moe_route_decode_regs
 
 #define SY_FULL 0xffffffffu
@@ -613,7 +612,6 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_gemm_bf16(bf16* __
                                                                          const bf16* __restrict__ w, const int* __restrict__ offsets,
                                                                          int n, int e, int big_n, int big_k) {
     sy_allow_next(); // the launch after this may start now (file header)
-    sy_wait_prior(); // a no-op: not a dependent (the routing picks the weight rows)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int r0 = blockIdx.y * 16, n0 = blockIdx.x * 64 + warp * 16;
     if (n0 >= big_n || r0 >= n) return; // warp-uniform; no block barriers below
@@ -777,7 +775,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) moe_grouped_gemm_bf16_seg(b
                                                                              const bf16* __restrict__ w, const int* __restrict__ offsets,
                                                                              int n, int e, int big_n, int big_k) {
     sy_allow_next(); // the launch after this may start now (file header)
-    sy_wait_prior(); // a no-op: not a dependent (the routing picks the weight rows)
     moe_seg_gemv<false>(out, a, w, offsets, n, e, big_n, big_k);
 }
 
@@ -786,7 +783,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) moe_gate_up_gelu_bf16(bf16*
                                                                          const bf16* __restrict__ w, const int* __restrict__ offsets,
                                                                          int n, int e, int inter, int big_k) {
     sy_allow_next(); // the launch after this may start now (file header)
-    sy_wait_prior(); // a no-op: not a dependent (the routing picks the weight rows)
     moe_seg_gemv<true>(out, a, w, offsets, n, e, 2 * inter, big_k);
 }
 
@@ -816,7 +812,6 @@ extern "C" __global__ void __launch_bounds__(128) moe_grouped_w4a16(bf16* __rest
                                                                      const float* __restrict__ scale2, const int* __restrict__ offsets,
                                                                      int n, int e, int big_n, int big_k) {
     sy_allow_next(); // the launch after this may start now (file header)
-    sy_wait_prior(); // a no-op: not a dependent (the routing picks the weight rows)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int r0 = blockIdx.y * 16, n0 = blockIdx.x * 64 + warp * 16;
     if (n0 >= big_n || r0 >= n) return;

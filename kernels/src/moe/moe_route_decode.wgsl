@@ -110,10 +110,11 @@ fn route_chain(t: u32, lid: u32) {
     let xe = t % max(e, 1u);
     let r = t / max(e, 1u);
     let hw = min(u32(p.dim) / 2u, ROW_WORDS);
-    let real = t < p.gx && r < u32(p.rows);
+    // gx = rows · e (the plan), so a real t has r < rows and xe < e.
+    let real = t < p.gx;
     // The router row and this invocation's words of the input row, all
     // loads issued before any is used.
-    let wo = p.router_w + min(xe, e - 1u) * hw;
+    let wo = p.router_w + xe * hw;
     let xo = p.x + r * hw;
     var xs: array<u32, WORDS_PER_LANE>;
     var ss = 0.0;

@@ -7,7 +7,9 @@
 //! numbering (experts of other ranks fall outside it, so the routing kernels
 //! skip their pairs), the rank computes its experts' pairs only, and one
 //! all-reduce sums the dense MLP's and the experts' partial outputs.
+use super::scratch::MoeScratch;
 use super::Session;
+use crate::config::MoeConfig;
 use crate::error::{Error, Result};
 use crate::weights::MoeWeights;
 use switchyard_core::Region;
@@ -56,6 +58,15 @@ const NORM_GATHER_MAX_ROWS: usize = 64;
 const FUSED_DECODE_MAX_ROWS: usize = 1;
 
 impl Session<'_> {
+    /// The MoE config and this session's MoE buffers, or an error on a
+    /// model without them.
+    fn moe_parts(&self) -> Result<(MoeConfig, &MoeScratch)> {
+        match (self.model.shape().moe, self.s.moe.as_ref()) {
+            (Some(mc), Some(ms)) => Ok((mc, ms)),
+            _ => Err(Error::Request("MoE weights on a model without an MoE config".into())),
+        }
+    }
+
     /// Routes `rows` rows of residual `x` (top-k, weights, expert-sorted
     /// slots into the session's MoE buffers); returns the number of experts
     /// this backend holds, for [`Self::moe_experts`]. The layer enqueues it
@@ -64,10 +75,8 @@ impl Session<'_> {
     /// are issued while the routing kernel (a strict-order chain that keeps
     /// most of the GPU idle) runs.
     pub(super) fn moe_route(&self, w: &MoeWeights, xr: Region, rows: usize) -> Result<usize> {
-        let (ops, cfg, s) = (&self.model.ops, self.model.shape(), &self.s);
-        let (Some(mc), Some(ms)) = (cfg.moe, s.moe.as_ref()) else {
-            return Err(Error::Request("MoE weights on a model without an MoE config".into()));
-        };
+        let (ops, cfg) = (&self.model.ops, self.model.shape());
+        let (mc, ms) = self.moe_parts()?;
         let (h, eps, e, k) = (cfg.hidden_size, cfg.eps, mc.num_experts, mc.top_k);
         // Router: unweighted RMSNorm · scale · hidden^-0.5, proj, softmax,
         // top-k, renormalise, · per_expert_scale; then expert-sorted slots.
@@ -117,9 +126,7 @@ impl Session<'_> {
     /// FFN output.
     pub(super) fn moe_experts(&self, w: &MoeWeights, xr: Region, rows: usize, e_here: usize) -> Result<Region> {
         let (ops, cfg, s) = (&self.model.ops, self.model.shape(), &self.s);
-        let (Some(mc), Some(ms)) = (cfg.moe, s.moe.as_ref()) else {
-            return Err(Error::Request("MoE weights on a model without an MoE config".into()));
-        };
+        let (mc, ms) = self.moe_parts()?;
         let (h, eps, k, im) = (cfg.hidden_size, cfg.eps, mc.top_k, mc.intermediate);
         let n = rows * k;
         // The dense MLP's output, then the experts' (adjacent: one all-reduce).
@@ -185,10 +192,8 @@ impl Session<'_> {
     /// then count / offsets / scatter over the experts this backend holds;
     /// returns their number.
     fn route(&self, w: &MoeWeights, xr: Region, rows: usize, root: f32) -> Result<usize> {
-        let (ops, cfg, s) = (&self.model.ops, self.model.shape(), &self.s);
-        let (Some(mc), Some(ms)) = (cfg.moe, s.moe.as_ref()) else {
-            return Err(Error::Request("MoE weights on a model without an MoE config".into()));
-        };
+        let (ops, cfg) = (&self.model.ops, self.model.shape());
+        let (mc, ms) = self.moe_parts()?;
         let (h, eps, e, k) = (cfg.hidden_size, cfg.eps, mc.num_experts, mc.top_k);
         let n = rows * k;
         ops.router_norm_bf16(ms.rn.region(), xr, w.router_scale.region(), rows, h, eps, root)?;
