@@ -1347,25 +1347,27 @@ mod tests {
         assert_eq!(plan(&HOPPER, 512, 1, 176, 64, 256).grid, [5, 1, 1]);
     }
 
-    /// The decode routing takes the norm-in-registers entry up to its dim
-    /// limit unless the override asks for the staged one; both entries are
-    /// in moe_expert.cu with the same parameters, and the lane-chunk limit
-    /// is the source's.
+    /// `moe_route_decode`'s arguments at these sizes (k 8, aligned pointers).
+    fn route_args(rows: i32, dim: i32, e: i32) -> Vec<switchyard_core::Arg> {
+        MOE_ROUTE_DECODE
+            .args
+            .iter()
+            .map(|a| match a.name {
+                "rows" => I(rows),
+                "dim" => I(dim),
+                "e" => I(e),
+                "k" => I(8),
+                "eps" => F(1e-6),
+                "root" => F(1.0 / 64.0),
+                _ => P(256),
+            })
+            .collect()
+    }
+
     #[test]
     fn wgsl_route_decode_is_one_dispatch_unless_forced() {
         let plan = |rows: i32, e: i32, two: bool| {
-            let args: Vec<switchyard_core::Arg> = MOE_ROUTE_DECODE
-                .args
-                .iter()
-                .map(|a| match a.name {
-                    "rows" => I(rows),
-                    "e" => I(e),
-                    "dim" => I(2816),
-                    "k" => I(8),
-                    "eps" | "root" => F(1.0),
-                    _ => P(256),
-                })
-                .collect();
+            let args = route_args(rows, 2816, e);
             let p = wgsl_route_decode_plan(&PlanArgs::new(&MOE_ROUTE_DECODE, &args), two).unwrap();
             (p.passes.iter().map(|s| (s.entry, s.grid)).collect::<Vec<_>>(), p.workspace_bytes, p.arrivals)
         };
@@ -1377,22 +1379,14 @@ mod tests {
         );
     }
 
+    /// The decode routing takes the norm-in-registers entry up to its dim
+    /// limit unless the override asks for the staged one; both entries are
+    /// in moe_expert.cu with the same parameters, and the lane-chunk limit
+    /// is the source's.
     #[test]
     fn route_decode_takes_the_registers_entry_up_to_its_limit() {
         let pass = |rows: i32, dim: i32, e: i32, staged: bool| {
-            let args: Vec<switchyard_core::Arg> = MOE_ROUTE_DECODE
-                .args
-                .iter()
-                .map(|a| match a.name {
-                    "rows" => I(rows),
-                    "dim" => I(dim),
-                    "e" => I(e),
-                    "k" => I(8),
-                    "eps" => F(1e-6),
-                    "root" => F(1.0 / 64.0),
-                    _ => P(256),
-                })
-                .collect();
+            let args = route_args(rows, dim, e);
             let p = route_decode_plan(&PlanArgs::new(&MOE_ROUTE_DECODE, &args), &HOPPER, staged).unwrap();
             assert_eq!(p.passes.len(), 1);
             p.passes[0].clone()
