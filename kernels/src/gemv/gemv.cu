@@ -274,9 +274,7 @@ __device__ void gemv_m1(const bf16* __restrict__ a, const bf16* __restrict__ b, 
         bool waited = false;
         for (int c0 = ch0; c0 < ch1; c0 += 32 * C) {
             uint4 w[R][C];
-            // The first batch volatile, so that it stays in front of the
-            // wait (plain asm loads may be sunk past it to their use).
-            load(w, c0, !waited);
+            load(w, c0, false);
             if (!waited) {
                 sy_wait_prior(); // the activation row is the previous launch's output
                 waited = true;
