@@ -1238,7 +1238,9 @@ fn gelu_cases(g: &mut Gen) -> Vec<Case> {
 }
 
 fn combine_cases(g: &mut Gen) -> Vec<Case> {
-    [(1usize, 1usize, 4usize, 64usize), (13, 4, 8, 42), (40, 8, 16, 256)]
+    // k = 11 and 36: a second, partial batch of the WGSL word's expert loads
+    // (CW_BATCH = 8), and pairs past the 32 staged in workgroup memory.
+    [(1usize, 1usize, 4usize, 64usize), (13, 4, 8, 42), (40, 8, 16, 256), (3, 11, 32, 72), (2, 36, 64, 40)]
         .into_iter()
         .map(|(rows, k, e, h)| {
             let (_, mut sop, _) = routing(g, rows, k, e);
