@@ -142,26 +142,51 @@ fn route_chain(t: u32, lid: u32) {
         }
     }
     workgroupBarrier();
+    // The products rn · w (bf16 × bf16: exact in f32, so the chain's sums
+    // are the same whether or not a driver contracts them into FMAs), formed
+    // by the whole workgroup over the staging (element i at word i: the
+    // staging is read whole into registers first), so that the chain is
+    // only its adds. One invocation walking the words itself, a shift, a
+    // multiply and an add an element, left the chains' dispatch at 30.6 us
+    // on the H200.
+    var pr: array<vec2<f32>, WORDS_PER_LANE>;
+    for (var u = 0u; u < WORDS_PER_LANE; u++) {
+        let j = lid + WG * u;
+        if (real && j < hw) {
+            let a = wsm[ROW_WORDS + j];
+            let w = wsm[j];
+            pr[u] = vec2<f32>(bf16_lo(a) * bf16_lo(w), bf16_hi(a) * bf16_hi(w));
+        }
+    }
+    workgroupBarrier();
+    for (var u = 0u; u < WORDS_PER_LANE; u++) {
+        let j = lid + WG * u;
+        if (real && j < hw) {
+            wsm[2u * j] = bitcast<u32>(pr[u].x);
+            wsm[2u * j + 1u] = bitcast<u32>(pr[u].y);
+        }
+    }
+    workgroupBarrier();
     if (real && lid == 0u) {
-        // hw is a multiple of 4 (dim % 8 == 0). The next four words' loads
-        // are issued before this four's eight adds (the last round reloads
-        // its own words). On the H200 the chains' dispatch takes 30.6 us
-        // and the selection's 32.9 (SWITCHYARD_WGSL_ROUTE_PASSES=2, each
-        // timed in its own pass, about 9 us of which any dispatch costs);
-        // loading a round ahead did not change either.
+        // 2 · hw products, a multiple of 8 (dim % 8 == 0); the next eight's
+        // loads are issued before this eight's adds (the last round reloads
+        // its own).
+        let n = 2u * hw;
         var acc = 0.0;
-        var a = chain_words(ROW_WORDS);
-        var w = chain_words(0u);
-        for (var j = 0u; j < hw; j += 4u) {
-            let next = min(j + 4u, hw - 4u);
-            let an = chain_words(ROW_WORDS + next);
-            let wn = chain_words(next);
+        var q0 = chain_words(0u);
+        var q1 = chain_words(4u);
+        for (var j = 0u; j < n; j += 8u) {
+            let next = min(j + 8u, n - 8u);
+            let n0 = chain_words(next);
+            let n1 = chain_words(next + 4u);
             for (var i = 0u; i < 4u; i++) {
-                acc = acc + bf16_lo(a[i]) * bf16_lo(w[i]);
-                acc = acc + bf16_hi(a[i]) * bf16_hi(w[i]);
+                acc = acc + bitcast<f32>(q0[i]);
             }
-            a = an;
-            w = wn;
+            for (var i = 0u; i < 4u; i++) {
+                acc = acc + bitcast<f32>(q1[i]);
+            }
+            q0 = n0;
+            q1 = n1;
         }
         atomicStore(&d_chain[r * e + xe], bitcast<u32>(acc));
     }
@@ -204,14 +229,41 @@ fn route_select(lid: u32) {
         wsm[LOGITS + w] = word;
     }
     workgroupBarrier();
+    // Each row's max in two levels (max is order-free): an invocation a
+    // segment of 16 experts, then one a row over its segments. Then the
+    // row's sum of exp(l - m) in index order, four exps issued before their
+    // four adds. (One invocation a row walking the row twice, an exp and an
+    // add at a time, left the selection at 32.9 us a dispatch on the H200.)
+    let segs = (e + 15u) / 16u;
+    if (lid < rows * segs) {
+        let r = lid / segs;
+        let s0 = (lid % segs) * 16u;
+        var m = bitcast<f32>(0xff800000u);
+        for (var i = s0; i < min(s0 + 16u, e); i++) {
+            m = max(m, logit_at(r * e + i));
+        }
+        wsm[SEL_KEY + lid] = bitcast<u32>(m);
+    }
+    workgroupBarrier();
     if (lid < rows) {
         let r = lid;
         var m = bitcast<f32>(0xff800000u);
-        for (var i = 0u; i < e; i++) {
-            m = max(m, logit_at(r * e + i));
+        for (var s = 0u; s < segs; s++) {
+            m = max(m, bitcast<f32>(wsm[SEL_KEY + r * segs + s]));
         }
         var sum = 0.0;
-        for (var i = 0u; i < e; i++) {
+        var i = 0u;
+        for (; i + 4u <= e; i += 4u) {
+            let x0 = exp(logit_at(r * e + i) - m);
+            let x1 = exp(logit_at(r * e + i + 1u) - m);
+            let x2 = exp(logit_at(r * e + i + 2u) - m);
+            let x3 = exp(logit_at(r * e + i + 3u) - m);
+            sum += x0;
+            sum += x1;
+            sum += x2;
+            sum += x3;
+        }
+        for (; i < e; i++) {
             sum += exp(logit_at(r * e + i) - m);
         }
         wsm[ROW_M + r] = bitcast<u32>(m);
@@ -261,8 +313,12 @@ fn route_select(lid: u32) {
         }
         let win = wsm[SEL_IDX + g * size];
         if (mine) {
-            if (win % size == t) {
-                keys[win / size] = 0u;
+            // Constant indices (the driver unrolls the loop), so keys can stay
+            // in registers.
+            for (var j = 0u; j < PER_LANE; j++) {
+                if (t + size * j == win) {
+                    keys[j] = 0u;
+                }
             }
             if (t == 0u) {
                 wsm[PICK_ID + g * MAX_K + c] = win;
@@ -293,15 +349,31 @@ fn route_select(lid: u32) {
         wsm[CNT + lid] = c;
     }
     workgroupBarrier();
-    if (lid == 0u) {
+    // Exclusive offsets in two levels (integer sums, order-free): a segment
+    // of 16 experts' total an invocation, then each segment's offsets from
+    // the totals before it.
+    if (lid < segs) {
+        var total = 0u;
+        for (var x = lid * 16u; x < min(lid * 16u + 16u, e); x++) {
+            total += wsm[CNT + x];
+        }
+        wsm[SEL_IDX + lid] = total;
+    }
+    workgroupBarrier();
+    if (lid < segs) {
         var acc = 0u;
-        for (var x = 0u; x < e; x++) {
+        for (var s = 0u; s < lid; s++) {
+            acc += wsm[SEL_IDX + s];
+        }
+        for (var x = lid * 16u; x < min(lid * 16u + 16u, e); x++) {
             wsm[OFF + x] = acc;
             d_offsets[p.offsets + x] = acc;
             acc += wsm[CNT + x];
         }
-        wsm[OFF + e] = acc;
-        d_offsets[p.offsets + e] = acc;
+        if (lid == segs - 1u) {
+            wsm[OFF + e] = acc;
+            d_offsets[p.offsets + e] = acc;
+        }
     }
     workgroupBarrier();
     for (var q = lid; q < n; q += WG) {
