@@ -8,7 +8,9 @@
 // workgroup memory. It takes 30 us a dispatch at hidden 2816 on the H200;
 // a form holding a row of up to 8192 columns in registers between the
 // passes, each expert's loads of every word issued together, took 32.6
-// (thirteenth session) and was withdrawn.
+// (thirteenth session), and one with the row's slots staged in workgroup
+// memory and a word's eight expert loads issued together took 39.1-40.0
+// (fourteenth session); both were withdrawn.
 struct Params {
     out: u32, mlp: u32, y: u32, slot_of_pair: u32, topk_w: u32, w_mlp: u32, w_moe: u32,
     rows: i32, k: i32, h: i32, n: i32, eps: f32,
@@ -35,7 +37,6 @@ fn moe_combine_post_norms_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
     let hw = u32(p.h) / 2u;
     let o = p.out + t * hw;
     let mo = p.mlp + t * hw;
-    combine_stage(t, lid);
     if (combine_row_is_bad(t)) {
         for (var c = lid; c < hw; c += 256u) {
             d_out[o + c] = BF16_NAN2;
