@@ -37,6 +37,7 @@ fn moe_combine_post_norms_bf16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(n
     let hw = u32(p.h) / 2u;
     let o = p.out + t * hw;
     let mo = p.mlp + t * hw;
+    combine_stage(t, lid);
     if (combine_row_is_bad(t)) {
         for (var c = lid; c < hw; c += 256u) {
             d_out[o + c] = BF16_NAN2;
