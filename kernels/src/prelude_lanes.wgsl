@@ -69,3 +69,21 @@ fn row_best(bi: i32, bv: f32, ln: Lanes) -> vec2<u32> {
     workgroupBarrier();
     return r;
 }
+
+// The subgroup variant's names, for code that branches on SUBGROUPS: each
+// invocation is its own group of one.
+fn subgroup_key_best(key: u32, idx: u32) -> vec2<u32> {
+    return vec2<u32>(key, idx);
+}
+
+fn lanes_leader(ln: Lanes) -> bool {
+    return true;
+}
+
+fn lanes_group(ln: Lanes) -> u32 {
+    return ln.lid;
+}
+
+fn lanes_groups(ln: Lanes) -> u32 {
+    return 256u;
+}

@@ -106,3 +106,25 @@ fn row_best(bi: i32, bv: f32, ln: Lanes) -> vec2<u32> {
     workgroupBarrier();
     return r;
 }
+
+// The subgroup's best (key, index) of u32 candidates: the largest key, then
+// the lowest index holding it (any key order, NaN bit patterns included:
+// the keys are integers here). In every invocation of the subgroup.
+fn subgroup_key_best(key: u32, idx: u32) -> vec2<u32> {
+    let m = subgroupMax(key);
+    return vec2<u32>(m, subgroupMin(select(0xffffffffu, idx, key == m)));
+}
+
+// Whether this invocation speaks for its subgroup, which one that is, and
+// how many the workgroup has (the fallback: each invocation its own).
+fn lanes_leader(ln: Lanes) -> bool {
+    return ln.lane == 0u;
+}
+
+fn lanes_group(ln: Lanes) -> u32 {
+    return ln.sg;
+}
+
+fn lanes_groups(ln: Lanes) -> u32 {
+    return ln.count;
+}

@@ -399,8 +399,18 @@ fn wgsl_moe_grouped_bf16(a: &PlanArgs, facts: &DeviceFacts) -> Result<WgslPlan> 
         return wgsl_moe_grouped(a, facts);
     }
     let cols = groups(a.kernel, u64::from(a.u32("big_n")?), SEGMENT_GEMV_COLS)?;
-    let pass = WgslPass { entry: "moe_grouped_gemm_bf16_seg", grid: [cols, n, 1], consts: vec![], extra: [0; 4] };
+    let pass = WgslPass { entry: "moe_grouped_gemm_bf16_seg", grid: [cols, n, 1], consts: seg_chunks_override(), extra: [0; 4] };
     whole_expert_window(a, WgslPlan { passes: vec![pass], workspace_bytes: 0, arrivals: 0 })
+}
+
+/// `SWITCHYARD_WGSL_SEG_CHUNKS` = `1` or `4`: the chunks of a weight row a
+/// lane of the WGSL segment GEMVs loads a round (`SEG_U`,
+/// moe/segment_gemv.wgsli), for both of them, instead of each shader's own
+/// (four in `moe_gate_up_gelu_bf16`, one in `moe_grouped_gemm_bf16_seg`);
+/// a measurement override, read once a process.
+fn seg_chunks_override() -> Vec<(&'static str, u32)> {
+    static CHUNKS: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    env_override(&CHUNKS, "SWITCHYARD_WGSL_SEG_CHUNKS", |c| c == 1 || c == 4).map(|c| vec![("SEG_U", c)]).unwrap_or_default()
 }
 
 /// Row stride in f32 of `moe_route_decode`'s staged rows (`route_dec_ld`
@@ -513,7 +523,9 @@ fn cuda_moe_gate_up_gelu(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
 
 fn wgsl_moe_gate_up_gelu(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     let cols = groups(a.kernel, u64::from(a.u32("inter")?), SEGMENT_GEMV_COLS / 2)?;
-    whole_expert_window(a, WgslPlan::single(a.kernel, [cols, a.u32("n")?, 1]))
+    let mut plan = WgslPlan::single(a.kernel, [cols, a.u32("n")?, 1]);
+    plan.passes[0].consts = seg_chunks_override();
+    whole_expert_window(a, plan)
 }
 
 cuda_plan!(MOE_GATE_UP_GELU_BF16 => cuda_moe_gate_up_gelu);

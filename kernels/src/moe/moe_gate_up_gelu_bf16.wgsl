@@ -22,7 +22,7 @@ const SEG_OUTS: u32 = 16u;
 // Four chunks of a weight row in flight a lane (segment_gemv.wgsli): 26b-a4b's
 // expert gate/up (K = 2816) at batch 1 went from 42.5 to 37.4 us a dispatch
 // on the H200 against one (fourteenth session).
-const SEG_U: u32 = 4u;
+override SEG_U: u32 = 4u;
 //! include "moe/segment_gemv.wgsli"
 //! include "util/gelu_tanh.wgsli"
 

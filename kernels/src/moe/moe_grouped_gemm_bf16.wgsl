@@ -53,7 +53,7 @@ const SEG_COLS: u32 = 32u;
 // One chunk of a weight row a round (segment_gemv.wgsli): four measured
 // slower on the H200 (26b-a4b's expert down, K = 704: 24.0 against 21.7 us a
 // dispatch; batch 16 decode 521 against 572 tok/s), fourteenth session.
-const SEG_U: u32 = 1u;
+override SEG_U: u32 = 1u;
 //! include "moe/segment_gemv.wgsli"
 
 @compute @workgroup_size(256)

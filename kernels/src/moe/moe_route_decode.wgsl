@@ -55,7 +55,7 @@ const MAX_K: u32 = 32u;
 // Words of a router row the staging holds: dim <= 3072 (the contract's
 // ROUTE_DECODE_MAX_DIM), so at most 6 a invocation.
 const ROW_WORDS: u32 = 1536u;
-const WORDS_PER_LANE: u32 = 6u;
+const WORDS_PER_LANE: u32 = 6u; // route_chain's six named words (j, j + WG, ..., j + 5 · WG)
 // Experts a selecting invocation holds: e <= 256 over groups of >= 16.
 const PER_LANE: u32 = 16u;
 
@@ -82,25 +82,24 @@ const ROW_SUM: u32 = 3601u;
 // Workgroup t of the (folded) grid takes logit (row t / e, expert t % e);
 // the padding of a folded grid takes none but still arrives.
 @compute @workgroup_size(256)
-fn moe_route_decode_chains(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                           @builtin(local_invocation_index) lid: u32) {
-    route_chain(group_x(wid, nwg, p.fold), lid);
+fn moe_route_decode_chains(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    route_chain(group_x(wid, nwg, p.fold), ln.lid);
 }
 
 //! include "util/arrival.wgsli"
 
 @compute @workgroup_size(256)
-fn moe_route_decode_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                         @builtin(local_invocation_index) lid: u32) {
+fn moe_route_decode_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, ln: Lanes) {
+    let lid = ln.lid;
     route_chain(group_x(wid, nwg, p.fold), lid);
     if (last_to_arrive(0u, nwg.x * nwg.y * nwg.z, lid)) {
-        route_select(lid);
+        route_select(ln);
     }
 }
 
 @compute @workgroup_size(256)
-fn moe_route_decode(@builtin(local_invocation_index) lid: u32) {
-    route_select(lid);
+fn moe_route_decode(ln: Lanes) {
+    route_select(ln);
 }
 
 // Logit t = (row r, expert xe) into the workspace, if t < gx; every
@@ -112,35 +111,59 @@ fn route_chain(t: u32, lid: u32) {
     let hw = min(u32(p.dim) / 2u, ROW_WORDS);
     // gx = rows · e (the plan), so a real t has r < rows and xe < e.
     let real = t < p.gx;
-    // The router row and this invocation's words of the input row, all
-    // loads issued before any is used.
+    // The router row, this invocation's words of the input row and of the
+    // scale, all loads issued before any is used, as named values (held in
+    // arrays, they went through memory one at a time on the H200's Vulkan
+    // driver): indices clamped into the row (hw >= 4), the words past it
+    // neither stored nor added. A folded grid's padding reads the last row.
     let wo = p.router_w + xe * hw;
-    let xo = p.x + r * hw;
-    var xs: array<u32, WORDS_PER_LANE>;
+    let xo = p.x + min(r, max(u32(p.rows), 1u) - 1u) * hw;
+    let so = p.scale;
+    let last = hw - 1u;
+    let j1 = lid + WG;
+    let j2 = lid + 2u * WG;
+    let j3 = lid + 3u * WG;
+    let j4 = lid + 4u * WG;
+    let j5 = lid + 5u * WG;
+    let w0 = d_router_w[wo + min(lid, last)];
+    let w1 = d_router_w[wo + min(j1, last)];
+    let w2 = d_router_w[wo + min(j2, last)];
+    let w3 = d_router_w[wo + min(j3, last)];
+    let w4 = d_router_w[wo + min(j4, last)];
+    let w5 = d_router_w[wo + min(j5, last)];
+    let x0 = d_x[xo + min(lid, last)];
+    let x1 = d_x[xo + min(j1, last)];
+    let x2 = d_x[xo + min(j2, last)];
+    let x3 = d_x[xo + min(j3, last)];
+    let x4 = d_x[xo + min(j4, last)];
+    let x5 = d_x[xo + min(j5, last)];
+    let s0 = d_scale[so + min(lid, last)];
+    let s1 = d_scale[so + min(j1, last)];
+    let s2 = d_scale[so + min(j2, last)];
+    let s3 = d_scale[so + min(j3, last)];
+    let s4 = d_scale[so + min(j4, last)];
+    let s5 = d_scale[so + min(j5, last)];
+    stage_word(lid, hw, real, w0);
+    stage_word(j1, hw, real, w1);
+    stage_word(j2, hw, real, w2);
+    stage_word(j3, hw, real, w3);
+    stage_word(j4, hw, real, w4);
+    stage_word(j5, hw, real, w5);
+    // Σ x² over the words in order (order free in the contract, kept).
     var ss = 0.0;
-    for (var u = 0u; u < WORDS_PER_LANE; u++) {
-        let j = lid + WG * u;
-        if (real && j < hw) {
-            wsm[j] = d_router_w[wo + j];
-            xs[u] = d_x[xo + j];
-        }
-    }
-    for (var u = 0u; u < WORDS_PER_LANE; u++) {
-        if (real && lid + WG * u < hw) {
-            let a = bf16_lo(xs[u]);
-            let b = bf16_hi(xs[u]);
-            ss += a * a + b * b;
-        }
-    }
+    ss += sq_word(lid, hw, real, x0);
+    ss += sq_word(j1, hw, real, x1);
+    ss += sq_word(j2, hw, real, x2);
+    ss += sq_word(j3, hw, real, x3);
+    ss += sq_word(j4, hw, real, x4);
+    ss += sq_word(j5, hw, real, x5);
     let inv = inv_rms(wg_sum256(ss, lid), u32(p.dim), p.eps);
-    for (var u = 0u; u < WORDS_PER_LANE; u++) {
-        let j = lid + WG * u;
-        if (real && j < hw) {
-            let s = d_scale[p.scale + j];
-            wsm[ROW_WORDS + j] = pack_bf16(bf16_lo(xs[u]) * inv * bf16_lo(s) * p.root,
-                                           bf16_hi(xs[u]) * inv * bf16_hi(s) * p.root);
-        }
-    }
+    norm_word(lid, hw, real, x0, s0, inv);
+    norm_word(j1, hw, real, x1, s1, inv);
+    norm_word(j2, hw, real, x2, s2, inv);
+    norm_word(j3, hw, real, x3, s3, inv);
+    norm_word(j4, hw, real, x4, s4, inv);
+    norm_word(j5, hw, real, x5, s5, inv);
     workgroupBarrier();
     // The products rn · w (bf16 × bf16: exact in f32, so the chain's sums
     // are the same whether or not a driver contracts them into FMAs), formed
@@ -149,23 +172,19 @@ fn route_chain(t: u32, lid: u32) {
     // only its adds. One invocation walking the words itself, a shift, a
     // multiply and an add an element, left the chains' dispatch at 30.6 us
     // on the H200.
-    var pr: array<vec2<f32>, WORDS_PER_LANE>;
-    for (var u = 0u; u < WORDS_PER_LANE; u++) {
-        let j = lid + WG * u;
-        if (real && j < hw) {
-            let a = wsm[ROW_WORDS + j];
-            let w = wsm[j];
-            pr[u] = vec2<f32>(bf16_lo(a) * bf16_lo(w), bf16_hi(a) * bf16_hi(w));
-        }
-    }
+    let p0 = prod_word(lid, hw, real);
+    let p1 = prod_word(j1, hw, real);
+    let p2 = prod_word(j2, hw, real);
+    let p3 = prod_word(j3, hw, real);
+    let p4 = prod_word(j4, hw, real);
+    let p5 = prod_word(j5, hw, real);
     workgroupBarrier();
-    for (var u = 0u; u < WORDS_PER_LANE; u++) {
-        let j = lid + WG * u;
-        if (real && j < hw) {
-            wsm[2u * j] = bitcast<u32>(pr[u].x);
-            wsm[2u * j + 1u] = bitcast<u32>(pr[u].y);
-        }
-    }
+    put_prod(lid, hw, real, p0);
+    put_prod(j1, hw, real, p1);
+    put_prod(j2, hw, real, p2);
+    put_prod(j3, hw, real, p3);
+    put_prod(j4, hw, real, p4);
+    put_prod(j5, hw, real, p5);
     workgroupBarrier();
     if (real && lid == 0u) {
         // 2 · hw products, a multiple of 8 (dim % 8 == 0); the next eight's
@@ -192,6 +211,48 @@ fn route_chain(t: u32, lid: u32) {
     }
 }
 
+// Word j of the router row into the staging, if it is one.
+fn stage_word(j: u32, hw: u32, ok: bool, w: u32) {
+    if (ok && j < hw) {
+        wsm[j] = w;
+    }
+}
+
+// Σ of the squares of input word x's two elements, if word j is one (else 0).
+fn sq_word(j: u32, hw: u32, ok: bool, x: u32) -> f32 {
+    if (ok && j < hw) {
+        let a = bf16_lo(x);
+        let b = bf16_hi(x);
+        return a * a + b * b;
+    }
+    return 0.0;
+}
+
+// Word j of rn = bf16(x · inv · scale · root) into the staging, if it is one.
+fn norm_word(j: u32, hw: u32, ok: bool, x: u32, s: u32, inv: f32) {
+    if (ok && j < hw) {
+        wsm[ROW_WORDS + j] = pack_bf16(bf16_lo(x) * inv * bf16_lo(s) * p.root, bf16_hi(x) * inv * bf16_hi(s) * p.root);
+    }
+}
+
+// Word j's two products rn · w (zeros past the row).
+fn prod_word(j: u32, hw: u32, ok: bool) -> vec2<f32> {
+    if (ok && j < hw) {
+        let a = wsm[ROW_WORDS + j];
+        let w = wsm[j];
+        return vec2<f32>(bf16_lo(a) * bf16_lo(w), bf16_hi(a) * bf16_hi(w));
+    }
+    return vec2<f32>(0.0);
+}
+
+// Word j's products, elements 2j and 2j + 1 of the chain's input.
+fn put_prod(j: u32, hw: u32, ok: bool, v: vec2<f32>) {
+    if (ok && j < hw) {
+        wsm[2u * j] = bitcast<u32>(v.x);
+        wsm[2u * j + 1u] = bitcast<u32>(v.y);
+    }
+}
+
 // Words [at, at + 4) of the staging.
 fn chain_words(at: u32) -> vec4<u32> {
     return vec4<u32>(wsm[at], wsm[at + 1u], wsm[at + 2u], wsm[at + 3u]);
@@ -215,7 +276,8 @@ fn beats(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
 
 // The selection, counts, offsets and slots from the workspace's chains: one
 // workgroup of 256, every invocation calling it (it holds barriers).
-fn route_select(lid: u32) {
+fn route_select(ln: Lanes) {
+    let lid = ln.lid;
     let rows = min(u32(p.rows), MAX_ROWS);
     let e = min(u32(p.e), MAX_E);
     let k = min(u32(p.k), min(e, MAX_K));
@@ -297,21 +359,43 @@ fn route_select(lid: u32) {
                 bi = t + size * j;
             }
         }
-        wsm[SEL_KEY + lid] = bk;
-        wsm[SEL_IDX + lid] = bi;
-        workgroupBarrier();
-        for (var s = size / 2u; s > 0u; s = s / 2u) {
-            if (t < s) {
-                let ok = wsm[SEL_KEY + lid + s];
-                let oi = wsm[SEL_IDX + lid + s];
-                if (beats(ok, oi, wsm[SEL_KEY + lid], wsm[SEL_IDX + lid])) {
-                    wsm[SEL_KEY + lid] = ok;
-                    wsm[SEL_IDX + lid] = oi;
-                }
+        var win = 0u;
+        if (SUBGROUPS && rows == 1u) {
+            // One row, the whole workgroup its group: each subgroup's best
+            // by subgroup operations, then every invocation scans the
+            // subgroups' (the same winner as the tree below: largest key,
+            // then lowest index), two barriers a round instead of nine.
+            let b = subgroup_key_best(bk, bi);
+            if (lanes_leader(ln)) {
+                wsm[SEL_KEY + lanes_group(ln)] = b.x;
+                wsm[SEL_IDX + lanes_group(ln)] = b.y;
             }
             workgroupBarrier();
+            var wk = 0u;
+            win = 0xffffffffu;
+            for (var q = 0u; q < lanes_groups(ln); q++) {
+                if (beats(wsm[SEL_KEY + q], wsm[SEL_IDX + q], wk, win)) {
+                    wk = wsm[SEL_KEY + q];
+                    win = wsm[SEL_IDX + q];
+                }
+            }
+        } else {
+            wsm[SEL_KEY + lid] = bk;
+            wsm[SEL_IDX + lid] = bi;
+            workgroupBarrier();
+            for (var s = size / 2u; s > 0u; s = s / 2u) {
+                if (t < s) {
+                    let ok = wsm[SEL_KEY + lid + s];
+                    let oi = wsm[SEL_IDX + lid + s];
+                    if (beats(ok, oi, wsm[SEL_KEY + lid], wsm[SEL_IDX + lid])) {
+                        wsm[SEL_KEY + lid] = ok;
+                        wsm[SEL_IDX + lid] = oi;
+                    }
+                }
+                workgroupBarrier();
+            }
+            win = wsm[SEL_IDX + g * size];
         }
-        let win = wsm[SEL_IDX + g * size];
         if (mine) {
             // Constant indices (the driver unrolls the loop), so keys can stay
             // in registers.
