@@ -23,11 +23,12 @@ san() {
   echo "rc=$? ($1 $2 ${3:-})" >> $OUT/san_$1.txt
 }
 
-# fixtures: the six HF fixtures, greedy, on cuda and wgpu against HF's expected.json.
+# fixtures [BACKENDS [FIXTURES]]: HF fixtures, greedy, against HF's expected.json
+# (default: the six of them on cuda and wgpu).
 fixtures() {
   local be fx
-  for be in cuda wgpu; do
-    for fx in tiny-dense tiny-moe tiny-e2b tiny-e4b tiny-26b-a4b tiny-31b; do
+  for be in ${1:-cuda wgpu}; do
+    for fx in ${2:-tiny-dense tiny-moe tiny-e2b tiny-e4b tiny-26b-a4b tiny-31b}; do
       timeout 30 $S generate --model tests/fixtures/$fx --backend $be --prompt-ids 2,17,99,5,250,31 \
         --max-new-tokens 10 --ignore-eos --json > /tmp/$fx.$be.json 2>>$OUT/model_err.txt
       python3 scripts/compare_fixture.py tests/fixtures/$fx/expected.json /tmp/$fx.$be.json "$fx on $be vs HF" | tail -1 >> $X

@@ -21,11 +21,7 @@ for tool in memcheck racecheck; do
   grep -E "^cuda: |SUMMARY|^rc=" $OUT/san_$tool.txt | sed "s/^/$tool: /" >> $X
 done; t
 echo "== HF fixtures on cuda (v3)" >> $X
-for fx in tiny-dense tiny-moe tiny-e2b tiny-e4b tiny-26b-a4b tiny-31b; do
-  timeout 30 $S generate --model tests/fixtures/$fx --backend cuda --prompt-ids 2,17,99,5,250,31 \
-    --max-new-tokens 10 --ignore-eos --json > /tmp/$fx.cuda.json 2>>$OUT/model_err.txt
-  python3 scripts/compare_fixture.py tests/fixtures/$fx/expected.json /tmp/$fx.cuda.json "$fx on cuda vs HF" | tail -1 >> $X
-done; t
+fixtures cuda; t
 echo "== bench-model cuda: base / v1 / v2 / v3, two rounds (warm-ups first)" >> $X
 for b in base v1 v2 v3; do
   for shape in default 26b-a4b; do timeout 100 ./dist-$b/switchyard bench-model --backend cuda --shape $shape --batch 1 --steps 4 > /dev/null 2>&1; done

@@ -12,11 +12,7 @@ echo "== parity NEW: wgpu and cuda --filter moe_ (and the route's two-dispatch f
 timeout 60 $S parity --backend wgpu --filter moe_ 2>&1 | tail -2 | head -1 >> $X
 SWITCHYARD_WGSL_ROUTE_PASSES=2 timeout 60 $S parity --backend wgpu --filter moe_route 2>&1 | tail -2 | head -1 >> $X
 timeout 60 $S parity --backend cuda --filter moe_ 2>&1 | tail -2 | head -1 >> $X
-for fx in tiny-moe tiny-26b-a4b; do
-  timeout 30 $S generate --model tests/fixtures/$fx --backend wgpu --prompt-ids 2,17,99,5,250,31 \
-    --max-new-tokens 10 --ignore-eos --json > /tmp/$fx.wgpu.json 2>>$OUT/model_err.txt
-  python3 scripts/compare_fixture.py tests/fixtures/$fx/expected.json /tmp/$fx.wgpu.json "$fx on wgpu vs HF" | tail -1 >> $X
-done; t
+fixtures wgpu "tiny-moe tiny-26b-a4b"; t
 echo "== 26b-a4b wgpu batch 1 (and 16): NEW / PREV, two rounds; cuda NEW once" >> $X
 for round in 1 2; do
   bm "wgpu NEW" $S bench-model --backend wgpu --shape 26b-a4b --batch 1,16 --steps 8

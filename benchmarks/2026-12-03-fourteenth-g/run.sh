@@ -12,11 +12,7 @@ echo "== parity NEXT4 wgpu (Vulkan): all; moe_ with the route in two dispatches;
 timeout 100 $S parity --backend wgpu > $OUT/parity_wgpu.txt 2>&1; tail -2 $OUT/parity_wgpu.txt | head -1 >> $X
 SWITCHYARD_WGSL_ROUTE_PASSES=2 timeout 60 $S parity --backend wgpu --filter moe_ 2>&1 | tail -2 | head -1 >> $X
 for c in 1 4; do SWITCHYARD_WGSL_SEG_CHUNKS=$c timeout 60 $S parity --backend wgpu --filter moe_ 2>&1 | tail -2 | head -1 >> $X; done
-for fx in tiny-moe tiny-26b-a4b; do
-  timeout 30 $S generate --model tests/fixtures/$fx --backend wgpu --prompt-ids 2,17,99,5,250,31 \
-    --max-new-tokens 10 --ignore-eos --json > /tmp/$fx.wgpu.json 2>>$OUT/model_err.txt
-  python3 scripts/compare_fixture.py tests/fixtures/$fx/expected.json /tmp/$fx.wgpu.json "$fx on wgpu vs HF" | tail -1 >> $X
-done; t
+fixtures wgpu "tiny-moe tiny-26b-a4b"; t
 echo "== 26b-a4b wgpu: NEXT4 / NEXT3 two rounds; NEXT4 with SEG_CHUNKS 4 and 1" >> $X
 for round in 1 2; do
   bm "wgpu 26b next4" $S bench-model --backend wgpu --shape 26b-a4b --batch 1,16 --steps 8
