@@ -53,9 +53,9 @@ const MAX_ROWS: u32 = 16u;
 const MAX_E: u32 = 256u;
 const MAX_K: u32 = 32u;
 // Words of a router row the staging holds: dim <= 3072 (the contract's
-// ROUTE_DECODE_MAX_DIM), so at most 6 a invocation.
+// ROUTE_DECODE_MAX_DIM), six an invocation (route_chain's named words j,
+// j + WG, ..., j + 5 · WG).
 const ROW_WORDS: u32 = 1536u;
-const WORDS_PER_LANE: u32 = 6u; // route_chain's six named words (j, j + WG, ..., j + 5 · WG)
 // Experts a selecting invocation holds: e <= 256 over groups of >= 16.
 const PER_LANE: u32 = 16u;
 
