@@ -1,13 +1,14 @@
 //! The dense GEMM family: `C[M, N] = A[M, K] · B[N, K]ᵀ`, bf16 operands,
 //! f32 accumulation, bf16 output rounded to nearest even.
 //!
-//! Every variant here accumulates in the one scalar order the contract of
-//! `dense_gemm_bf16` fixes: `acc = 0; for k in 0..K { acc = acc + a·b }`, the
-//! product and the sum each rounded to f32 (Rust never contracts `+=` of a
-//! product into an FMA). The tensor-core and pipelined contracts leave the K
-//! order free; the reference picks this same order so that
+//! Every variant here but the router accumulates in the one scalar order the
+//! contract of `dense_gemm_bf16` fixes: `acc = 0; for k in 0..K { acc = acc +
+//! a·b }`, the product and the sum each rounded to f32 (Rust never contracts
+//! `+=` of a product into an FMA). The tensor-core and pipelined contracts
+//! leave the K order free; the reference picks this same order so that
 //! `dense_gemm_tc_scaled_acc` equals `dense_gemm_tc` + `scaled_add_bf16` bit
-//! for bit and the router equals the scalar GEMM by construction.
+//! for bit. The router sums in its own fixed order
+//! (`switchyard_kernels::gemm::router_dot`).
 //!
 //! Speed matters because the model runs on this backend at a few thousand
 //! per side: operands are range-checked once through the context, bf16 is
@@ -21,12 +22,12 @@ use std::ops::Range;
 use switchyard_core::codec::{bf16_bits, bf16_round, bf16_value};
 use switchyard_core::{Error, Result};
 use switchyard_kernels::gemm::{
-    DENSE_GEMM_BF16, DENSE_GEMM_BF16_PIPELINED, DENSE_GEMM_ROUTER, DENSE_GEMM_SPLITK_BF16, DENSE_GEMM_TC, DENSE_GEMM_TC_SCALED_ACC,
-    SCALED_ADD_BF16, SPLITK_MAX_SPLITS,
+    router_dot, DENSE_GEMM_BF16, DENSE_GEMM_BF16_PIPELINED, DENSE_GEMM_ROUTER, DENSE_GEMM_SPLITK_BF16, DENSE_GEMM_TC,
+    DENSE_GEMM_TC_SCALED_ACC, SCALED_ADD_BF16, SPLITK_MAX_SPLITS,
 };
 
 register!(DENSE_GEMM_BF16 => dense_gemm);
-register!(DENSE_GEMM_ROUTER => dense_gemm);
+register!(DENSE_GEMM_ROUTER => dense_gemm_router);
 register!(DENSE_GEMM_TC => dense_gemm);
 register!(DENSE_GEMM_BF16_PIPELINED => dense_gemm);
 register!(DENSE_GEMM_TC_SCALED_ACC => dense_gemm_tc_scaled_acc);
@@ -128,8 +129,28 @@ fn dense_sums(c: &Ctx<'_>, out: Buf, out_elems: usize, out_width: usize, ranges:
     }))
 }
 
-/// dense_gemm_bf16, dense_gemm_router, dense_gemm_tc, dense_gemm_bf16_pipelined:
-/// one contract on the reference, `c = bf16(acc)` with acc in strict k order.
+/// `c = bf16(router_dot(a[m, ..], b[n, ..]))`: the router order.
+fn dense_gemm_router(c: &mut Ctx<'_>) -> Result<()> {
+    let kernel = c.kernel();
+    let (m, n, k) = mnk(c)?;
+    let out = c.buf("c")?;
+    let mn = elems(kernel, "c", m, n)?;
+    let a = c.bf16(c.buf("a")?, 0, elems(kernel, "a", m, k)?)?;
+    let b = c.bf16(c.buf("b")?, 0, elems(kernel, "b", n, k)?)?;
+    c.bytes(out, 0, mn, 2)?;
+    let mut bits = Vec::with_capacity(mn);
+    if k == 0 {
+        bits.resize(mn, bf16_bits(0.0));
+    } else {
+        for ar in a.chunks_exact(k) {
+            bits.extend(b.chunks_exact(k).map(|br| bf16_bits(router_dot(ar, br))));
+        }
+    }
+    c.put_bf16(out, 0, &bits)
+}
+
+/// dense_gemm_bf16, dense_gemm_tc, dense_gemm_bf16_pipelined: one contract
+/// on the reference, `c = bf16(acc)` with acc in strict k order.
 fn dense_gemm(c: &mut Ctx<'_>) -> Result<()> {
     let (m, n, k) = mnk(c)?;
     let out = c.buf("c")?;

@@ -14,6 +14,7 @@ use switchyard_core::codec::fp8::e4m3_to_f32;
 use switchyard_core::codec::nvfp4::{e2m1_to_f32, BLOCK};
 use switchyard_core::codec::{bf16_bits, bf16_round};
 use switchyard_core::{Error, Result};
+use switchyard_kernels::gemm::router_dot;
 use switchyard_kernels::moe::expert::{
     GELU_MUL_BF16, MOE_COMBINE_BF16, MOE_GATE_UP_GELU_BF16, MOE_GATHER_BF16, MOE_GROUPED_GEMM_BF16, MOE_GROUPED_W4A16, MOE_ROUTER_TOPK,
     MOE_ROUTE_DECODE, ROUTER_NORM_BF16,
@@ -98,7 +99,7 @@ fn topk_row(lr: &[f32], scale: &[f32], k: usize, ids: &mut Vec<i32>, ws: &mut Ve
 }
 
 /// The fused decode routing, as its contract composes it: router norm
-/// (bf16 rn), the router GEMM in strict k order (bf16 logits), the top-k of
+/// (bf16 rn), the router GEMM in the router order (bf16 logits), the top-k of
 /// each row, then counts, exclusive offsets and slots in increasing pair
 /// order (every id is a valid expert, so every slot is filled).
 fn route_decode(c: &mut Ctx<'_>) -> Result<()> {
@@ -125,11 +126,7 @@ fn route_decode(c: &mut Ctx<'_>) -> Result<()> {
             let rn: Vec<f32> = xr.iter().zip(&sv).map(|(&v, &s)| bf16_round(v * inv * s * root)).collect();
             let mut lr = Vec::with_capacity(e);
             for wr in wv.chunks_exact(dim) {
-                let mut acc = 0f32;
-                for (&a, &b) in rn.iter().zip(wr) {
-                    acc += a * b;
-                }
-                let bits = bf16_bits(acc);
+                let bits = bf16_bits(router_dot(&rn, wr));
                 logit_bits.push(bits);
                 lr.push(switchyard_core::codec::bf16_value(bits));
             }

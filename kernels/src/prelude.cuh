@@ -159,6 +159,39 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// The router order's tree (gemm/mod.rs, router_dot): lane j holds partial
+// j; p[j] + p[j + w] for w = 1, 2, 4, 8, 16. An xor butterfly computes it in
+// every lane at once: lane j adds lane j ^ w's value, and where j has bit w
+// set that is p[j] + p[j - w], the same bits as p[j - w] + p[j] because f32
+// addition commutes. Unfused adds (the contract's), so no lane differs.
+__device__ __forceinline__ float router_tree(float v) {
+#pragma unroll
+    for (int w = 1; w < 32; w <<= 1) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, w));
+    return v;
+}
+
+// One lane's partial of the router order over two f32 rows staged in shared
+// memory: chunks c = lane, lane + 32, ... of 8 k each, each k as p = p + a·b
+// unfused. Staged zeros past K add +0, which changes no partial: one starts
+// at +0, and a sum is -0 only when both addends are, so it is never -0.
+__device__ __forceinline__ float router_partial(const float* a, const float* b, int lane, int chunks) {
+    float p = 0.0f;
+    for (int c = lane; c < chunks; c += 32) {
+        const float4* a4 = reinterpret_cast<const float4*>(a + (size_t)c * 8);
+        const float4* b4 = reinterpret_cast<const float4*>(b + (size_t)c * 8);
+        const float4 x0 = a4[0], x1 = a4[1], y0 = b4[0], y1 = b4[1];
+        p = __fadd_rn(p, __fmul_rn(x0.x, y0.x));
+        p = __fadd_rn(p, __fmul_rn(x0.y, y0.y));
+        p = __fadd_rn(p, __fmul_rn(x0.z, y0.z));
+        p = __fadd_rn(p, __fmul_rn(x0.w, y0.w));
+        p = __fadd_rn(p, __fmul_rn(x1.x, y1.x));
+        p = __fadd_rn(p, __fmul_rn(x1.y, y1.y));
+        p = __fadd_rn(p, __fmul_rn(x1.z, y1.z));
+        p = __fadd_rn(p, __fmul_rn(x1.w, y1.w));
+    }
+    return p;
+}
+
 // Sum over the whole block; every thread gets the result. `scratch` holds
 // 32 floats. Safe to call repeatedly with the same scratch (it syncs before reuse).
 __device__ __forceinline__ float block_sum(float v, float* scratch) {

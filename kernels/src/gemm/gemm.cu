@@ -2,11 +2,13 @@
 // bf16 (B in the HF [out, in] layout), f32 accumulation, bf16 output (RNE).
 //
 // Two groups with different contracts:
-// - Strict k order (dense_gemm_bf16, dense_gemm_router and its decode entry
-//   dense_gemm_router_chain, the split-K partial pass): each output sums acc = acc + a*b for k = 0..K-1 with the
-//   product and the sum rounded separately. They use __fmul_rn / __fadd_rn,
-//   which the compiler never contracts into an FMA, so they equal the CPU
-//   reference bit for bit whatever --fmad says.
+// - Fixed order: strict k order (dense_gemm_bf16, the split-K partial pass:
+//   each output sums acc = acc + a*b for k = 0..K-1) or the router order
+//   (dense_gemm_router and its decode entry dense_gemm_router_chain: 32
+//   partials of 8-wide k chunks, then a pairwise tree; gemm/mod.rs,
+//   router_dot), the product and the sum rounded separately. They use
+//   __fmul_rn / __fadd_rn, which the compiler never contracts into an FMA, so
+//   they equal the CPU reference bit for bit whatever --fmad says.
 // - Tensor cores (dense_gemm_tc, dense_gemm_tc_scaled_acc,
 //   dense_gemm_bf16_pipelined): mma.sync.m16n8k16 bf16 -> f32, K order free.
 //   dense_gemm_tc and dense_gemm_tc_scaled_acc run one templated body (same
@@ -139,65 +141,92 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_splitk_bf16_reduce(
 // Router GEMM, prefill entry (M above the plan's chain limit): block (16,16)
 // computes a 16-row x 64-column tile; thread (tx, ty) owns row ty and columns
 // tx + 16j (j < 4), so each A element it reads from shared memory feeds four
-// independent strict-order sums. At decode sizes it is latency-bound (a few
-// blocks, each walking K in 32-wide slices), hence dense_gemm_router_chain.
+// independent sums. The router order (gemm/mod.rs, router_dot) is walked
+// partial-major: for partial q = 0..31, slices of ROUTER_TK k holding its
+// chunks q, q + 32, q + 64, q + 96, ... (four 8-wide chunks a slice; zeros
+// past K add +0, which changes no partial), then the partial goes onto a
+// binary-counter stack that performs the pairwise tree as the partials
+// arrive: partial q merges with the stack levels its trailing one bits name,
+// the earlier (lower-index) sum always on the left, as the tree adds them.
+// At decode sizes it is latency-bound (a few blocks), hence
+// dense_gemm_router_chain.
 #define ROUTER_TK 32
 extern "C" __global__ void __launch_bounds__(256) dense_gemm_router(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ c,
                                                                      unsigned m, unsigned n, unsigned k) {
     __shared__ float As[16][ROUTER_TK + 1];
     __shared__ float Bs[64][ROUTER_TK + 1];
-    const int M = m, N = n, K = k;
+    const int M = m, N = n, K = k, K8 = (K + 7) / 8;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
     const int row0 = blockIdx.y * 16, col0 = blockIdx.x * 64;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int k0 = 0; k0 < K; k0 += ROUTER_TK) {
-        // K is even: load bf16 pairs (4 bytes) where the row base allows.
-#pragma unroll
-        for (int e = 0; e < 1; ++e) {
-            int idx = tid, r = idx / 16, kk = 2 * (idx % 16), kg = k0 + kk;
-            float lo = 0.0f, hi = 0.0f;
-            if (row0 + r < M && kg < K) {
-                const bf16* p = a + (size_t)(row0 + r) * K + kg;
-                lo = bf16_to_f32(p[0]);
-                hi = bf16_to_f32(p[1]);
+    // Stack levels 0..4 (a subtree of 1, 2, 4, 8, 16 partials) for the four outputs.
+    float s0[4] = {}, s1[4] = {}, s2[4] = {}, s3[4] = {}, s4[4] = {}, total[4] = {};
+    for (int q = 0; q < 32; ++q) {
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        // Chunk t of a slice is chunk q + 32 · (i0 + t) of the row.
+        for (int i0 = 0; q + 32 * i0 < K8; i0 += ROUTER_TK / 8) {
+            // K is even and chunks are 8 wide: a bf16 pair never straddles a chunk or K.
+            auto kg_of = [&](int kk) { return 8 * (q + 32 * (i0 + kk / 8)) + kk % 8; };
+            {
+                const int r = tid / 16, kk = 2 * (tid % 16), kg = kg_of(kk);
+                float lo = 0.0f, hi = 0.0f;
+                if (row0 + r < M && kg < K) {
+                    const bf16* p = a + (size_t)(row0 + r) * K + kg;
+                    lo = bf16_to_f32(p[0]);
+                    hi = bf16_to_f32(p[1]);
+                }
+                As[r][kk] = lo;
+                As[r][kk + 1] = hi;
             }
-            As[r][kk] = lo;
-            As[r][kk + 1] = hi;
-        }
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            int idx = tid + e * 256, r = idx / 16, kk = 2 * (idx % 16), kg = k0 + kk;
-            float lo = 0.0f, hi = 0.0f;
-            if (col0 + r < N && kg < K) {
-                const bf16* p = b + (size_t)(col0 + r) * K + kg;
-                lo = bf16_to_f32(p[0]);
-                hi = bf16_to_f32(p[1]);
+            for (int e = 0; e < 4; ++e) {
+                const int idx = tid + e * 256, r = idx / 16, kk = 2 * (idx % 16), kg = kg_of(kk);
+                float lo = 0.0f, hi = 0.0f;
+                if (col0 + r < N && kg < K) {
+                    const bf16* p = b + (size_t)(col0 + r) * K + kg;
+                    lo = bf16_to_f32(p[0]);
+                    hi = bf16_to_f32(p[1]);
+                }
+                Bs[r][kk] = lo;
+                Bs[r][kk + 1] = hi;
             }
-            Bs[r][kk] = lo;
-            Bs[r][kk + 1] = hi;
-        }
-        __syncthreads();
-        const int kn = min(ROUTER_TK, K - k0);
-        for (int kk = 0; kk < kn; ++kk) {
-            float av = As[ty][kk];
+            __syncthreads();
+#pragma unroll 8
+            for (int kk = 0; kk < ROUTER_TK; ++kk) {
+                const float av = As[ty][kk];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) acc[j] = __fadd_rn(acc[j], __fmul_rn(av, Bs[tx + 16 * j][kk]));
+                for (int j = 0; j < 4; ++j) acc[j] = __fadd_rn(acc[j], __fmul_rn(av, Bs[tx + 16 * j][kk]));
+            }
+            __syncthreads();
         }
-        __syncthreads();
+        // Push partial q (uniform over the block: q is the loop's).
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            float v = acc[j];
+            if (!(q & 1)) { s0[j] = v; continue; }
+            v = __fadd_rn(s0[j], v);
+            if (!(q & 2)) { s1[j] = v; continue; }
+            v = __fadd_rn(s1[j], v);
+            if (!(q & 4)) { s2[j] = v; continue; }
+            v = __fadd_rn(s2[j], v);
+            if (!(q & 8)) { s3[j] = v; continue; }
+            v = __fadd_rn(s3[j], v);
+            if (!(q & 16)) { s4[j] = v; continue; }
+            total[j] = __fadd_rn(s4[j], v); // q = 31: the root
+        }
     }
     const int row = row0 + ty;
     if (row >= M) return;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         int col = col0 + tx + 16 * j;
-        if (col < N) c[(size_t)row * N + col] = f32_to_bf16(acc[j]);
+        if (col < N) c[(size_t)row * N + col] = f32_to_bf16(total[j]);
     }
 }
 
 // Router GEMM, decode entry (M up to the plan's chain limit). Each output is
-// one chain of K dependent adds that cannot be split or reordered, so the
-// kernel's time is that chain (~4 cycles per k) plus one trip to memory, and
-// everything else serves to start every chain at once and keep it fed:
+// a warp's 32 partial chains of K / 32 adds (the router order) and five
+// butterfly steps, so the kernel's time is about one trip to memory, and
+// everything else serves to start every block at once and keep it fed:
 // - Grid (ceil(N/TC), ceil(M/TR)), block 256, with the tile TR x TC
 //   (TR·TC <= 32) implied by the grid: TC = ceil(N / gridDim.x), TR =
 //   ceil(M / gridDim.y). The plan keeps tiles small so that the blocks
@@ -206,10 +235,9 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_router(const bf16* 
 //   whole of K in shared memory, converted to f32, with 16-byte loads
 //   ROUTER_CHAIN_BATCH deep per thread so the block waits for memory about
 //   once. Dynamic shared memory: (TR + TC) * router_chain_ld(K) * 4 bytes.
-// - Lane t < TR·TC of warp 0 owns output (t / TC, t % TC) and walks k = 0..K-1
-//   in order: per four k, two 16-byte shared loads (independent of the sum,
-//   so they and the products run ahead of it), four multiplies and the four
-//   adds, under the add latency.
+// - Warp w owns outputs t = w, w + 8, ... < TR·TC (t = (t / TC, t % TC)):
+//   lane j sums partial j (router_partial), router_tree meets them, lane 0
+//   stores.
 // Operands that are not 16-byte aligned, or K % 8 != 0 (rows then start off
 // 16 bytes), take 4-byte loads (element loads below 4-byte alignment); rows
 // and columns past M and N stage as zeros and store nothing.
@@ -269,27 +297,17 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_router_chain(const 
     }
     __syncthreads();
 
-    if (tid >= TR * TC) return;
-    const int r = tid / TC, cc = tid - r * TC;
-    const int row = row0 + r, col = col0 + cc;
-    if (row >= M || col >= N) return;
-    const float* ar = router_smem + (size_t)r * LD;
-    const float* br = router_smem + (size_t)(TR + cc) * LD;
-    const float4* a4 = reinterpret_cast<const float4*>(ar);
-    const float4* b4 = reinterpret_cast<const float4*>(br);
-    float acc = 0.0f;
-    const int K4 = K >> 2;
-#pragma unroll 8
-    for (int q = 0; q < K4; ++q) {
-        const float4 x = a4[q], y = b4[q];
-        acc = __fadd_rn(acc, __fmul_rn(x.x, y.x));
-        acc = __fadd_rn(acc, __fmul_rn(x.y, y.y));
-        acc = __fadd_rn(acc, __fmul_rn(x.z, y.z));
-        acc = __fadd_rn(acc, __fmul_rn(x.w, y.w));
+    // A warp an output (outputs t = warp, warp + 8, ...: at most four), its
+    // lanes the router order's 32 partials, met by the butterfly.
+    const int warp = tid >> 5, lane = tid & 31;
+    for (int t = warp; t < TR * TC; t += 8) {
+        const int r = t / TC, cc = t - r * TC;
+        const int row = row0 + r, col = col0 + cc;
+        if (row >= M || col >= N) continue; // uniform over the warp
+        const float p = router_partial(router_smem + (size_t)r * LD, router_smem + (size_t)(TR + cc) * LD, lane, K8);
+        const float sum = router_tree(p);
+        if (lane == 0) c[(size_t)row * N + col] = f32_to_bf16(sum);
     }
-    // K is even, so at most two k remain.
-    for (int kk = 4 * K4; kk < K; ++kk) acc = __fadd_rn(acc, __fmul_rn(ar[kk], br[kk]));
-    c[(size_t)row * N + col] = f32_to_bf16(acc);
 }
 
 // out[i] = bf16(out[i] + scale*x[i]); grid ceil(n/512), block 256, two elements per thread (n even).

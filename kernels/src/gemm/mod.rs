@@ -2,17 +2,18 @@
 //! activations, B in the HF `[out, in]` layout, f32 accumulation, bf16 output
 //! rounded to nearest even. [`w4a16`] holds the NVFP4-weight variants.
 //!
-//! Accumulation order is part of some contracts: [`DENSE_GEMM_BF16`] and
-//! [`DENSE_GEMM_ROUTER`] sum strictly `k = 0..K-1` with separate f32 multiply
-//! and add (no fused multiply-add), so they equal the scalar reference bit for
-//! bit on every backend. The tensor-core kernels may reorder K; they are
+//! Accumulation order is part of some contracts: [`DENSE_GEMM_BF16`] sums
+//! strictly `k = 0..K-1` and [`DENSE_GEMM_ROUTER`] in the router order
+//! ([`router_dot`]), both with separate f32 multiply and add (no fused
+//! multiply-add), so they equal the scalar reference bit for bit on every
+//! backend. The tensor-core kernels may reorder K; they are
 //! compared by NMSE (≤ 1e-6: f32 reassociation over K ≤ 256 moves a sum by
 //! ~1e-7 relative, which flips the bf16 rounding of a small fraction of
 //! elements by one ulp).
 pub mod w4a16;
 
 use crate::ops::{bf16s, region, require, saturating_product, scalar, LaunchArg, Ops};
-use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::parity::{mirror_halves, Buffer, Case, CaseSet, Gen};
 use crate::plan::{groups, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan};
 use switchyard_core::compare::Tolerance;
 use switchyard_core::{registry, Arg::*, ArgSpec as A, DType, Error, KernelSig, Region, Result};
@@ -38,11 +39,59 @@ declare_kernel! {
 }
 
 declare_kernel! {
-    /// The router GEMM: bit-identical to [`DENSE_GEMM_BF16`] (same strict
-    /// k order, no FMA), laid out for speed (on CUDA and WGSL, a thread per
-    /// output over rows staged in shared memory at decode sizes; on CUDA,
-    /// register-blocked tiles for prefill). K and N even.
+    /// The router GEMM: `c[m, n] = bf16(router_dot(a[m, ..], b[n, ..]))`,
+    /// the router order of [`router_dot`] (32 interleaved partial sums of
+    /// 8-wide k chunks, then a fixed pairwise tree; no FMA), bit-identical on
+    /// every backend. Laid out for speed (at decode sizes a warp or a
+    /// workgroup's 32 invocations per output over rows staged in shared
+    /// memory; tiles for prefill). K and N even.
     DENSE_GEMM_ROUTER = "gemm"::"dense_gemm_router"=> &gemm_args!()
+}
+
+/// Partial sums of the router order ([`router_dot`]): a warp's lanes.
+pub const ROUTER_PARTS: usize = 32;
+/// Consecutive k a partial takes at a time in the router order: one 16-byte
+/// vector of bf16.
+pub const ROUTER_CHUNK: usize = 8;
+
+/// The router order, which [`DENSE_GEMM_ROUTER`] and the logits of
+/// `moe_route_decode` are defined by: chunk `c` = k in `[8c, min(8c + 8, K))`
+/// goes to partial `j = c mod 32`; each partial sums its k from +0 in
+/// increasing k, `p = p + a·b` with the product and the sum each rounded to
+/// f32 (no FMA); then the partials meet in a fixed pairwise tree, `p[j] =
+/// p[j] + p[j + w]` for w = 1, 2, 4, 8, 16 and j a multiple of 2w, and the
+/// result is `p[0]`.
+///
+/// Why not the scalar order of [`DENSE_GEMM_BF16`] (which this contract
+/// followed until the fifteenth session): routing needs every backend to
+/// pick the same experts, so the router's sums must be bit-identical across
+/// backends, but any fixed order gives that. The strict k order made each
+/// decode logit one chain of K dependent adds (K = 2816 at 26b-a4b), the
+/// floor of the routing launch on every GPU (CUDA: 70% of the fused routing
+/// kernel's time by ncu's stall samples, 16.7 µs a layer in the decode
+/// graph). This order is a chain of K / 256 chunks a lane (11 at K = 2816)
+/// and five tree levels: a warp's 32 lanes, or 32 invocations of a
+/// workgroup, each sum one partial, and a butterfly of `subgroupShuffleXor`
+/// / `__shfl_xor_sync` (f32 addition commutes, so every lane gets `p[0]`'s
+/// bits) or workgroup memory meets them. Products of bf16 inputs are exact
+/// in f32, so only the adds' order matters.
+pub fn router_dot(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut parts = [0f32; ROUTER_PARTS];
+    for (c, (ac, bc)) in a.chunks(ROUTER_CHUNK).zip(b.chunks(ROUTER_CHUNK)).enumerate() {
+        let p = &mut parts[c % ROUTER_PARTS];
+        for (&x, &y) in ac.iter().zip(bc) {
+            *p += x * y;
+        }
+    }
+    let mut w = 1;
+    while w < ROUTER_PARTS {
+        for j in (0..ROUTER_PARTS).step_by(2 * w) {
+            parts[j] += parts[j + w];
+        }
+        w *= 2;
+    }
+    parts[0]
 }
 
 declare_kernel! {
@@ -100,12 +149,13 @@ fn cuda_dense_gemm_bf16(a: &PlanArgs, _: &DeviceFacts) -> Result<CudaPlan> {
 
 /// Largest M of the router's decode entry. Its blocks hold at most 32
 /// outputs, and at that tile (12 staged rows, 135 KB at K = 2816) one block
-/// per multiprocessor, so it takes about `M·N / (32·SMs)` waves of one chain
-/// (~7 us at K = 2816); the prefill entry covers up to 16·SMs·64 outputs in
-/// one wave of ~170 us at that K (measured at M = 1). At N = 128 the chain
-/// path wins up to a few hundred rows; 64 keeps a wide margin for wider N.
+/// per multiprocessor, so it takes about `M·N / (32·SMs)` waves of one
+/// staging and four warp chains; the prefill entry covers up to 16·SMs·64
+/// outputs in one wave of ~170 us at that K (measured at M = 1, when the
+/// router's order was the strict k chain). 64 keeps the decode entry to
+/// the sizes it was measured at.
 const ROUTER_CHAIN_MAX_M: u32 = 64;
-/// Most outputs per block of the decode entry: the chain lanes are warp 0's.
+/// Most outputs per block of the decode entry: four for each of its 8 warps.
 const ROUTER_CHAIN_MAX_OUTPUTS: u64 = 32;
 
 /// `router_chain_ld` in gemm.cu: a staged row's stride in f32.
@@ -135,8 +185,9 @@ fn grow_router_tile(m: u64, n: u64, start: (u64, u64), target: u64, fits: impl F
     (tr, tc)
 }
 
-/// M ≤ [`ROUTER_CHAIN_MAX_M`]: `dense_gemm_router_chain`, a thread per output
-/// running the strict k chain over A and B rows staged whole in shared memory.
+/// M ≤ [`ROUTER_CHAIN_MAX_M`]: `dense_gemm_router_chain`, a warp per output
+/// (its lanes the router order's partials) over A and B rows staged whole in
+/// shared memory.
 /// The tile starts at one output and doubles (columns first while the tile is
 /// no taller than wide, within M and N) only while there are more blocks than
 /// multiprocessors, so that every chain starts in the first wave and each
@@ -338,42 +389,47 @@ const WGSL_ROUTER_GROUPS: u64 = 128;
 /// dense_gemm.wgsl): the adapter's workgroup storage, at least 16 KiB (what
 /// every wgpu adapter grants; below it the tiled shader, which needs as
 /// much, runs) and at most 64 KiB. One value per device, so one pipeline.
+/// The partials of the tile's outputs go through the same words after the
+/// last piece (a vec4 each, 32 outputs · 32 partials · 4 words = 4096).
 const WGSL_ROUTER_MIN_WORDS: u32 = 4096;
 const WGSL_ROUTER_MAX_WORDS: u32 = 16384;
+/// Output rows and columns per workgroup of the WGSL router's tiled entry
+/// (`RT` in dense_gemm.wgsl).
+const WGSL_ROUTER_TILE: u64 = 64;
 
 /// The router. M ≤ [`ROUTER_CHAIN_MAX_M`]: `dense_gemm_router_chain`, the WGSL
-/// twin of CUDA's decode entry (see [`cuda_dense_gemm_router`]): an invocation
-/// per output runs the strict k chain over the tile's A and B rows staged as
-/// packed bf16 in workgroup memory. The tile starts at 1 × 2 (TC even: an
+/// twin of CUDA's decode entry (see [`cuda_dense_gemm_router`]): 32
+/// invocations per output run router_dot's partials over the tile's A and B
+/// rows staged as packed bf16 in workgroup memory (a vec4 per 8-wide chunk),
+/// then one adds them in its tree. The tile starts at 1 × 2 (TC even: an
 /// invocation stores a column pair as one word) and doubles like CUDA's
-/// (columns first while no taller than wide, at most 32 outputs) only while
-/// there are more than [`WGSL_ROUTER_GROUPS`] workgroups; K goes through the
-/// staging in chunks of `x2` words a row at odd stride `x3`. Geometry at
-/// K = 2816, N = 128 with 48 KiB of workgroup storage (the H200 under
-/// Vulkan): M = 1 is 64 workgroups of 1 × 2 and M = 16 is 128 workgroups of
-/// 4 × 4, each staging K whole (one barrier, then the chains), where the
-/// small path's 4 (M = 1) or tiled path's 4 workgroups each walked K for 32
-/// columns, latency-bound like CUDA's tile kernel was; with 16 KiB the same
-/// tiles take 2 and 3 chunks. Larger M: the tiled shader, as for
-/// [`DENSE_GEMM_BF16`].
+/// (columns first while no taller than wide, at most 32 outputs: four for
+/// each 32 invocations) only while there are more than
+/// [`WGSL_ROUTER_GROUPS`] workgroups; K goes through the staging in pieces
+/// of `x2` chunks a row (at row stride `x2`). Geometry at K = 2816, N = 128
+/// with 48 KiB of workgroup storage (the H200 under Vulkan): M = 1 is 64
+/// workgroups of 1 × 2 and M = 16 is 128 workgroups of 4 × 4, each staging K
+/// whole (one barrier, then the chains); with 16 KiB the same tiles take 2
+/// and 3 pieces. Larger M: `dense_gemm_router`, router_dot's order over
+/// 64 × 64 tiles (never the strict-order shaders, whose sums differ).
 fn wgsl_dense_gemm_router(a: &PlanArgs, f: &DeviceFacts) -> Result<WgslPlan> {
     let (m, n, k) = (u64::from(a.u32("m")?), u64::from(a.u32("n")?), u64::from(a.u32("k")?));
     let words = (f.max_shared_bytes / 4).min(WGSL_ROUTER_MAX_WORDS);
     if m == 0 || n < 2 || k < 2 || m > u64::from(ROUTER_CHAIN_MAX_M) || words < WGSL_ROUTER_MIN_WORDS {
-        return wgsl_dense(a, f);
+        let grid = [groups(a.kernel, n, WGSL_ROUTER_TILE)?, groups(a.kernel, m, WGSL_ROUTER_TILE)?, 1];
+        let pass = WgslPass { entry: "dense_gemm_router", grid, consts: vec![], extra: [0; 4] };
+        return Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0, arrivals: 0 });
     }
     let (tr, tc) = grow_router_tile(m, n, (1, 2), WGSL_ROUTER_GROUPS, |tr, tc| tr * tc <= ROUTER_CHAIN_MAX_OUTPUTS);
     let grid = [groups(a.kernel, n, tc)?, groups(a.kernel, m, tr)?, 1];
-    // The largest odd row stride the staging holds, the words a chunk takes,
-    // and the odd stride for those.
-    let most = (u64::from(words) / (tr + tc) - 1) | 1;
-    let cw = most.min(k / 2);
-    let extra = [tr as u32, tc as u32, cw as u32, (cw | 1) as u32];
+    // The chunks a staged row holds: the most that fit, at most K's.
+    let cw = (u64::from(words) / 4 / (tr + tc)).min(k.div_ceil(ROUTER_CHUNK as u64));
+    let extra = [tr as u32, tc as u32, cw as u32, 0];
     let pass = WgslPass { entry: "dense_gemm_router_chain", grid, consts: vec![("RC_WORDS", words)], extra };
     Ok(WgslPlan { passes: vec![pass], workspace_bytes: 0, arrivals: 0 })
 }
 
-/// The four strict-order kernels of dense_gemm.wgsl (one entry each, one small path).
+/// The three strict-order kernels of dense_gemm.wgsl (one entry each, one small path).
 fn wgsl_dense(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
     Ok(WgslPlan { passes: vec![wgsl_dense_pass(a, a.kernel.symbol, "dense_gemm_small", 1)?], workspace_bytes: 0, arrivals: 0 })
 }
@@ -598,14 +654,30 @@ fn bf16_cases(g: &mut Gen) -> Vec<Case> {
 /// last tile row and column partly out of range.
 fn router_cases(g: &mut Gen) -> Vec<Case> {
     let mut v = dense_cases(g, &DENSE_GEMM_ROUTER, Tolerance::Exact, Ops::dense_gemm_router);
+    let case = |label: String, (m, n, k), a, b| Case {
+        kernel: &DENSE_GEMM_ROUTER,
+        label,
+        buffers: vec![Buffer::input("a", a), Buffer::input("b", b), Buffer::output("c", DType::BF16, m * n, Tolerance::Exact)],
+        run: Box::new(move |o, x| o.dense_gemm_router(x[0], x[1], x[2], m, n, k)),
+    };
     for (m, n, k) in [(1, 128, 2816), (16, 128, 2816), (5, 130, 1030)] {
         let (a, b) = operands(g, m, n, k);
-        v.push(Case {
-            kernel: &DENSE_GEMM_ROUTER,
-            label: format!("m={m} n={n} k={k}"),
-            buffers: vec![Buffer::input("a", a), Buffer::input("b", b), Buffer::output("c", DType::BF16, m * n, Tolerance::Exact)],
-            run: Box::new(move |o, x| o.dense_gemm_router(x[0], x[1], x[2], m, n, k)),
-        });
+        v.push(case(format!("m={m} n={n} k={k}"), (m, n, k), a, b));
+    }
+    // Operands whose every output is exactly 0 plus its order's rounding
+    // error (parity::mirror_halves), so only the router order passes: the
+    // decode entry at M = 1 and 16, a short last chunk, and the tiles.
+    for (m, n, k) in [(1, 128, 2816), (16, 128, 2816), (5, 130, 2822), (130, 130, 2816)] {
+        let (mut a, mut b) = (g.binades(m * k, -4, 4), g.binades(n * k, -8, 8));
+        let perm = g.permutation(k / 2);
+        mirror_halves(&perm, &mut a, k, false);
+        mirror_halves(&perm, &mut b, k, true);
+        v.push(case(
+            format!("cancelling m={m} n={n} k={k}"),
+            (m, n, k),
+            switchyard_core::codec::bytes::bf16_bytes(&a),
+            switchyard_core::codec::bytes::bf16_bytes(&b),
+        ));
     }
     v
 }
@@ -793,6 +865,23 @@ mod tests {
         assert_eq!(p.workspace_bytes, 4 * 7 * 300 * 1030);
     }
 
+    /// The router order is a dot product: within the f32 rounding bound of
+    /// an f64 sum (K·2⁻²⁴·Σ|a·b|), for K below one chunk, inside the 32
+    /// partials and past them.
+    #[test]
+    fn router_dot_is_within_rounding_of_the_f64_dot_product() {
+        let mut g = Gen::new(3);
+        for k in [1, 7, 8, 200, 256, 2816, 3000] {
+            let a: Vec<f32> = g.bf16(k, 0.01, 1.0).0;
+            let b: Vec<f32> = g.bf16(k, 0.01, 1.0).0;
+            let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| f64::from(x) * f64::from(y)).sum();
+            let mag: f64 = a.iter().zip(&b).map(|(&x, &y)| (f64::from(x) * f64::from(y)).abs()).sum();
+            let got = f64::from(router_dot(&a, &b));
+            let tol = k as f64 * mag * 2f64.powi(-24);
+            assert!((got - exact).abs() <= tol, "k={k}: router_dot {got}, f64 {exact}, tolerance {tol}");
+        }
+    }
+
     /// Decode sizes take the chain entry with a tile just large enough for one
     /// wave, the kernel's tile (read back from the grid) never exceeds 32
     /// outputs, and its shared memory is exactly that tile's rows.
@@ -826,8 +915,10 @@ mod tests {
     }
 
     /// WGSL decode sizes take the chain entry: the tile (x0 × x1) covers the
-    /// grid with TC even and at most 32 outputs, and the staged rows at odd
-    /// stride x3 fit the adapter's workgroup storage (RC_WORDS).
+    /// grid with TC even and at most 32 outputs, the staged rows of x2
+    /// chunks fit the adapter's workgroup storage (RC_WORDS) and so do the
+    /// tile's partials; larger M takes the router's own tiles, never a
+    /// strict-order shader.
     #[test]
     fn wgsl_router_takes_the_chain_entry_at_decode_sizes() {
         let h200 = DeviceFacts { multiprocessors: 0, max_shared_bytes: 49152, subgroup_size: 1, ..FACTS };
@@ -840,28 +931,30 @@ mod tests {
             (p.passes[0].entry, p.passes[0].grid, p.passes[0].extra, p.passes[0].consts.clone())
         };
         let chain = |grid, extra, words| ("dense_gemm_router_chain", grid, extra, vec![("RC_WORDS", words)]);
-        // K = 2816 whole in 48 KiB; in 16 KiB two and three chunks.
-        assert_eq!(geo(1, 128, 2816, &h200), chain([64, 1, 1], [1, 2, 1408, 1409], 12288));
-        assert_eq!(geo(16, 128, 2816, &h200), chain([32, 4, 1], [4, 4, 1408, 1409], 12288));
+        // K = 2816 (352 chunks) whole in 48 KiB; in 16 KiB two and three pieces.
+        assert_eq!(geo(1, 128, 2816, &h200), chain([64, 1, 1], [1, 2, 352, 0], 12288));
+        assert_eq!(geo(16, 128, 2816, &h200), chain([32, 4, 1], [4, 4, 352, 0], 12288));
         let min = DeviceFacts { max_shared_bytes: 16384, ..h200 };
-        assert_eq!(geo(1, 128, 2816, &min), chain([64, 1, 1], [1, 2, 1365, 1365], 4096));
-        assert_eq!(geo(16, 128, 2816, &min), chain([32, 4, 1], [4, 4, 511, 511], 4096));
-        assert_eq!(geo(5, 130, 1030, &min), chain([33, 3, 1], [2, 4, 515, 515], 4096));
-        assert_eq!(geo(65, 128, 2816, &h200), ("dense_gemm_router", [1, 1, 1], [0; 4], vec![]));
-        // Below 16 KiB: the shaders that fit it.
+        assert_eq!(geo(1, 128, 2816, &min), chain([64, 1, 1], [1, 2, 341, 0], 4096));
+        assert_eq!(geo(16, 128, 2816, &min), chain([32, 4, 1], [4, 4, 128, 0], 4096));
+        assert_eq!(geo(5, 130, 1030, &min), chain([33, 3, 1], [2, 4, 129, 0], 4096));
+        let tiles = |grid| ("dense_gemm_router", grid, [0; 4], vec![]);
+        assert_eq!(geo(65, 128, 2816, &h200), tiles([2, 2, 1]));
+        assert_eq!(geo(300, 1030, 2816, &h200), tiles([17, 5, 1]));
+        // Below 16 KiB: the tiles, which fit it.
         let small = DeviceFacts { max_shared_bytes: 16352, ..h200 };
-        assert_eq!(geo(1, 128, 2816, &small).0, "dense_gemm_small");
+        assert_eq!(geo(1, 128, 2816, &small), tiles([2, 1, 1]));
         for f in [&min, &h200] {
             let words = f.max_shared_bytes / 4;
             for m in 1..=ROUTER_CHAIN_MAX_M {
                 for (n, k) in [(2, 2), (64, 2816), (128, 2816), (130, 1030), (256, 8), (1030, 2816), (4096, 65536)] {
                     let p = plan(m, n, k, f);
                     let [gx, gy, _] = p.passes[0].grid;
-                    let [tr, tc, cw, ld] = p.passes[0].extra;
+                    let [tr, tc, cw, _] = p.passes[0].extra;
                     assert!(tc % 2 == 0 && u64::from(tr * tc) <= ROUTER_CHAIN_MAX_OUTPUTS, "m={m} n={n}: {tr} x {tc}");
                     assert!(gx * tc >= n && gy * tr >= m && (gx - 1) * tc < n && (gy - 1) * tr < m, "m={m} n={n}");
-                    assert!(ld % 2 == 1 && (tr + tc) * ld <= words, "m={m} n={n}: {tr} x {tc} at {ld}");
-                    assert!(cw >= 1 && cw <= ld && cw <= k / 2, "m={m} n={n} k={k}: {cw}");
+                    assert!(4 * (tr + tc) * cw <= words && 4 * 32 * tr * tc <= words, "m={m} n={n}: {tr} x {tc} at {cw}");
+                    assert!(cw >= 1 && cw <= k.div_ceil(8), "m={m} n={n} k={k}: {cw}");
                 }
             }
         }

@@ -5,7 +5,7 @@
 use crate::gemm::w4a16::random_weight;
 use crate::gemm::REORDERED_NMSE;
 use crate::ops::{bf16s, i32_arg, region, require, require_eps, saturating_product, scalar, words, Ops};
-use crate::parity::{Buffer, Case, CaseSet, Gen};
+use crate::parity::{mirror_halves, Buffer, Case, CaseSet, Gen};
 use crate::plan::{
     env_override, groups, row_windows, CudaPass, CudaPlan, CudaTensorMaps, DeviceFacts, PlanArgs, TensorMap2d, WgslPass, WgslPlan,
     WgslSplitPass, WgslSplitPlan, WgslWindow,
@@ -50,11 +50,12 @@ pub const ROUTE_DECODE_MAX_DIM: usize = 3072;
 
 declare_kernel! {
     /// The whole decode routing in one kernel, equal to
-    /// [`ROUTER_NORM_BF16`] → `dense_gemm_router` (strict k order) →
+    /// [`ROUTER_NORM_BF16`] → `dense_gemm_router` (the router order) →
     /// [`MOE_ROUTER_TOPK`] → `moe_count` / `moe_offsets` / `moe_scatter` on
     /// the same inputs: `logits` bf16 `[rows, e]` are the router GEMM's
-    /// output `bf16(Σₖ rn[r, k] · router_w[x, k])` summed from +0 in
-    /// increasing k with separate f32 multiply and add, where `rn` is the
+    /// output `bf16(router_dot(rn[r, ..], router_w[x, ..]))`
+    /// ([`crate::gemm::router_dot`]: 32 partials of 8-wide k chunks, a
+    /// pairwise tree, separate f32 multiply and add), where `rn` is the
     /// router norm's bf16 output (eps, root as there; its Σx² order free);
     /// `topk_ids` i32 / `topk_w` f32 `[rows, k]` the top-k contract;
     /// `offsets` i32 `[e+1]` the exclusive prefix sum of the pairs per
@@ -482,9 +483,10 @@ fn route_decode_plan(a: &PlanArgs, f: &DeviceFacts, staged: bool) -> Result<Cuda
     })
 }
 
-/// A workgroup per (expert, row) stages the router row and the row's norm
-/// and runs the logit's strict chain; one workgroup then selects: the last
-/// of the chains' workgroups to arrive, so one dispatch
+/// A workgroup per (expert, row) forms the products of the router row and
+/// the row's norm, and 32 of its invocations run the logit's router-order
+/// partials (then one their tree); one workgroup then selects: the last
+/// of those workgroups to arrive, so one dispatch
 /// (`moe_route_decode_once`), or, with `SWITCHYARD_WGSL_ROUTE_PASSES=2`
 /// (read once a process), a second dispatch.
 fn wgsl_moe_route_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
@@ -494,7 +496,7 @@ fn wgsl_moe_route_decode(a: &PlanArgs, _: &DeviceFacts) -> Result<WgslPlan> {
 }
 
 /// [`wgsl_moe_route_decode`] with its override given. The workspace holds
-/// the chains' f32 logits.
+/// the f32 logits.
 fn wgsl_route_decode_plan(a: &PlanArgs, two_passes: bool) -> Result<WgslPlan> {
     let (rows, e) = (a.u32("rows")?, a.u32("e")?);
     let logits = rows.checked_mul(e).ok_or_else(|| {
@@ -979,7 +981,7 @@ const ROUTE_DECODE_SHAPES: [(usize, usize, usize, usize); 4] = [(1, 2816, 128, 8
 /// backend, with many exact ties among 128-256 experts (and experts 1 and 3
 /// share a router row), which the lowest index must win.
 fn route_decode_cases(g: &mut Gen) -> Vec<Case> {
-    ROUTE_DECODE_SHAPES
+    let mut v: Vec<Case> = ROUTE_DECODE_SHAPES
         .into_iter()
         .map(|(rows, dim, e, k)| {
             let mut x = Vec::with_capacity(rows * dim);
@@ -997,38 +999,65 @@ fn route_decode_cases(g: &mut Gen) -> Vec<Case> {
                 let (lo, hi) = w.split_at_mut(3 * dim);
                 hi[..dim].copy_from_slice(&lo[dim..2 * dim]);
             }
-            let (_, pes) = g.f32(e, 0.5, 1.5);
-            let n = rows * k;
-            Case {
-                kernel: &MOE_ROUTE_DECODE,
-                label: format!("rows={rows} dim={dim} e={e} k={k}"),
-                buffers: vec![
-                    Buffer::output("topk_ids", DType::I32, n, Tolerance::Exact),
-                    // As the top-k kernel's weights: a softmax ratio a few f32 ulp apart.
-                    Buffer::output("topk_w", DType::F32, n, Tolerance::ScaledAbs { rel: 1e-6, bound: vec![2.0; n] }),
-                    Buffer::output("offsets", DType::I32, e + 1, Tolerance::Exact),
-                    Buffer::output("pair_of_slot", DType::I32, n, Tolerance::Exact),
-                    Buffer::output("slot_of_pair", DType::I32, n, Tolerance::Exact),
-                    Buffer::output("logits", DType::BF16, rows * e, Tolerance::Exact),
-                    Buffer::input("x", bytes::bf16_bytes(&x)),
-                    Buffer::input("scale", bytes::bf16_bytes(&scale)),
-                    Buffer::input("router_w", bytes::bf16_bytes(&w)),
-                    Buffer::input("per_expert_scale", pes),
-                ],
-                run: Box::new(move |o, a| {
-                    let out = RouteDecodeOut {
-                        topk_ids: a[0],
-                        topk_w: a[1],
-                        offsets: a[2],
-                        pair_of_slot: a[3],
-                        slot_of_pair: a[4],
-                        logits: a[5],
-                    };
-                    o.moe_route_decode(out, a[6], a[7], a[8], a[9], rows, dim, e, k, 1e-6, 1.0 / 64.0)
-                }),
-            }
+            route_decode_case(g, format!("rows={rows} dim={dim} e={e} k={k}"), (rows, dim, e, k), &x, &scale, &w)
         })
-        .collect()
+        .collect();
+    v.extend(ROUTE_DECODE_CANCELLING.into_iter().map(|(rows, dim, e, k)| {
+        let perm = g.permutation(dim / 2);
+        let (signs, _) = g.i32(rows * dim, 0, 2);
+        let mut x: Vec<f32> =
+            signs.iter().enumerate().map(|(i, &s)| [8.0f32, 16.0, 32.0][i / dim % 3] * if s == 0 { 1.0 } else { -1.0 }).collect();
+        mirror_halves(&perm, &mut x, dim, false);
+        let mut scale = g.binades(dim, -4, 4);
+        mirror_halves(&perm, &mut scale, dim, false);
+        let mut w = g.binades(e * dim, -6, 6);
+        mirror_halves(&perm, &mut w, dim, true);
+        route_decode_case(g, format!("cancelling rows={rows} dim={dim} e={e} k={k}"), (rows, dim, e, k), &x, &scale, &w)
+    }));
+    v
+}
+
+/// (rows, dim, e, k) of the fused routing cases whose logits tell the
+/// router order from any other: x = ±c as above (inv = 1/c exact), scale
+/// and router weights spread over binades, and the second half of each row
+/// the first in a random order with the router weights negated, so every
+/// logit is exactly 0 plus its order's rounding error (the chains' partial
+/// sums are not exact there); the top-k then picks among those errors.
+/// dim 2816 (11 chunks a partial), 264 (two partials take a second chunk).
+const ROUTE_DECODE_CANCELLING: [(usize, usize, usize, usize); 3] = [(1, 2816, 128, 8), (4, 2816, 64, 8), (2, 264, 32, 4)];
+
+/// A fused routing case on the given inputs (per-expert scales drawn here).
+fn route_decode_case(
+    g: &mut Gen,
+    label: String,
+    (rows, dim, e, k): (usize, usize, usize, usize),
+    x: &[f32],
+    scale: &[f32],
+    w: &[f32],
+) -> Case {
+    let (_, pes) = g.f32(e, 0.5, 1.5);
+    let n = rows * k;
+    Case {
+        kernel: &MOE_ROUTE_DECODE,
+        label,
+        buffers: vec![
+            Buffer::output("topk_ids", DType::I32, n, Tolerance::Exact),
+            // As the top-k kernel's weights: a softmax ratio a few f32 ulp apart.
+            Buffer::output("topk_w", DType::F32, n, Tolerance::ScaledAbs { rel: 1e-6, bound: vec![2.0; n] }),
+            Buffer::output("offsets", DType::I32, e + 1, Tolerance::Exact),
+            Buffer::output("pair_of_slot", DType::I32, n, Tolerance::Exact),
+            Buffer::output("slot_of_pair", DType::I32, n, Tolerance::Exact),
+            Buffer::output("logits", DType::BF16, rows * e, Tolerance::Exact),
+            Buffer::input("x", bytes::bf16_bytes(x)),
+            Buffer::input("scale", bytes::bf16_bytes(scale)),
+            Buffer::input("router_w", bytes::bf16_bytes(w)),
+            Buffer::input("per_expert_scale", pes),
+        ],
+        run: Box::new(move |o, a| {
+            let out = RouteDecodeOut { topk_ids: a[0], topk_w: a[1], offsets: a[2], pair_of_slot: a[3], slot_of_pair: a[4], logits: a[5] };
+            o.moe_route_decode(out, a[6], a[7], a[8], a[9], rows, dim, e, k, 1e-6, 1.0 / 64.0)
+        }),
+    }
 }
 
 /// Random routing: `(pair_of_slot, slot_of_pair, offsets)` for `rows` tokens,

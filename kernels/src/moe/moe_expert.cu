@@ -205,11 +205,11 @@ extern "C" __global__ void __launch_bounds__(32) moe_router_topk(int* __restrict
 // Plan: grid (e), block 256, dynamic shared memory
 // max((rows + 1) * router_chain_ld(dim) * 4, route_decode_select_bytes(e, k)).
 // Block x owns expert x: it stages expert x's router row and the rows'
-// normalised inputs (bf16-rounded, as f32) in shared memory, and lanes
-// r < rows of warp 0 run the strict k chains of logits (r, x), as
-// dense_gemm_router_chain does with a 1-column tile. The router's chain
-// (~4 cycles a k) is the floor of the launch; the rest only has to hide
-// behind it or be short. Every block recomputes the norm of the rows (a few
+// normalised inputs (bf16-rounded, as f32) in shared memory, and warp w
+// computes the logits (r, x) of rows r = w, w + 8 in the router order, as
+// dense_gemm_router_chain does with a 1-column tile (a lane's chain is
+// dim / 256 chunks; the strict k chain this replaced, ~4 cycles a k, was 70%
+// of the launch by ncu's stall samples). Every block recomputes the norm of the rows (a few
 // KiB from L2 each) instead of waiting on a separate launch. The last block
 // to finish (arrival counter below) reads the logits back from L2 and does
 // the top-k (a warp a row, the moe_router_topk rounds) and the slot
@@ -429,23 +429,15 @@ __device__ __forceinline__ void route_decode(int* __restrict__ topk_ids, float* 
     }
     __syncthreads();
 
-    // The strict chains: acc = acc + a·b for k = 0..dim-1, unfused.
-    if (tid < rows) {
-        const float4* a4 = reinterpret_cast<const float4*>(route_smem + (size_t)tid * LD);
-        const float4* b4 = reinterpret_cast<const float4*>(wrow);
-        float acc = 0.0f;
-        const int K4 = dim >> 2;
-#pragma unroll 8
-        for (int q = 0; q < K4; ++q) {
-            const float4 a = a4[q], b = b4[q];
-            acc = __fadd_rn(acc, __fmul_rn(a.x, b.x));
-            acc = __fadd_rn(acc, __fmul_rn(a.y, b.y));
-            acc = __fadd_rn(acc, __fmul_rn(a.z, b.z));
-            acc = __fadd_rn(acc, __fmul_rn(a.w, b.w));
+    // The logits in the router order: a warp a row, lane j partial j, the
+    // butterfly meets them (dense_gemm_router_chain's arithmetic).
+    for (int r = warp; r < rows; r += 8) {
+        const float sum = router_tree(router_partial(route_smem + (size_t)r * LD, wrow, lane, chunks));
+        if (lane == 0) {
+            logits[(size_t)r * e + xe] = f32_to_bf16(sum);
+            // Release: the logit is visible device-wide before the arrival.
+            __threadfence();
         }
-        logits[(size_t)tid * e + xe] = f32_to_bf16(acc);
-        // Release: the logit is visible device-wide before the arrival.
-        __threadfence();
     }
     __syncthreads();
     if (tid == 0) {

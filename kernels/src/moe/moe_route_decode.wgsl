@@ -1,11 +1,15 @@
 // The fused decode routing (moe_route_decode) on WGSL. Two phases:
-// - the chains: a workgroup of 256 per (row r, expert x) stages expert x's
-//   router row and the row's normalised input rn = bf16(x · inv · scale ·
-//   root) (left to right; Σx² order free) in workgroup memory, then one
-//   invocation runs the strict k chain of logit (r, x) from +0. rn and the
-//   router weights are bf16, so each product is exact in f32 and a driver
-//   that contracts `acc + rn * w` into an FMA changes nothing. The chain
-//   (f32 bits) goes to the plan's workspace.
+// - the logits: a workgroup of 256 per (row r, expert x) loads expert x's
+//   router row and the row's input, forms rn = bf16(x · inv · scale · root)
+//   (left to right; Σx² order free) and the products rn · w in registers,
+//   and stages the products in workgroup memory by router_dot's partial;
+//   then 32 invocations each run one partial's chain from +0 (dim / 256
+//   chunks of 8, 11 at dim 2816), and one adds the 32 in router_dot's tree.
+//   rn and the router weights are bf16, so each product is exact in f32 and
+//   a driver that contracts `acc + rn * w` into an FMA changes nothing. The
+//   logit (f32 bits) goes to the plan's workspace. (Until the fifteenth
+//   session the logit was the strict k chain, one invocation's dim adds,
+//   which held this phase at ~30 us a dispatch on the H200.)
 // - the selection, in one workgroup: the logits packed to bf16 (the output,
 //   and what the selection reads), each row's softmax (max, then the sum of
 //   exp(l - m) in index order, by one invocation a row), the k rounds over
@@ -18,7 +22,7 @@
 //   invocation, in order) and slots (an invocation per pair, ranking it among
 //   the earlier pairs of its expert).
 // moe_route_decode_once (the default) is both in one dispatch: the last of
-// the chains' workgroups to arrive (the backend's arrival counter) selects.
+// the logits' workgroups to arrive (the backend's arrival counter) selects.
 // SWITCHYARD_WGSL_ROUTE_PASSES=2 runs them as two dispatches
 // (moe_route_decode_chains, then moe_route_decode).
 // The earlier form, an invocation per (row, expert pair) running the norm
@@ -52,17 +56,17 @@ const WG: u32 = 256u;
 const MAX_ROWS: u32 = 16u;
 const MAX_E: u32 = 256u;
 const MAX_K: u32 = 32u;
-// Words of a router row the staging holds: dim <= 3072 (the contract's
-// ROUTE_DECODE_MAX_DIM), six an invocation (route_chain's named words j,
-// j + WG, ..., j + 5 · WG).
+// Words of a router row: dim <= 3072 (the contract's ROUTE_DECODE_MAX_DIM),
+// six an invocation (route_chain's named words j, j + WG, ..., j + 5 · WG).
 const ROW_WORDS: u32 = 1536u;
 // Experts a selecting invocation holds: e <= 256 over groups of >= 16.
 const PER_LANE: u32 = 16u;
 
 // Workgroup memory, one array reused by the phases (a dispatch takes only
 // what its entry uses, under the 16 KiB every adapter has):
-// - chains: the router row's words at [0, ROW_WORDS), rn's at
-//   [ROW_WORDS, 2 · ROW_WORDS);
+// - logits: the products [0, 2 · ROW_WORDS), partial j's element e (0..8)
+//   of its round t (chunk j + 32t) at (8t + e) · 32 + j (prod_at), so that
+//   the 32 chains' loads of one element are 32 consecutive words;
 // - selection: the packed bf16 logits [0, 2048) (rows · e / 2 words), round
 //   keys [2048, 2304) and indices [2304, 2560), picks' ids [2560, 3072) (row
 //   r's pick c at r · MAX_K + c), counts [3072, 3328), offsets [3328, 3585),
@@ -143,12 +147,6 @@ fn route_chain(t: u32, lid: u32) {
     let s3 = d_scale[so + min(j3, last)];
     let s4 = d_scale[so + min(j4, last)];
     let s5 = d_scale[so + min(j5, last)];
-    stage_word(lid, hw, real, w0);
-    stage_word(j1, hw, real, w1);
-    stage_word(j2, hw, real, w2);
-    stage_word(j3, hw, real, w3);
-    stage_word(j4, hw, real, w4);
-    stage_word(j5, hw, real, w5);
     // Σ x² over the words in order (order free in the contract, kept).
     var ss = 0.0;
     ss += sq_word(lid, hw, real, x0);
@@ -158,63 +156,58 @@ fn route_chain(t: u32, lid: u32) {
     ss += sq_word(j4, hw, real, x4);
     ss += sq_word(j5, hw, real, x5);
     let inv = inv_rms(wg_sum256(ss, lid), u32(p.dim), p.eps);
-    norm_word(lid, hw, real, x0, s0, inv);
-    norm_word(j1, hw, real, x1, s1, inv);
-    norm_word(j2, hw, real, x2, s2, inv);
-    norm_word(j3, hw, real, x3, s3, inv);
-    norm_word(j4, hw, real, x4, s4, inv);
-    norm_word(j5, hw, real, x5, s5, inv);
+    // The products rn · w of this invocation's words, formed in registers
+    // and staged by partial, so that each chain is only its loads and adds.
+    put_prod(lid, hw, real, x0, s0, w0, inv);
+    put_prod(j1, hw, real, x1, s1, w1, inv);
+    put_prod(j2, hw, real, x2, s2, w2, inv);
+    put_prod(j3, hw, real, x3, s3, w3, inv);
+    put_prod(j4, hw, real, x4, s4, w4, inv);
+    put_prod(j5, hw, real, x5, s5, w5, inv);
     workgroupBarrier();
-    // The products rn · w (bf16 × bf16: exact in f32, so the chain's sums
-    // are the same whether or not a driver contracts them into FMAs), formed
-    // by the whole workgroup over the staging (element i at word i: the
-    // staging is read whole into registers first), so that the chain is
-    // only its adds. One invocation walking the words itself, a shift, a
-    // multiply and an add an element, left the chains' dispatch at 30.6 us
-    // on the H200.
-    let p0 = prod_word(lid, hw, real);
-    let p1 = prod_word(j1, hw, real);
-    let p2 = prod_word(j2, hw, real);
-    let p3 = prod_word(j3, hw, real);
-    let p4 = prod_word(j4, hw, real);
-    let p5 = prod_word(j5, hw, real);
-    workgroupBarrier();
-    put_prod(lid, hw, real, p0);
-    put_prod(j1, hw, real, p1);
-    put_prod(j2, hw, real, p2);
-    put_prod(j3, hw, real, p3);
-    put_prod(j4, hw, real, p4);
-    put_prod(j5, hw, real, p5);
+    // Partial lid: chunks lid, lid + 32, ... of the hw / 4 (dim % 8 == 0),
+    // each chunk's eight products in k order; the next chunk's loads are
+    // issued before this chunk's adds (the last round reloads its own).
+    // wg_red is free again (wg_sum256 ends on a barrier).
+    if (lid < 32u) {
+        let nq = hw / 4u;
+        var acc = 0.0;
+        if (real && lid < nq) {
+            let last = lid + (nq - 1u - lid) / 32u * 32u;
+            var c = lid;
+            var q0 = prod_words(c, 0u);
+            var q1 = prod_words(c, 4u);
+            loop {
+                let nx = min(c + 32u, last);
+                let n0 = prod_words(nx, 0u);
+                let n1 = prod_words(nx, 4u);
+                acc = acc + bitcast<f32>(q0.x);
+                acc = acc + bitcast<f32>(q0.y);
+                acc = acc + bitcast<f32>(q0.z);
+                acc = acc + bitcast<f32>(q0.w);
+                acc = acc + bitcast<f32>(q1.x);
+                acc = acc + bitcast<f32>(q1.y);
+                acc = acc + bitcast<f32>(q1.z);
+                acc = acc + bitcast<f32>(q1.w);
+                if (c == last) {
+                    break;
+                }
+                c = nx;
+                q0 = n0;
+                q1 = n1;
+            }
+        }
+        wg_red[lid] = acc;
+    }
     workgroupBarrier();
     if (real && lid == 0u) {
-        // 2 · hw products, a multiple of 8 (dim % 8 == 0); the next eight's
-        // loads are issued before this eight's adds (the last round reloads
-        // its own).
-        let n = 2u * hw;
-        var acc = 0.0;
-        var q0 = chain_words(0u);
-        var q1 = chain_words(4u);
-        for (var j = 0u; j < n; j += 8u) {
-            let next = min(j + 8u, n - 8u);
-            let n0 = chain_words(next);
-            let n1 = chain_words(next + 4u);
-            for (var i = 0u; i < 4u; i++) {
-                acc = acc + bitcast<f32>(q0[i]);
-            }
-            for (var i = 0u; i < 4u; i++) {
-                acc = acc + bitcast<f32>(q1[i]);
-            }
-            q0 = n0;
-            q1 = n1;
-        }
-        atomicStore(&d_chain[r * e + xe], bitcast<u32>(acc));
-    }
-}
-
-// Word j of the router row into the staging, if it is one.
-fn stage_word(j: u32, hw: u32, ok: bool, w: u32) {
-    if (ok && j < hw) {
-        wsm[j] = w;
+        // router_dot's tree, written out (p[j] = p[j] + p[j + w] for w = 1,
+        // 2, 4, 8, 16), so no compiler may reassociate it.
+        let t0 = part_tree8(0u);
+        let t1 = part_tree8(8u);
+        let t2 = part_tree8(16u);
+        let t3 = part_tree8(24u);
+        atomicStore(&d_chain[r * e + xe], bitcast<u32>((t0 + t1) + (t2 + t3)));
     }
 }
 
@@ -228,34 +221,41 @@ fn sq_word(j: u32, hw: u32, ok: bool, x: u32) -> f32 {
     return 0.0;
 }
 
-// Word j of rn = bf16(x · inv · scale · root) into the staging, if it is one.
-fn norm_word(j: u32, hw: u32, ok: bool, x: u32, s: u32, inv: f32) {
+// Where product k (element k % 8 of chunk k / 8) is staged.
+fn prod_at(k: u32) -> u32 {
+    let c = k / 8u;
+    return ((c / 32u) * 8u + k % 8u) * 32u + c % 32u;
+}
+
+// Word j's two products rn · w, rn = bf16(x · inv · scale · root), staged
+// if word j is one.
+fn put_prod(j: u32, hw: u32, ok: bool, x: u32, s: u32, w: u32, inv: f32) {
     if (ok && j < hw) {
-        wsm[ROW_WORDS + j] = pack_bf16(bf16_lo(x) * inv * bf16_lo(s) * p.root, bf16_hi(x) * inv * bf16_hi(s) * p.root);
+        let lo = bf16_round(bf16_lo(x) * inv * bf16_lo(s) * p.root);
+        let hi = bf16_round(bf16_hi(x) * inv * bf16_hi(s) * p.root);
+        let at = prod_at(2u * j);
+        wsm[at] = bitcast<u32>(lo * bf16_lo(w));
+        wsm[at + 32u] = bitcast<u32>(hi * bf16_hi(w));
     }
 }
 
-// Word j's two products rn · w (zeros past the row).
-fn prod_word(j: u32, hw: u32, ok: bool) -> vec2<f32> {
-    if (ok && j < hw) {
-        let a = wsm[ROW_WORDS + j];
-        let w = wsm[j];
-        return vec2<f32>(bf16_lo(a) * bf16_lo(w), bf16_hi(a) * bf16_hi(w));
-    }
-    return vec2<f32>(0.0);
+// Products e0..e0+3 of chunk c (its partial's elements, consecutive k).
+fn prod_words(c: u32, e0: u32) -> vec4<u32> {
+    let at = ((c / 32u) * 8u + e0) * 32u + c % 32u;
+    return vec4<u32>(wsm[at], wsm[at + 32u], wsm[at + 64u], wsm[at + 96u]);
 }
 
-// Word j's products, elements 2j and 2j + 1 of the chain's input.
-fn put_prod(j: u32, hw: u32, ok: bool, v: vec2<f32>) {
-    if (ok && j < hw) {
-        wsm[2u * j] = bitcast<u32>(v.x);
-        wsm[2u * j + 1u] = bitcast<u32>(v.y);
-    }
-}
-
-// Words [at, at + 4) of the staging.
-fn chain_words(at: u32) -> vec4<u32> {
-    return vec4<u32>(wsm[at], wsm[at + 1u], wsm[at + 2u], wsm[at + 3u]);
+// The tree's first three levels over partials b..b+7 (wg_red).
+fn part_tree8(b: u32) -> f32 {
+    let p0 = wg_red[b];
+    let p1 = wg_red[b + 1u];
+    let p2 = wg_red[b + 2u];
+    let p3 = wg_red[b + 3u];
+    let p4 = wg_red[b + 4u];
+    let p5 = wg_red[b + 5u];
+    let p6 = wg_red[b + 6u];
+    let p7 = wg_red[b + 7u];
+    return ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7));
 }
 
 // Logit g (row-major over rows × e), bf16, from the staged words.

@@ -9,5 +9,5 @@ mod gen;
 mod run;
 
 pub use case::{Buffer, Case, CaseSet, Check, Init};
-pub use gen::Gen;
+pub use gen::{mirror_halves, Gen};
 pub use run::{check_cases, check_kernel, run_all, summary, table, Row, Status, GUARD_BYTES};
