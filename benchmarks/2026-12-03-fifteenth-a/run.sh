@@ -5,10 +5,13 @@
 # Correctness of NEW on both backends (parity at three seeds for the router
 # families, sanitizers, the six HF fixtures), then NEW / OLD alternating on
 # the decode rows the change touches, the routing kernel under ncu, prefill.
-# There: carry dist-c1 and .device-vk; bash benchmarks/2026-12-03-fifteenth-a/run.sh
+# There: carry dist-c1 and .device-vk; PART=1 bash benchmarks/2026-12-03-fifteenth-a/run.sh, then PART=2
+# (a device call runs at most 600 s).
 for d in new old; do mkdir -p dist-$d; xz -dc dist-c1/$d.xz > dist-$d/switchyard; chmod +x dist-$d/switchyard; done
 S=./dist-new/switchyard
 source benchmarks/device_lib.sh
+PART=${PART:-1}
+if [[ $PART == 1 ]]; then
 echo "== parity NEW, cuda and wgpu (Vulkan)" >> $X
 for be in cuda wgpu; do timeout 100 $S parity --backend $be > $OUT/parity_$be.txt 2>&1; tail -2 $OUT/parity_$be.txt | head -1 >> $X; done
 grep -hE "\| fail" $OUT/parity_*.txt | head -5 >> $X; t
@@ -37,6 +40,8 @@ for round in 1 2; do
   for b in new old; do bm "wgpu default $b" ./dist-$b/switchyard bench-model --backend wgpu --batch 1,16 --steps 16; done
 done
 bm "cuda default new" $S bench-model --backend cuda --batch 1,16 --steps 32; t
+fi
+if [[ $PART == 2 ]]; then
 echo "== NEW variants: cuda staged routing entry; wgpu routing in two dispatches" >> $X
 SWITCHYARD_CUDA_ROUTE_DECODE=staged bm "cuda 26b new staged" $S bench-model --backend cuda --shape 26b-a4b --batch 1 --steps 32
 SWITCHYARD_WGSL_ROUTE_PASSES=2 bm "wgpu 26b new 2pass" $S bench-model --backend wgpu --shape 26b-a4b --batch 1 --steps 8
@@ -55,4 +60,5 @@ for b in new old; do
 done; t
 echo "== prefill 4096, 26b-a4b cuda: NEW / OLD (the router's tile entry)" >> $X
 for b in new old; do timeout 90 ./dist-$b/switchyard bench-model --backend cuda --shape 26b-a4b --batch 1 --steps 4 --prefill-len 4096 2>&1 | grep -iE "^\| [0-9]|prefill" | tail -3 | sed "s/^/$b /" >> $X; done; t
+fi
 cd $OUT && tar czf raw.tgz parity_*.txt san_*.txt model_err.txt wgpu_*profile*.txt ncu_route_*.txt 2>/dev/null && rm -f parity_*.txt san_*.txt model_err.txt
