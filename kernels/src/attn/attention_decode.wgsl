@@ -23,11 +23,7 @@
 // as the adapter's workgroup storage holds it. The q rows and each tile's K/V rows are copied CP_U words an
 // invocation at a time, every load issued before any is stored: at short
 // contexts a decode launch is a chain of memory round trips, and this makes
-// a tile one round trip instead of one per word. The loads are CP_U named
-// values (written out, so CP_U is 8 in the code), not an array: on the
-// H200's Vulkan driver an array of loads in flight went to memory one load
-// at a time (the MoE combine, fourteenth session, BENCHMARKS.md). The
-// combine's chunk partials likewise.
+// a tile one round trip instead of one per word.
 //
 // The whole window's block-table entries are validated first: an invalid
 // sequence or page (or ctx_len outside 1..=max_ctx) makes every chunk NaN
@@ -178,21 +174,6 @@ fn attention_decode_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
 }
 
 // Phase 1 of one workgroup: the chunk's partials (o, m, l) of its query heads.
-// Word i of a staged run of n words into the pool at off, unless i is past
-// the run (a load past it repeated the run's last word, in bounds).
-fn put_word(off: u32, i: u32, n: u32, v: u32) {
-    if (i < n) {
-        smem[off + i] = v;
-    }
-}
-
-// Where word i of a K/V tile (key i / w of the tile, word i % w of its row)
-// sits in its pool: the key's slot, KV head kvh.
-fn pool_at(i: u32, w: u32, kw: u32, kvh: u32) -> u32 {
-    let j = i / w;
-    return slot_of[j] * kw + kvh * w + (i - j * w);
-}
-
 fn chunk_partials(sp: u32, y: u32, b: u32, lid: u32) {
     let nh = u32(p.nh);
     let nkv = u32(p.nkv);
@@ -279,22 +260,15 @@ fn chunk_partials(sp: u32, y: u32, b: u32, lid: u32) {
     let qn = m_rows * w;
     let q0 = p.q + (b * nh + h0) * w;
     for (var i0 = lid; i0 < qn; i0 += WG * CP_U) {
-        let q0w = d_q[q0 + min(i0, qn - 1u)];
-        let q1w = d_q[q0 + min(i0 + WG, qn - 1u)];
-        let q2w = d_q[q0 + min(i0 + 2u * WG, qn - 1u)];
-        let q3w = d_q[q0 + min(i0 + 3u * WG, qn - 1u)];
-        let q4w = d_q[q0 + min(i0 + 4u * WG, qn - 1u)];
-        let q5w = d_q[q0 + min(i0 + 5u * WG, qn - 1u)];
-        let q6w = d_q[q0 + min(i0 + 6u * WG, qn - 1u)];
-        let q7w = d_q[q0 + min(i0 + 7u * WG, qn - 1u)];
-        put_word(0u, i0, qn, q0w);
-        put_word(0u, i0 + WG, qn, q1w);
-        put_word(0u, i0 + 2u * WG, qn, q2w);
-        put_word(0u, i0 + 3u * WG, qn, q3w);
-        put_word(0u, i0 + 4u * WG, qn, q4w);
-        put_word(0u, i0 + 5u * WG, qn, q5w);
-        put_word(0u, i0 + 6u * WG, qn, q6w);
-        put_word(0u, i0 + 7u * WG, qn, q7w);
+        var qb: array<u32, CP_U>;
+        for (var u = 0u; u < CP_U; u++) {
+            qb[u] = d_q[q0 + min(i0 + u * WG, qn - 1u)];
+        }
+        for (var u = 0u; u < CP_U; u++) {
+            if (i0 + u * WG < qn) {
+                smem[i0 + u * WG] = qb[u];
+            }
+        }
     }
     if (lid < m_rows) {
         row_m[lid] = bitcast<f32>(NEG_INF);
@@ -319,46 +293,22 @@ fn chunk_partials(sp: u32, y: u32, b: u32, lid: u32) {
         // from the cache) and its store is skipped.
         let n = kt * w;
         for (var i0 = lid; i0 < n; i0 += WG * CP_U) {
-            let a0 = pool_at(min(i0, n - 1u), w, kw, kvh);
-            let a1 = pool_at(min(i0 + WG, n - 1u), w, kw, kvh);
-            let a2 = pool_at(min(i0 + 2u * WG, n - 1u), w, kw, kvh);
-            let a3 = pool_at(min(i0 + 3u * WG, n - 1u), w, kw, kvh);
-            let a4 = pool_at(min(i0 + 4u * WG, n - 1u), w, kw, kvh);
-            let a5 = pool_at(min(i0 + 5u * WG, n - 1u), w, kw, kvh);
-            let a6 = pool_at(min(i0 + 6u * WG, n - 1u), w, kw, kvh);
-            let a7 = pool_at(min(i0 + 7u * WG, n - 1u), w, kw, kvh);
-            let k0 = d_k_pool[p.k_pool + a0];
-            let k1 = d_k_pool[p.k_pool + a1];
-            let k2 = d_k_pool[p.k_pool + a2];
-            let k3 = d_k_pool[p.k_pool + a3];
-            let k4 = d_k_pool[p.k_pool + a4];
-            let k5 = d_k_pool[p.k_pool + a5];
-            let k6 = d_k_pool[p.k_pool + a6];
-            let k7 = d_k_pool[p.k_pool + a7];
-            let v0 = d_v_pool[p.v_pool + a0];
-            let v1 = d_v_pool[p.v_pool + a1];
-            let v2 = d_v_pool[p.v_pool + a2];
-            let v3 = d_v_pool[p.v_pool + a3];
-            let v4 = d_v_pool[p.v_pool + a4];
-            let v5 = d_v_pool[p.v_pool + a5];
-            let v6 = d_v_pool[p.v_pool + a6];
-            let v7 = d_v_pool[p.v_pool + a7];
-            put_word(k_off, i0, n, k0);
-            put_word(k_off, i0 + WG, n, k1);
-            put_word(k_off, i0 + 2u * WG, n, k2);
-            put_word(k_off, i0 + 3u * WG, n, k3);
-            put_word(k_off, i0 + 4u * WG, n, k4);
-            put_word(k_off, i0 + 5u * WG, n, k5);
-            put_word(k_off, i0 + 6u * WG, n, k6);
-            put_word(k_off, i0 + 7u * WG, n, k7);
-            put_word(v_off, i0, n, v0);
-            put_word(v_off, i0 + WG, n, v1);
-            put_word(v_off, i0 + 2u * WG, n, v2);
-            put_word(v_off, i0 + 3u * WG, n, v3);
-            put_word(v_off, i0 + 4u * WG, n, v4);
-            put_word(v_off, i0 + 5u * WG, n, v5);
-            put_word(v_off, i0 + 6u * WG, n, v6);
-            put_word(v_off, i0 + 7u * WG, n, v7);
+            var kb: array<u32, CP_U>;
+            var vb: array<u32, CP_U>;
+            for (var u = 0u; u < CP_U; u++) {
+                let i = min(i0 + u * WG, n - 1u);
+                let j = i / w;
+                let at = slot_of[j] * kw + kvh * w + (i - j * w);
+                kb[u] = d_k_pool[p.k_pool + at];
+                vb[u] = d_v_pool[p.v_pool + at];
+            }
+            for (var u = 0u; u < CP_U; u++) {
+                let i = i0 + u * WG;
+                if (i < n) {
+                    smem[k_off + i] = kb[u];
+                    smem[v_off + i] = vb[u];
+                }
+            }
         }
         workgroupBarrier();
         // Scores: pair = r · kt + j; tp threads (the most that this tile's
@@ -477,24 +427,6 @@ fn combine_head(b: u32, h: u32, lid: u32) {
     workgroupBarrier();
 }
 
-// Chunk s's partials of output word c of head bh (dims 2c, 2c + 1); a
-// chunk past the last loads chunk 0's, in bounds, which add_chunk skips.
-fn chunk_pair(bh: u32, s: u32, c: u32) -> vec2<f32> {
-    let splits = planned_splits();
-    let hd = u32(p.hd);
-    let e = bh * splits + select(0u, s, s < splits);
-    return vec2<f32>(bitcast<f32>(ws_load(e * hd + 2u * c)), bitcast<f32>(ws_load(e * hd + 2u * c + 1u)));
-}
-
-// Adds chunk s's weighted partials (from chunk_pair) where it is used.
-fn add_chunk(a: ptr<function, f32>, z: ptr<function, f32>, s: u32, big_m: f32, o: vec2<f32>) {
-    if (s < planned_splits() && used(chunk_m(s), chunk_l(s))) {
-        let f = exp(chunk_m(s) - big_m);
-        *a += f * o.x;
-        *z += f * o.y;
-    }
-}
-
 // The combine of head bh's output words from the staged (m, l) whose used
 // chunks' largest m is big_m.
 fn combine_words(bh: u32, o: u32, w: u32, big_m: f32, lid: u32) {
@@ -515,22 +447,21 @@ fn combine_words(bh: u32, o: u32, w: u32, big_m: f32, lid: u32) {
         var a = 0.0;
         var z = 0.0;
         for (var s0 = 0u; s0 < splits; s0 += CP_U) {
-            let w0 = chunk_pair(bh, s0, c);
-            let w1 = chunk_pair(bh, s0 + 1u, c);
-            let w2 = chunk_pair(bh, s0 + 2u, c);
-            let w3 = chunk_pair(bh, s0 + 3u, c);
-            let w4 = chunk_pair(bh, s0 + 4u, c);
-            let w5 = chunk_pair(bh, s0 + 5u, c);
-            let w6 = chunk_pair(bh, s0 + 6u, c);
-            let w7 = chunk_pair(bh, s0 + 7u, c);
-            add_chunk(&a, &z, s0, big_m, w0);
-            add_chunk(&a, &z, s0 + 1u, big_m, w1);
-            add_chunk(&a, &z, s0 + 2u, big_m, w2);
-            add_chunk(&a, &z, s0 + 3u, big_m, w3);
-            add_chunk(&a, &z, s0 + 4u, big_m, w4);
-            add_chunk(&a, &z, s0 + 5u, big_m, w5);
-            add_chunk(&a, &z, s0 + 6u, big_m, w6);
-            add_chunk(&a, &z, s0 + 7u, big_m, w7);
+            var oa: array<f32, CP_U>;
+            var oz: array<f32, CP_U>;
+            for (var u = 0u; u < CP_U; u++) {
+                let e = bh * splits + select(0u, s0 + u, s0 + u < splits);
+                oa[u] = bitcast<f32>(ws_load(e * hd + 2u * c));
+                oz[u] = bitcast<f32>(ws_load(e * hd + 2u * c + 1u));
+            }
+            for (var u = 0u; u < CP_U; u++) {
+                let s = s0 + u;
+                if (s < splits && used(chunk_m(s), chunk_l(s))) {
+                    let f = exp(chunk_m(s) - big_m);
+                    a += f * oa[u];
+                    z += f * oz[u];
+                }
+            }
         }
         d_out[o + c] = pack_bf16(a / den, z / den);
     }
