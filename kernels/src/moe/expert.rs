@@ -435,61 +435,40 @@ const ROUTE_DECODE_LANE_CHUNKS: u64 = 12;
 /// Longest dim `moe_route_decode_regs` takes: 8 bf16 a chunk, 32 lanes.
 const ROUTE_DECODE_REGS_MAX_DIM: u64 = 8 * 32 * ROUTE_DECODE_LANE_CHUNKS;
 /// `SWITCHYARD_CUDA_ROUTE_DECODE=staged` keeps [`MOE_ROUTE_DECODE`] on its
-/// staged entry at every dim, `=regs` on the registers entry where the
-/// rule would take the warp entry, for an A/B on one binary; read once a
-/// process.
+/// staged entry at every dim, for an A/B on one binary; read once a process.
 pub const ROUTE_DECODE_ENV: &str = "SWITCHYARD_CUDA_ROUTE_DECODE";
 
-/// Which CUDA entry [`ROUTE_DECODE_ENV`] forces, if any.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RouteForce {
-    Staged,
-    Regs,
+fn route_decode_staged() -> bool {
+    static STAGED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *STAGED.get_or_init(|| std::env::var(ROUTE_DECODE_ENV).is_ok_and(|v| v.trim() == "staged"))
 }
 
-fn route_decode_force() -> Option<RouteForce> {
-    static FORCE: std::sync::OnceLock<Option<RouteForce>> = std::sync::OnceLock::new();
-    *FORCE.get_or_init(|| match std::env::var(ROUTE_DECODE_ENV).as_deref().map(str::trim) {
-        Ok("staged") => Some(RouteForce::Staged),
-        Ok("regs") => Some(RouteForce::Regs),
-        _ => None,
-    })
-}
-
-/// The CUDA entry of [`MOE_ROUTE_DECODE`] and its blocks. At dim ≤
-/// [`ROUTE_DECODE_REGS_MAX_DIM`]: at one row `moe_route_decode_warp` (a warp
-/// an expert, eight a block, each lane's norm and router-order partial from
-/// its own registers, nothing staged), at more rows `moe_route_decode_regs`
-/// (a block an expert, a lane's chunks of x and scale held in registers
-/// and staged for the expert's chains); past it, or under `staged`,
-/// `moe_route_decode` (a block an expert, reads a lane's chunks of a row
-/// twice). All give the same bits.
-fn route_decode_entry(rows: u64, dim: u64, e: u32, force: Option<RouteForce>) -> (&'static str, u32) {
-    match force {
-        Some(RouteForce::Staged) => ("moe_route_decode", e),
-        _ if dim > ROUTE_DECODE_REGS_MAX_DIM => ("moe_route_decode", e),
-        None if rows == 1 => ("moe_route_decode_warp", e.div_ceil(8)),
-        _ => ("moe_route_decode_regs", e),
+/// The CUDA entry of [`MOE_ROUTE_DECODE`]: `moe_route_decode_regs` (a
+/// lane's chunks of x and scale held in registers, the router row's and
+/// the first row's loads in flight together; same bits) at dim ≤
+/// [`ROUTE_DECODE_REGS_MAX_DIM`] unless `staged`, else `moe_route_decode`
+/// (reads a lane's chunks of a row twice). The regs entry is not yet
+/// measured on a GPU.
+fn route_decode_entry(dim: u64, staged: bool) -> &'static str {
+    if !staged && dim <= ROUTE_DECODE_REGS_MAX_DIM {
+        "moe_route_decode_regs"
+    } else {
+        "moe_route_decode"
     }
 }
 
-/// The last block to arrive selects and scatters. The entry:
+/// One block per expert (its router chain, as `dense_gemm_router_chain` at
+/// a 1-column tile: the chains all start in the first wave on 132 SMs at
+/// e = 128); the last block to arrive selects and scatters. The entry:
 /// [`route_decode_entry`] under [`ROUTE_DECODE_ENV`].
 fn cuda_moe_route_decode(a: &PlanArgs, f: &DeviceFacts) -> Result<CudaPlan> {
-    route_decode_plan(a, f, route_decode_force())
+    route_decode_plan(a, f, route_decode_staged())
 }
 
 /// [`cuda_moe_route_decode`] with the override's value as a parameter.
-/// Shared memory: the selection's, and for the per-expert entries the
-/// staged rows.
-fn route_decode_plan(a: &PlanArgs, f: &DeviceFacts, force: Option<RouteForce>) -> Result<CudaPlan> {
+fn route_decode_plan(a: &PlanArgs, f: &DeviceFacts, staged: bool) -> Result<CudaPlan> {
     let (rows, dim, e) = (u64::from(a.u32("rows")?), u64::from(a.u32("dim")?), a.u32("e")?);
-    let (entry, blocks) = route_decode_entry(rows, dim, e, force);
-    let shared = if entry == "moe_route_decode_warp" {
-        route_decode_shared(0, 0, u64::from(e))
-    } else {
-        route_decode_shared(rows, dim, u64::from(e))
-    };
+    let shared = route_decode_shared(rows, dim, u64::from(e));
     if f.max_shared_bytes != 0 && shared > u64::from(f.max_shared_bytes) {
         return Err(switchyard_core::Error::invalid(
             a.kernel.symbol,
@@ -498,7 +477,10 @@ fn route_decode_plan(a: &PlanArgs, f: &DeviceFacts, force: Option<RouteForce>) -
         ));
     }
     let shared_bytes = u32::try_from(shared).expect("bounded by the limits on rows, dim and e");
-    Ok(CudaPlan { passes: vec![CudaPass { entry, grid: [blocks, 1, 1], block: [256, 1, 1], shared_bytes }], workspace_bytes: 0 })
+    Ok(CudaPlan {
+        passes: vec![CudaPass { entry: route_decode_entry(dim, staged), grid: [e, 1, 1], block: [256, 1, 1], shared_bytes }],
+        workspace_bytes: 0,
+    })
 }
 
 /// A workgroup per (expert, row) forms the products of the router row and
@@ -1041,10 +1023,8 @@ fn route_decode_cases(g: &mut Gen) -> Vec<Case> {
 /// the first in a random order with the router weights negated, so every
 /// logit is exactly 0 plus its order's rounding error (the chains' partial
 /// sums are not exact there); the top-k then picks among those errors.
-/// dim 2816 (11 chunks a partial), 264 (two partials take a second chunk);
-/// at one row also 34 experts (CUDA's one-row entry takes eight a block:
-/// the last block holds two).
-const ROUTE_DECODE_CANCELLING: [(usize, usize, usize, usize); 4] = [(1, 2816, 128, 8), (4, 2816, 64, 8), (2, 264, 32, 4), (1, 264, 34, 4)];
+/// dim 2816 (11 chunks a partial), 264 (two partials take a second chunk).
+const ROUTE_DECODE_CANCELLING: [(usize, usize, usize, usize); 3] = [(1, 2816, 128, 8), (4, 2816, 64, 8), (2, 264, 32, 4)];
 
 /// A fused routing case on the given inputs (per-expert scales drawn here).
 fn route_decode_case(
@@ -1442,35 +1422,32 @@ mod tests {
         );
     }
 
-    /// The decode routing takes the warp entry at one row and the
-    /// norm-in-registers entry at more, up to their dim limit, unless the
-    /// override asks for another; all entries are in moe_expert.cu with the
-    /// same parameters, and the lane-chunk limit is the source's.
+    /// The decode routing takes the norm-in-registers entry up to its dim
+    /// limit unless the override asks for the staged one; both entries are
+    /// in moe_expert.cu with the same parameters, and the lane-chunk limit
+    /// is the source's.
     #[test]
-    fn route_decode_takes_the_registers_entries_up_to_their_limit() {
-        let pass = |rows: i32, dim: i32, e: i32, force: Option<RouteForce>| {
+    fn route_decode_takes_the_registers_entry_up_to_its_limit() {
+        let pass = |rows: i32, dim: i32, e: i32, staged: bool| {
             let args = route_args(rows, dim, e);
-            let p = route_decode_plan(&PlanArgs::new(&MOE_ROUTE_DECODE, &args), &HOPPER, force).unwrap();
+            let p = route_decode_plan(&PlanArgs::new(&MOE_ROUTE_DECODE, &args), &HOPPER, staged).unwrap();
             assert_eq!(p.passes.len(), 1);
             p.passes[0].clone()
         };
         // 26b-a4b's router (dim 2816, 128 experts) at batch 1 and 16.
-        let w = pass(1, 2816, 128, None);
-        assert_eq!((w.entry, w.grid, w.block), ("moe_route_decode_warp", [16, 1, 1], [256, 1, 1]));
-        assert_eq!(u64::from(w.shared_bytes), route_decode_shared(0, 0, 128));
-        assert_eq!(pass(1, 2816, 130, None).grid, [17, 1, 1]);
-        let p = pass(1, 2816, 128, Some(RouteForce::Regs));
+        let p = pass(1, 2816, 128, false);
         assert_eq!((p.entry, p.grid, p.block), ("moe_route_decode_regs", [128, 1, 1], [256, 1, 1]));
         assert_eq!(u64::from(p.shared_bytes), route_decode_shared(1, 2816, 128));
-        assert_eq!(pass(16, 2816, 128, None).entry, "moe_route_decode_regs");
-        assert_eq!(pass(16, 3072, 128, None).entry, "moe_route_decode_regs");
-        assert_eq!(pass(1, 3072, 128, None).entry, "moe_route_decode_warp");
-        // The override, and past the limit: the staged entry, a block an expert.
-        let s = pass(1, 2816, 128, Some(RouteForce::Staged));
+        assert_eq!(pass(16, 2816, 128, false).entry, "moe_route_decode_regs");
+        assert_eq!(pass(16, 3072, 128, false).entry, "moe_route_decode_regs");
+        // The override, and past the limit: the staged entry, same launch.
+        let s = pass(1, 2816, 128, true);
         assert_eq!((s.entry, s.grid, s.block, s.shared_bytes), ("moe_route_decode", p.grid, p.block, p.shared_bytes));
-        assert_eq!(pass(16, 3072, 128, Some(RouteForce::Staged)).entry, "moe_route_decode");
-        assert_eq!(pass(1, 3080, 128, None).entry, "moe_route_decode");
-        assert_eq!(pass(1, 4096, 128, None).entry, "moe_route_decode");
+        assert_eq!(pass(16, 3072, 128, true).entry, "moe_route_decode");
+        assert_eq!(pass(1, 3080, 128, false).entry, "moe_route_decode");
+        assert_eq!(pass(1, 4096, 128, false).entry, "moe_route_decode");
+        assert_eq!((route_decode_entry(2816, false), route_decode_entry(2816, true)), ("moe_route_decode_regs", "moe_route_decode"));
+        assert_eq!(route_decode_entry(4096, false), "moe_route_decode");
         assert!(ROUTE_DECODE_MAX_DIM as u64 <= ROUTE_DECODE_REGS_MAX_DIM, "every dim the kernel takes fits the registers entry");
 
         let cu = crate::sources::cuda("moe_expert").expect("moe_expert.cu").text;
@@ -1481,7 +1458,6 @@ mod tests {
             cu[at..at + cu[at..].find(')').unwrap()].split_whitespace().collect::<Vec<_>>().join(" ")
         };
         assert_eq!(params("moe_route_decode_regs"), params("moe_route_decode"));
-        assert_eq!(params("moe_route_decode_warp"), params("moe_route_decode"));
     }
 
     /// The tensor maps: a in 128-row boxes, w as one e·N-row matrix in

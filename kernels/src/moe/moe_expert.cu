@@ -24,7 +24,7 @@
 //   routing picked: nothing to load before a wait, so they are plain
 //   launches that call sy_allow_next() at their start (a dependent after
 //   them may start while they run), as the norms do.
-// dependent-launch: moe_route_decode moe_route_decode_regs moe_route_decode_warp
+// dependent-launch: moe_route_decode moe_route_decode_regs
 
 #define SY_FULL 0xffffffffu
 
@@ -392,21 +392,57 @@ __device__ __forceinline__ void route_dec_stage_regs(float* route_smem, float* w
     }
 }
 
-// After every logit of this block is written and fenced (and a
-// __syncthreads): the block arrives on moe_route_decode_arrivals, and the
-// last of the launch's gridDim.x blocks to arrive (which puts the counter
-// back to zero) reads all the logits back and does the top-k and the slot
-// bookkeeping. Both the per-expert blocks of route_decode and the
-// eight-experts blocks of moe_route_decode_warp call it.
-__device__ __forceinline__ void route_decode_elect_and_select(float* route_smem, int* __restrict__ topk_ids, float* __restrict__ topk_w,
-                                                              int* __restrict__ offsets, int* __restrict__ pair_of_slot,
-                                                              int* __restrict__ slot_of_pair, const bf16* __restrict__ logits,
-                                                              const float* __restrict__ per_expert_scale, int rows, int e, int k) {
+// The body of both entries; REGS picks the staging (route_dec_stage_regs,
+// dim <= 3072, or route_dec_stage). Everything after it is shared.
+template <bool REGS>
+__device__ __forceinline__ void route_decode(int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ offsets,
+                                             int* __restrict__ pair_of_slot, int* __restrict__ slot_of_pair, bf16* __restrict__ logits,
+                                             const bf16* __restrict__ x, const bf16* __restrict__ scale, const bf16* __restrict__ router_w,
+                                             const float* __restrict__ per_expert_scale, int rows, int dim, int e, int k, float eps,
+                                             float root) {
+    extern __shared__ __align__(16) float route_smem[];
     __shared__ int last_s;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    sy_allow_next(); // the launch after this may start now (file header)
+    // The argument checks return after sy_wait_prior(): a dependent launch
+    // finishes only after the one before it (the counter's argument above).
+    if (rows < 1 || rows > ROUTE_DEC_MAX_ROWS || e < 1 || e > ROUTE_DEC_MAX_E || (e & 1) || k < 1 || k > ROUTE_DEC_MAX_K || k > e ||
+        dim < 8 || (dim & 7) || (int)gridDim.x != e) {
+        sy_wait_prior();
+        return; // uniform over the grid: no block arrives, the counter stays zero
+    }
+    if constexpr (REGS) {
+        if (dim > 8 * 32 * ROUTE_DEC_LANE_CHUNKS) { // as uniform: a lane holds at most ROUTE_DEC_LANE_CHUNKS chunks
+            sy_wait_prior();
+            return;
+        }
+    }
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, xe = blockIdx.x;
+    const int LD = route_dec_ld(dim), chunks = dim / 8;
+    float* wrow = route_smem + (size_t)rows * LD;
+
+    // Both stagings issue their weight loads, then sy_wait_prior(), then
+    // read x: all that follows them comes after the wait.
+    if constexpr (REGS) {
+        route_dec_stage_regs(route_smem, wrow, x, scale, router_w, rows, dim, LD, chunks, eps, root);
+    } else {
+        route_dec_stage(route_smem, wrow, x, scale, router_w, rows, dim, LD, chunks, eps, root);
+    }
+    __syncthreads();
+
+    // The logits in the router order: a warp a row, lane j partial j, the
+    // butterfly meets them (dense_gemm_router_chain's arithmetic).
+    for (int r = warp; r < rows; r += 8) {
+        const float sum = router_tree(router_partial(route_smem + (size_t)r * LD, wrow, lane, chunks));
+        if (lane == 0) {
+            logits[(size_t)r * e + xe] = f32_to_bf16(sum);
+            // Release: the logit is visible device-wide before the arrival.
+            __threadfence();
+        }
+    }
+    __syncthreads();
     if (tid == 0) {
         const unsigned arrived = atomicAdd(&moe_route_decode_arrivals, 1u);
-        last_s = arrived == gridDim.x - 1u;
+        last_s = arrived == (unsigned)e - 1u;
         if (last_s) moe_route_decode_arrivals = 0u; // every block of this launch has arrived
     }
     __syncthreads();
@@ -470,56 +506,6 @@ __device__ __forceinline__ void route_decode_elect_and_select(float* route_smem,
     }
 }
 
-// The body of both entries; REGS picks the staging (route_dec_stage_regs,
-// dim <= 3072, or route_dec_stage). Everything after it is shared.
-template <bool REGS>
-__device__ __forceinline__ void route_decode(int* __restrict__ topk_ids, float* __restrict__ topk_w, int* __restrict__ offsets,
-                                             int* __restrict__ pair_of_slot, int* __restrict__ slot_of_pair, bf16* __restrict__ logits,
-                                             const bf16* __restrict__ x, const bf16* __restrict__ scale, const bf16* __restrict__ router_w,
-                                             const float* __restrict__ per_expert_scale, int rows, int dim, int e, int k, float eps,
-                                             float root) {
-    extern __shared__ __align__(16) float route_smem[];
-    sy_allow_next(); // the launch after this may start now (file header)
-    // The argument checks return after sy_wait_prior(): a dependent launch
-    // finishes only after the one before it (the counter's argument above).
-    if (rows < 1 || rows > ROUTE_DEC_MAX_ROWS || e < 1 || e > ROUTE_DEC_MAX_E || (e & 1) || k < 1 || k > ROUTE_DEC_MAX_K || k > e ||
-        dim < 8 || (dim & 7) || (int)gridDim.x != e) {
-        sy_wait_prior();
-        return; // uniform over the grid: no block arrives, the counter stays zero
-    }
-    if constexpr (REGS) {
-        if (dim > 8 * 32 * ROUTE_DEC_LANE_CHUNKS) { // as uniform: a lane holds at most ROUTE_DEC_LANE_CHUNKS chunks
-            sy_wait_prior();
-            return;
-        }
-    }
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, xe = blockIdx.x;
-    const int LD = route_dec_ld(dim), chunks = dim / 8;
-    float* wrow = route_smem + (size_t)rows * LD;
-
-    // Both stagings issue their weight loads, then sy_wait_prior(), then
-    // read x: all that follows them comes after the wait.
-    if constexpr (REGS) {
-        route_dec_stage_regs(route_smem, wrow, x, scale, router_w, rows, dim, LD, chunks, eps, root);
-    } else {
-        route_dec_stage(route_smem, wrow, x, scale, router_w, rows, dim, LD, chunks, eps, root);
-    }
-    __syncthreads();
-
-    // The logits in the router order: a warp a row, lane j partial j, the
-    // butterfly meets them (dense_gemm_router_chain's arithmetic).
-    for (int r = warp; r < rows; r += 8) {
-        const float sum = router_tree(router_partial(route_smem + (size_t)r * LD, wrow, lane, chunks));
-        if (lane == 0) {
-            logits[(size_t)r * e + xe] = f32_to_bf16(sum);
-            // Release: the logit is visible device-wide before the arrival.
-            __threadfence();
-        }
-    }
-    __syncthreads();
-    route_decode_elect_and_select(route_smem, topk_ids, topk_w, offsets, pair_of_slot, slot_of_pair, logits, per_expert_scale, rows, e, k);
-}
-
 // The staged form: a lane reads its chunks of a row twice (Σx², then the
 // normalised values), any dim the shared memory holds.
 extern "C" __global__ void __launch_bounds__(256) moe_route_decode(int* __restrict__ topk_ids, float* __restrict__ topk_w,
@@ -545,75 +531,6 @@ extern "C" __global__ void __launch_bounds__(256) moe_route_decode_regs(int* __r
                                                                          int k, float eps, float root) {
     route_decode<true>(topk_ids, topk_w, offsets, pair_of_slot, slot_of_pair, logits, x, scale, router_w, per_expert_scale, rows, dim, e,
                        k, eps, root);
-}
-
-// One row (a batch-1 decode step), dim <= 8 · 32 · ROUTE_DEC_LANE_CHUNKS:
-// a warp an expert, eight experts a block (grid ceil(e / 8)), nothing
-// staged. In the router order lane j's partial takes chunks j, j + 32, ...,
-// which are also the chunks route_dec_stage_regs has lane j hold of x and
-// scale, so each lane forms the norm's output and its products from its own
-// registers: the router row's chunks (loaded before the wait), x's and
-// scale's (after it), Σx² over the warp, then rn · w and the partial, the
-// butterfly, lane 0's store. Same bits as moe_route_decode_regs (the same
-// sumsq_chunks / warp_sum / router_norm_pair expressions on the same words,
-// rn's bf16 values times the router row's, unfused, in the same chunk and k
-// order), without its shared-memory staging, its block barrier before the
-// chains and seven of its eight warps idle at one row; and 16 blocks arrive
-// on the counter instead of 128 at e = 128.
-extern "C" __global__ void __launch_bounds__(256) moe_route_decode_warp(int* __restrict__ topk_ids, float* __restrict__ topk_w,
-                                                                         int* __restrict__ offsets, int* __restrict__ pair_of_slot,
-                                                                         int* __restrict__ slot_of_pair, bf16* __restrict__ logits,
-                                                                         const bf16* __restrict__ x, const bf16* __restrict__ scale,
-                                                                         const bf16* __restrict__ router_w,
-                                                                         const float* __restrict__ per_expert_scale, int rows, int dim, int e,
-                                                                         int k, float eps, float root) {
-    extern __shared__ __align__(16) float route_smem[];
-    sy_allow_next(); // the launch after this may start now (file header)
-    // Uniform over the grid, after the wait (route_decode's argument).
-    if (rows != 1 || e < 1 || e > ROUTE_DEC_MAX_E || (e & 1) || k < 1 || k > ROUTE_DEC_MAX_K || k > e || dim < 8 || (dim & 7) ||
-        dim > 8 * 32 * ROUTE_DEC_LANE_CHUNKS || (int)gridDim.x != (e + 7) / 8) {
-        sy_wait_prior();
-        return;
-    }
-    const int lane = threadIdx.x & 31, xe = blockIdx.x * 8 + (threadIdx.x >> 5), chunks = dim / 8;
-    const bool mine = xe < e; // uniform over the warp
-    uint4 wv[ROUTE_DEC_LANE_CHUNKS], xv[ROUTE_DEC_LANE_CHUNKS], sv[ROUTE_DEC_LANE_CHUNKS];
-#pragma unroll
-    for (int u = 0; u < ROUTE_DEC_LANE_CHUNKS; ++u) {
-        const int c = lane + 32 * u;
-        wv[u] = mine && c < chunks ? ld_stream16_v(router_w + (size_t)xe * dim + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
-    }
-    sy_prefetch_l2(scale, dim); // read after the wait, from L2 as x is
-    sy_wait_prior(); // x is the previous launch's output, the outputs its inputs
-    if (mine) {
-#pragma unroll
-        for (int u = 0; u < ROUTE_DEC_LANE_CHUNKS; ++u) {
-            const int c = lane + 32 * u;
-            xv[u] = c < chunks ? ld_nc16_v(x + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
-            sv[u] = c < chunks ? ld_nc16(scale + (size_t)c * 8) : make_uint4(0u, 0u, 0u, 0u);
-        }
-        const float inv = 1.0f / sqrtf(warp_sum(sumsq_chunks(xv)) / (float)dim + eps);
-        float p = 0.0f;
-#pragma unroll
-        for (int u = 0; u < ROUTE_DEC_LANE_CHUNKS; ++u) {
-            if (lane + 32 * u >= chunks) break;
-            const unsigned o[4] = {router_norm_pair(xv[u].x, sv[u].x, inv, root), router_norm_pair(xv[u].y, sv[u].y, inv, root),
-                                   router_norm_pair(xv[u].z, sv[u].z, inv, root), router_norm_pair(xv[u].w, sv[u].w, inv, root)};
-            const unsigned w[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                p = __fadd_rn(p, __fmul_rn(bf16_lo(o[i]), bf16_lo(w[i])));
-                p = __fadd_rn(p, __fmul_rn(bf16_hi(o[i]), bf16_hi(w[i])));
-            }
-        }
-        const float sum = router_tree(p);
-        if (lane == 0) {
-            logits[xe] = f32_to_bf16(sum);
-            __threadfence(); // release, as route_decode's
-        }
-    }
-    __syncthreads();
-    route_decode_elect_and_select(route_smem, topk_ids, topk_w, offsets, pair_of_slot, slot_of_pair, logits, per_expert_scale, 1, e, k);
 }
 
 // ---------------------------------------------------------------- gather
