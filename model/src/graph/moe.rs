@@ -72,7 +72,7 @@ impl Session<'_> {
     /// this backend holds, for [`Self::moe_experts`]. The layer enqueues it
     /// before the dense MLP's down projection, which does not depend on it:
     /// on CUDA that projection is a programmatic dependent whose weight loads
-    /// are issued while the routing kernel (a strict-order chain that keeps
+    /// are issued while the routing kernel (latency-bound, almost no bytes,
     /// most of the GPU idle) runs.
     pub(super) fn moe_route(&self, w: &MoeWeights, xr: Region, rows: usize) -> Result<usize> {
         let (ops, cfg) = (&self.model.ops, self.model.shape());
