@@ -144,26 +144,28 @@ fn router_chunk(q: Quad, kv0: u32, tx: u32, ty: u32) -> Quad {
     return r;
 }
 
-// Word w of rows r0..r0+3 of a bf16 matrix at word offset base (kw words a
-// row, `rows` rows): zero past either.
-fn router_quad_a(r0: u32, rows: u32, kw: u32, w: u32) -> vec4<u32> {
-    let wl = min(w, kw - 1u);
+// Word w of rows r0..r0+3 of a bf16 matrix (kw words a row, `rows` rows):
+// the clamped word indices (base + each row's), zero past either where
+// router_quad_keep is false. WGSL cannot pass a storage binding to a
+// function, so the loads themselves are router_quad_a's and _b's.
+fn router_quad_at(base: u32, r0: u32, rows: u32, kw: u32, w: u32) -> vec4<u32> {
     let last = max(rows, 1u) - 1u;
-    let base = p.a + wl;
-    let v = vec4<u32>(d_a[base + min(r0, last) * kw], d_a[base + min(r0 + 1u, last) * kw],
-                      d_a[base + min(r0 + 2u, last) * kw], d_a[base + min(r0 + 3u, last) * kw]);
-    let ok = (vec4<u32>(r0) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(rows)) & vec4<bool>(w < kw);
-    return select(vec4<u32>(0u), v, ok);
+    let b = base + min(w, kw - 1u);
+    return vec4<u32>(b + min(r0, last) * kw, b + min(r0 + 1u, last) * kw, b + min(r0 + 2u, last) * kw, b + min(r0 + 3u, last) * kw);
+}
+
+fn router_quad_keep(r0: u32, rows: u32, kw: u32, w: u32) -> vec4<bool> {
+    return (vec4<u32>(r0) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(rows)) & vec4<bool>(w < kw);
+}
+
+fn router_quad_a(r0: u32, rows: u32, kw: u32, w: u32) -> vec4<u32> {
+    let i = router_quad_at(p.a, r0, rows, kw, w);
+    return select(vec4<u32>(0u), vec4<u32>(d_a[i.x], d_a[i.y], d_a[i.z], d_a[i.w]), router_quad_keep(r0, rows, kw, w));
 }
 
 fn router_quad_b(r0: u32, rows: u32, kw: u32, w: u32) -> vec4<u32> {
-    let wl = min(w, kw - 1u);
-    let last = max(rows, 1u) - 1u;
-    let base = p.b + wl;
-    let v = vec4<u32>(d_b[base + min(r0, last) * kw], d_b[base + min(r0 + 1u, last) * kw],
-                      d_b[base + min(r0 + 2u, last) * kw], d_b[base + min(r0 + 3u, last) * kw]);
-    let ok = (vec4<u32>(r0) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(rows)) & vec4<bool>(w < kw);
-    return select(vec4<u32>(0u), v, ok);
+    let i = router_quad_at(p.b, r0, rows, kw, w);
+    return select(vec4<u32>(0u), vec4<u32>(d_b[i.x], d_b[i.y], d_b[i.z], d_b[i.w]), router_quad_keep(r0, rows, kw, w));
 }
 
 @compute @workgroup_size(256)

@@ -165,29 +165,25 @@ extern "C" __global__ void __launch_bounds__(256) dense_gemm_router(const bf16* 
         // Chunk t of a slice is chunk q + 32 · (i0 + t) of the row.
         for (int i0 = 0; q + 32 * i0 < K8; i0 += ROUTER_TK / 8) {
             // K is even and chunks are 8 wide: a bf16 pair never straddles a chunk or K.
-            auto kg_of = [&](int kk) { return 8 * (q + 32 * (i0 + kk / 8)) + kk % 8; };
+            // The pair at slice position kk of row `row` of `m` (rows < lim), zeros past either.
+            auto pair = [&](const bf16* m, int row, int lim, int kk) {
+                const int kg = 8 * (q + 32 * (i0 + kk / 8)) + kk % 8;
+                if (row >= lim || kg >= K) return make_float2(0.0f, 0.0f);
+                const bf16* p = m + (size_t)row * K + kg;
+                return make_float2(bf16_to_f32(p[0]), bf16_to_f32(p[1]));
+            };
             {
-                const int r = tid / 16, kk = 2 * (tid % 16), kg = kg_of(kk);
-                float lo = 0.0f, hi = 0.0f;
-                if (row0 + r < M && kg < K) {
-                    const bf16* p = a + (size_t)(row0 + r) * K + kg;
-                    lo = bf16_to_f32(p[0]);
-                    hi = bf16_to_f32(p[1]);
-                }
-                As[r][kk] = lo;
-                As[r][kk + 1] = hi;
+                const int r = tid / 16, kk = 2 * (tid % 16);
+                const float2 v = pair(a, row0 + r, M, kk);
+                As[r][kk] = v.x;
+                As[r][kk + 1] = v.y;
             }
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const int idx = tid + e * 256, r = idx / 16, kk = 2 * (idx % 16), kg = kg_of(kk);
-                float lo = 0.0f, hi = 0.0f;
-                if (col0 + r < N && kg < K) {
-                    const bf16* p = b + (size_t)(col0 + r) * K + kg;
-                    lo = bf16_to_f32(p[0]);
-                    hi = bf16_to_f32(p[1]);
-                }
-                Bs[r][kk] = lo;
-                Bs[r][kk + 1] = hi;
+                const int idx = tid + e * 256, r = idx / 16, kk = 2 * (idx % 16);
+                const float2 v = pair(b, col0 + r, N, kk);
+                Bs[r][kk] = v.x;
+                Bs[r][kk + 1] = v.y;
             }
             __syncthreads();
 #pragma unroll 8
