@@ -216,27 +216,28 @@ fn dense_gemm_router(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
             od = router_chunk(od, 24u, tx, ty);
         }
         v = quad_add(ev, od);
+        // The stack merge; j is the loop's counter, so every branch is uniform.
         let h = j / 2u;
         if ((h & 1u) == 0u) {
             s1 = v;
-        } else {
-            v = quad_add(s1, v);
-            if ((h & 2u) == 0u) {
-                s2 = v;
-            } else {
-                v = quad_add(s2, v);
-                if ((h & 4u) == 0u) {
-                    s3 = v;
-                } else {
-                    v = quad_add(s3, v);
-                    if ((h & 8u) == 0u) {
-                        s4 = v;
-                    } else {
-                        v = quad_add(s4, v);
-                    }
-                }
-            }
+            continue;
         }
+        v = quad_add(s1, v);
+        if ((h & 2u) == 0u) {
+            s2 = v;
+            continue;
+        }
+        v = quad_add(s2, v);
+        if ((h & 4u) == 0u) {
+            s3 = v;
+            continue;
+        }
+        v = quad_add(s3, v);
+        if ((h & 8u) == 0u) {
+            s4 = v;
+            continue;
+        }
+        v = quad_add(s4, v); // h = 15: the root
     }
     let row = m0 + 4u * ty;
     let col = n0 + 4u * tx;
