@@ -1,6 +1,7 @@
 //! [`CudaBackend`]: the [`Backend`] trait over the CUDA driver API.
 use crate::compile::{DiskCache, Job};
 use crate::cublas::Cublas;
+use crate::branch::{Branches, BRANCH_PRIORITY_ENV};
 use crate::raw::{self, Attr, CUcontext, CUdevice, CUfunction, CUgraph, CUmodule, CUstream, GraphExec, Shared};
 use std::any::Any;
 use std::collections::hash_map::Entry;
@@ -90,6 +91,8 @@ struct State {
     arena: Arena,
     /// `Some` while `record` captures the stream: what the capture uses.
     capturing: Option<Capture>,
+    /// The side stream of `enqueue_concurrent` and whether launches go to it.
+    branches: Branches,
 }
 
 /// A loaded entry point.
@@ -117,6 +120,9 @@ struct Arena {
     buffers: RangeTable,
     /// The buffer new launches get: (base, bytes, serial).
     current: Option<(u64, u64, u64)>,
+    /// The same for launches on the side stream of `enqueue_concurrent`,
+    /// which may run at the same time as the main stream's.
+    side_current: Option<(u64, u64, u64)>,
 }
 
 /// `(base, serial)` of an allocation, from [`RangeTable::identity`].
@@ -259,7 +265,10 @@ impl CudaBackend {
                 cache,
                 instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
                 dependent_launch,
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State {
+                    branches: Branches { prioritise: std::env::var(BRANCH_PRIORITY_ENV).map_or(true, |v| v != "0"), ..Branches::default() },
+                    ..State::default()
+                }),
             })
         })
     }
@@ -319,8 +328,8 @@ impl CudaBackend {
     /// its stream, for a library (cuBLAS) that enqueues work on it directly:
     /// that work is then ordered with this backend's launches and copies.
     pub(crate) fn current_stream(&self) -> Result<CUstream> {
-        let _st = self.enter()?;
-        Ok(self.stream.0)
+        let st = self.enter()?;
+        Ok(st.branches.stream(self.stream.0))
     }
 
     /// [`CudaBackend::current_stream`] for work this backend cannot record
@@ -345,6 +354,13 @@ impl CudaBackend {
     /// Refuses `op` while `record` captures the stream: its host side (or the
     /// stream synchronisation it needs) cannot be part of a graph.
     fn not_capturing(st: &State, op: &str) -> Result<()> {
+        if st.branches.open > 0 {
+            return Err(Error::invalid(
+                op,
+                "<enqueue_concurrent>",
+                "host transfers, frees, timing, recording and synchronisation cannot run inside enqueue_concurrent's pieces",
+            ));
+        }
         if st.capturing.is_some() {
             return Err(Error::invalid(
                 op,
@@ -417,7 +433,8 @@ impl CudaBackend {
                 dims[axis] = pass.grid[axis];
                 dims
             });
-            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, dependent, cluster, self.stream.0, &mut params, &mut maps, &what)?;
+            let (stream, priority) = (st.branches.stream(self.stream.0), st.branches.priority());
+            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, dependent, cluster, priority, stream, &mut params, &mut maps, &what)?;
         }
         Ok(())
     }
@@ -440,19 +457,21 @@ impl CudaBackend {
 
     /// At least `bytes` of workspace: the current arena buffer, or a new one
     /// (twice the old size, or `bytes` if larger) that replaces it.
+    /// On the side stream of `enqueue_concurrent`, the side's own buffer.
     fn workspace(&self, st: &mut State, sig: &KernelSig, bytes: u64) -> Result<Identity> {
-        let arena = &mut st.arena;
-        if let Some((base, len, serial)) = arena.current {
+        let State { arena, branches, .. } = st;
+        let current = if branches.on_side { arena.side_current } else { arena.current };
+        if let Some((base, len, serial)) = current {
             if len >= bytes {
                 return Ok((base, serial));
             }
         }
-        let len = bytes.max(arena.current.map_or(0, |c| c.1.saturating_mul(2)));
+        let len = bytes.max(current.map_or(0, |c| c.1.saturating_mul(2)));
         let size = usize::try_from(len)
             .map_err(|_| Error::invalid(sig.symbol, "<workspace>", format!("{len} bytes of workspace do not fit in usize")))?;
         let base = raw::mem_alloc(size)?;
         let serial = arena.buffers.insert(base, len);
-        arena.current = Some((base, len, serial));
+        *(if branches.on_side { &mut arena.side_current } else { &mut arena.current }) = Some((base, len, serial));
         Ok((base, serial))
     }
 
@@ -656,7 +675,7 @@ impl Backend for CudaBackend {
         let mut st = self.enter()?;
         Self::check(&st, "memset0", "dst", dst, bytes)?;
         Self::captured(&mut st, &[dst]);
-        raw::memset0(dst, bytes, self.stream.0)
+        raw::memset0(dst, bytes, st.branches.stream(self.stream.0))
     }
 
     fn copy(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
@@ -670,7 +689,7 @@ impl Backend for CudaBackend {
             return Err(Error::invalid("copy", "dst", format!("[{dst:#x}, +{bytes}) overlaps the source [{src:#x}, +{bytes})")));
         }
         Self::captured(&mut st, &[dst, src]);
-        raw::copy_dtod(dst, src, bytes, self.stream.0)
+        raw::copy_dtod(dst, src, bytes, st.branches.stream(self.stream.0))
     }
 
     fn check_range(&self, addr: u64, bytes: usize) -> std::result::Result<(), String> {
@@ -697,6 +716,7 @@ impl Backend for CudaBackend {
             if st.capturing.is_some() {
                 return Err(Error::invalid("record", "<recording>", "a recording is already open on this backend"));
             }
+            Self::not_capturing(&st, "record")?;
             raw::begin_capture(self.stream.0)?;
             st.capturing = Some(Capture::default());
         }
@@ -753,6 +773,37 @@ impl Backend for CudaBackend {
         raw::stream_sync(self.stream.0, &"cuStreamSynchronize (reports faults of earlier asynchronous work)")
     }
 
+    /// `second` on the side stream, forked from this backend's stream after
+    /// what was enqueued so far, then `first` on this backend's stream, which
+    /// then waits for the side (the join is enqueued whatever happened, so
+    /// the stream, or an open capture, is never left forked). Inside a piece
+    /// a nested call runs its pieces in order on that piece's stream.
+    fn enqueue_concurrent(&self, first: &mut dyn FnMut() -> Result<()>, second: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        {
+            let mut st = self.enter()?;
+            if st.branches.open > 0 {
+                drop(st);
+                first()?;
+                return second();
+            }
+            st.branches.side()?.fork_from(self.stream.0)?;
+            st.branches.open = 1;
+            st.branches.on_side = true;
+        }
+        let ran = second().and_then(|()| {
+            self.state.lock().unwrap_or_else(|p| p.into_inner()).branches.on_side = false;
+            first()
+        });
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.branches.on_side = false;
+        st.branches.open = 0;
+        let joined = raw::set_current(self.ctx.0).and_then(|()| match &st.branches.side {
+            Some(side) => side.join_into(self.stream.0),
+            None => Ok(()),
+        });
+        ran.and(joined)
+    }
+
     fn time_ms(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
         let (start, end) = {
             let st = self.enter()?;
@@ -791,6 +842,9 @@ impl Drop for CudaBackend {
         let Ok(st) = self.state.get_mut() else { return };
         if raw::set_current(self.ctx.0).is_err() {
             return;
+        }
+        if let Some(side) = &st.branches.side {
+            side.destroy();
         }
         let _ = raw::stream_sync(self.stream.0, &"drop");
         for m in st.modules.values() {

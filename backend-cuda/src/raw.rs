@@ -28,6 +28,9 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuDevicePrimaryCtxRelease_v2",
     "cuCtxSetCurrent",
     "cuStreamCreate",
+    "cuStreamCreateWithPriority",
+    "cuStreamWaitEvent",
+    "cuCtxGetStreamPriorityRange",
     "cuStreamSynchronize",
     "cuStreamDestroy_v2",
     "cuMemAlloc_v2",
@@ -248,6 +251,28 @@ pub(crate) fn stream_create() -> Result<CUstream> {
     Ok(s)
 }
 
+/// A non-blocking stream of the given priority (see [`stream_priority_range`]).
+pub(crate) fn stream_create_with_priority(priority: c_int) -> Result<CUstream> {
+    let mut s: CUstream = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; a context is current.
+    unsafe {
+        check(
+            &"cuStreamCreateWithPriority",
+            cu::cuStreamCreateWithPriority(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as c_uint, priority),
+        )?;
+    }
+    Ok(s)
+}
+
+/// `(least, greatest)` stream priority of the current context (numerically,
+/// greatest <= least: a lower number runs first).
+pub(crate) fn stream_priority_range() -> Result<(c_int, c_int)> {
+    let (mut least, mut greatest) = (0, 0);
+    // SAFETY: valid out-pointers; a context is current.
+    unsafe { check(&"cuCtxGetStreamPriorityRange", cu::cuCtxGetStreamPriorityRange(&mut least, &mut greatest))? };
+    Ok((least, greatest))
+}
+
 pub(crate) fn stream_sync(s: CUstream, what: &dyn std::fmt::Display) -> Result<()> {
     // SAFETY: `s` is this backend's live stream.
     unsafe { check(what, cu::cuStreamSynchronize(s)) }
@@ -331,6 +356,13 @@ impl Event {
         unsafe { check(&"cuEventRecord", cu::cuEventRecord(self.0, s)) }
     }
 
+    /// Makes work enqueued on `s` after this call wait for what this event
+    /// recorded (inside a stream capture: a graph edge).
+    pub(crate) fn wait_on(&self, s: CUstream) -> Result<()> {
+        // SAFETY: both handles are live.
+        unsafe { check(&"cuStreamWaitEvent", cu::cuStreamWaitEvent(s, self.0, 0)) }
+    }
+
     pub(crate) fn synchronize(&self) -> Result<()> {
         // SAFETY: live event.
         unsafe { check(&"cuEventSynchronize", cu::cuEventSynchronize(self.0)) }
@@ -344,6 +376,10 @@ impl Event {
         Ok(ms)
     }
 }
+
+// SAFETY: a CUevent is an opaque driver handle usable from any thread; the
+// backend records and waits on its events under its lock.
+unsafe impl Send for Event {}
 
 impl Drop for Event {
     fn drop(&mut self) {
@@ -426,7 +462,9 @@ pub(crate) fn tensor_map_bf16_2d(addr: CUdeviceptr, rows: u64, cols: u64, box_ro
 /// `griddepcontrol.wait` before reading what earlier launches wrote).
 /// `cluster` launches the grid as thread-block clusters of that shape
 /// (each dimension divides the grid's; the driver refuses a cluster it
-/// cannot co-schedule, which comes back as an error).
+/// cannot co-schedule, which comes back as an error). `priority` sets the
+/// launch's scheduling priority (a stream priority value), which a graph
+/// captured from the launch keeps as its node's.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     f: CUfunction,
@@ -435,6 +473,7 @@ pub(crate) fn launch(
     shared_bytes: u32,
     dependent: bool,
     cluster: Option<[u32; 3]>,
+    priority: Option<c_int>,
     s: CUstream,
     params: &mut [ParamSlot],
     maps: &mut [CUtensorMap],
@@ -443,10 +482,10 @@ pub(crate) fn launch(
     let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p as *mut ParamSlot as *mut c_void).collect();
     ptrs.extend(maps.iter_mut().map(|m| m as *mut CUtensorMap as *mut c_void));
     let call = format_args!(
-        "cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes, dependent {dependent}, cluster {cluster:?})"
+        "cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes, dependent {dependent}, cluster {cluster:?}, priority {priority:?})"
     );
-    if dependent || cluster.is_some() {
-        let mut attrs: Vec<cu::CUlaunchAttribute> = Vec::with_capacity(2);
+    if dependent || cluster.is_some() || priority.is_some() {
+        let mut attrs: Vec<cu::CUlaunchAttribute> = Vec::with_capacity(3);
         if dependent {
             // SAFETY: a plain-data attribute; the union is zeroed before the one field is set.
             let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
@@ -461,6 +500,13 @@ pub(crate) fn launch(
             attr.value.clusterDim.x = x;
             attr.value.clusterDim.y = y;
             attr.value.clusterDim.z = z;
+            attrs.push(attr);
+        }
+        if let Some(p) = priority {
+            // SAFETY: as above.
+            let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PRIORITY;
+            attr.value.priority = p;
             attrs.push(attr);
         }
         let config = cu::CUlaunchConfig {
@@ -583,9 +629,12 @@ impl GraphExec {
     pub(crate) fn instantiate(g: CUgraph, device: CUdevice) -> Result<GraphExec> {
         let ctx = primary_ctx_retain(device)?;
         let mut exec: CUgraphExec = std::ptr::null_mut();
+        // Nodes keep the priority their launch asked for (the branches of
+        // Backend::enqueue_concurrent); the rest have the default.
+        let flags = cu::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY.0 as u64;
         // SAFETY: `g` is a complete captured graph; valid out-pointer; the
         // context that captured it is current.
-        let r = unsafe { cu::cuGraphInstantiateWithFlags(&mut exec, g, 0) };
+        let r = unsafe { cu::cuGraphInstantiateWithFlags(&mut exec, g, flags) };
         if let Err(e) = check(&"cuGraphInstantiateWithFlags", r) {
             let _ = primary_ctx_release(device);
             return Err(e);

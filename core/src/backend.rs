@@ -89,6 +89,23 @@ pub trait Backend: Send + Sync {
         self.enqueue(kernel, args)
     }
 
+    /// Enqueues two pieces of work that may overlap on the device: neither
+    /// may write memory the other reads or writes (the caller's contract; a
+    /// backend cannot see the extents a kernel touches). Work enqueued after
+    /// this call starts after both. Inside either piece, host transfers,
+    /// frees and synchronisation may be refused, and a nested call may run
+    /// its two pieces in order. Also allowed inside [`Backend::record`].
+    ///
+    /// The default runs `first`, then `second`, in order: on a backend with
+    /// one queue (the CPU reference, wgpu) that is already the whole
+    /// contract. The CUDA backend runs `second` on a second stream forked
+    /// from and joined back to its own, so a latency-bound chain in `first`
+    /// and a weight stream in `second` share the device.
+    fn enqueue_concurrent(&self, first: &mut dyn FnMut() -> Result<()>, second: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        first()?;
+        second()
+    }
+
     /// Records the launches and copies that `work` enqueues, without running
     /// them, into a [`Recording`] that [`Backend::replay`] runs. Uploads,
     /// downloads and synchronisation inside `work` are refused (their host

@@ -6,6 +6,7 @@ use super::{linear, Pass, Session};
 use crate::error::{Error, Result};
 use switchyard_kernels::attn::{AttnDecode, AttnParams};
 use switchyard_kernels::gemv::{LayerOutRow, SandwichRow};
+use switchyard_core::Region;
 use switchyard_kernels::rope_kv::QkvPrep;
 
 impl Session<'_> {
@@ -93,6 +94,26 @@ impl Session<'_> {
         // layer's output.
         let sandwich =
             SandwichRow { out: x_next, resid: xr, x: s.o.region(), w_post: Some(w.post_attn_norm.region()), w_pre: w.pre_ff_norm.region() };
+        // A MoE layer on one device: the dense MLP (gate/up, down) runs
+        // beside the routing and the experts. Both read only x and hn, which
+        // the sandwich writes first, and write disjoint buffers; the combine
+        // waits for both. The routing is a latency-bound chain with almost
+        // no bytes behind it, so the dense MLP's weight stream fills the
+        // time it leaves the memory system idle.
+        if let Some(mw) = w.moe.as_ref().filter(|_| m.tp.is_none() && !super::moe::concurrent_off()) {
+            ops.post_norm_add_pre_norm_bf16(xr, Some(s.hn.region()), xr, s.o.region(), sandwich.w_post, Some(sandwich.w_pre), rows, h, eps)?;
+            let this = &*self;
+            super::enqueue_concurrent(
+                ops,
+                || this.moe_routed_experts(mw, xr, rows),
+                || {
+                    linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
+                    Ok(linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?)
+                },
+            )?;
+            let ffn = self.moe_combine(mw, rows)?;
+            return self.layer_tail(i, rows, ffn, xr, x_next, false);
+        }
         let fused = linear::sandwich_gated_up(ops, &w.gate_up, &sandwich, s.act.region(), rows, spec.intermediate, eps)?;
         let (resid, out) = if fused { (x_next, xr) } else { (xr, x_next) };
         if !fused {
@@ -124,6 +145,19 @@ impl Session<'_> {
                 s.mlp.region()
             }
         };
+        self.layer_tail(i, rows, ffn, resid, out, fused)
+    }
+
+    /// The end of layer `i` from the FFN output `ffn`: the per-layer-input
+    /// branch (when the model has one) and the layer output into `out`, or
+    /// the output left pending for the next layer's input norm. `resid`
+    /// holds x; `fused`: the sandwich took the other stream buffer for x, so
+    /// the stream does not move.
+    fn layer_tail(&mut self, i: usize, rows: usize, ffn: Region, resid: Region, out: Region, fused: bool) -> Result<()> {
+        let m = self.model;
+        let (ops, cfg, w) = (&m.ops, &m.cfg, &m.weights.layers[i]);
+        let (h, eps) = (cfg.hidden_size, cfg.eps);
+        let s = &self.s;
         match (&w.per_layer, &s.per_layer, cfg.per_layer_input) {
             (Some(pw), Some(ps), Some(pl)) => {
                 let (l, p, cap) = (cfg.num_layers(), pl.hidden, s.rows);

@@ -36,6 +36,23 @@ fn env_is_one(cell: &'static std::sync::OnceLock<bool>, name: &str) -> bool {
     *cell.get_or_init(|| std::env::var(name).is_ok_and(|v| v == "1"))
 }
 
+/// [`switchyard_core::Backend::enqueue_concurrent`] over two of the graph's
+/// own steps: the pieces may overlap on the device, and a piece's error
+/// comes back as the graph reported it (not flattened into the backend's
+/// type).
+fn enqueue_concurrent(ops: &Ops, mut first: impl FnMut() -> Result<()>, mut second: impl FnMut() -> Result<()>) -> Result<()> {
+    let (mut failed_first, mut failed_second) = (None, None);
+    let stop = || switchyard_core::Error::invalid("enqueue_concurrent", "<piece>", "a piece of the graph failed (its error follows)");
+    let ran = ops.be.enqueue_concurrent(
+        &mut || first().map_err(|e| failed_first = Some(e)).map_err(|()| stop()),
+        &mut || second().map_err(|e| failed_second = Some(e)).map_err(|()| stop()),
+    );
+    match (failed_second, failed_first) {
+        (Some(e), _) | (None, Some(e)) => Err(e),
+        (None, None) => Ok(ran?),
+    }
+}
+
 /// A loaded model on one backend: the whole model, or one tensor-parallel
 /// rank's shard of it.
 pub struct Model {

@@ -43,6 +43,15 @@ fn gather_unfused_override() -> bool {
     super::env_is_one(&UNFUSED, "SWITCHYARD_MOE_GATHER_UNFUSED")
 }
 
+/// `SWITCHYARD_MOE_CONCURRENT=0` keeps a MoE layer's dense MLP in line with
+/// the MoE branch (the sandwich then fuses into the gate/up GEMV's prologue
+/// at batch 1) instead of beside it through `Backend::enqueue_concurrent`,
+/// for an A/B in one binary; read once a process.
+pub(super) fn concurrent_off() -> bool {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("SWITCHYARD_MOE_CONCURRENT").is_ok_and(|v| v.trim() == "0"))
+}
+
 /// Most rows a step normalises and gathers the experts' input in one launch
 /// (moe_norm_gather_bf16: each slot's block normalises its token's row, so
 /// a row is normalised k times; at decode sizes that is free beside a
@@ -125,12 +134,26 @@ impl Session<'_> {
     /// output already in the first `rows` rows of `mlp`; returns the combined
     /// FFN output.
     pub(super) fn moe_experts(&self, w: &MoeWeights, xr: Region, rows: usize, e_here: usize) -> Result<Region> {
-        let (ops, cfg, s) = (&self.model.ops, self.model.shape(), &self.s);
+        self.moe_expert_outputs(w, xr, rows, e_here)?;
+        self.moe_combine(w, rows)
+    }
+
+    /// The routing and the experts' outputs, which read only the residual
+    /// `xr` and write only MoE buffers: the part of the branch that may run
+    /// beside the dense MLP ([`Self::moe_route`], then the experts up to the
+    /// combine).
+    pub(super) fn moe_routed_experts(&self, w: &MoeWeights, xr: Region, rows: usize) -> Result<()> {
+        let e_here = self.moe_route(w, xr, rows)?;
+        self.moe_expert_outputs(w, xr, rows, e_here)
+    }
+
+    /// The experts' outputs for the routing's pairs, in expert order, into
+    /// the MoE scratch (`ey`).
+    fn moe_expert_outputs(&self, w: &MoeWeights, xr: Region, rows: usize, e_here: usize) -> Result<()> {
+        let (ops, cfg) = (&self.model.ops, self.model.shape());
         let (mc, ms) = self.moe_parts()?;
         let (h, eps, k, im) = (cfg.hidden_size, cfg.eps, mc.top_k, mc.intermediate);
         let n = rows * k;
-        // The dense MLP's output, then the experts' (adjacent: one all-reduce).
-        let (mlp, experts) = (s.mlp.region().slice(0, rows * h * 2)?, s.mlp.region().slice(rows * h * 2, rows * h * 2)?);
         // Experts on pre_feedforward_layernorm_2(residual), in expert order.
         if !unfused_override() && !gather_unfused_override() && rows <= NORM_GATHER_MAX_ROWS {
             ops.moe_norm_gather_bf16(ms.g.region(), xr, w.pre_ff_norm_2.region(), ms.pair_of_slot.region(), n, k, h, rows, eps)?;
@@ -152,6 +175,18 @@ impl Session<'_> {
             }
         }
         ops.moe_grouped_gemm(ms.ey.region(), ms.eact.region(), &w.down.weights(), ms.offsets.region(), n, e_here, h, im)?;
+        Ok(())
+    }
+
+    /// The FFN output from the experts' outputs and the dense MLP's (in the
+    /// first `rows` rows of `mlp`): the weighted combine and both post norms.
+    pub(super) fn moe_combine(&self, w: &MoeWeights, rows: usize) -> Result<Region> {
+        let (ops, cfg, s) = (&self.model.ops, self.model.shape(), &self.s);
+        let (mc, ms) = self.moe_parts()?;
+        let (h, eps, k) = (cfg.hidden_size, cfg.eps, mc.top_k);
+        let n = rows * k;
+        // The dense MLP's output, then the experts' (adjacent: one all-reduce).
+        let (mlp, experts) = (s.mlp.region().slice(0, rows * h * 2)?, s.mlp.region().slice(rows * h * 2, rows * h * 2)?);
         // Without ranks to sum over, the combine and both post norms are one
         // launch (the same arithmetic as the three below).
         if self.model.tp.is_none() && !unfused_override() && !combine_unfused_override() && h <= COMBINE_POST_NORMS_MAX_H {

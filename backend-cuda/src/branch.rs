@@ -1,0 +1,97 @@
+//! [`switchyard_core::Backend::enqueue_concurrent`] on CUDA: the second piece
+//! of work goes to a side stream forked from the backend's stream and joined
+//! back to it, in a stream capture as well (the fork and the join become
+//! graph edges).
+use crate::raw::{self, CUstream, Event, Shared};
+
+use std::ffi::c_int;
+use switchyard_core::Result;
+
+/// Environment variable that, set to `0`, launches both pieces of
+/// `enqueue_concurrent` at the default priority. Otherwise the first piece's
+/// launches (the caller's critical path) get the context's greatest stream
+/// priority and the second's its least, so the block scheduler serves the
+/// first piece when both have blocks waiting.
+pub const BRANCH_PRIORITY_ENV: &str = "SWITCHYARD_CUDA_BRANCH_PRIORITY";
+
+/// The side stream and the two events that fork it from and join it to the
+/// backend's stream; made on the first `enqueue_concurrent`.
+pub(crate) struct SideStream {
+    pub(crate) stream: Shared<CUstream>,
+    fork: Event,
+    join: Event,
+    /// `(least, greatest)` stream priority of the context.
+    priorities: (c_int, c_int),
+}
+
+impl SideStream {
+    fn new() -> Result<SideStream> {
+        let priorities = raw::stream_priority_range()?;
+        let stream = raw::stream_create_with_priority(priorities.0)?;
+        let events = Event::new().and_then(|f| Ok((f, Event::new()?)));
+        match events {
+            Ok((fork, join)) => Ok(SideStream { stream: Shared(stream), fork, join, priorities }),
+            Err(e) => {
+                let _ = raw::stream_destroy(stream);
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes the side stream wait for everything enqueued on `main` so far.
+    pub(crate) fn fork_from(&self, main: CUstream) -> Result<()> {
+        self.fork.record(main)?;
+        self.fork.wait_on(self.stream.0)
+    }
+
+    /// Makes `main` wait for everything enqueued on the side stream so far.
+    pub(crate) fn join_into(&self, main: CUstream) -> Result<()> {
+        self.join.record(self.stream.0)?;
+        self.join.wait_on(main)
+    }
+
+    /// Waits for the side stream's work and destroys it (backend drop).
+    pub(crate) fn destroy(&self) {
+        let _ = raw::stream_sync(self.stream.0, &"drop (side stream)");
+        let _ = raw::stream_destroy(self.stream.0);
+    }
+}
+
+/// Where `enqueue_concurrent` stands.
+#[derive(Default)]
+pub(crate) struct Branches {
+    pub(crate) side: Option<SideStream>,
+    /// Calls of `enqueue_concurrent` in progress (nested ones run in order).
+    pub(crate) open: usize,
+    /// Launches go to the side stream (the second piece is enqueuing).
+    pub(crate) on_side: bool,
+    /// Whether branch launches carry priorities ([`BRANCH_PRIORITY_ENV`]).
+    pub(crate) prioritise: bool,
+}
+
+impl Branches {
+    /// The side stream, made on first use.
+    pub(crate) fn side(&mut self) -> Result<&SideStream> {
+        if self.side.is_none() {
+            self.side = Some(SideStream::new()?);
+        }
+        Ok(self.side.as_ref().expect("made above"))
+    }
+
+    /// The stream launches go to now.
+    pub(crate) fn stream(&self, main: CUstream) -> CUstream {
+        match (&self.side, self.on_side) {
+            (Some(side), true) => side.stream.0,
+            _ => main,
+        }
+    }
+
+    /// The priority a launch asks for now: inside a branch, the greatest for
+    /// the first piece and the least for the second.
+    pub(crate) fn priority(&self) -> Option<c_int> {
+        match (&self.side, self.open > 0 && self.prioritise) {
+            (Some(side), true) => Some(if self.on_side { side.priorities.0 } else { side.priorities.1 }),
+            _ => None,
+        }
+    }
+}
