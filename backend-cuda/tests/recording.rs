@@ -1,5 +1,6 @@
-//! Recordings (CUDA graphs captured from the stream) and the CUDA-only
-//! tuning launch, on a device. Each test shows as ignored with the reason
+//! Recordings (CUDA graphs captured from the stream), concurrent pieces
+//! (a side stream forked and joined) and the CUDA-only tuning launch, on a
+//! device. Each test shows as ignored with the reason
 //! where `cuda_backend()` is unavailable (fails instead under SWITCHYARD_REQUIRE_CUDA=1).
 use std::sync::Arc;
 use switchyard_core::{Arg::*, Backend, DeviceBuffer, Error, Result};
@@ -276,5 +277,124 @@ fn launch_with_geometry_matches_the_plan_and_refuses_a_freed_pointer() {
     assert_eq!(be.live_bytes(), 0);
 }
 
-switchyard_test_harness::tests!(needs "cuda": a_recorded_norm_sequence_replays_bit_identically_to_direct_launches, replay_is_refused_once_a_buffer_it_uses_is_freed, host_operations_inside_record_are_refused_and_leave_the_backend_usable, launch_with_geometry_matches_the_plan_and_refuses_a_freed_pointer);
+/// One piece of `enqueue_concurrent` work: the norm sequence, then an
+/// m = 16 GEMV of its last output (a weight stream, with plan workspace
+/// where the plan splits K).
+struct Piece {
+    norms: Norms,
+    w: DeviceBuffer,
+    y: DeviceBuffer,
+    n: usize,
+}
+
+impl Piece {
+    fn new(be: &Arc<dyn Backend>, rows: usize, dim: usize, n: usize) -> Piece {
+        Piece { norms: Norms::new(be, rows, dim), w: DeviceBuffer::new(be, n * dim * 2).unwrap(), y: DeviceBuffer::new(be, rows * n * 2).unwrap(), n }
+    }
+
+    fn set_inputs(&self, seed: u64) {
+        self.norms.set_inputs(seed);
+        self.w.write(&bf16_data(self.n * self.norms.dim, seed + 500, 0.01, 0.1)).unwrap();
+    }
+
+    fn poison_outputs(&self) {
+        self.norms.poison_outputs();
+        poison(&self.y);
+    }
+
+    fn read_outputs(&self) -> Vec<Vec<u8>> {
+        let mut out = self.norms.read_outputs();
+        out.push(self.y.to_vec().unwrap());
+        out
+    }
+
+    fn run(&self, ops: &Ops) -> Result<()> {
+        self.norms.run(ops)?;
+        let (m, k) = (self.norms.rows, self.norms.dim);
+        ops.dense_gemv_bf16(self.norms.out2.region(), self.w.region(), self.y.region(), m, self.n, k, [self.n, self.n])
+    }
+}
+
+fn concurrent_pieces_give_the_bits_of_the_same_launches_in_order_direct_and_replayed() {
+    let be = cuda();
+    let ops = Ops::new(be.clone());
+    // K = 16384 at 16 rows: the GEMV's plan splits K, so both pieces use
+    // workspace at the same time (the side stream has its own).
+    let pieces = [Piece::new(&be, 16, 16384, 512), Piece::new(&be, 16, 16384, 768)];
+    let set = |seed: u64| pieces.iter().enumerate().for_each(|(i, p)| p.set_inputs(seed * 10 + i as u64));
+    let in_order = |seed| {
+        set(seed);
+        pieces.iter().for_each(Piece::poison_outputs);
+        pieces.iter().try_for_each(|p| p.run(&ops)).unwrap();
+        pieces.iter().map(Piece::read_outputs).collect::<Vec<_>>()
+    };
+    let (expected_a, expected_b) = (in_order(1), in_order(2));
+    for (i, outs) in expected_a.iter().enumerate() {
+        assert!(outs.iter().all(|o| !has_poison(o)), "piece {i}: an output was not fully written in order");
+    }
+    assert_ne!(expected_a[1][6], expected_b[1][6], "new inputs must change the GEMV, or the comparison proves nothing");
+    let concurrent = || be.enqueue_concurrent(&mut || pieces[0].run(&ops), &mut || pieces[1].run(&ops));
+    let read = || pieces.iter().map(Piece::read_outputs).collect::<Vec<_>>();
+
+    set(1);
+    pieces.iter().for_each(Piece::poison_outputs);
+    concurrent().unwrap();
+    assert!(read() == expected_a, "enqueue_concurrent, direct: the outputs differ from the same launches in order");
+
+    pieces.iter().for_each(Piece::poison_outputs);
+    let rec = be.record(&mut || concurrent()).unwrap();
+    assert!(read().iter().flatten().all(|o| has_poison(o)), "record() ran the pieces instead of capturing them");
+    for (round, (seed, expected)) in [(2, &expected_b), (1, &expected_a), (2, &expected_b)].into_iter().enumerate() {
+        set(seed);
+        pieces.iter().for_each(Piece::poison_outputs);
+        be.replay(&rec).unwrap();
+        assert!(read() == *expected, "replay {round} (inputs {seed}): the outputs differ from the same launches in order");
+    }
+}
+
+fn inside_concurrent_pieces_host_work_is_refused_and_errors_come_back_joined() {
+    let be = cuda();
+    let ops = Ops::new(be.clone());
+    let buf = DeviceBuffer::new(&be, 256).unwrap();
+    let refused = |op: &str, r: Result<()>| {
+        let e = r.unwrap_err();
+        assert!(matches!(&e, Error::InvalidArgument { kernel, arg, .. } if kernel == op && arg == "<enqueue_concurrent>"), "{op}: {e}");
+    };
+    let mut host = [0u8; 16];
+    refused("upload", be.enqueue_concurrent(&mut || Ok(()), &mut || be.upload(buf.addr(), &[1u8; 16])));
+    refused("download", be.enqueue_concurrent(&mut || be.download(buf.addr(), &mut host), &mut || Ok(())));
+    refused("synchronize", be.enqueue_concurrent(&mut || be.synchronize(), &mut || Ok(())));
+    refused("record", be.enqueue_concurrent(&mut || be.record(&mut || Ok(())).map(drop), &mut || Ok(())));
+
+    // A launch error in either piece comes back, and the stream is joined:
+    // the other piece's work is done after a synchronize, and the backend
+    // works as before.
+    let n = Norms::new(&be, 3, 1030);
+    n.set_inputs(5);
+    let dead = DeviceBuffer::new(&be, 64).unwrap();
+    let dead_addr = dead.addr();
+    drop(dead);
+    let bad = || be.launch(&RMSNORM_BF16, &[P(n.out1.addr()), P(dead_addr), P(n.w.addr()), I(3), I(1030), F(EPS)]);
+    for bad_first in [true, false] {
+        n.poison_outputs();
+        let good = || be.memset0(n.zeroed.addr(), n.zeroed.len());
+        let e = if bad_first { be.enqueue_concurrent(&mut bad.clone(), &mut || good()) } else { be.enqueue_concurrent(&mut || good(), &mut bad.clone()) }
+            .unwrap_err();
+        assert!(matches!(&e, Error::OutOfBounds { kernel, .. } if kernel == "rmsnorm_bf16"), "{e}");
+        be.synchronize().unwrap();
+        if !bad_first {
+            assert!(n.zeroed.to_vec().unwrap().iter().all(|&b| b == 0), "the first piece ran before the failing second one stopped it");
+        }
+    }
+
+    // Nested: the inner pieces run in order on the outer piece's stream.
+    n.poison_outputs();
+    be.enqueue_concurrent(&mut || be.enqueue_concurrent(&mut || n.run(&ops), &mut || Ok(())), &mut || Ok(())).unwrap();
+    be.synchronize().unwrap();
+    assert!(n.read_outputs().iter().all(|o| !has_poison(o)), "the nested pieces did not run");
+    buf.write(&[3u8; 256]).unwrap();
+    assert_eq!(buf.to_vec().unwrap(), vec![3u8; 256]);
+}
+
+switchyard_test_harness::tests!(needs "cuda": a_recorded_norm_sequence_replays_bit_identically_to_direct_launches, replay_is_refused_once_a_buffer_it_uses_is_freed, host_operations_inside_record_are_refused_and_leave_the_backend_usable, launch_with_geometry_matches_the_plan_and_refuses_a_freed_pointer, concurrent_pieces_give_the_bits_of_the_same_launches_in_order_direct_and_replayed, inside_concurrent_pieces_host_work_is_refused_and_errors_come_back_joined);
 switchyard_test_harness::main!(common::probe);
