@@ -1,7 +1,7 @@
 //! [`CudaBackend`]: the [`Backend`] trait over the CUDA driver API.
 use crate::compile::{DiskCache, Job};
 use crate::cublas::Cublas;
-use crate::branch::{Branches, BRANCH_PRIORITY_ENV};
+use crate::branch::{Branches, Precedence};
 use crate::raw::{self, Attr, CUcontext, CUdevice, CUfunction, CUgraph, CUmodule, CUstream, GraphExec, Shared};
 use std::any::Any;
 use std::collections::hash_map::Entry;
@@ -266,7 +266,7 @@ impl CudaBackend {
                 instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
                 dependent_launch,
                 state: Mutex::new(State {
-                    branches: Branches { prioritise: std::env::var(BRANCH_PRIORITY_ENV).map_or(true, |v| v != "0"), ..Branches::default() },
+                    branches: Branches { precedence: Precedence::from_env(), ..Branches::default() },
                     ..State::default()
                 }),
             })
@@ -843,7 +843,7 @@ impl Drop for CudaBackend {
         if raw::set_current(self.ctx.0).is_err() {
             return;
         }
-        if let Some(side) = &st.branches.side {
+        if let Some(side) = st.branches.side.take() {
             side.destroy();
         }
         let _ = raw::stream_sync(self.stream.0, &"drop");

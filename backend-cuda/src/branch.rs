@@ -7,12 +7,36 @@ use crate::raw::{self, CUstream, Event, Shared};
 use std::ffi::c_int;
 use switchyard_core::Result;
 
-/// Environment variable that, set to `0`, launches both pieces of
-/// `enqueue_concurrent` at the default priority. Otherwise the first piece's
-/// launches (the caller's critical path) get the context's greatest stream
-/// priority and the second's its least, so the block scheduler serves the
-/// first piece when both have blocks waiting.
+/// Environment variable that picks the priorities of `enqueue_concurrent`'s
+/// pieces: `0` launches both at the default priority, `second` gives the
+/// second piece's launches the context's greatest stream priority and the
+/// first's its least, and anything else (or nothing) the other way round,
+/// so the block scheduler serves the first piece when both have blocks
+/// waiting.
 pub const BRANCH_PRIORITY_ENV: &str = "SWITCHYARD_CUDA_BRANCH_PRIORITY";
+
+/// Which piece of `enqueue_concurrent` launches at the greater priority.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Precedence {
+    /// Both at the default priority.
+    None,
+    /// The first piece.
+    #[default]
+    First,
+    /// The second piece.
+    Second,
+}
+
+impl Precedence {
+    /// From [`BRANCH_PRIORITY_ENV`].
+    pub(crate) fn from_env() -> Precedence {
+        match std::env::var(BRANCH_PRIORITY_ENV).as_deref().map(str::trim) {
+            Ok("0") => Precedence::None,
+            Ok("second") => Precedence::Second,
+            _ => Precedence::First,
+        }
+    }
+}
 
 /// The side stream and the two events that fork it from and join it to the
 /// backend's stream; made on the first `enqueue_concurrent`.
@@ -50,10 +74,12 @@ impl SideStream {
         self.join.wait_on(main)
     }
 
-    /// Waits for the side stream's work and destroys it (backend drop).
-    pub(crate) fn destroy(&self) {
+    /// Waits for the side stream's work and destroys it and its events
+    /// (backend drop, while the context is still alive).
+    pub(crate) fn destroy(self) {
         let _ = raw::stream_sync(self.stream.0, &"drop (side stream)");
         let _ = raw::stream_destroy(self.stream.0);
+        drop((self.fork, self.join));
     }
 }
 
@@ -65,8 +91,8 @@ pub(crate) struct Branches {
     pub(crate) open: usize,
     /// Launches go to the side stream (the second piece is enqueuing).
     pub(crate) on_side: bool,
-    /// Whether branch launches carry priorities ([`BRANCH_PRIORITY_ENV`]).
-    pub(crate) prioritise: bool,
+    /// Which piece's launches get the greater priority ([`BRANCH_PRIORITY_ENV`]).
+    pub(crate) precedence: Precedence,
 }
 
 impl Branches {
@@ -86,12 +112,14 @@ impl Branches {
         }
     }
 
-    /// The priority a launch asks for now: inside a branch, the greatest for
-    /// the first piece and the least for the second.
+    /// The priority a launch asks for now: inside a branch, the greatest
+    /// for the piece that takes precedence and the least for the other.
     pub(crate) fn priority(&self) -> Option<c_int> {
-        match (&self.side, self.open > 0 && self.prioritise) {
-            (Some(side), true) => Some(if self.on_side { side.priorities.0 } else { side.priorities.1 }),
-            _ => None,
+        let (least, greatest) = self.side.as_ref().filter(|_| self.open > 0)?.priorities;
+        match (self.precedence, self.on_side) {
+            (Precedence::None, _) => None,
+            (Precedence::First, false) | (Precedence::Second, true) => Some(greatest),
+            _ => Some(least),
         }
     }
 }

@@ -43,13 +43,28 @@ fn gather_unfused_override() -> bool {
     super::env_is_one(&UNFUSED, "SWITCHYARD_MOE_GATHER_UNFUSED")
 }
 
-/// `SWITCHYARD_MOE_CONCURRENT=0` keeps a MoE layer's dense MLP in line with
-/// the MoE branch (the sandwich then fuses into the gate/up GEMV's prologue
-/// at batch 1) instead of beside it through `Backend::enqueue_concurrent`,
-/// for an A/B in one binary; read once a process.
-pub(super) fn concurrent_off() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OFF.get_or_init(|| std::env::var("SWITCHYARD_MOE_CONCURRENT").is_ok_and(|v| v.trim() == "0"))
+/// What of a MoE layer's dense MLP runs beside the routing and the experts
+/// (through `Backend::enqueue_concurrent`), from `SWITCHYARD_MOE_CONCURRENT`
+/// (read once a process): `0` none (the sandwich then fuses into the
+/// gate/up GEMV's prologue at batch 1), `down` the down projection only
+/// (after the fused sandwich and gate/up), anything else the whole dense MLP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DenseBeside {
+    /// Nothing: the dense MLP in line before the experts.
+    Nothing,
+    /// The down projection.
+    Down,
+    /// Gate/up and down, after the sandwich on its own.
+    Mlp,
+}
+
+pub(super) fn dense_beside() -> DenseBeside {
+    static MODE: std::sync::OnceLock<DenseBeside> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| match std::env::var("SWITCHYARD_MOE_CONCURRENT").as_deref().map(str::trim) {
+        Ok("0") => DenseBeside::Nothing,
+        Ok("down") => DenseBeside::Down,
+        _ => DenseBeside::Mlp,
+    })
 }
 
 /// Most rows a step normalises and gathers the experts' input in one launch
