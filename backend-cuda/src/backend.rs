@@ -1,7 +1,7 @@
 //! [`CudaBackend`]: the [`Backend`] trait over the CUDA driver API.
+use crate::branch::Branches;
 use crate::compile::{DiskCache, Job};
 use crate::cublas::Cublas;
-use crate::branch::{Branches, Precedence};
 use crate::raw::{self, Attr, CUcontext, CUdevice, CUfunction, CUgraph, CUmodule, CUstream, GraphExec, Shared};
 use std::any::Any;
 use std::collections::hash_map::Entry;
@@ -265,10 +265,7 @@ impl CudaBackend {
                 cache,
                 instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
                 dependent_launch,
-                state: Mutex::new(State {
-                    branches: Branches { precedence: Precedence::from_env(), ..Branches::default() },
-                    ..State::default()
-                }),
+                state: Mutex::new(State::default()),
             })
         })
     }
@@ -433,8 +430,8 @@ impl CudaBackend {
                 dims[axis] = pass.grid[axis];
                 dims
             });
-            let (stream, priority) = (st.branches.stream(self.stream.0), st.branches.priority());
-            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, dependent, cluster, priority, stream, &mut params, &mut maps, &what)?;
+            let stream = st.branches.stream(self.stream.0);
+            raw::launch(f, pass.grid, pass.block, pass.shared_bytes, dependent, cluster, stream, &mut params, &mut maps, &what)?;
         }
         Ok(())
     }

@@ -14,8 +14,7 @@
 //! - One stream; launches are asynchronous; [`switchyard_core::Backend::synchronize`]
 //!   reports deferred faults with the CUDA error name.
 //!   [`switchyard_core::Backend::enqueue_concurrent`] forks a second stream
-//!   from it and joins it back (in a recording too), the first piece's
-//!   launches at a higher priority ([`BRANCH_PRIORITY_ENV`]).
+//!   from it and joins it back (in a recording too).
 //! - A launch runs the kernel's CUDA plan (`switchyard_kernels::plan`,
 //!   registered beside the kernel's declaration) with this device's
 //!   [`switchyard_kernels::plan::DeviceFacts`]; workspace comes from an arena
@@ -53,6 +52,5 @@ pub mod nccl;
 mod raw;
 
 pub use backend::{cuda_backend, CudaBackend, CLUSTER_ENV, DEVICE_ENV, WGMMA_ENV};
-pub use branch::BRANCH_PRIORITY_ENV;
 pub use compile::{compile_module, nvrtc_version};
 pub use cublas::Cublas;

@@ -28,9 +28,7 @@ const DRIVER_SYMBOLS: &[&str] = &[
     "cuDevicePrimaryCtxRelease_v2",
     "cuCtxSetCurrent",
     "cuStreamCreate",
-    "cuStreamCreateWithPriority",
     "cuStreamWaitEvent",
-    "cuCtxGetStreamPriorityRange",
     "cuStreamSynchronize",
     "cuStreamDestroy_v2",
     "cuMemAlloc_v2",
@@ -251,28 +249,6 @@ pub(crate) fn stream_create() -> Result<CUstream> {
     Ok(s)
 }
 
-/// A non-blocking stream of the given priority (see [`stream_priority_range`]).
-pub(crate) fn stream_create_with_priority(priority: c_int) -> Result<CUstream> {
-    let mut s: CUstream = std::ptr::null_mut();
-    // SAFETY: valid out-pointer; a context is current.
-    unsafe {
-        check(
-            &"cuStreamCreateWithPriority",
-            cu::cuStreamCreateWithPriority(&mut s, cu::CUstream_flags::CU_STREAM_NON_BLOCKING as c_uint, priority),
-        )?;
-    }
-    Ok(s)
-}
-
-/// `(least, greatest)` stream priority of the current context (numerically,
-/// greatest <= least: a lower number runs first).
-pub(crate) fn stream_priority_range() -> Result<(c_int, c_int)> {
-    let (mut least, mut greatest) = (0, 0);
-    // SAFETY: valid out-pointers; a context is current.
-    unsafe { check(&"cuCtxGetStreamPriorityRange", cu::cuCtxGetStreamPriorityRange(&mut least, &mut greatest))? };
-    Ok((least, greatest))
-}
-
 pub(crate) fn stream_sync(s: CUstream, what: &dyn std::fmt::Display) -> Result<()> {
     // SAFETY: `s` is this backend's live stream.
     unsafe { check(what, cu::cuStreamSynchronize(s)) }
@@ -462,9 +438,7 @@ pub(crate) fn tensor_map_bf16_2d(addr: CUdeviceptr, rows: u64, cols: u64, box_ro
 /// `griddepcontrol.wait` before reading what earlier launches wrote).
 /// `cluster` launches the grid as thread-block clusters of that shape
 /// (each dimension divides the grid's; the driver refuses a cluster it
-/// cannot co-schedule, which comes back as an error). `priority` sets the
-/// launch's scheduling priority (a stream priority value), which a graph
-/// captured from the launch keeps as its node's.
+/// cannot co-schedule, which comes back as an error).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch(
     f: CUfunction,
@@ -473,7 +447,6 @@ pub(crate) fn launch(
     shared_bytes: u32,
     dependent: bool,
     cluster: Option<[u32; 3]>,
-    priority: Option<c_int>,
     s: CUstream,
     params: &mut [ParamSlot],
     maps: &mut [CUtensorMap],
@@ -482,10 +455,10 @@ pub(crate) fn launch(
     let mut ptrs: Vec<*mut c_void> = params.iter_mut().map(|p| p as *mut ParamSlot as *mut c_void).collect();
     ptrs.extend(maps.iter_mut().map(|m| m as *mut CUtensorMap as *mut c_void));
     let call = format_args!(
-        "cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes, dependent {dependent}, cluster {cluster:?}, priority {priority:?})"
+        "cuLaunchKernel({what}, grid {grid:?}, block {block:?}, shared {shared_bytes} bytes, dependent {dependent}, cluster {cluster:?})"
     );
-    if dependent || cluster.is_some() || priority.is_some() {
-        let mut attrs: Vec<cu::CUlaunchAttribute> = Vec::with_capacity(3);
+    if dependent || cluster.is_some() {
+        let mut attrs: Vec<cu::CUlaunchAttribute> = Vec::with_capacity(2);
         if dependent {
             // SAFETY: a plain-data attribute; the union is zeroed before the one field is set.
             let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
@@ -500,13 +473,6 @@ pub(crate) fn launch(
             attr.value.clusterDim.x = x;
             attr.value.clusterDim.y = y;
             attr.value.clusterDim.z = z;
-            attrs.push(attr);
-        }
-        if let Some(p) = priority {
-            // SAFETY: as above.
-            let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-            attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PRIORITY;
-            attr.value.priority = p;
             attrs.push(attr);
         }
         let config = cu::CUlaunchConfig {
@@ -629,12 +595,9 @@ impl GraphExec {
     pub(crate) fn instantiate(g: CUgraph, device: CUdevice) -> Result<GraphExec> {
         let ctx = primary_ctx_retain(device)?;
         let mut exec: CUgraphExec = std::ptr::null_mut();
-        // Nodes keep the priority their launch asked for (the branches of
-        // Backend::enqueue_concurrent); the rest have the default.
-        let flags = cu::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY.0 as u64;
         // SAFETY: `g` is a complete captured graph; valid out-pointer; the
         // context that captured it is current.
-        let r = unsafe { cu::cuGraphInstantiateWithFlags(&mut exec, g, flags) };
+        let r = unsafe { cu::cuGraphInstantiateWithFlags(&mut exec, g, 0) };
         if let Err(e) = check(&"cuGraphInstantiateWithFlags", r) {
             let _ = primary_ctx_release(device);
             return Err(e);

@@ -289,7 +289,12 @@ struct Piece {
 
 impl Piece {
     fn new(be: &Arc<dyn Backend>, rows: usize, dim: usize, n: usize) -> Piece {
-        Piece { norms: Norms::new(be, rows, dim), w: DeviceBuffer::new(be, n * dim * 2).unwrap(), y: DeviceBuffer::new(be, rows * n * 2).unwrap(), n }
+        Piece {
+            norms: Norms::new(be, rows, dim),
+            w: DeviceBuffer::new(be, n * dim * 2).unwrap(),
+            y: DeviceBuffer::new(be, rows * n * 2).unwrap(),
+            n,
+        }
     }
 
     fn set_inputs(&self, seed: u64) {
@@ -380,8 +385,12 @@ fn inside_concurrent_pieces_host_work_is_refused_and_errors_come_back_joined() {
     for bad_first in [true, false] {
         n.poison_outputs();
         let good = || be.memset0(n.zeroed.addr(), n.zeroed.len());
-        let e = if bad_first { be.enqueue_concurrent(&mut bad.clone(), &mut || good()) } else { be.enqueue_concurrent(&mut || good(), &mut bad.clone()) }
-            .unwrap_err();
+        let e = if bad_first {
+            be.enqueue_concurrent(&mut bad.clone(), &mut || good())
+        } else {
+            be.enqueue_concurrent(&mut || good(), &mut bad.clone())
+        }
+        .unwrap_err();
         assert!(matches!(&e, Error::OutOfBounds { kernel, .. } if kernel == "rmsnorm_bf16"), "{e}");
         be.synchronize().unwrap();
         if bad_first {

@@ -2,12 +2,11 @@
 //! source's on a KV-shared layer), dense MLP, the optional MoE branch, the
 //! optional per-layer-input branch, and the layer output (norm, residual,
 //! `layer_scalar`).
-use super::moe::DenseBeside;
 use super::{linear, Pass, Session};
 use crate::error::{Error, Result};
+use switchyard_core::Region;
 use switchyard_kernels::attn::{AttnDecode, AttnParams};
 use switchyard_kernels::gemv::{LayerOutRow, SandwichRow};
-use switchyard_core::Region;
 use switchyard_kernels::rope_kv::QkvPrep;
 
 impl Session<'_> {
@@ -95,18 +94,24 @@ impl Session<'_> {
         // layer's output.
         let sandwich =
             SandwichRow { out: x_next, resid: xr, x: s.o.region(), w_post: Some(w.post_attn_norm.region()), w_pre: w.pre_ff_norm.region() };
-        // A MoE layer on one device: the dense MLP (gate/up, down) runs
-        // beside the routing and the experts. Both read only x and hn, which
-        // the sandwich writes first, and write disjoint buffers; the combine
-        // waits for both. The routing is a latency-bound chain with almost
-        // no bytes behind it, so the dense MLP's weight stream fills the
-        // time it leaves the memory system idle.
-        let beside = match (&w.moe, super::moe::dense_beside()) {
-            (Some(mw), mode) if m.tp.is_none() && mode != DenseBeside::Nothing => Some((mw, mode)),
-            _ => None,
-        };
-        if let Some((mw, DenseBeside::Mlp)) = beside {
-            ops.post_norm_add_pre_norm_bf16(xr, Some(s.hn.region()), xr, s.o.region(), sandwich.w_post, Some(sandwich.w_pre), rows, h, eps)?;
+        // A MoE layer on one device at decode sizes: the dense MLP (gate/up,
+        // down) runs beside the routing and the experts. Both read only x
+        // and hn, which the sandwich writes first, and write disjoint
+        // buffers; the combine waits for both. The routing is a
+        // latency-bound launch with almost no bytes behind it, so the dense
+        // weight stream can use the memory system meanwhile.
+        if let Some(mw) = w.moe.as_ref().filter(|_| m.tp.is_none() && super::moe::dense_mlp_beside(rows)) {
+            ops.post_norm_add_pre_norm_bf16(
+                xr,
+                Some(s.hn.region()),
+                xr,
+                s.o.region(),
+                sandwich.w_post,
+                Some(sandwich.w_pre),
+                rows,
+                h,
+                eps,
+            )?;
             let this = &*self;
             super::enqueue_concurrent(
                 ops,
@@ -134,16 +139,6 @@ impl Session<'_> {
                 eps,
             )?;
             linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
-        }
-        if let Some((mw, DenseBeside::Down)) = beside {
-            let this = &*self;
-            super::enqueue_concurrent(
-                ops,
-                || this.moe_routed_experts(mw, resid, rows),
-                || Ok(linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?),
-            )?;
-            let ffn = self.moe_combine(mw, rows)?;
-            return self.layer_tail(i, rows, ffn, resid, out, fused);
         }
         let routed = match &w.moe {
             Some(mw) => Some((mw, self.moe_route(mw, resid, rows)?)),

@@ -43,10 +43,9 @@ fn env_is_one(cell: &'static std::sync::OnceLock<bool>, name: &str) -> bool {
 fn enqueue_concurrent(ops: &Ops, mut first: impl FnMut() -> Result<()>, mut second: impl FnMut() -> Result<()>) -> Result<()> {
     let (mut failed_first, mut failed_second) = (None, None);
     let stop = || switchyard_core::Error::invalid("enqueue_concurrent", "<piece>", "a piece of the graph failed (its error follows)");
-    let ran = ops.be.enqueue_concurrent(
-        &mut || first().map_err(|e| failed_first = Some(e)).map_err(|()| stop()),
-        &mut || second().map_err(|e| failed_second = Some(e)).map_err(|()| stop()),
-    );
+    let ran = ops.be.enqueue_concurrent(&mut || first().map_err(|e| failed_first = Some(e)).map_err(|()| stop()), &mut || {
+        second().map_err(|e| failed_second = Some(e)).map_err(|()| stop())
+    });
     match (failed_second, failed_first) {
         (Some(e), _) | (None, Some(e)) => Err(e),
         (None, None) => Ok(ran?),
