@@ -225,3 +225,26 @@ fn argmax_and_moe_follow_their_tie_rules() {
     assert_eq!(i32_from_bytes(&pos.to_vec().unwrap()), [1, 4, 0, 2, 5, -1]);
     assert_eq!(i32_from_bytes(&sop.to_vec().unwrap()), [2, 0, 3, -1, 1, 4]);
 }
+
+#[test]
+fn concurrent_pieces_run_in_order_on_one_queue_and_a_failure_stops_the_rest() {
+    let be = cpu_backend();
+    let buf = be.alloc(8).unwrap();
+    // Both pieces' copies land, in order: the second overwrites half of the first's bytes.
+    let src = be.alloc(8).unwrap();
+    be.upload(src, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    be.enqueue_concurrent(&mut || be.copy(buf, src, 8), &mut || be.memset0(buf, 4)).unwrap();
+    assert_eq!(down(&be, buf, 8), [0, 0, 0, 0, 5, 6, 7, 8]);
+    // A failing first piece comes back and the second does not run.
+    let mut second_ran = false;
+    let e = be
+        .enqueue_concurrent(&mut || be.memset0(buf, 9), &mut || {
+            second_ran = true;
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!(oob(e).0, "memset0");
+    assert!(!second_ran, "the second piece ran after the first failed");
+    be.free(buf).unwrap();
+    be.free(src).unwrap();
+}

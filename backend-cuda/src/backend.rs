@@ -801,6 +801,10 @@ impl Backend for CudaBackend {
         ran.and(joined)
     }
 
+    fn overlaps_concurrent_work(&self) -> bool {
+        true
+    }
+
     fn time_ms(&self, work: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
         let (start, end) = {
             let st = self.enter()?;

@@ -106,6 +106,13 @@ pub trait Backend: Send + Sync {
         second()
     }
 
+    /// Whether [`Backend::enqueue_concurrent`] can overlap its pieces here
+    /// (`false`: it runs them in order), for a caller that would otherwise
+    /// prefer another arrangement of the same work.
+    fn overlaps_concurrent_work(&self) -> bool {
+        false
+    }
+
     /// Records the launches and copies that `work` enqueues, without running
     /// them, into a [`Recording`] that [`Backend::replay`] runs. Uploads,
     /// downloads and synchronisation inside `work` are refused (their host
