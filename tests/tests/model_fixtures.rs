@@ -117,8 +117,14 @@ fn expected_at(path: &std::path::Path) -> Expected {
 /// Loads fixture `name` on `be` and generates as many tokens as HF did, EOS
 /// ignored (HF ran with `eos_token_id=None`), keeping every step's logits.
 fn run(name: &str, be: &Arc<dyn Backend>, exp: &Expected) -> Generation {
+    run_ordered(name, be, exp, None)
+}
+
+/// [`run`] with the MoE layers' order forced ([`Model::dense_mlp_beside`]).
+fn run_ordered(name: &str, be: &Arc<dyn Backend>, exp: &Expected, dense_mlp_beside: Option<bool>) -> Generation {
     let ck = Checkpoint::open(&dir(name)).unwrap_or_else(|e| panic!("{name}: opening the checkpoint: {e}"));
-    let model = Model::load(&ck, be.clone(), Quant::None).unwrap_or_else(|e| panic!("{name}: loading on {}: {e}", be.name()));
+    let mut model = Model::load(&ck, be.clone(), Quant::None).unwrap_or_else(|e| panic!("{name}: loading on {}: {e}", be.name()));
+    model.dense_mlp_beside = dense_mlp_beside;
     let req = Request { prompt: exp.prompt.clone(), max_new_tokens: exp.tokens.len(), want_logits: true, stop_at_eos: false };
     let g = generate(&model, &req).unwrap_or_else(|e| panic!("{name}: generating on {}: {e}", be.name()));
     assert_eq!(g.tokens.len(), exp.tokens.len(), "{name} on {}: EOS is ignored, so every step runs", be.name());
@@ -214,47 +220,70 @@ fn check_steps(what: &str, g: &[Vec<f32>], reference: &[Vec<f32>], min_cos: f64,
     sum
 }
 
+/// Asserts that `g` (greedy, with its logits) matches HF's expected run:
+/// the same tokens (or a divergence at a near-tie, after which the
+/// comparison stops) and every compared step's logits within the
+/// whole-model tolerance; prints the figures.
+fn check_against_hf(what: &str, g: &Generation, exp: &Expected) {
+    for (s, l) in g.logits.iter().enumerate() {
+        assert_eq!(l.len(), exp.logits[s].len(), "{what}: step {s}: vocab size differs from HF's");
+        // The logits returned are the ones that chose the token.
+        assert_eq!(g.tokens[s] as usize, argmax(l), "{what}: step {s}: token is not the argmax of its logits");
+    }
+    // Greedy tokens first: once a token differs, later steps see a
+    // different context and their logits are not comparable.
+    let mut compared = exp.tokens.len();
+    for (s, (&ours, &theirs)) in g.tokens.iter().zip(&exp.tokens).enumerate() {
+        if ours == theirs {
+            continue;
+        }
+        let margin = exp.margins[s];
+        assert!(
+            margin <= MARGIN,
+            "{what}: step {s}: greedy token {ours} (logit {}), HF chose {theirs} (logit {}) with top-2 margin {margin:.4} > {MARGIN}",
+            g.logits[s][ours as usize],
+            exp.logits[s][theirs as usize]
+        );
+        // A near-tie HF resolved the other way: allowed, and the
+        // comparison stops after this step (the contexts diverge).
+        println!("{what}: step {s}: token {ours} vs HF {theirs} at top-2 margin {margin:.4} <= {MARGIN}; comparing steps 0..={s}");
+        compared = s + 1;
+        break;
+    }
+    let sum = check_steps(what, &g.logits[..compared], &exp.logits[..compared], MIN_COSINE, MAX_REL);
+    println!(
+        "{what}: {compared}/{} steps compared, tokens {}; min cosine {:.6}, max rel err {:.4} (asserted: cosine >= {MIN_COSINE}, rel <= {MAX_REL}); \
+         steps meeting the whole-model rule's cosine >= {DESIGN_MIN_COSINE} and rel <= {DESIGN_MAX_REL}: {}/{compared}",
+        exp.tokens.len(),
+        if compared == exp.tokens.len() && g.tokens == exp.tokens { "identical" } else { "diverge at a near-tie" },
+        sum.min_cos,
+        sum.max_rel,
+        sum.design_ok,
+    );
+}
+
 per_backend! {
     fn matches_hf_transformers(be) {
         for name in FIXTURES {
             let exp = expected(name);
             let g = run(name, &be, &exp);
-            let what = format!("{name} on {} vs HF", be.name());
-            for (s, l) in g.logits.iter().enumerate() {
-                assert_eq!(l.len(), exp.logits[s].len(), "{what}: step {s}: vocab size differs from HF's");
-                // The logits returned are the ones that chose the token.
-                assert_eq!(g.tokens[s] as usize, argmax(l), "{what}: step {s}: token is not the argmax of its logits");
+            check_against_hf(&format!("{name} on {} vs HF", be.name()), &g, &exp);
+        }
+    }
+}
+
+per_backend! {
+    /// Both orders of a MoE layer's single-row decode steps, whichever the
+    /// backend picks by default: the dense MLP beside the routing and the
+    /// experts (`Backend::enqueue_concurrent`), and in line before them.
+    fn moe_layers_in_either_order_match_hf_transformers(be) {
+        for name in ["tiny-moe", "tiny-26b-a4b"] {
+            let exp = expected(name);
+            for beside in [true, false] {
+                let g = run_ordered(name, &be, &exp, Some(beside));
+                let order = if beside { "beside" } else { "in line" };
+                check_against_hf(&format!("{name} on {}, dense MLP {order}, vs HF", be.name()), &g, &exp);
             }
-            // Greedy tokens first: once a token differs, later steps see a
-            // different context and their logits are not comparable.
-            let mut compared = exp.tokens.len();
-            for (s, (&ours, &theirs)) in g.tokens.iter().zip(&exp.tokens).enumerate() {
-                if ours == theirs {
-                    continue;
-                }
-                let margin = exp.margins[s];
-                assert!(
-                    margin <= MARGIN,
-                    "{what}: step {s}: greedy token {ours} (logit {}), HF chose {theirs} (logit {}) with top-2 margin {margin:.4} > {MARGIN}",
-                    g.logits[s][ours as usize],
-                    exp.logits[s][theirs as usize]
-                );
-                // A near-tie HF resolved the other way: allowed, and the
-                // comparison stops after this step (the contexts diverge).
-                println!("{what}: step {s}: token {ours} vs HF {theirs} at top-2 margin {margin:.4} <= {MARGIN}; comparing steps 0..={s}");
-                compared = s + 1;
-                break;
-            }
-            let sum = check_steps(&what, &g.logits[..compared], &exp.logits[..compared], MIN_COSINE, MAX_REL);
-            println!(
-                "{what}: {compared}/{} steps compared, tokens {}; min cosine {:.6}, max rel err {:.4} (asserted: cosine >= {MIN_COSINE}, rel <= {MAX_REL}); \
-                 steps meeting the whole-model rule's cosine >= {DESIGN_MIN_COSINE} and rel <= {DESIGN_MAX_REL}: {}/{compared}",
-                exp.tokens.len(),
-                if compared == exp.tokens.len() && g.tokens == exp.tokens { "identical" } else { "diverge at a near-tie" },
-                sum.min_cos,
-                sum.max_rel,
-                sum.design_ok,
-            );
         }
     }
 }

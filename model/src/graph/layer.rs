@@ -100,7 +100,7 @@ impl Session<'_> {
         // buffers; the combine waits for both. The routing is a
         // latency-bound launch with almost no bytes behind it, so the dense
         // weight stream can use the memory system meanwhile.
-        if let Some(mw) = w.moe.as_ref().filter(|_| m.tp.is_none() && super::moe::dense_mlp_beside(ops.be.as_ref(), rows)) {
+        if let Some(mw) = w.moe.as_ref().filter(|_| m.tp.is_none() && super::moe::dense_mlp_beside(m, rows)) {
             ops.post_norm_add_pre_norm_bf16(
                 xr,
                 Some(s.hn.region()),

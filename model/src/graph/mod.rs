@@ -65,6 +65,14 @@ pub struct Model {
     pub quant: Quant,
     /// This rank's place in a tensor-parallel group; `None` on one backend.
     pub tp: Option<TpRank>,
+    /// Whether a MoE layer's single-row decode steps run the dense MLP
+    /// beside the routing and the experts (`Backend::enqueue_concurrent`)
+    /// or in line before them. `None` (what the constructors set): beside
+    /// on one device whose backend overlaps concurrent work, unless
+    /// `SWITCHYARD_MOE_CONCURRENT=0`. `Some` forces either order on any
+    /// backend (tests of both; beside runs in order where the backend does
+    /// not overlap).
+    pub dense_mlp_beside: Option<bool>,
 }
 
 /// A tensor-parallel rank: its share of the model and its communicator.
@@ -90,7 +98,7 @@ impl Model {
 
     /// A model on one backend from weights made elsewhere (bench-model's random ones).
     pub fn new(cfg: ModelConfig, weights: Weights, be: Arc<dyn Backend>, quant: Quant) -> Self {
-        Model { cfg, weights, ops: Ops::new(be), quant, tp: None }
+        Model { cfg, weights, ops: Ops::new(be), quant, tp: None, dense_mlp_beside: None }
     }
 
     /// Rank `comm.rank()` of a tensor-parallel group of `comm.world_size()`:
@@ -129,7 +137,7 @@ impl Model {
             None => None,
         };
         let local = plan.local_config(&cfg);
-        Ok(Model { cfg, weights, ops: Ops::new(be), quant, tp: Some(TpRank { plan, local, comm, expert_map }) })
+        Ok(Model { cfg, weights, ops: Ops::new(be), quant, tp: Some(TpRank { plan, local, comm, expert_map }), dense_mlp_beside: None })
     }
 
     /// The shapes the graph runs with: the config, or a rank's shard's.

@@ -12,7 +12,7 @@ use super::Session;
 use crate::config::MoeConfig;
 use crate::error::{Error, Result};
 use crate::weights::MoeWeights;
-use switchyard_core::{Backend, Region};
+use switchyard_core::Region;
 use switchyard_kernels::moe::expert::{
     ExpertWeights, RouteDecodeOut, GATE_UP_GELU_MAX_SLOTS, MAX_TOP_K, ROUTE_DECODE_MAX_DIM, ROUTE_DECODE_MAX_EXPERTS, ROUTE_DECODE_MAX_ROWS,
 };
@@ -62,11 +62,12 @@ fn concurrent_off() -> bool {
 pub(super) const CONCURRENT_MAX_ROWS: usize = 1;
 
 /// Whether a MoE layer's dense MLP runs beside the routing and the experts
-/// this step: on a backend that overlaps concurrent work (elsewhere the
-/// pieces would run in order and only lose the fused sandwich), at most
-/// [`CONCURRENT_MAX_ROWS`] rows, unless `SWITCHYARD_MOE_CONCURRENT=0`.
-pub(super) fn dense_mlp_beside(be: &dyn Backend, rows: usize) -> bool {
-    be.overlaps_concurrent_work() && rows <= CONCURRENT_MAX_ROWS && !concurrent_off()
+/// this step: at most [`CONCURRENT_MAX_ROWS`] rows, then the model's
+/// [`super::Model::dense_mlp_beside`] or, by default, on a backend that
+/// overlaps concurrent work (elsewhere the pieces would run in order and
+/// only lose the fused sandwich), unless `SWITCHYARD_MOE_CONCURRENT=0`.
+pub(super) fn dense_mlp_beside(model: &super::Model, rows: usize) -> bool {
+    rows <= CONCURRENT_MAX_ROWS && model.dense_mlp_beside.unwrap_or_else(|| model.ops.be.overlaps_concurrent_work() && !concurrent_off())
 }
 
 /// Most rows a step normalises and gathers the experts' input in one launch
