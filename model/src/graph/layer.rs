@@ -113,14 +113,67 @@ impl Session<'_> {
                 eps,
             )?;
             let this = &*self;
-            super::enqueue_concurrent(
-                ops,
-                || this.moe_routed_experts(mw, xr, rows),
-                || {
-                    linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
-                    Ok(linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?)
-                },
-            )?;
+            let up = || -> Result<()> {
+                linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
+                Ok(())
+            };
+            let down = || -> Result<()> { Ok(linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?) };
+            let zeros = this.one_row_pairs(rows)?;
+            let mode = if zeros.is_some() { super::moe::split_mode() } else { super::moe::Split::Mlp };
+            let mut e_here = 0;
+            let route = |e: &mut usize| -> Result<()> {
+                *e = this.moe_route(mw, xr, rows)?;
+                Ok(())
+            };
+            let input = || match zeros {
+                Some(z) => this.moe_expert_input(mw, xr, rows, z),
+                None => Ok(()),
+            };
+            use super::moe::Split;
+            match mode {
+                Split::Mlp => super::enqueue_concurrent(
+                    ops,
+                    || this.moe_routed_experts(mw, xr, rows),
+                    || {
+                        up()?;
+                        down()
+                    },
+                )?,
+                Split::Early => {
+                    super::enqueue_concurrent(
+                        ops,
+                        || route(&mut e_here),
+                        || {
+                            input()?;
+                            up()?;
+                            down()
+                        },
+                    )?;
+                    this.moe_expert_ffn(mw, rows, e_here)?;
+                }
+                Split::Split => {
+                    super::enqueue_concurrent(
+                        ops,
+                        || route(&mut e_here),
+                        || {
+                            input()?;
+                            up()
+                        },
+                    )?;
+                    super::enqueue_concurrent(ops, || this.moe_expert_ffn(mw, rows, e_here), down)?;
+                }
+                Split::Input => {
+                    super::enqueue_concurrent(ops, || route(&mut e_here), input)?;
+                    super::enqueue_concurrent(
+                        ops,
+                        || this.moe_expert_ffn(mw, rows, e_here),
+                        || {
+                            up()?;
+                            down()
+                        },
+                    )?;
+                }
+            }
             let ffn = self.moe_combine(mw, rows)?;
             return self.layer_tail(i, rows, ffn, xr, x_next, false);
         }

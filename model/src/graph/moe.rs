@@ -48,8 +48,34 @@ fn gather_unfused_override() -> bool {
 /// prologue at batch 1) instead of beside the routing and the experts, for
 /// an A/B in one binary; read once a process.
 fn concurrent_off() -> bool {
-    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OFF.get_or_init(|| std::env::var("SWITCHYARD_MOE_CONCURRENT").is_ok_and(|v| v.trim() == "0"))
+    beside_env() == Some("0")
+}
+
+fn beside_env() -> Option<&'static str> {
+    static MODE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    MODE.get_or_init(|| std::env::var("SWITCHYARD_MOE_CONCURRENT").ok().map(|v| v.trim().to_string())).as_deref()
+}
+
+/// How the pieces split (timing A/B, `SWITCHYARD_MOE_CONCURRENT`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Split {
+    /// routing + experts ∥ dense gate/up + down.
+    Mlp,
+    /// routing ∥ input(zeros) + dense gate/up + down; then the experts.
+    Early,
+    /// routing ∥ input(zeros) + dense gate/up; then experts ∥ down.
+    Split,
+    /// routing ∥ input(zeros); then experts ∥ dense gate/up + down.
+    Input,
+}
+
+pub(super) fn split_mode() -> Split {
+    match beside_env() {
+        Some("early") => Split::Early,
+        Some("split") => Split::Split,
+        Some("input") => Split::Input,
+        _ => Split::Mlp,
+    }
 }
 
 /// Most rows a step runs a MoE layer's dense MLP (gate/up, down) beside the
@@ -168,17 +194,40 @@ impl Session<'_> {
     /// The experts' outputs for the routing's pairs, in expert order, into
     /// the MoE scratch (`ey`).
     fn moe_expert_outputs(&self, w: &MoeWeights, xr: Region, rows: usize, e_here: usize) -> Result<()> {
+        self.moe_expert_input(w, xr, rows, self.moe_parts()?.1.pair_of_slot.region())?;
+        self.moe_expert_ffn(w, rows, e_here)
+    }
+
+    /// The pair map of a one-row step before its routing runs: zeros, which
+    /// give [`Self::moe_expert_input`] the bits the routing's map would
+    /// (every slot holds row 0). `None` at more rows.
+    pub(super) fn one_row_pairs(&self, rows: usize) -> Result<Option<Region>> {
+        Ok((rows == 1).then(|| self.moe_parts().map(|(_, ms)| ms.one_row_pairs.region())).transpose()?)
+    }
+
+    /// The experts' input: pre_feedforward_layernorm_2 of each slot's token
+    /// row of the residual `xr`, slot by slot as the pair map `pairs` says.
+    pub(super) fn moe_expert_input(&self, w: &MoeWeights, xr: Region, rows: usize, pairs: Region) -> Result<()> {
         let (ops, cfg) = (&self.model.ops, self.model.shape());
         let (mc, ms) = self.moe_parts()?;
-        let (h, eps, k, im) = (cfg.hidden_size, cfg.eps, mc.top_k, mc.intermediate);
+        let (h, eps, k) = (cfg.hidden_size, cfg.eps, mc.top_k);
         let n = rows * k;
-        // Experts on pre_feedforward_layernorm_2(residual), in expert order.
         if !unfused_override() && !gather_unfused_override() && rows <= NORM_GATHER_MAX_ROWS {
-            ops.moe_norm_gather_bf16(ms.g.region(), xr, w.pre_ff_norm_2.region(), ms.pair_of_slot.region(), n, k, h, rows, eps)?;
+            ops.moe_norm_gather_bf16(ms.g.region(), xr, w.pre_ff_norm_2.region(), pairs, n, k, h, rows, eps)?;
         } else {
             ops.rmsnorm_bf16(ms.h2.region(), xr, Some(w.pre_ff_norm_2.region()), rows, h, eps)?;
-            ops.moe_gather_bf16(ms.g.region(), ms.h2.region(), ms.pair_of_slot.region(), n, k, h, rows)?;
+            ops.moe_gather_bf16(ms.g.region(), ms.h2.region(), pairs, n, k, h, rows)?;
         }
+        Ok(())
+    }
+
+    /// The experts' GEMVs over their input (gate/up with the gated GELU,
+    /// then down) in expert order, into the MoE scratch (`ey`).
+    pub(super) fn moe_expert_ffn(&self, w: &MoeWeights, rows: usize, e_here: usize) -> Result<()> {
+        let (ops, cfg) = (&self.model.ops, self.model.shape());
+        let (mc, ms) = self.moe_parts()?;
+        let (h, k, im) = (cfg.hidden_size, mc.top_k, mc.intermediate);
+        let n = rows * k;
         // Single-row decode steps with bf16 experts: the gated GELU in the
         // gate_up projection's epilogue (moe_gate_up_gelu_bf16, the same outputs).
         match w.gate_up.weights() {

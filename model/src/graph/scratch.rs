@@ -27,6 +27,10 @@ pub struct MoeScratch {
     /// On a tensor-parallel rank: the pairs' expert ids in this rank's
     /// numbering (experts of other ranks out of range), i32 `[rows·k]`.
     pub local_ids: DeviceBuffer,
+    /// i32 `[k]` zeros: a one-row step's pair map before its routing runs
+    /// (every slot of a one-row step holds row 0, whichever experts the
+    /// routing picks).
+    pub one_row_pairs: DeviceBuffer,
 }
 
 /// The per-layer-input buffers (E2B / E4B), for up to `R` rows per pass
@@ -129,6 +133,7 @@ impl Scratch {
                     ey: bf(n * h)?,
                     comb: bf(rows * h)?,
                     local_ids: word(n)?,
+                    one_row_pairs: DeviceBuffer::from_bytes(be, &vec![0u8; 4 * m.top_k.max(1)])?,
                 })
             }
         };
