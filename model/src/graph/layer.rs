@@ -94,12 +94,15 @@ impl Session<'_> {
         // layer's output.
         let sandwich =
             SandwichRow { out: x_next, resid: xr, x: s.o.region(), w_post: Some(w.post_attn_norm.region()), w_pre: w.pre_ff_norm.region() };
-        // A MoE layer on one device at decode sizes: the dense MLP (gate/up,
-        // down) runs beside the routing and the experts. Both read only x
-        // and hn, which the sandwich writes first, and write disjoint
-        // buffers; the combine waits for both. The routing is a
-        // latency-bound launch with almost no bytes behind it, so the dense
-        // weight stream can use the memory system meanwhile.
+        // A single-row MoE step on a backend that overlaps concurrent work:
+        // after the sandwich on its own, the routing runs beside the
+        // experts' input and the dense MLP (gate/up, down), then the
+        // experts' GEMVs and the combine. The pieces read only x and hn and
+        // write disjoint buffers. The routing is a latency-bound launch with
+        // almost no bytes behind it, so the other piece's weight stream uses
+        // the memory system meanwhile; the experts' input does not wait for
+        // the routing because at one row every slot holds row 0 (a zero
+        // pair map gives the routing's bits).
         if let Some(mw) = w.moe.as_ref().filter(|_| m.tp.is_none() && super::moe::dense_mlp_beside(m, rows)) {
             ops.post_norm_add_pre_norm_bf16(
                 xr,
@@ -113,67 +116,21 @@ impl Session<'_> {
                 eps,
             )?;
             let this = &*self;
-            let up = || -> Result<()> {
-                linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
-                Ok(())
-            };
-            let down = || -> Result<()> { Ok(linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?) };
             let zeros = this.one_row_pairs(rows)?;
-            let mode = if zeros.is_some() { super::moe::split_mode() } else { super::moe::Split::Mlp };
             let mut e_here = 0;
-            let route = |e: &mut usize| -> Result<()> {
-                *e = this.moe_route(mw, xr, rows)?;
-                Ok(())
-            };
-            let input = || match zeros {
-                Some(z) => this.moe_expert_input(mw, xr, rows, z),
-                None => Ok(()),
-            };
-            use super::moe::Split;
-            match mode {
-                Split::Mlp => super::enqueue_concurrent(
-                    ops,
-                    || this.moe_routed_experts(mw, xr, rows),
-                    || {
-                        up()?;
-                        down()
-                    },
-                )?,
-                Split::Early => {
-                    super::enqueue_concurrent(
-                        ops,
-                        || route(&mut e_here),
-                        || {
-                            input()?;
-                            up()?;
-                            down()
-                        },
-                    )?;
-                    this.moe_expert_ffn(mw, rows, e_here)?;
-                }
-                Split::Split => {
-                    super::enqueue_concurrent(
-                        ops,
-                        || route(&mut e_here),
-                        || {
-                            input()?;
-                            up()
-                        },
-                    )?;
-                    super::enqueue_concurrent(ops, || this.moe_expert_ffn(mw, rows, e_here), down)?;
-                }
-                Split::Input => {
-                    super::enqueue_concurrent(ops, || route(&mut e_here), input)?;
-                    super::enqueue_concurrent(
-                        ops,
-                        || this.moe_expert_ffn(mw, rows, e_here),
-                        || {
-                            up()?;
-                            down()
-                        },
-                    )?;
-                }
-            }
+            super::enqueue_concurrent(
+                ops,
+                || {
+                    e_here = this.moe_route(mw, xr, rows)?;
+                    Ok(())
+                },
+                || {
+                    this.moe_expert_input(mw, xr, rows, zeros)?;
+                    linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
+                    Ok(linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?)
+                },
+            )?;
+            this.moe_expert_ffn(mw, rows, e_here)?;
             let ffn = self.moe_combine(mw, rows)?;
             return self.layer_tail(i, rows, ffn, xr, x_next, false);
         }

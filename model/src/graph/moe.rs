@@ -48,43 +48,17 @@ fn gather_unfused_override() -> bool {
 /// prologue at batch 1) instead of beside the routing and the experts, for
 /// an A/B in one binary; read once a process.
 fn concurrent_off() -> bool {
-    beside_env() == Some("0")
-}
-
-fn beside_env() -> Option<&'static str> {
-    static MODE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    MODE.get_or_init(|| std::env::var("SWITCHYARD_MOE_CONCURRENT").ok().map(|v| v.trim().to_string())).as_deref()
-}
-
-/// How the pieces split (timing A/B, `SWITCHYARD_MOE_CONCURRENT`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Split {
-    /// routing + experts ∥ dense gate/up + down.
-    Mlp,
-    /// routing ∥ input(zeros) + dense gate/up + down; then the experts.
-    Early,
-    /// routing ∥ input(zeros) + dense gate/up; then experts ∥ down.
-    Split,
-    /// routing ∥ input(zeros); then experts ∥ dense gate/up + down.
-    Input,
-}
-
-pub(super) fn split_mode() -> Split {
-    match beside_env() {
-        Some("early") => Split::Early,
-        Some("split") => Split::Split,
-        Some("input") => Split::Input,
-        _ => Split::Mlp,
-    }
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OFF.get_or_init(|| std::env::var("SWITCHYARD_MOE_CONCURRENT").is_ok_and(|v| v.trim() == "0"))
 }
 
 /// Most rows a step runs a MoE layer's dense MLP (gate/up, down) beside the
-/// routing and the experts through `Backend::enqueue_concurrent`. On the
-/// H200 (26b-a4b, cuda, three calls, two rounds each) batch 1 went from
-/// 282.9-286.8 tok/s in line to 290.2-295.8 beside, and batch 16 from
-/// 1286.7-1296.0 to 1259.7-1280.5, so larger batches stay in line: at one
-/// row the routing is one latency-bound launch whose time the dense weight
-/// stream can fill, at 16 the experts' streams already fill it.
+/// routing through `Backend::enqueue_concurrent`. On the H200 (26b-a4b,
+/// cuda) batch 16 with the dense MLP beside the routing and the experts
+/// measured 1259.7-1280.5 tok/s against 1286.7-1296.0 in line, so larger
+/// batches stay in line: at one row the routing is one latency-bound launch
+/// whose time the dense weight stream can fill, at 16 the experts' streams
+/// already fill it. (The zero pair map of `one_row_pairs` also needs one row.)
 pub(super) const CONCURRENT_MAX_ROWS: usize = 1;
 
 /// Whether a MoE layer's dense MLP runs beside the routing and the experts
@@ -182,15 +156,6 @@ impl Session<'_> {
         self.moe_combine(w, rows)
     }
 
-    /// The routing and the experts' outputs, which read only the residual
-    /// `xr` and write only MoE buffers: the part of the branch that may run
-    /// beside the dense MLP ([`Self::moe_route`], then the experts up to the
-    /// combine).
-    pub(super) fn moe_routed_experts(&self, w: &MoeWeights, xr: Region, rows: usize) -> Result<()> {
-        let e_here = self.moe_route(w, xr, rows)?;
-        self.moe_expert_outputs(w, xr, rows, e_here)
-    }
-
     /// The experts' outputs for the routing's pairs, in expert order, into
     /// the MoE scratch (`ey`).
     fn moe_expert_outputs(&self, w: &MoeWeights, xr: Region, rows: usize, e_here: usize) -> Result<()> {
@@ -200,9 +165,13 @@ impl Session<'_> {
 
     /// The pair map of a one-row step before its routing runs: zeros, which
     /// give [`Self::moe_expert_input`] the bits the routing's map would
-    /// (every slot holds row 0). `None` at more rows.
-    pub(super) fn one_row_pairs(&self, rows: usize) -> Result<Option<Region>> {
-        Ok((rows == 1).then(|| self.moe_parts().map(|(_, ms)| ms.one_row_pairs.region())).transpose()?)
+    /// (every slot holds row 0, whichever experts the routing picks).
+    /// Refused at more rows.
+    pub(super) fn one_row_pairs(&self, rows: usize) -> Result<Region> {
+        if rows != 1 {
+            return Err(Error::Request(format!("the zero pair map is a one-row step's, not {rows} rows'")));
+        }
+        Ok(self.moe_parts()?.1.one_row_pairs.region())
     }
 
     /// The experts' input: pre_feedforward_layernorm_2 of each slot's token
