@@ -29,7 +29,7 @@
 //! cpu for the other backends.
 use std::path::PathBuf;
 use std::sync::Arc;
-use switchyard_core::Backend;
+use switchyard_core::{Backend, BackendKind};
 use switchyard_model::checkpoint::Checkpoint;
 use switchyard_model::generate::{generate, Generation, Request};
 use switchyard_model::graph::{Model, Session};
@@ -311,6 +311,26 @@ per_backend! {
 /// Sequences decoded together in the batched test (the batch `bench-model` times).
 const BATCH: usize = 16;
 
+/// The batched test's bounds on `be`, (min cosine, max relative error). On
+/// cpu and wgpu a batched row runs the same arithmetic as the row alone
+/// (bit-exact, or a few 1e-3 where a plan's split differs), so the
+/// cross-backend bounds apply. CUDA's batched steps run the m = 16
+/// tensor-core GEMVs, whose K order differs from the m = 1 kernels' (their
+/// contract is the NMSE bound, not the bits), and the difference compounds
+/// through the layers as the difference from HF does. On the H200 (max
+/// relative error, min cosine over the 16 sequences): tiny-dense 1.755e-3 /
+/// 0.9999927, tiny-moe 4.158e-3 / 0.9999776, tiny-e4b 1.246e-2 / 0.9999310,
+/// tiny-e2b 1.771e-2 / 0.9998138 (deterministic, whatever the launch
+/// features), e2b being also the fixture furthest from HF (0.017 / 0.999771).
+/// Two such evaluations are held to the whole-model rule.
+fn batched_bounds(be: &dyn Backend) -> (f64, f64) {
+    if be.kind() == BackendKind::Cuda {
+        (MIN_COSINE, MAX_REL)
+    } else {
+        (XB_MIN_COSINE, XB_MAX_REL)
+    }
+}
+
 per_backend! {
     fn batched_decode_matches_single_sequences(be) {
         // 16 sequences with prompts of different lengths (so each row has its
@@ -352,7 +372,8 @@ per_backend! {
                 let req = Request { prompt: p.clone(), max_new_tokens: steps, want_logits: true, stop_at_eos: false };
                 let alone = generate(&model, &req).unwrap_or_else(|e| panic!("{name}: sequence {b} alone: {e}"));
                 let what = format!("{name} on {}: sequence {b} of {BATCH} batched vs alone", be.name());
-                let sum = check_steps(&what, &batched[b].logits, &alone.logits, XB_MIN_COSINE, XB_MAX_REL);
+                let (cos_bound, rel_bound) = batched_bounds(be.as_ref());
+                let sum = check_steps(&what, &batched[b].logits, &alone.logits, cos_bound, rel_bound);
                 assert_eq!(batched[b].tokens, alone.tokens, "{what}: greedy tokens differ");
                 exact &= sum.exact;
                 min_cos = min_cos.min(sum.min_cos);
