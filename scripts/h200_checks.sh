@@ -58,6 +58,8 @@
 #        bash scripts/prepare-vulkan.sh .device-vk
 #        (and for the split-table check: cp "$(cargo test --release -p switchyard-wgpu
 #        --test split_tables --no-run 2>&1 | grep -o 'target/release/deps/split_tables-[0-9a-f]*')" dist/split_tables)
+#        (and for the model tests on every backend: the same with -p switchyard-tests --test model_fixtures,
+#        into dist/model_fixtures)
 # There: bash scripts/h200_checks.sh     (carry dist and .device-vk; writes to $OUT)
 # The tp part needs dist/tensor_parallel: cp "$(cargo test --release -p switchyard-tests
 #        --test tensor_parallel --no-run 2>&1 | grep -o 'target/release/deps/tensor_parallel-[0-9a-f]*')"
@@ -148,6 +150,13 @@ checks() { # correctness (not timed); the three sanitizers run meanwhile, side b
     if [ -x dist/split_tables ]; then
         step "split tables wgpu" 150 "$OUT/split_tables.txt" env SWITCHYARD_REQUIRE_WGPU=1 dist/split_tables --nocapture --test-threads 1
         grep -E "binding limit|^test result" "$OUT/split_tables.txt" >> "$SUM"
+    fi
+    # The model tests on every backend (HF fixtures, batched against alone,
+    # both orders of the MoE layer), reading the fixtures from this checkout.
+    if [ -x dist/model_fixtures ]; then
+        step "model_fixtures" 200 "$OUT/model_fixtures.txt" env SWITCHYARD_SOURCE_ROOT="$PWD" SWITCHYARD_REQUIRE_CUDA=1 \
+            SWITCHYARD_REQUIRE_WGPU=1 dist/model_fixtures --test-threads 1
+        grep -E "^test result|panicked" "$OUT/model_fixtures.txt" >> "$SUM"
     fi
     for be in cuda wgpu; do
         for fx in tiny-dense tiny-moe tiny-e2b tiny-e4b tiny-26b-a4b tiny-31b; do

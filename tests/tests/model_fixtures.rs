@@ -64,8 +64,14 @@ struct Expected {
     logits: Vec<Vec<f32>>,
 }
 
+/// The repository root: `SWITCHYARD_SOURCE_ROOT` (a test binary carried
+/// to another machine), else the one this crate was built in.
+fn source_root() -> PathBuf {
+    std::env::var_os("SWITCHYARD_SOURCE_ROOT").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."), PathBuf::from)
+}
+
 fn dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(name)
+    source_root().join("tests").join("fixtures").join(name)
 }
 
 fn ids(v: &Value, what: &str) -> Vec<u32> {
@@ -400,7 +406,7 @@ fn default_model_matches_hf_transformers() {
     // prints their text, so a near-tie resolved the other way would show;
     // the smallest top-2 margin is printed). The embedded bytes are checked
     // to be the committed files, so the test and the binary see one model.
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../model/default");
+    let root = source_root().join("model").join("default");
     let config = std::fs::read_to_string(root.join("config.json")).expect("reading model/default/config.json");
     assert_eq!(switchyard_model::default_model::CONFIG, config, "the embedded config.json is not model/default's");
     let st = std::fs::read(root.join("model.safetensors")).expect("reading model/default/model.safetensors");
