@@ -103,18 +103,13 @@ impl Session<'_> {
         // the memory system meanwhile; the experts' input does not wait for
         // the routing because at one row every slot holds row 0 (a zero
         // pair map gives the routing's bits).
+        // The sandwich in place (x in `xr`, hn) and the dense gate/up over hn.
+        let sandwich_in_place = || {
+            ops.post_norm_add_pre_norm_bf16(xr, Some(s.hn.region()), xr, s.o.region(), sandwich.w_post, Some(sandwich.w_pre), rows, h, eps)
+        };
+        let dense_gate_up = || linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate);
         if let Some(mw) = w.moe.as_ref().filter(|_| m.tp.is_none() && super::moe::dense_mlp_beside(m, rows)) {
-            ops.post_norm_add_pre_norm_bf16(
-                xr,
-                Some(s.hn.region()),
-                xr,
-                s.o.region(),
-                sandwich.w_post,
-                Some(sandwich.w_pre),
-                rows,
-                h,
-                eps,
-            )?;
+            sandwich_in_place()?;
             let this = &*self;
             let zeros = this.one_row_pairs(rows)?;
             let mut e_here = 0;
@@ -126,7 +121,7 @@ impl Session<'_> {
                 },
                 || {
                     this.moe_expert_input(mw, xr, rows, zeros)?;
-                    linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
+                    dense_gate_up()?;
                     Ok(linear::apply(ops, &w.down, s.act.region(), s.mlp.region(), rows)?)
                 },
             )?;
@@ -137,18 +132,8 @@ impl Session<'_> {
         let fused = linear::sandwich_gated_up(ops, &w.gate_up, &sandwich, s.act.region(), rows, spec.intermediate, eps)?;
         let (resid, out) = if fused { (x_next, xr) } else { (xr, x_next) };
         if !fused {
-            ops.post_norm_add_pre_norm_bf16(
-                xr,
-                Some(s.hn.region()),
-                xr,
-                s.o.region(),
-                sandwich.w_post,
-                Some(sandwich.w_pre),
-                rows,
-                h,
-                eps,
-            )?;
-            linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate)?;
+            sandwich_in_place()?;
+            dense_gate_up()?;
         }
         let routed = match &w.moe {
             Some(mw) => Some((mw, self.moe_route(mw, resid, rows)?)),
