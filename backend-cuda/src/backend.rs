@@ -351,7 +351,7 @@ impl CudaBackend {
     /// Refuses `op` while `record` captures the stream: its host side (or the
     /// stream synchronisation it needs) cannot be part of a graph.
     fn not_capturing(st: &State, op: &str) -> Result<()> {
-        if st.branches.open > 0 {
+        if st.branches.open {
             return Err(Error::invalid(
                 op,
                 "<enqueue_concurrent>",
@@ -778,13 +778,13 @@ impl Backend for CudaBackend {
     fn enqueue_concurrent(&self, first: &mut dyn FnMut() -> Result<()>, second: &mut dyn FnMut() -> Result<()>) -> Result<()> {
         {
             let mut st = self.enter()?;
-            if st.branches.open > 0 {
+            if st.branches.open {
                 drop(st);
                 first()?;
                 return second();
             }
             st.branches.side()?.fork_from(self.stream.0)?;
-            st.branches.open = 1;
+            st.branches.open = true;
             st.branches.on_side = true;
         }
         let ran = second().and_then(|()| {
@@ -793,7 +793,7 @@ impl Backend for CudaBackend {
         });
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.branches.on_side = false;
-        st.branches.open = 0;
+        st.branches.open = false;
         let joined = raw::set_current(self.ctx.0).and_then(|()| match &st.branches.side {
             Some(side) => side.join_into(self.stream.0),
             None => Ok(()),

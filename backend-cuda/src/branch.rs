@@ -51,8 +51,9 @@ impl SideStream {
 #[derive(Default)]
 pub(crate) struct Branches {
     pub(crate) side: Option<SideStream>,
-    /// Calls of `enqueue_concurrent` in progress (nested ones run in order).
-    pub(crate) open: usize,
+    /// A call of `enqueue_concurrent` is in progress (a nested one runs its
+    /// pieces in order).
+    pub(crate) open: bool,
     /// Launches go to the side stream (the second piece is enqueuing).
     pub(crate) on_side: bool,
 }

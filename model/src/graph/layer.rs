@@ -94,6 +94,11 @@ impl Session<'_> {
         // layer's output.
         let sandwich =
             SandwichRow { out: x_next, resid: xr, x: s.o.region(), w_post: Some(w.post_attn_norm.region()), w_pre: w.pre_ff_norm.region() };
+        // The sandwich in place (x in `xr`, hn) and the dense gate/up over hn.
+        let sandwich_in_place = || {
+            ops.post_norm_add_pre_norm_bf16(xr, Some(s.hn.region()), xr, s.o.region(), sandwich.w_post, Some(sandwich.w_pre), rows, h, eps)
+        };
+        let dense_gate_up = || linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate);
         // A single-row MoE step on a backend that overlaps concurrent work:
         // after the sandwich on its own, the routing runs beside the
         // experts' input and the dense MLP (gate/up, down), then the
@@ -103,11 +108,6 @@ impl Session<'_> {
         // the memory system meanwhile; the experts' input does not wait for
         // the routing because at one row every slot holds row 0 (a zero
         // pair map gives the routing's bits).
-        // The sandwich in place (x in `xr`, hn) and the dense gate/up over hn.
-        let sandwich_in_place = || {
-            ops.post_norm_add_pre_norm_bf16(xr, Some(s.hn.region()), xr, s.o.region(), sandwich.w_post, Some(sandwich.w_pre), rows, h, eps)
-        };
-        let dense_gate_up = || linear::gated_up(ops, &w.gate_up, s.hn.region(), s.gu.region(), s.act.region(), rows, spec.intermediate);
         if let Some(mw) = w.moe.as_ref().filter(|_| m.tp.is_none() && super::moe::dense_mlp_beside(m, rows)) {
             sandwich_in_place()?;
             let this = &*self;
@@ -126,7 +126,7 @@ impl Session<'_> {
                 },
             )?;
             this.moe_expert_ffn(mw, rows, e_here)?;
-            let ffn = self.moe_combine(mw, rows)?;
+            let ffn = this.moe_combine(mw, rows)?;
             return self.layer_tail(i, rows, ffn, xr, x_next, false);
         }
         let fused = linear::sandwich_gated_up(ops, &w.gate_up, &sandwich, s.act.region(), rows, spec.intermediate, eps)?;

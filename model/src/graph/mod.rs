@@ -33,7 +33,13 @@ use switchyard_kernels::Ops;
 /// into `cell`: the graph's A/B switches between a fused kernel and the
 /// launches it replaces, in one binary.
 fn env_is_one(cell: &'static std::sync::OnceLock<bool>, name: &str) -> bool {
-    *cell.get_or_init(|| std::env::var(name).is_ok_and(|v| v == "1"))
+    env_is(cell, name, "1")
+}
+
+/// Whether the environment variable `name` is `value` (spaces trimmed),
+/// read once a process into `cell`.
+fn env_is(cell: &'static std::sync::OnceLock<bool>, name: &str, value: &str) -> bool {
+    *cell.get_or_init(|| std::env::var(name).is_ok_and(|v| v.trim() == value))
 }
 
 /// [`switchyard_core::Backend::enqueue_concurrent`] over two of the graph's

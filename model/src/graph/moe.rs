@@ -49,7 +49,7 @@ fn gather_unfused_override() -> bool {
 /// an A/B in one binary; read once a process.
 fn concurrent_off() -> bool {
     static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OFF.get_or_init(|| std::env::var("SWITCHYARD_MOE_CONCURRENT").is_ok_and(|v| v.trim() == "0"))
+    super::env_is(&OFF, "SWITCHYARD_MOE_CONCURRENT", "0")
 }
 
 /// Most rows a step runs a MoE layer's dense MLP (gate/up, down) beside the
@@ -59,7 +59,7 @@ fn concurrent_off() -> bool {
 /// batches stay in line: at one row the routing is one latency-bound launch
 /// whose time the dense weight stream can fill, at 16 the experts' streams
 /// already fill it. (The zero pair map of `one_row_pairs` also needs one row.)
-pub(super) const CONCURRENT_MAX_ROWS: usize = 1;
+const CONCURRENT_MAX_ROWS: usize = 1;
 
 /// Whether a MoE layer's dense MLP runs beside the routing and the experts
 /// this step: at most [`CONCURRENT_MAX_ROWS`] rows, then the model's
@@ -152,15 +152,9 @@ impl Session<'_> {
     /// output already in the first `rows` rows of `mlp`; returns the combined
     /// FFN output.
     pub(super) fn moe_experts(&self, w: &MoeWeights, xr: Region, rows: usize, e_here: usize) -> Result<Region> {
-        self.moe_expert_outputs(w, xr, rows, e_here)?;
-        self.moe_combine(w, rows)
-    }
-
-    /// The experts' outputs for the routing's pairs, in expert order, into
-    /// the MoE scratch (`ey`).
-    fn moe_expert_outputs(&self, w: &MoeWeights, xr: Region, rows: usize, e_here: usize) -> Result<()> {
         self.moe_expert_input(w, xr, rows, self.moe_parts()?.1.pair_of_slot.region())?;
-        self.moe_expert_ffn(w, rows, e_here)
+        self.moe_expert_ffn(w, rows, e_here)?;
+        self.moe_combine(w, rows)
     }
 
     /// The pair map of a one-row step before its routing runs: zeros, which
