@@ -265,6 +265,11 @@ pub struct Settings {
     pub prefill_len: usize,
     /// Timed prefill passes (`--prefill-passes`); the median is reported.
     pub prefill_passes: usize,
+    /// Positions each decode session reserves (`--session-tokens`; 0: just
+    /// [`Settings::positions`]). The KV cache and the attention plans (their
+    /// split of the context into chunks) are sized for the session, so a
+    /// larger figure times a decode inside a longer conversation's session.
+    pub session_tokens: usize,
 }
 
 /// Timed prefill passes when `--prefill-passes` is not given.
@@ -274,13 +279,23 @@ impl Settings {
     /// The decode settings of `prompt_len`, `steps` (after 3 warm-up steps)
     /// and `quant`, with no prefill measurement and no profiler range.
     pub fn decode(prompt_len: usize, steps: usize, quant: Quant) -> Self {
-        Settings { prompt_len, warmup: 3, steps, profile_timed_steps: false, quant, prefill_len: 0, prefill_passes: DEFAULT_PREFILL_PASSES }
+        Settings {
+            prompt_len,
+            warmup: 3,
+            steps,
+            profile_timed_steps: false,
+            quant,
+            prefill_len: 0,
+            prefill_passes: DEFAULT_PREFILL_PASSES,
+            session_tokens: 0,
+        }
     }
 
     /// Refuses settings the benchmark cannot run, naming the flag: an empty
     /// prompt or no steps, a decode past the benchmark model's context, a
-    /// prefill longer than that context, or a prefill pass count outside
-    /// `1..=`[`limits::MAX_BENCH_PREFILL_PASSES`].
+    /// prefill longer than that context, a prefill pass count outside
+    /// `1..=`[`limits::MAX_BENCH_PREFILL_PASSES`], or a session smaller than
+    /// the decode's positions or larger than the context.
     pub fn validate(&self) -> Result<()> {
         let (prompt_len, steps) = (self.prompt_len, self.steps);
         if prompt_len == 0 || steps == 0 {
@@ -306,7 +321,20 @@ impl Settings {
         if self.prefill_len > 0 && !(1..=limits::MAX_BENCH_PREFILL_PASSES).contains(&self.prefill_passes) {
             bail!("--prefill-passes {}: expected 1..={}", self.prefill_passes, limits::MAX_BENCH_PREFILL_PASSES);
         }
+        let needed = self.positions().unwrap_or(usize::MAX);
+        if self.session_tokens != 0 && !(needed..=limits::BENCH_MODEL_CONTEXT).contains(&self.session_tokens) {
+            bail!(
+                "--session-tokens {}: expected {needed}..={} (the decode's positions up to the benchmark model's context)",
+                self.session_tokens,
+                limits::BENCH_MODEL_CONTEXT
+            );
+        }
         Ok(())
+    }
+
+    /// Positions a decode session reserves: `--session-tokens`, else [`Settings::positions`].
+    pub fn session_positions(&self) -> Option<usize> {
+        self.positions().map(|n| n.max(self.session_tokens))
     }
 
     /// Positions each sequence occupies: the prompt, every decode step, and
@@ -452,7 +480,7 @@ pub fn run_batch(model: &dyn Engine, profiler: Option<&Arc<dyn Backend>>, batch:
     if batch == 0 || s.prompt_len == 0 || s.steps == 0 {
         bail!("batch, prompt length and steps must be at least 1");
     }
-    let total = s.positions().context("prompt length + steps overflow a position count")?;
+    let total = s.session_positions().context("prompt length + steps overflow a position count")?;
     let mut times = Vec::new();
     times.try_reserve_exact(s.steps).map_err(|e| anyhow::anyhow!("cannot hold {} step timings: {e}", s.steps))?;
     let mut session = model.open(batch, total, s.prompt_len).context("allocating the session")?;
@@ -589,8 +617,12 @@ impl Report {
         let _ = writeln!(s, "- bound: {BOUND_RULE}");
         let _ = writeln!(
             s,
-            "- each sequence: {} random prompt tokens prefilled, {} warm-up steps, then {} timed decode steps (weights made in {:.0} ms)\n",
-            self.settings.prompt_len, self.settings.warmup, self.settings.steps, self.build_ms
+            "- each sequence: {} random prompt tokens prefilled, {} warm-up steps, then {} timed decode steps, in a session of {} positions (weights made in {:.0} ms)\n",
+            self.settings.prompt_len,
+            self.settings.warmup,
+            self.settings.steps,
+            self.settings.session_positions().unwrap_or(usize::MAX),
+            self.build_ms
         );
         let tp_cols = self.comm.is_some();
         if let Some(note) = self.all_reduce_note() {
@@ -722,6 +754,7 @@ impl Report {
             "quant": self.settings.quant.to_string(), "model_bytes": self.model_bytes,
             "copy_gb_per_s": self.copy.best() / 1e9, "copy_note": self.copy.describe(), "bound_rule": BOUND_RULE,
             "prompt_len": self.settings.prompt_len, "warmup_steps": self.settings.warmup, "timed_steps": self.settings.steps,
+            "session_positions": self.settings.session_positions(),
             "build_ms": self.build_ms, "rows": rows, "hf_config": self.shape.hf_config(), "tp": self.tp,
             "comm": self.comm, "all_reduce_note": self.all_reduce_note(),
             "prefill": self.prefill.as_ref().map(|p| serde_json::json!({
@@ -1019,7 +1052,13 @@ mod tests {
         assert!(err(Settings { prefill_len: 4096, prefill_passes: 0, ..ok.clone() }).contains("--prefill-passes 0: expected 1..=1000"));
         assert!(err(Settings { prefill_len: 4096, prefill_passes: 1001, ..ok.clone() }).contains("--prefill-passes 1001"));
         // Without a prefill measurement the pass count is not read.
-        assert!(Settings { prefill_len: 0, prefill_passes: 0, ..ok }.validate().is_ok());
+        assert!(Settings { prefill_len: 0, prefill_passes: 0, ..ok.clone() }.validate().is_ok());
+        // A session holds at least the decode's 196 positions, at most the context.
+        assert!(Settings { session_tokens: 8192, ..ok.clone() }.validate().is_ok());
+        assert_eq!(Settings { session_tokens: 8192, ..ok.clone() }.session_positions(), Some(8192));
+        assert_eq!(ok.session_positions(), Some(196));
+        assert!(err(Settings { session_tokens: 195, ..ok.clone() }).contains("--session-tokens 195: expected 196..=8192"));
+        assert!(err(Settings { session_tokens: 8193, ..ok }).contains("--session-tokens 8193: expected 196..=8192"));
     }
 
     #[test]

@@ -205,6 +205,12 @@ enum Command {
         /// Timed prefill passes (with --prefill-len; default 5).
         #[arg(long)]
         prefill_passes: Option<usize>,
+        /// Positions each decode session reserves (default: prompt + steps
+        /// + 4). The KV cache and the attention's split of the context
+        /// follow the session, so this times decode inside a session sized
+        /// for a longer conversation. At most 8192.
+        #[arg(long)]
+        session_tokens: Option<usize>,
         /// Print JSON (with the HF config.json of the shape) instead of markdown.
         #[arg(long)]
         json: bool,
@@ -293,6 +299,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             steps,
             prefill_len,
             prefill_passes,
+            session_tokens,
             json,
             profile_timed_steps,
             quant,
@@ -313,6 +320,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 profile_timed_steps,
                 prefill_len: prefill_len.unwrap_or(0),
                 prefill_passes,
+                session_tokens: session_tokens.unwrap_or(0),
                 ..bench_model::Settings::decode(prompt_len, steps, quant.parse()?)
             };
             bench_model_cmd(backend, &shape, &batch, settings, json, tp)

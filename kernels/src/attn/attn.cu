@@ -357,6 +357,21 @@ __device__ __forceinline__ int decode_splits(int keys, int batch, int nkv) {
     return (int)max(1LL, min(want, need));
 }
 
+// Whether a sequence's ctx_len is one the tables hold.
+__device__ __forceinline__ bool decode_ctx_ok(int n, int max_ctx, int max_pages, int page) {
+    return n >= 1 && n <= max_ctx && (long long)n <= (long long)max_pages * page;
+}
+
+// The chunks a sequence of n keys fills: decode_splits of its visible keys
+// (1 for an invalid ctx_len, whose chunk 0 carries the NaN). Chunks from
+// here to the grid's split count are idle: the two-pass plan neither writes
+// nor reads them, the cluster plan parks m = -inf, l = 0 for them.
+__device__ __forceinline__ int active_chunks(int n, int max_ctx, int max_pages, int page, int window, int batch, int nkv) {
+    if (!decode_ctx_ok(n, max_ctx, max_pages, page)) return 1;
+    const int lo = window > 0 ? max(0, n - window) : 0;
+    return decode_splits(n - lo, batch, nkv);
+}
+
 // What one decode block works on.
 struct DecodeJob {
     const bf16* k_pool;
@@ -839,18 +854,17 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
     const int splits = decode_splits(visible_keys(max_ctx, window), batch, nkv);
     // Block-uniform; for a cluster, uniform over the grid (its x extent is the split count).
     if (b >= batch || kvh >= nkv || s >= splits || (CLUSTER && (int)gridDim.x != splits)) return;
+    const int n = ctx_len[b];
+    const bool ok = decode_ctx_ok(n, max_ctx, max_pages, page);
+    const int lo = (ok && window > 0) ? max(0, n - window) : 0;
+    const int my_splits = active_chunks(n, max_ctx, max_pages, page, window, batch, nkv);
     const bool single = !CLUSTER && splits == 1;
     float* red = reinterpret_cast<float*>(dsm); // CLUSTER: this chunk's o, then (m, l), per head of the group
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const size_t ml_base = (size_t)batch * nh * splits * hd;
     // This lane's two head columns.
     const int qa = 2 * c, qb2 = 2 * c + 1;
-
-    const int n = ctx_len[b];
-    const long long cap = (long long)max_pages * page;
-    const bool ok = n >= 1 && n <= max_ctx && n <= cap;
-    const int lo = (ok && window > 0) ? max(0, n - window) : 0;
-    const int my_splits = ok ? decode_splits(n - lo, batch, nkv) : 1;
+    const size_t row0 = (size_t)b * nh + h0;
     long long start = 0, stop = 0;
     if (ok && s < my_splits) {
         const long long split_len = ((long long)(n - lo) + my_splits - 1) / my_splits;
@@ -882,9 +896,12 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
             workspace[ml_base + e * 2 + 1] = bad ? SY_NAN : 0.0f;
         }
     };
+    // The reduce reads only the sequence's active chunks, so an idle block
+    // has nothing to write.
+    if (!CLUSTER && s >= my_splits) return;
     if (!ok || start >= stop) {
         nothing(!ok);
-        if (CLUSTER) decode_cluster_combine(out, red, nq, hd, (size_t)b * nh + h0);
+        if (CLUSTER) decode_cluster_combine(out, red, nq, hd, row0);
         return;
     }
 
@@ -949,7 +966,7 @@ __device__ __forceinline__ void attention_decode_body(bf16* __restrict__ out, co
         DECODE_CASE(8)
     }
 #undef DECODE_CASE
-    if (CLUSTER) decode_cluster_combine(out, red, nq, hd, (size_t)b * nh + h0);
+    if (CLUSTER) decode_cluster_combine(out, red, nq, hd, row0);
 }
 
 // The two-pass plan's phase 1 and the cluster plan's one launch (entry
@@ -987,8 +1004,9 @@ extern "C" __global__ void __launch_bounds__(DC_THREADS * DC_MAX_TEAMS) attentio
 }
 
 // Grid (batch, nh, ceil(hd / 128)), block 128: a thread per output dim.
-// Chunks combined in chunk order; empty and idle chunks (m = -inf or l = 0)
-// skipped; NaN m (an invalid sequence or page) poisons the row; all chunks
+// Chunks combined in chunk order, only the sequence's active ones
+// (active_chunks: phase 1 leaves the rest unwritten); empty chunks (m =
+// -inf or l = 0) skipped; NaN m (an invalid sequence or page) poisons the row; all chunks
 // empty gives NaN. The partials are read DR_UNROLL chunks at a time, all
 // loads of a batch issued before its sums, so a thread does not wait one
 // memory round trip per chunk.
@@ -1003,19 +1021,23 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(
     const int b = blockIdx.x, h = blockIdx.y, d = blockIdx.z * blockDim.x + threadIdx.x;
     if (b >= batch || h >= nh || nkv <= 0 || d >= hd) return;
     const int splits = decode_splits(visible_keys(max_ctx, window), batch, nkv);
+    // The chunks past the sequence's own are idle: skipped without a load.
+    const int active = active_chunks(ctx_len[b], max_ctx, max_pages, page, window, batch, nkv);
     const size_t bh = (size_t)b * nh + h;
     const float2* ml = reinterpret_cast<const float2*>(workspace + (size_t)batch * nh * splits * hd) + bh * splits;
     const float* o = workspace + bh * splits * hd + d;
     bool any = false, nan = false;
     float big = -SY_INF;
-    for (int s0 = 0; s0 < splits; s0 += DR_UNROLL) {
+    // The first batch's loads do not wait for ctx_len (they stay inside the
+    // grid's chunks; what past `active` holds is never used).
+    for (int s0 = 0; s0 < splits && (s0 == 0 || s0 < active); s0 += DR_UNROLL) {
         float2 p[DR_UNROLL];
 #pragma unroll
         for (int u = 0; u < DR_UNROLL; ++u) p[u] = s0 + u < splits ? ml[s0 + u] : make_float2(-SY_INF, 0.0f);
 #pragma unroll
         for (int u = 0; u < DR_UNROLL; ++u) {
             const float m = p[u].x, l = p[u].y;
-            if (m == -SY_INF || l == 0.0f) continue;
+            if (s0 + u >= active || m == -SY_INF || l == 0.0f) continue;
             any = true;
             if (m != m) nan = true; else big = fmaxf(big, m);
         }
@@ -1025,14 +1047,14 @@ extern "C" __global__ void __launch_bounds__(128) attention_decode_reduce(
         return;
     }
     float den = 0.0f, num = 0.0f;
-    for (int s0 = 0; s0 < splits; s0 += DR_UNROLL) {
+    for (int s0 = 0; s0 < active; s0 += DR_UNROLL) {
         float2 p[DR_UNROLL];
         float ov[DR_UNROLL];
 #pragma unroll
         for (int u = 0; u < DR_UNROLL; ++u) {
-            const bool in = s0 + u < splits;
+            const bool in = s0 + u < active;
             p[u] = in ? ml[s0 + u] : make_float2(-SY_INF, 0.0f);
-            // Idle and empty chunks did not write o: what is read there is never used.
+            // Empty chunks did not write o: what is read there is never used.
             ov[u] = in ? o[(size_t)(s0 + u) * hd] : 0.0f;
         }
 #pragma unroll
