@@ -3,7 +3,8 @@
 // [batch][nh][S][hd], then (m, l) [batch][nh][S][2], with
 // S = decode_splits(visible_keys(max_ctx)) the most chunks any sequence can
 // use (kernels/src/attn/mod.rs defines the rule). Each sequence's own chunk
-// count comes from its ctx_len; chunks past it are idle and skipped, so
+// count comes from its ctx_len; chunks past it are idle (their workgroups
+// write nothing, the combine stops at the sequence's count), so
 // max_ctx can stay fixed across decode steps without changing a bit.
 //
 // attention_decode (phase 1). A workgroup owns one (sequence b, chunk, KV
@@ -96,6 +97,21 @@ fn planned_splits() -> u32 {
     return decode_splits(visible_keys(u32(max(p.max_ctx, 0))));
 }
 
+// The chunks sequence b fills: decode_splits of its visible keys, 1 for an
+// invalid ctx_len (whose chunk 0 carries the NaN); the ones past it up to
+// the planned S are idle, neither written nor read.
+fn active_chunks(b: u32) -> u32 {
+    let ctx = bitcast<i32>(d_ctx_len[p.ctx_len + b]);
+    if (ctx < 1 || ctx > p.max_ctx || u32(ctx - 1) / u32(p.page) >= u32(p.max_pages)) {
+        return 1u;
+    }
+    var lo = 0u;
+    if (p.window > 0) {
+        lo = u32(max(ctx - p.window, 0));
+    }
+    return decode_splits(u32(ctx) - lo);
+}
+
 // Word offset of the (m, l) pairs in the workspace.
 fn ml_base(splits: u32) -> u32 {
     return u32(p.batch) * u32(p.nh) * splits * u32(p.hd);
@@ -110,6 +126,8 @@ var<workgroup> bad_u: u32;
 // that the tile loop may hold barriers.
 var<workgroup> range_start: u32;
 var<workgroup> range_stop: u32;
+// The workgroup's sequence's active_chunks, made uniform.
+var<workgroup> active_u: u32;
 
 fn next_pow2(x: u32) -> u32 {
     return select(1u, 1u << (32u - countLeadingZeros(x - 1u)), x > 1u);
@@ -150,7 +168,17 @@ fn attention_decode(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     if (!id.real) {
         return;
     }
-    chunk_partials(id.sp, id.y, id.b, lid);
+    if (id.sp < uniform_active_chunks(id.b, lid)) {
+        chunk_partials(id.sp, id.y, id.b, lid);
+    }
+}
+
+// active_chunks(b), the same for every invocation of the workgroup.
+fn uniform_active_chunks(b: u32, lid: u32) -> u32 {
+    if (lid == 0u) {
+        active_u = active_chunks(b);
+    }
+    return workgroupUniformLoad(&active_u);
 }
 
 //! include "util/arrival.wgsli"
@@ -162,7 +190,10 @@ fn attention_decode_once(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_wor
     if (!id.real) {
         return;
     }
-    chunk_partials(id.sp, id.y, id.b, lid);
+    // An idle chunk's workgroup only arrives: the combine reads the active ones.
+    if (id.sp < uniform_active_chunks(id.b, lid)) {
+        chunk_partials(id.sp, id.y, id.b, lid);
+    }
     // The last combines; the pool's tiles are done with (combine_head
     // stages into it behind its own barrier).
     if (last_to_arrive(id.b * p.gy + id.y, p.gx, lid)) {
@@ -398,9 +429,10 @@ fn combine_head(b: u32, h: u32, lid: u32) {
     let w = hd / 2u;
     let bh = b * u32(p.nh) + h;
     let o = p.out + bh * w;
-    // The chunks' (m, l) in one round of loads; then each invocation scans
-    // them from workgroup memory.
-    for (var s = lid; s < splits; s += 128u) {
+    let chunks = active_chunks(b);
+    // The sequence's active chunks' (m, l) in one round of loads; then each invocation
+    // scans them from workgroup memory.
+    for (var s = lid; s < chunks; s += 128u) {
         smem[2u * s] = ws_load(ml_at + 2u * (bh * splits + s));
         smem[2u * s + 1u] = ws_load(ml_at + 2u * (bh * splits + s) + 1u);
     }
@@ -408,7 +440,7 @@ fn combine_head(b: u32, h: u32, lid: u32) {
     var any = false;
     var nan = false;
     var big_m = bitcast<f32>(NEG_INF);
-    for (var s = 0u; s < splits; s++) {
+    for (var s = 0u; s < chunks; s++) {
         let m = chunk_m(s);
         if (used(m, chunk_l(s))) {
             any = true;
@@ -421,19 +453,19 @@ fn combine_head(b: u32, h: u32, lid: u32) {
             d_out[o + c] = BF16_NAN2;
         }
     } else {
-        combine_words(bh, o, w, big_m, lid);
+        combine_words(bh, o, w, big_m, chunks, lid);
     }
     // The pool's (m, l) are read: the next head may stage its own.
     workgroupBarrier();
 }
 
-// The combine of head bh's output words from the staged (m, l) whose used
-// chunks' largest m is big_m.
-fn combine_words(bh: u32, o: u32, w: u32, big_m: f32, lid: u32) {
+// The combine of head bh's output words from the staged (m, l) of its
+// first `chunks` chunks (the active ones), whose used chunks' largest m is big_m.
+fn combine_words(bh: u32, o: u32, w: u32, big_m: f32, chunks: u32, lid: u32) {
     let splits = planned_splits();
     let hd = u32(p.hd);
     var den = 0.0;
-    for (var s = 0u; s < splits; s++) {
+    for (var s = 0u; s < chunks; s++) {
         let m = chunk_m(s);
         let l = chunk_l(s);
         if (used(m, l)) {
@@ -446,17 +478,17 @@ fn combine_words(bh: u32, o: u32, w: u32, big_m: f32, lid: u32) {
     for (var c = lid; c < w; c += 128u) {
         var a = 0.0;
         var z = 0.0;
-        for (var s0 = 0u; s0 < splits; s0 += CP_U) {
+        for (var s0 = 0u; s0 < chunks; s0 += CP_U) {
             var oa: array<f32, CP_U>;
             var oz: array<f32, CP_U>;
             for (var u = 0u; u < CP_U; u++) {
-                let e = bh * splits + select(0u, s0 + u, s0 + u < splits);
+                let e = bh * splits + select(0u, s0 + u, s0 + u < chunks);
                 oa[u] = bitcast<f32>(ws_load(e * hd + 2u * c));
                 oz[u] = bitcast<f32>(ws_load(e * hd + 2u * c + 1u));
             }
             for (var u = 0u; u < CP_U; u++) {
                 let s = s0 + u;
-                if (s < splits && used(chunk_m(s), chunk_l(s))) {
+                if (s < chunks && used(chunk_m(s), chunk_l(s))) {
                     let f = exp(chunk_m(s) - big_m);
                     a += f * oa[u];
                     z += f * oz[u];
